@@ -1,0 +1,100 @@
+"""opsight: see where the time of a Python program goes, with tracing that costs
+nanoseconds.
+
+Quick start::
+
+    import opsight
+
+    @opsight.trace
+    def preprocess(batch): ...
+
+    with opsight.profile() as prof:           # or profile("run.opsight" | "trace.json")
+        with prof.record("warm up"):
+            preprocess(batch)
+        with opsight.span("infer", batch=8):
+            model(batch)
+    prof.print_tree()                           # HiQ's call tree
+    prof.print_summary()                        # count, total, p50 ... p99.9 per span name
+    frame = prof.dataframe()                    # one row per span (pandas)
+
+Without changing the program: ``opsight run -c targets.yaml -- python app.py`` (a targets
+file lists the functions to trace, see ``opsight.targets``), or ``OPSIGHT_OUTPUT=trace.json
+python app.py``. ``opsight.disable()``/``enable()`` (or ``opsight ctl PID off|on`` from
+outside) switch tracing at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar, overload
+
+from . import _native
+from ._instrument import set_enabled as _set_enabled
+from ._profile import Profile, profile, spans_dataframe
+from ._span import Span, span
+from ._wrapping import wrap as _wrap
+from .targets import Target, TargetsError, load_targets
+
+__version__ = _native.version()
+
+__all__ = [
+    "Profile", "Span", "Target", "TargetsError", "disable", "enable", "enabled", "instant",
+    "counter", "load_targets", "profile", "read_trace", "span", "spans_dataframe", "trace",
+]
+
+_Callable = TypeVar("_Callable", bound=Callable[..., Any])
+
+
+@overload
+def trace(function: _Callable, /) -> _Callable: ...
+@overload
+def trace(name: str | None = None, /, *, category: str = "python") -> Callable[[_Callable], _Callable]: ...
+
+
+def trace(function_or_name: Any = None, /, *, category: str = "python") -> Any:
+    """Records a span around each call of the decorated function.
+
+    ``@opsight.trace`` names the span after the function's ``__qualname__``;
+    ``@opsight.trace("name")`` names it. Works on functions, methods (also under
+    ``@staticmethod``/``@classmethod``), ``async def`` functions (one span per call, on the
+    asyncio task's own track), generators (one span per resume) and async generators (one
+    span per step). Behaviour is unchanged: same results, same exceptions (recorded on the
+    span as ``exception.type``/``exception.message``), ``functools.wraps`` metadata.
+    """
+    if callable(function_or_name) and not isinstance(function_or_name, str):
+        return _wrap(function_or_name, None, category)
+    name = function_or_name
+
+    def decorate(function: _Callable) -> _Callable:
+        return _wrap(function, name, category)
+
+    return decorate
+
+
+def enable() -> None:
+    """Switches Python tracing back on: decorators record and targets are wrapped again."""
+    _set_enabled(True)
+
+
+def disable() -> None:
+    """Switches Python tracing off: targets get their original functions back (no cost at
+    all) and decorated functions call straight through."""
+    _set_enabled(False)
+
+
+def enabled() -> bool:
+    return _native.tracing_enabled()
+
+
+def instant(name: str) -> None:
+    """Marks a point in time on the calling thread's track."""
+    _native.instant(name)
+
+
+def counter(name: str, value: float) -> None:
+    """Records one sample of a counter (a value over time)."""
+    _native.counter(name, value)
+
+
+def read_trace(path: str) -> Any:
+    """Reads a ``.opsight`` or Chrome JSON trace (``render``, ``slice_columns``, ``write``)."""
+    return _native.read_trace(path)

@@ -1,0 +1,170 @@
+"""``opsight.profile``: record a block of a program and report it, in a few lines.
+
+A :class:`Profile` starts a recording session when it is entered and stops it when it is
+left; its spans come from ``@opsight.trace``, ``opsight.span``, targets and C++ macros.
+Afterwards it answers with the same reports as ``opsight report`` (summary, tree, table),
+as data (``summary()``, ``dataframe()``) or as files (``save``, ``export_chrome_trace``).
+
+One recording session runs per process. When one is already running (``OPSIGHT_OUTPUT``
+or ``opsight run``), a profile does not start another: it records a span named by its
+label into the running session, and its reports raise an error saying where the data is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import IO, Any
+
+from . import _native, _session_state
+from ._span import Span
+
+
+class Profile:
+    """A recording session as a context manager; see the module's documentation.
+
+    Thread-safety: enter, leave, pause and resume from one thread; any thread records.
+    """
+
+    def __init__(
+        self,
+        output: str | os.PathLike | None = None,
+        *,
+        buffer_mb: int = 64,
+        flush_interval_ms: int = 100,
+        label: str = "opsight.profile",
+    ) -> None:
+        self.output = os.fspath(output) if output is not None else None
+        self.buffer_mb = buffer_mb
+        self.flush_interval_ms = flush_interval_ms
+        self.label = label
+        self._session: Any = None
+        self._trace: Any = None
+        self._outer_span: Span | None = None
+
+    # ---- recording ----------------------------------------------------------------------
+    def start(self) -> "Profile":
+        if self._session is not None or self._outer_span is not None:
+            raise RuntimeError("opsight.profile: already started")
+        if _session_state.session is not None:
+            self._outer_span = Span(self.label, category="record")
+            self._outer_span.__enter__()
+            return self
+        session = _native.Session(self.output or "", self.buffer_mb, self.flush_interval_ms)
+        if not session.ok:
+            raise RuntimeError(f"opsight.profile: {session.error}")
+        self._session = session
+        _session_state.session = session
+        return self
+
+    def stop(self) -> None:
+        if self._outer_span is not None:
+            self._outer_span.__exit__(None, None, None)
+            return
+        if self._session is None or self._trace is not None:
+            return
+        session, self._session = self._session, None
+        if _session_state.session is session:
+            _session_state.session = None
+        ok = session.stop()
+        if session.events_dropped:
+            print(
+                f"opsight: {session.events_dropped} events dropped (raise buffer_mb)",
+                file=sys.stderr,
+            )
+        if not ok:
+            raise RuntimeError(f"opsight.profile: {session.error}")
+        if self.output is None:
+            self._trace = _native.trace_from_native_bytes(session.take_native_bytes(), "profile")
+        else:
+            self._trace = _native.read_trace(self.output)
+
+    def __enter__(self) -> "Profile":
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    def pause(self) -> None:
+        """Stops recording new spans until :meth:`resume` (open spans still end)."""
+        if self._session is not None:
+            self._session.pause()
+
+    def resume(self) -> None:
+        if self._session is not None:
+            self._session.resume()
+
+    def record(self, label: str, **attributes: Any) -> Span:
+        """A labelled section: ``with prof.record("warm up"):``."""
+        return Span(label, category="record", **attributes)
+
+    # ---- results ------------------------------------------------------------------------
+    @property
+    def trace(self) -> Any:
+        """The recorded trace (``opsight._native.Trace``), once the profile has stopped."""
+        if self._outer_span is not None:
+            where = os.environ.get("OPSIGHT_OUTPUT", "the running session's output")
+            raise RuntimeError(
+                "opsight.profile: this profile recorded into the session that was already "
+                f"running; its spans are in {where} (labelled {self.label!r})"
+            )
+        if self._trace is None:
+            raise RuntimeError("opsight.profile: the results exist once the profile has stopped")
+        return self._trace
+
+    def summary(self, sort: str = "total") -> list[dict[str, Any]]:
+        """Per span name: count, total, self, min, mean, percentiles, max (ns), as in
+        ``opsight report --summary --format json``."""
+        return json.loads(self.trace.render("summary", "json", sort))
+
+    def report(self, view: str = "summary", format: str = "text", *, sort: str = "total",
+               limit: int = 0, max_roots: int = 20) -> str:
+        """The text of ``opsight report --<view> --format <format>``."""
+        return self.trace.render(view, format, sort, limit, max_roots)
+
+    def print_summary(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
+        print(self.report("summary", sort=sort, limit=limit), end="", file=file or sys.stdout)
+
+    def print_tree(self, *, max_roots: int = 20, file: IO[str] | None = None) -> None:
+        print(self.report("tree", max_roots=max_roots), end="", file=file or sys.stdout)
+
+    def print_table(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
+        print(self.report("table", sort=sort, limit=limit), end="", file=file or sys.stdout)
+
+    def dataframe(self) -> Any:
+        """One row per span: trace_id, span_id, parent_span_id, name, category, thread, pid,
+        tid, start, end, dur (ns), depth, unfinished, then one column per attribute."""
+        return spans_dataframe(self.trace)
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the trace: ``.opsight`` (native) or ``.json`` (Chrome trace), by extension."""
+        self.trace.write(os.fspath(path))
+
+    def export_chrome_trace(self, path: str | os.PathLike) -> None:
+        """Writes a Chrome trace (JSON) for Perfetto UI or chrome://tracing."""
+        path = os.fspath(path)
+        if not path.endswith(".json"):
+            raise ValueError(f"export_chrome_trace: {path!r} must end in .json")
+        self.trace.write(path)
+
+
+def spans_dataframe(trace: Any) -> Any:
+    """A pandas DataFrame of a trace's spans (see :meth:`Profile.dataframe`)."""
+    try:
+        import pandas
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("opsight: dataframe() needs pandas (pip install pandas)") from error
+    columns = trace.slice_columns()
+    attributes = columns.pop("attributes")
+    trace_id = columns.pop("trace_id")
+    frame = pandas.DataFrame(columns)
+    frame.insert(0, "trace_id", trace_id)
+    for key, values in attributes.items():
+        frame[key if key not in frame.columns else f"attribute.{key}"] = values
+    return frame
+
+
+def profile(output: str | os.PathLike | None = None, **options: Any) -> Profile:
+    """``with opsight.profile() as prof:`` records the block; see :class:`Profile`."""
+    return Profile(output, **options)

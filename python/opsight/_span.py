@@ -1,0 +1,54 @@
+"""``opsight.span``: a span around a ``with`` block, with attributes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _native
+from ._wrapping import name_id
+
+
+class Span:
+    """``with opsight.span("tokenize", batch=8):`` records the block as one span.
+
+    Attributes (``int``, ``float``, ``str``, ``bool``; anything else as its ``str``) attach
+    to the span; :meth:`set` adds more while it is open. An exception leaving the block is
+    recorded as ``exception.type`` and ``exception.message`` and propagates unchanged.
+    """
+
+    __slots__ = ("_name_id", "_attributes", "_recorded")
+
+    def __init__(self, name: str, category: str = "python", **attributes: Any) -> None:
+        self._name_id = name_id(name, category)
+        self._attributes = attributes
+        self._recorded = False
+
+    def __enter__(self) -> "Span":
+        self._recorded = _native.tracing_enabled() and _native.begin(self._name_id)
+        if self._recorded:
+            for key, value in self._attributes.items():
+                _native.add_arg(key, value)
+        return self
+
+    def set(self, key: str, value: Any) -> None:
+        """Adds an attribute (only while no child span is open)."""
+        if self._recorded:
+            _native.add_arg(key, value)
+
+    def __exit__(self, exception_type: Any, exception: Any, traceback: Any) -> None:
+        if not self._recorded:
+            return
+        self._recorded = False
+        if exception_type is not None:
+            module = getattr(exception_type, "__module__", "builtins")
+            qualname = getattr(exception_type, "__qualname__", exception_type.__name__)
+            _native.add_arg(
+                "exception.type", qualname if module == "builtins" else f"{module}.{qualname}"
+            )
+            _native.add_arg("exception.message", str(exception)[:4096])
+        _native.end()
+
+
+def span(name: str, category: str = "python", **attributes: Any) -> Span:
+    """``with opsight.span("name", key=value):``; see :class:`Span`."""
+    return Span(name, category, **attributes)

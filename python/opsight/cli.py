@@ -1,0 +1,276 @@
+"""The ``opsight`` command.
+
+``run`` and ``ctl`` are Python's (they start and steer Python programs); every other
+command (``report``, ``convert``, ``demo``, ``--version``) is the C++ command installed
+inside the package (``opsight/bin/opsight``), which this one replaces itself with.
+
+Exit status: 0 ok; 1 unusable input or a failed check; 2 damaged input; 64 bad usage.
+``opsight run`` exits with the traced program's own status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+USAGE_ERROR = 64
+
+HELP = """\
+usage: opsight COMMAND [ARGS...]
+
+Commands:
+  run      Trace an unchanged program: opsight run -c targets.yaml -- python app.py ARGS
+  ctl      Switch tracing of a running traced process: opsight ctl PID on|off|status, opsight ctl list
+  report   Summarize a trace (.opsight or Chrome JSON): --summary, --tree, --table
+  convert  Convert between .opsight and Chrome JSON
+  demo     Trace the bundled quick-start program and report it
+
+opsight COMMAND --help shows a command's options; opsight --version its version.
+"""
+
+
+def core_command_path() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "opsight")
+
+
+def _exec_core(arguments: list[str]) -> int:
+    path = core_command_path()
+    if not os.access(path, os.X_OK):
+        print(f"opsight: the core command is missing ({path}); reinstall the package",
+              file=sys.stderr)
+        return 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(path, ["opsight", *arguments])
+    return 1  # not reached
+
+
+# ---- opsight run --------------------------------------------------------------------------
+
+_PYTHON_NAMES = {"python", "python3", f"python3.{sys.version_info.minor}"}
+
+
+def _is_this_python(program: str) -> bool:
+    if os.path.basename(program) in _PYTHON_NAMES:
+        return True
+    found = shutil.which(program)
+    return found is not None and os.path.realpath(found) == os.path.realpath(sys.executable)
+
+
+def program_command(command: list[str]) -> tuple[list[str], str | None]:
+    """The command to start and the main script's path (None if it runs none).
+
+    ``python SCRIPT`` and a bare ``SCRIPT.py`` run through ``opsight._script`` with this
+    environment's interpreter (the one opsight is installed in), so that targets in the
+    main script are wrapped too; any other command runs as given."""
+    program, rest = command[0], command[1:]
+    if program.endswith(".py"):
+        return [sys.executable, "-m", "opsight._script", program, *rest], program
+    if _is_this_python(program):
+        if rest and rest[0] == "-m" and len(rest) >= 2:
+            return [sys.executable, "-m", "opsight._script", *rest], None
+        if rest and not rest[0].startswith("-"):
+            return [sys.executable, "-m", "opsight._script", *rest], rest[0]
+        return [sys.executable, *rest], None
+    return command, None
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="opsight run",
+        description="Run a program unchanged with the targets of a targets file traced, then "
+                    "print the call tree and the summary and write the trace.",
+        epilog="Examples: opsight run -c targets.yaml -- python main.py --batch 8;  "
+               "python -m opsight run -c targets.yaml main.py ARGS")
+    parser.add_argument("-c", "--targets", help="targets file (YAML, JSON or CSV; docs/targets.md)")
+    parser.add_argument("-o", "--output", default="opsight-run.opsight",
+                        help="trace file written after the run: .opsight or .json (default: %(default)s)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail before the program starts if a target does not resolve")
+    parser.add_argument("--report", default="tree,summary",
+                        help="reports printed after the run (to stderr): any of tree, summary, "
+                             "table, comma-separated, or none (default: %(default)s)")
+    parser.add_argument("--format", choices=("text", "json", "csv"), default="text",
+                        help="format of the printed reports (default: %(default)s)")
+    parser.add_argument("--max-roots", type=int, default=20, help="roots shown by the tree")
+    parser.add_argument("--buffer-mb", type=int, help="recording memory per process (MiB)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
+    return parser
+
+
+def _check_targets_strictly(targets_path: str, script: str | None) -> int:
+    check = [sys.executable, "-m", "opsight._check_targets", targets_path]
+    if script:
+        check.append(script)
+    return subprocess.call(check)
+
+
+def _merge_unresolved(run_directory: str) -> list[tuple[str, str]]:
+    resolved: set[str] = set()
+    unresolved: dict[str, str] = {}
+    for path in sorted(glob.glob(os.path.join(run_directory, "targets.*.json"))):
+        try:
+            with open(path) as file:
+                record = json.load(file)
+        except (OSError, ValueError):
+            continue
+        resolved.update(record.get("resolved", ()))
+        for entry in record.get("unresolved", ()):
+            unresolved.setdefault(entry["source"], entry["reason"])
+    return [(source, reason) for source, reason in unresolved.items() if source not in resolved]
+
+
+def run_command(arguments: list[str]) -> int:
+    parser = _run_parser()
+    options = parser.parse_args(arguments)
+    command = options.command[1:] if options.command[:1] == ["--"] else options.command
+    if not command:
+        parser.print_usage(sys.stderr)
+        print("opsight run: no program given (opsight run -c targets.yaml -- python app.py)",
+              file=sys.stderr)
+        return USAGE_ERROR
+    views = [view for view in options.report.split(",") if view and view != "none"]
+    for view in views:
+        if view not in ("tree", "summary", "table"):
+            print(f"opsight run: --report: unknown report {view!r} (tree, summary, table, none)",
+                  file=sys.stderr)
+            return USAGE_ERROR
+    from . import _native
+    from .targets import TargetsError, load_targets
+
+    targets_path = None
+    if options.targets:
+        targets_path = os.path.abspath(options.targets)
+        try:
+            load_targets(targets_path)
+        except TargetsError as error:
+            print(f"opsight run: {error}", file=sys.stderr)
+            return 1
+        except OSError as error:
+            print(f"opsight run: cannot read the targets file: {error}", file=sys.stderr)
+            return 1
+    start_command, script = program_command(command)
+    if options.strict and targets_path and _check_targets_strictly(targets_path, script) != 0:
+        print("opsight run: --strict: not starting the program", file=sys.stderr)
+        return 1
+
+    run_directory = tempfile.mkdtemp(prefix="opsight-run-")
+    environment = dict(os.environ)
+    environment.pop("OPSIGHT_OUTPUT_OWNER", None)
+    environment["OPSIGHT_OUTPUT"] = os.path.join(run_directory, "trace.%p.opsight")
+    environment["OPSIGHT_RUN_DIR"] = run_directory
+    if targets_path:
+        environment["OPSIGHT_TARGETS"] = targets_path
+    else:
+        environment.pop("OPSIGHT_TARGETS", None)
+    if script:
+        environment["OPSIGHT_MAIN_ALIASES"] = os.path.splitext(os.path.basename(script))[0]
+    if options.buffer_mb:
+        environment["OPSIGHT_BUFFER_MB"] = str(options.buffer_mb)
+    try:
+        return _run_and_report(start_command, environment, run_directory, options, views, _native)
+    finally:
+        shutil.rmtree(run_directory, ignore_errors=True)
+
+
+def _run_and_report(start_command, environment, run_directory, options, views, native) -> int:
+    try:
+        child = subprocess.Popen(start_command, env=environment)
+    except OSError as error:
+        print(f"opsight run: cannot start {start_command[0]!r}: {error}", file=sys.stderr)
+        return 127 if isinstance(error, FileNotFoundError) else 126
+    # Ctrl-C reaches the program (same process group); opsight waits for it to finish.
+    previous_interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_terminate = signal.signal(signal.SIGTERM, lambda number, frame: child.send_signal(number))
+    try:
+        status = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous_interrupt)
+        signal.signal(signal.SIGTERM, previous_terminate)
+    exit_status = status if status >= 0 else 128 - status
+
+    files = sorted(glob.glob(os.path.join(run_directory, "trace.*.opsight")))
+    if not files:
+        print("opsight run: the program recorded nothing (is it a Python program run by the "
+              "interpreter opsight is installed in?)", file=sys.stderr)
+        return exit_status
+    try:
+        trace = native.merge_trace_files(files, os.path.basename(options.output))
+    except ValueError as error:
+        print(f"opsight run: {error}", file=sys.stderr)
+        return exit_status or 1
+    if trace.damage:
+        print(f"opsight run: {trace.damage}", file=sys.stderr)
+    for view in views:
+        sys.stderr.write(trace.render(view, options.format, "total", 0, options.max_roots))
+        if options.format == "text":
+            sys.stderr.write("\n")
+    for source, reason in _merge_unresolved(run_directory):
+        print(f"opsight: target never resolved: {source}: {reason}", file=sys.stderr)
+    try:
+        trace.write(options.output)
+    except RuntimeError as error:
+        print(f"opsight run: {error}", file=sys.stderr)
+        return exit_status or 1
+    info = trace.run_info()
+    print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
+          f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); "
+          f"opsight report {options.output} --tree", file=sys.stderr)
+    return exit_status
+
+
+# ---- opsight ctl --------------------------------------------------------------------------
+
+def ctl_command(arguments: list[str]) -> int:
+    from . import _control
+
+    parser = argparse.ArgumentParser(
+        prog="opsight ctl",
+        description="Switch the tracing of a running traced process on or off (its targets are "
+                    "unwrapped while off, so they cost nothing), or list traced processes.")
+    parser.add_argument("pid", help="process id, or 'list'")
+    parser.add_argument("state", nargs="?", choices=("on", "off", "status"), default="status")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the switch")
+    options = parser.parse_args(arguments)
+    if options.pid == "list":
+        processes = _control.traced_processes()
+        if not processes:
+            print("no traced processes")
+        for pid, state in processes:
+            print(f"{pid}\t{state}")
+        return 0
+    try:
+        pid = int(options.pid)
+    except ValueError:
+        print(f"opsight ctl: {options.pid!r} is not a process id", file=sys.stderr)
+        return USAGE_ERROR
+    try:
+        state = _control.request(pid, options.state, options.timeout)
+    except RuntimeError as error:
+        print(f"opsight ctl: {error}", file=sys.stderr)
+        return 1
+    print(f"process {pid}: tracing {state}")
+    return 0
+
+
+def main(arguments: list[str] | None = None) -> int:
+    arguments = sys.argv[1:] if arguments is None else arguments
+    if not arguments or arguments[0] in ("-h", "--help", "help"):
+        print(HELP, end="")
+        return 0 if arguments else USAGE_ERROR
+    if arguments[0] == "run":
+        return run_command(arguments[1:])
+    if arguments[0] == "ctl":
+        return ctl_command(arguments[1:])
+    return _exec_core(arguments)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

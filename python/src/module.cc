@@ -1,0 +1,274 @@
+// opsight._native: the core, seen from Python. Recording primitives and sessions (record),
+// traces read from files or memory (io), and their reports (report). The traced-call
+// types of the hot path are plain CPython types (traced_callables.cc); everything else is
+// bound with nanobind. The Python package (python/opsight/) is the only intended caller.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io/io.hpp"
+#include "opsight/opsight.hpp"
+#include "report/report.hpp"
+#include "trace/trace.hpp"
+#include "traced_callables.hpp"
+
+namespace nb = nanobind;
+
+namespace opsight::python {
+namespace {
+
+// A trace in memory, with what its reader said about damage.
+struct LoadedTrace {
+  trace::Trace trace;
+  std::optional<std::string> damage;  // "FILE: at byte N: ..." when it was read only in part
+  std::string source_name;
+};
+
+LoadedTrace from_read_result(io::ReadResult result, const std::string& name) {
+  if (result.error) throw std::invalid_argument(result.error->to_string(name));
+  LoadedTrace loaded{std::move(result.trace), std::nullopt, name};
+  if (result.damage) loaded.damage = result.damage->to_string(name);
+  return loaded;
+}
+
+report::OutputFormat parse_format(std::string_view format) {
+  if (format == "text") return report::OutputFormat::kText;
+  if (format == "json") return report::OutputFormat::kJson;
+  if (format == "csv") return report::OutputFormat::kCsv;
+  throw std::invalid_argument("unknown report format '" + std::string(format) +
+                              "' (expected text, json or csv)");
+}
+
+std::string render(const LoadedTrace& loaded, std::string_view view, std::string_view format,
+                   const std::string& sort, size_t limit, size_t max_roots) {
+  if (auto error = report::validate_sort_key(sort)) throw std::invalid_argument(*error);
+  report::ReportOptions options;
+  options.format = parse_format(format);
+  options.sort = sort;
+  options.limit = limit;
+  options.max_roots = max_roots;
+  options.source_name = loaded.source_name;
+  if (view == "summary") return report::render_summary(loaded.trace, options);
+  if (view == "tree") return report::render_tree(loaded.trace, options);
+  if (view == "table") return report::render_table(loaded.trace, options);
+  throw std::invalid_argument("unknown report '" + std::string(view) +
+                              "' (expected summary, tree or table)");
+}
+
+nb::object arg_to_python(const trace::Trace& trace, const trace::ArgValue& value) {
+  switch (value.type) {
+    case trace::ArgType::kInt:
+      return nb::int_(value.int_value);
+    case trace::ArgType::kDouble:
+      return nb::float_(value.double_value);
+    case trace::ArgType::kString:
+      return nb::str(trace.strings.get(value.string_value).data(),
+                     trace.strings.get(value.string_value).size());
+    case trace::ArgType::kBool:
+      return nb::bool_(value.int_value != 0);
+  }
+  return nb::none();
+}
+
+// One entry per slice, as columns (lists) for a pandas DataFrame; attributes become one
+// column each, None where a slice lacks it.
+nb::dict slice_columns(const LoadedTrace& loaded) {
+  const trace::Trace& trace = loaded.trace;
+  const trace::SliceTable& slices = trace.slices;
+  const size_t rows = slices.size();
+  nb::list span_id, parent_span_id, name, category, thread, pid, tid, start, end, dur, depth,
+      unfinished;
+  nb::dict attributes;
+  for (size_t row = 0; row < rows; ++row) {
+    span_id.append(trace::span_id_to_hex(slices.span_id[row]));
+    trace::RowIndex parent = slices.parent[row];
+    if (parent == trace::kNoRow)
+      parent_span_id.append(nb::none());
+    else
+      parent_span_id.append(trace::span_id_to_hex(slices.span_id[parent]));
+    name.append(nb::str(trace.strings.get(slices.name[row]).data(),
+                        trace.strings.get(slices.name[row]).size()));
+    category.append(nb::str(trace.strings.get(slices.category[row]).data(),
+                            trace.strings.get(slices.category[row]).size()));
+    const trace::Track& track = trace.tracks[slices.track[row]];
+    thread.append(nb::str(trace.strings.get(track.name).data(), trace.strings.get(track.name).size()));
+    pid.append(track.pid);
+    tid.append(track.tid);
+    start.append(slices.ts[row]);
+    end.append(slices.ts[row] + slices.dur[row]);
+    dur.append(slices.dur[row]);
+    depth.append(slices.depth[row]);
+    unfinished.append((slices.flags[row] & trace::kSliceUnfinished) != 0);
+    for (trace::RowIndex arg = slices.args_begin[row]; arg < slices.args_begin[row + 1]; ++arg) {
+      std::string_view key = trace.strings.get(trace.slice_args.key[arg]);
+      nb::str key_object(key.data(), key.size());
+      if (!attributes.contains(key_object)) {
+        nb::list column;
+        for (size_t missing = 0; missing < row; ++missing) column.append(nb::none());
+        attributes[key_object] = column;
+      }
+      nb::list column = nb::borrow<nb::list>(attributes[key_object]);
+      while (column.size() < row) column.append(nb::none());
+      column.append(arg_to_python(trace, trace.slice_args.value[arg]));
+    }
+  }
+  for (auto item : attributes) {
+    nb::list column = nb::borrow<nb::list>(item.second);
+    while (column.size() < rows) column.append(nb::none());
+  }
+  nb::dict columns;
+  columns["trace_id"] = trace.run.trace_id.to_hex();
+  columns["span_id"] = span_id;
+  columns["parent_span_id"] = parent_span_id;
+  columns["name"] = name;
+  columns["category"] = category;
+  columns["thread"] = thread;
+  columns["pid"] = pid;
+  columns["tid"] = tid;
+  columns["start"] = start;
+  columns["end"] = end;
+  columns["dur"] = dur;
+  columns["depth"] = depth;
+  columns["unfinished"] = unfinished;
+  columns["attributes"] = attributes;
+  return columns;
+}
+
+nb::dict run_info(const LoadedTrace& loaded) {
+  const trace::RunInfo& run = loaded.trace.run;
+  nb::dict info;
+  info["command_line"] = run.command_line;
+  info["host"] = run.host;
+  info["opsight_version"] = run.opsight_version;
+  info["source_format"] = run.source_format;
+  info["clock"] = run.clock;
+  info["pid"] = run.pid;
+  info["start_unix_ns"] = run.start_unix_ns;
+  info["trace_id"] = run.trace_id.to_hex();
+  info["overhead_ns"] = run.overhead_ns;
+  info["traced_ns"] = run.traced_ns;
+  info["events_dropped"] = run.events_dropped;
+  info["complete"] = run.complete;
+  info["slices"] = loaded.trace.slices.size();
+  info["processes"] = loaded.trace.processes.size();
+  return info;
+}
+
+void add_python_arg(std::string_view key, nb::handle value) {
+  if (nb::isinstance<nb::bool_>(value)) {
+    opsight::add_arg_bool(key, nb::cast<bool>(value));
+  } else if (nb::isinstance<nb::int_>(value)) {
+    int64_t number = 0;
+    if (nb::try_cast(value, number))
+      opsight::add_arg(key, number);
+    else
+      opsight::add_arg(key, std::string_view(nb::str(value).c_str()));
+  } else if (nb::isinstance<nb::float_>(value)) {
+    opsight::add_arg(key, nb::cast<double>(value));
+  } else if (nb::isinstance<nb::str>(value)) {
+    opsight::add_arg(key, nb::cast<std::string_view>(value));
+  } else {
+    opsight::add_arg(key, std::string_view(nb::str(value).c_str()));
+  }
+}
+
+}  // namespace
+}  // namespace opsight::python
+
+NB_MODULE(_native, m) {
+  using namespace opsight;
+  using namespace opsight::python;
+  m.doc() = "opsight's C++ core (private: use the opsight package)";
+  if (!add_traced_callable_types(m.ptr())) throw nb::python_error();
+
+  m.def("version", [] { return std::string(opsight::version()); });
+  m.def("register_name", &opsight::register_name, nb::arg("name"), nb::arg("category") = "",
+        "Interns a span name once; returns its id.");
+  m.def(
+      "begin", [](uint32_t name_id) { return opsight::begin(name_id); }, nb::arg("name_id"),
+      "Begins a span by name id; returns whether it recorded (call end() only then).");
+  m.def("end", [] { opsight::end(); });
+  m.def("add_arg", &add_python_arg, nb::arg("key"), nb::arg("value"),
+        "Adds an attribute to the calling thread's innermost open span.");
+  m.def("instant", [](std::string_view name) { opsight::instant(name); });
+  m.def("counter", [](std::string_view name, double value) { opsight::counter(name, value); });
+  m.def("set_thread_name", [](std::string_view name) { opsight::set_thread_name(name); });
+  m.def("recording", [] { return opsight::recording(); });
+  m.def("set_tracing_enabled", &set_python_tracing_enabled, nb::arg("enabled"));
+  m.def("tracing_enabled", &python_tracing_enabled);
+
+  nb::class_<Session>(m, "Session")
+      .def(
+          "__init__",
+          [](Session* self, const std::string& output, size_t buffer_mb, uint32_t flush_ms) {
+            SessionOptions options;
+            options.output = output;
+            options.buffer_bytes = buffer_mb << 20;
+            options.flush_interval_ms = flush_ms;
+            reset_task_tracks();
+            new (self) Session(options);
+          },
+          nb::arg("output") = "", nb::arg("buffer_mb") = 64, nb::arg("flush_interval_ms") = 100)
+      .def("pause", &Session::pause)
+      .def("resume", &Session::resume)
+      .def("stop", &Session::stop, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("ok", &Session::ok)
+      .def_prop_ro("error", &Session::error)
+      .def_prop_ro("events_dropped", &Session::events_dropped)
+      .def("take_native_bytes", [](Session& session) {
+        std::string bytes = session.take_native_bytes();
+        return nb::bytes(bytes.data(), bytes.size());
+      });
+
+  nb::class_<LoadedTrace>(m, "Trace")
+      .def_prop_ro("damage", [](const LoadedTrace& loaded) { return loaded.damage; })
+      .def_prop_ro("source_name", [](const LoadedTrace& loaded) { return loaded.source_name; })
+      .def("render", &render, nb::arg("view"), nb::arg("format") = "text",
+           nb::arg("sort") = "total", nb::arg("limit") = 0, nb::arg("max_roots") = 20)
+      .def("slice_columns", &slice_columns)
+      .def("run_info", &run_info)
+      .def(
+          "write",
+          [](const LoadedTrace& loaded, const std::string& path) {
+            if (auto error = io::write_trace_file(loaded.trace, path))
+              throw std::runtime_error(*error);
+          },
+          nb::arg("path"));
+
+  m.def(
+      "read_trace",
+      [](const std::string& path) { return from_read_result(io::read_trace_file(path), path); },
+      nb::arg("path"), "Reads a .opsight or Chrome JSON file.");
+  m.def(
+      "merge_trace_files",
+      [](const std::vector<std::string>& paths, const std::string& name) {
+        io::ReadFilesResult result = io::read_trace_files(paths);
+        if (result.error) throw std::invalid_argument(*result.error);
+        LoadedTrace loaded{std::move(result.trace), std::nullopt, name};
+        if (!result.damage.empty()) {
+          std::string damage;
+          for (const std::string& message : result.damage)
+            damage += (damage.empty() ? "" : "; ") + message;
+          loaded.damage = damage;
+        }
+        return loaded;
+      },
+      nb::arg("paths"), nb::arg("name") = "run",
+      "Reads the files of one run's processes and merges them into one trace.");
+  m.def(
+      "trace_from_native_bytes",
+      [](nb::bytes bytes, const std::string& name) {
+        return from_read_result(
+            io::read_native(std::string_view(static_cast<const char*>(bytes.data()), bytes.size())),
+            name);
+      },
+      nb::arg("bytes"), nb::arg("name") = "profile");
+}

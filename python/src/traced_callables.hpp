@@ -1,0 +1,37 @@
+// The hot path of Python tracing: CPython types, written against the C API (not nanobind)
+// because each traced call goes through them and every nanosecond shows.
+//
+//   TracedFunction   wraps any callable: a span around each call (vectorcall, no Python
+//                    frame of its own); binds as a method (a method descriptor, so
+//                    `obj.method()` does not even build a bound method); records the type
+//                    and message of an exception that leaves the call, then re-raises it.
+//   TracedAwaitable  wraps one awaitable (a coroutine, or one step of an async generator):
+//                    a span from its first resume to its end, on the track of the asyncio
+//                    task that runs it, so concurrent tasks on one thread never nest into
+//                    each other. Every resume switches the thread to the task's track and
+//                    every suspension switches it back.
+//   TracedIterator   wraps a generator: a span around each resume (next/send/throw), which
+//                    is the time the generator spends computing its items.
+//
+// All three do nothing but delegate while Python tracing is disabled or no session records.
+// Thread-safety: they run under the GIL (or, free-threaded, on their own objects).
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+
+namespace opsight::python {
+
+// Creates the three types and adds them to `module`; false with a Python error set on
+// failure.
+bool add_traced_callable_types(PyObject* module);
+
+// The global switch of opsight.enable()/disable() for traced callables.
+void set_python_tracing_enabled(bool enabled);
+bool python_tracing_enabled();
+
+// Forgets which asyncio tasks have a named track (a new session names them again).
+void reset_task_tracks();
+
+}  // namespace opsight::python
