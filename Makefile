@@ -2,7 +2,7 @@
 #   make demo   install what is missing, build, trace the bundled example, print its report
 #   make test   install what is missing, build, run every test (unit, sanitizers, fuzzers,
 #               integration with the real PyTorch and ONNX Runtime profilers)
-# After either, .venv/bin/opsight is the CLI.
+# After either, .venv/bin/opsight is the CLI and `import opsight` works in .venv/bin/python.
 
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
@@ -29,9 +29,13 @@ build: setup-build
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 
+# The C++ library, headers, CMake package and demo program under .venv/ (for C++ users),
+# then the Python package (pip install ., built with scikit-build-core in build/python/),
+# whose console script is .venv/bin/opsight.
 install: build
-	cmake --install build/release --prefix $(VENV) > /dev/null
-	@echo "installed $(VENV)/bin/opsight"
+	cmake --install build/release --prefix $(VENV) --component Unspecified > /dev/null
+	$(VENV)/bin/python -m pip install -q --no-build-isolation .
+	@echo "installed $(VENV)/bin/opsight and the opsight Python package"
 
 # ASan+UBSan over every C++ test.
 asan-test:
@@ -53,7 +57,7 @@ fuzz-test:
 	scripts/run_fuzzers.sh $(FUZZ_SECONDS)
 
 python-test:
-	$(VENV)/bin/python -m pytest -q tests/integration
+	$(VENV)/bin/python -m pytest -q python/tests tests/integration
 
 bench: build
 	scripts/run_benchmarks.sh
