@@ -99,7 +99,11 @@ nb::dict slice_columns(const LoadedTrace& loaded) {
     category.append(nb::str(trace.strings.get(slices.category[row]).data(),
                             trace.strings.get(slices.category[row]).size()));
     const trace::Track& track = trace.tracks[slices.track[row]];
-    thread.append(nb::str(trace.strings.get(track.name).data(), trace.strings.get(track.name).size()));
+    std::string_view track_name = trace.strings.get(track.name);
+    if (track_name.empty())
+      thread.append("thread " + std::to_string(track.tid));
+    else
+      thread.append(nb::str(track_name.data(), track_name.size()));
     pid.append(track.pid);
     tid.append(track.tid);
     start.append(slices.ts[row]);

@@ -84,8 +84,7 @@ void set_stop_iteration(PyObject* value) {
 // ---- TracedFunction ----------------------------------------------------------------------
 
 struct TracedFunction {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* wrapped;
   PyObject* dict;
   PyObject* weakrefs;
@@ -109,8 +108,8 @@ PyObject* traced_function_new(PyTypeObject* type, PyObject* args, PyObject* kwar
   PyObject* wrapped = nullptr;
   unsigned int name_id = 0;
   static const char* keywords[] = {"wrapped", "name_id", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI:TracedFunction",
-                                   const_cast<char**>(keywords), &wrapped, &name_id))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI:TracedFunction", const_cast<char**>(keywords),
+                                   &wrapped, &name_id))
     return nullptr;
   if (!PyCallable_Check(wrapped)) {
     PyErr_Format(PyExc_TypeError, "TracedFunction: %R is not callable", wrapped);
@@ -192,17 +191,16 @@ PyObject* traced_function_get_name_id(PyObject* object, void* /*closure*/) {
 }
 
 PyMethodDef traced_function_methods[] = {
-    {"__reduce__", traced_function_reduce, METH_NOARGS, nullptr},
-    {nullptr, nullptr, 0, nullptr}};
+    {"__reduce__", traced_function_reduce, METH_NOARGS, nullptr}, {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef traced_function_getset[] = {
     {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, nullptr, nullptr},
-    {"_opsight_wrapped", traced_function_get_wrapped, nullptr,
-     "the callable this wrapper calls", nullptr},
+    {"_opsight_wrapped", traced_function_get_wrapped, nullptr, "the callable this wrapper calls",
+     nullptr},
     {"_opsight_name_id", traced_function_get_name_id, nullptr, "the span name's id", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
-PyTypeObject g_traced_function_type {};  // filled in by add_traced_callable_types()
+PyTypeObject g_traced_function_type{};  // filled in by add_traced_callable_types()
 
 // ---- Asyncio task tracks ----------------------------------------------------------------
 
@@ -281,14 +279,14 @@ void switch_thread_track(uint64_t key, std::string_view name = {}) {
 constexpr uint64_t kTrackUnresolved = ~uint64_t{0};
 
 struct TracedAwaitable {
-  PyObject_HEAD
-  PyObject* inner;  // the coroutine, or the iterator an awaitable's __await__ returned
+  PyObject_HEAD PyObject*
+      inner;  // the coroutine, or the iterator an awaitable's __await__ returned
   PyObject* weakrefs;
   NameId name_id;
-  uint64_t track;      // the task's key, or this object's own lane; resolved on first resume
-  bool started;        // resumed at least once
-  bool span_open;      // a span was begun and not yet ended
-  bool owns_lane;      // `track` is this object's own lane (no asyncio task ran it)
+  uint64_t track;  // the task's key, or this object's own lane; resolved on first resume
+  bool started;    // resumed at least once
+  bool span_open;  // a span was begun and not yet ended
+  bool owns_lane;  // `track` is this object's own lane (no asyncio task ran it)
 };
 
 // Resolves which track this awaitable records on and switches the thread to it; returns
@@ -416,8 +414,8 @@ PyObject* awaitable_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* awaitable = nullptr;
   unsigned int name_id = 0;
   static const char* keywords[] = {"awaitable", "name_id", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI:TracedAwaitable",
-                                   const_cast<char**>(keywords), &awaitable, &name_id))
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI:TracedAwaitable", const_cast<char**>(keywords),
+                                   &awaitable, &name_id))
     return nullptr;
   PyObject* inner = nullptr;
   if (PyCoro_CheckExact(awaitable) || PyIter_Check(awaitable)) {
@@ -485,20 +483,18 @@ PyMethodDef awaitable_methods[] = {
 
 PyAsyncMethods awaitable_async_methods = {awaitable_self, nullptr, nullptr, awaitable_am_send};
 
-PyTypeObject g_traced_awaitable_type {};  // filled in by add_traced_callable_types()
+PyTypeObject g_traced_awaitable_type{};  // filled in by add_traced_callable_types()
 
 // ---- TracedIterator ---------------------------------------------------------------------
 
 struct TracedIterator {
-  PyObject_HEAD
-  PyObject* inner;
+  PyObject_HEAD PyObject* inner;
   PyObject* weakrefs;
   NameId name_id;
 };
 
 bool is_normal_end() {
-  return PyErr_ExceptionMatches(PyExc_StopIteration) ||
-         PyErr_ExceptionMatches(PyExc_GeneratorExit);
+  return PyErr_ExceptionMatches(PyExc_StopIteration) || PyErr_ExceptionMatches(PyExc_GeneratorExit);
 }
 
 void iterator_end_span(bool failed) {
@@ -606,7 +602,7 @@ PyMethodDef iterator_methods[] = {
 
 PyAsyncMethods iterator_async_methods = {nullptr, nullptr, nullptr, iterator_am_send};
 
-PyTypeObject g_traced_iterator_type {};  // filled in by add_traced_callable_types()
+PyTypeObject g_traced_iterator_type{};  // filled in by add_traced_callable_types()
 
 bool ready_and_add(PyObject* module, PyTypeObject* type, const char* name) {
   if (PyType_Ready(type) < 0) return false;
@@ -625,7 +621,8 @@ bool python_tracing_enabled() { return g_tracing_enabled; }
 void reset_task_tracks() { g_named_tracks.clear(); }
 
 bool add_traced_callable_types(PyObject* module) {
-  for (PyTypeObject* type : {&g_traced_function_type, &g_traced_awaitable_type, &g_traced_iterator_type})
+  for (PyTypeObject* type :
+       {&g_traced_function_type, &g_traced_awaitable_type, &g_traced_iterator_type})
     Py_SET_REFCNT(reinterpret_cast<PyObject*>(type), 1);  // static types are never freed
   PyTypeObject& function = g_traced_function_type;
   function.tp_name = "opsight._native.TracedFunction";
