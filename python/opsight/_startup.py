@@ -9,7 +9,9 @@ which imports this module at interpreter start-up when ``OPSIGHT_OUTPUT`` is set
 * stops the session and writes the file at exit; reports targets that never resolved;
 * follows ``os.fork()`` (multiprocessing's fork start method included): the child starts
   its own session into its own file;
-* publishes its state for ``opsight ctl`` (see ``_control``).
+* publishes its state for ``opsight ctl`` (see ``_control``);
+* in multiprocessing's child processes, which a pool ends with SIGTERM (no atexit), writes
+  the file before dying of the signal, if the program left SIGTERM's default action.
 
 ``opsight run`` sets these variables for the program it starts (and ``OPSIGHT_RUN_DIR``,
 where unresolved targets are written for it to report). Nothing here may break the
@@ -144,6 +146,8 @@ class _Activation:
             except OSError:
                 pass
             return
+        if os.environ.get("OPSIGHT_OUTPUT_OWNER", str(os.getpid())) != str(os.getpid()):
+            return  # reported once, by the process the user started
         for target, reason in unresolved:
             print(f"opsight: target never resolved: {target.source}: {reason}", file=sys.stderr)
 
@@ -160,7 +164,36 @@ class _Activation:
         if "multiprocessing" in sys.modules:  # its children leave with os._exit, no atexit
             import multiprocessing.util
 
-            multiprocessing.util.Finalize(None, self.finish, exitpriority=0)
+            # A multiprocessing child clears the finalizers it inherited after this hook
+            # runs, then runs its after-fork callbacks: register the finalizer from there.
+            multiprocessing.util.register_after_fork(self, _Activation._finish_at_exit)
+            self.finish_on_termination()
+
+    def _finish_at_exit(self) -> None:
+        import multiprocessing.util
+
+        multiprocessing.util.Finalize(None, self.finish, exitpriority=0)
+
+    def finish_on_termination(self) -> None:
+        """Pools end their workers with SIGTERM: write the file, then die of the signal as
+        the program would have (only where SIGTERM still has its default action)."""
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def finish_then_die(number, frame):
+            signal.signal(number, signal.SIG_IGN)  # a second SIGTERM must not cut the write
+            try:
+                self.finish()
+            finally:
+                signal.signal(number, signal.SIG_DFL)
+                os.kill(os.getpid(), number)
+
+        signal.signal(signal.SIGTERM, finish_then_die)
 
 
 _activation = _Activation()
@@ -180,6 +213,8 @@ def activate() -> None:
         return
     atexit.register(_activation.finish)
     os.register_at_fork(after_in_child=_activation.after_fork_in_child)
+    if "--multiprocessing-fork" in (getattr(sys, "orig_argv", None) or sys.argv):
+        _activation.finish_on_termination()  # a spawned (or forkserver) worker
 
 
 activate()

@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 USAGE_ERROR = 64
+_NATIVE_HEADER_BYTES = 16  # docs/native-format.md
 
 HELP = """\
 usage: opsight COMMAND [ARGS...]
@@ -196,7 +197,10 @@ def _run_and_report(start_command, environment, run_directory, options, views, n
         signal.signal(signal.SIGTERM, previous_terminate)
     exit_status = status if status >= 0 else 128 - status
 
-    files = sorted(glob.glob(os.path.join(run_directory, "trace.*.opsight")))
+    # A process killed while it started (a pool worker ended before it was needed) leaves
+    # a file with no more than its header: nothing was recorded, nothing is lost.
+    files = [path for path in sorted(glob.glob(os.path.join(run_directory, "trace.*.opsight")))
+             if os.path.getsize(path) > _NATIVE_HEADER_BYTES]
     if not files:
         print("opsight run: the program recorded nothing (is it a Python program run by the "
               "interpreter opsight is installed in?)", file=sys.stderr)

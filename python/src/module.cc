@@ -258,9 +258,10 @@ NB_MODULE(_native, m) {
         if (result.error) throw std::invalid_argument(*result.error);
         LoadedTrace loaded{std::move(result.trace), std::nullopt, name};
         if (!result.damage.empty()) {
-          std::string damage;
-          for (const std::string& message : result.damage)
-            damage += (damage.empty() ? "" : "; ") + message;
+          std::string damage = result.damage.front();
+          if (result.damage.size() > 1)
+            damage += " (and " + std::to_string(result.damage.size() - 1) + " more file" +
+                      (result.damage.size() > 2 ? "s" : "") + " like it)";
           loaded.damage = damage;
         }
         return loaded;
