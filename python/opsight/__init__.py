@@ -60,9 +60,14 @@ def trace(function_or_name: Any = None, /, *, category: str = "python") -> Any:
     span per step). Behaviour is unchanged: same results, same exceptions (recorded on the
     span as ``exception.type``/``exception.message``), ``functools.wraps`` metadata.
     """
-    if callable(function_or_name) and not isinstance(function_or_name, str):
+    # A classmethod object is not callable (a staticmethod is, since 3.10), yet
+    # ``@opsight.trace`` above ``@classmethod`` must wrap it rather than take it for a name.
+    if (callable(function_or_name) or isinstance(function_or_name, (staticmethod, classmethod))) \
+            and not isinstance(function_or_name, str):
         return _wrap(function_or_name, None, category)
     name = function_or_name
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"opsight.trace: expected a callable or a span name, got {name!r}")
 
     def decorate(function: _Callable) -> _Callable:
         return _wrap(function, name, category)

@@ -335,10 +335,12 @@ uint64_t awaitable_enter(TracedAwaitable* self) {
 }
 
 // Ends the span if the awaitable finished (recording a pending exception other than a
-// normal StopIteration), then switches the thread back to `previous`.
+// normal end), then switches the thread back to `previous`. StopAsyncIteration is how an
+// async generator's last step (`__anext__`) ends, so it is a normal end, not an error.
 void awaitable_leave(TracedAwaitable* self, uint64_t previous, bool finished) {
   if (finished && self->span_open) {
-    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_StopIteration))
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_StopIteration) &&
+        !PyErr_ExceptionMatches(PyExc_StopAsyncIteration))
       record_pending_exception();
     opsight::end();
     self->span_open = false;

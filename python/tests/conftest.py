@@ -1,0 +1,99 @@
+"""Shared helpers of the opsight package's tests.
+
+In-process tests record with ``opsight.profile()`` and read the spans back as a DataFrame;
+end-to-end tests start real programs (written to ``tmp_path``) with the installed ``opsight``
+command or with ``OPSIGHT_OUTPUT``, and read the trace files they leave.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+try:
+    import opsight
+    from opsight import _session_state
+except ImportError:  # not installed: only test_targets.py (pure Python) can run
+    opsight = None
+
+#: The interpreter the package is installed in (the project's .venv when run as documented).
+PYTHON = sys.executable
+#: The `opsight` console command installed beside that interpreter.
+OPSIGHT = str(Path(sys.executable).with_name("opsight"))
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without any OPSIGHT_* variable, plus ``extra``."""
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("OPSIGHT_")}
+    environment.pop("PYTHONPATH", None)
+    environment.update(extra)
+    return environment
+
+
+def write(directory: Path, name: str, text: str) -> Path:
+    path = directory / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path
+
+
+def run(command: list[str], cwd: Path, timeout: float = 30, **environment: str):
+    """Runs ``command`` in ``cwd`` with a clean environment; returns the CompletedProcess."""
+    return subprocess.run(command, cwd=cwd, env=clean_environment(**environment),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def opsight_run(arguments: list[str], cwd: Path, timeout: float = 30, **environment: str):
+    """``opsight run ARGUMENTS`` (the installed console command)."""
+    return run([OPSIGHT, "run", *arguments], cwd, timeout, **environment)
+
+
+def spans_of(path: Path):
+    """The spans of a trace file as a DataFrame (``opsight.spans_dataframe``)."""
+    return opsight.spans_dataframe(opsight.read_trace(str(path)))
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+@pytest.fixture(autouse=True)
+def _tracing_switched_on_and_no_leftovers():
+    """Every test starts and ends with tracing enabled and no session or targets left."""
+    if opsight is None:
+        yield
+        return
+    opsight.enable()
+    yield
+    opsight.enable()
+    assert _session_state.session is None, "a test left a recording session running"
+    instrumenter = _session_state.instrumenter
+    _session_state.instrumenter = None
+    if instrumenter is not None:
+        instrumenter.uninstall()
+        pytest.fail("a test left installed targets behind")
+
+
+@pytest.fixture
+def fresh_modules(tmp_path, monkeypatch):
+    """A folder on sys.path for modules written by the test; they are forgotten afterwards
+    (``sys.modules``), so each test imports its own."""
+    directory = tmp_path / "modules"
+    directory.mkdir()
+    monkeypatch.syspath_prepend(str(directory))
+    yield directory
+    for name, module in list(sys.modules.items()):
+        if str(getattr(module, "__file__", None) or "").startswith(str(directory)):
+            del sys.modules[name]
