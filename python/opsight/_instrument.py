@@ -96,6 +96,11 @@ class Instrumenter:
             self._hook = None
             self.disable()
 
+    def add_main_alias(self, module_name: str) -> None:
+        """Targets naming ``module_name`` apply to ``__main__`` too (``python -m module``)."""
+        with self._lock:
+            self._main_aliases.add(module_name)
+
     def wants_module(self, module_name: str) -> bool:
         return module_name in self._by_module and module_name not in self._applied_modules
 

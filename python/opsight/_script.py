@@ -86,17 +86,12 @@ def _main_target_names(instrumenter) -> set[str] | None:
     return names
 
 
-def run_script(path: str, arguments: list[str]) -> None:
-    """Runs ``path`` as ``__main__`` with ``sys.argv = [path, *arguments]``."""
-    instrumenter = _session_state.instrumenter
-    with open(path, "rb") as file:
-        source = file.read()
-    code = compile_script(source, path, _main_target_names(instrumenter))
+def _new_main_module(instrumenter, wanted_attributes: dict) -> types.ModuleType:
+    """An empty ``__main__`` whose definitions get wrapped as they are made."""
     main = types.ModuleType("__main__")
-    main.__file__ = path
     main.__builtins__ = __builtins__  # type: ignore[attr-defined]
-    main.__spec__ = None
-    main.__cached__ = None  # type: ignore[attr-defined]
+    for attribute, value in wanted_attributes.items():
+        setattr(main, attribute, value)
 
     def apply_targets(names: tuple[str, ...]) -> None:
         if instrumenter is not None:
@@ -105,10 +100,74 @@ def run_script(path: str, arguments: list[str]) -> None:
     setattr(main, _APPLY_HOOK, apply_targets)
     if instrumenter is not None:
         instrumenter.apply_to_module(main, "__main__")  # registers __main__ as applied
+    return main
+
+
+def run_script(path: str, arguments: list[str]) -> None:
+    """Runs ``path`` as ``__main__`` with ``sys.argv = [path, *arguments]``."""
+    instrumenter = _session_state.instrumenter
+    # As `python path`: __file__ and the code's file name are absolute (a relative one
+    # breaks after os.chdir), sys.path[0] is the script's real folder.
+    absolute_path = os.path.abspath(path)
+    with open(path, "rb") as file:
+        source = file.read()
+    code = compile_script(source, absolute_path, _main_target_names(instrumenter))
+    main = _new_main_module(instrumenter, {"__file__": absolute_path, "__spec__": None,
+                                           "__cached__": None})
     sys.modules["__main__"] = main
     sys.argv[:] = [path, *arguments]
-    sys.path[0] = os.path.dirname(os.path.abspath(path))
+    sys.path[0] = os.path.dirname(os.path.realpath(path))
     exec(code, main.__dict__)
+
+
+def run_module(module_name: str, arguments: list[str]) -> None:
+    """Runs module ``module_name`` as ``python -m`` does, with the targets of that module
+    (named by its own name, ``pkg.serve``) wrapped as they are defined, as for a script."""
+    instrumenter = _session_state.instrumenter
+    sys.path[0] = os.getcwd()
+    # runpy's own lookup (a package runs its __main__); private, but what `python -m` uses
+    module_name, spec, code = runpy._get_module_details(module_name)  # type: ignore[attr-defined]
+    source = None
+    if instrumenter is not None:
+        instrumenter.add_main_alias(module_name)
+        # and in child processes (multiprocessing's spawn runs this module again there)
+        aliases = [alias for alias in os.environ.get("OPSIGHT_MAIN_ALIASES", "").split(",") if alias]
+        os.environ["OPSIGHT_MAIN_ALIASES"] = ",".join([*aliases, module_name])
+        try:
+            source = spec.loader.get_source(module_name)
+        except (ImportError, AttributeError):
+            source = None  # no source (a .pyc only): run it as it is, unwrapped
+    if source is not None:
+        code = compile_script(source.encode("utf-8") if isinstance(source, str) else source,
+                              spec.origin, _main_target_names(instrumenter))
+    main = _new_main_module(instrumenter, {
+        "__file__": spec.origin, "__spec__": spec, "__loader__": spec.loader,
+        "__package__": spec.parent, "__cached__": spec.cached})
+    sys.modules["__main__"] = main
+    sys.argv[:] = [spec.origin, *arguments]
+    exec(code, main.__dict__)
+
+
+_RUNNER_FILES = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
+
+
+def _run_as_python_would(run) -> None:
+    """Runs ``run()``. An exception that leaves the program is printed as ``python`` prints
+    it, with a traceback that starts in the program's code (not in runpy's frames or this
+    module's), and ends the process with status 1. SystemExit and KeyboardInterrupt pass
+    as they are (the latter so that the process still dies of SIGINT)."""
+    try:
+        run()
+    except (SystemExit, KeyboardInterrupt):
+        raise
+    except BaseException as error:
+        traceback = error.__traceback__
+        while (traceback is not None and traceback.tb_next is not None
+               and traceback.tb_frame.f_code.co_filename in _RUNNER_FILES):
+            traceback = traceback.tb_next
+        error.__traceback__ = traceback  # what the default hook prints
+        sys.excepthook(type(error), error, traceback)
+        sys.exit(1)
 
 
 def main() -> None:
@@ -118,11 +177,9 @@ def main() -> None:
     if arguments[0] == "-m":
         if len(arguments) < 2:
             sys.exit("opsight: -m needs a module name")
-        sys.argv[:] = [arguments[1], *arguments[2:]]
-        sys.path[0] = os.getcwd()
-        runpy.run_module(arguments[1], run_name="__main__", alter_sys=True)
+        _run_as_python_would(lambda: run_module(arguments[1], arguments[2:]))
         return
-    run_script(arguments[0], arguments[1:])
+    _run_as_python_would(lambda: run_script(arguments[0], arguments[1:]))
 
 
 if __name__ == "__main__":

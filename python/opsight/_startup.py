@@ -50,6 +50,19 @@ def output_path_for_this_process(path: str) -> str:
     return path
 
 
+def _is_multiprocessing_helper() -> bool:
+    """multiprocessing's resource tracker, a helper process of the standard library that the
+    program did not ask for: it runs no code of the program and outlives it a moment, so a
+    trace of it would be empty, and cut short when ``opsight run`` reads it."""
+    argv = getattr(sys, "orig_argv", None) or sys.argv
+    return any(argument.startswith("from multiprocessing.resource_tracker import")
+               for argument in argv)
+
+
+def _is_spawned_multiprocessing_child() -> bool:
+    return "--multiprocessing-fork" in (getattr(sys, "orig_argv", None) or sys.argv)
+
+
 class _Activation:
     def __init__(self) -> None:
         self.session = None
@@ -96,6 +109,27 @@ class _Activation:
         instrumenter = Instrumenter(targets, main_aliases=aliases)
         instrumenter.install()
         _session_state.instrumenter = instrumenter
+        if _is_spawned_multiprocessing_child():
+            self._wrap_main_when_prepared(instrumenter)
+
+    @staticmethod
+    def _wrap_main_when_prepared(instrumenter) -> None:
+        """A spawned multiprocessing child runs the parent's main script again, as
+        ``__mp_main__``, with runpy rather than an import (so the import hook never sees
+        it), inside ``multiprocessing.spawn.prepare``; the functions it unpickles by
+        reference (``__main__.task``) come from there. Wrap that module's targets once it
+        is prepared, as the parent's were."""
+        import multiprocessing.spawn as spawn
+
+        prepare = spawn.prepare
+
+        def prepare_then_wrap(data):
+            prepare(data)
+            main = sys.modules.get("__main__")
+            if main is not None and main.__name__ == "__mp_main__":
+                instrumenter.apply_to_module(main, "__main__")
+
+        spawn.prepare = prepare_then_wrap
 
     def start_control(self) -> None:
         from . import _native
@@ -200,7 +234,8 @@ _activation = _Activation()
 
 
 def activate() -> None:
-    if _is_opsight_command() or not os.environ.get("OPSIGHT_OUTPUT"):
+    if (_is_opsight_command() or not os.environ.get("OPSIGHT_OUTPUT")
+            or _is_multiprocessing_helper()):
         return
     os.environ.setdefault("OPSIGHT_OUTPUT_OWNER", str(os.getpid()))
     try:
@@ -213,7 +248,7 @@ def activate() -> None:
         return
     atexit.register(_activation.finish)
     os.register_at_fork(after_in_child=_activation.after_fork_in_child)
-    if "--multiprocessing-fork" in (getattr(sys, "orig_argv", None) or sys.argv):
+    if _is_spawned_multiprocessing_child():
         _activation.finish_on_termination()  # a spawned (or forkserver) worker
 
 
