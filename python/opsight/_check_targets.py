@@ -19,18 +19,51 @@ from ._instrument import Instrumenter
 from .targets import load_targets
 
 
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith)
+
+
+def _top_level_statements(body: list[ast.stmt]):
+    """The statements run at the top level: the body, and the blocks of top-level ``if``,
+    ``try`` and ``with`` statements (where opsight._script wraps definitions too)."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, _BLOCKS):
+            blocks = [getattr(statement, field, None) or [] for field in ("body", "orelse", "finalbody")]
+            if isinstance(statement, ast.Try):
+                blocks += [handler.body for handler in statement.handlers]
+            for block in blocks:
+                yield from _top_level_statements(block)
+
+
 def _script_definitions(script: str) -> dict[str, set[str] | None]:
-    """Top-level names of the script: functions map to None, classes to their methods."""
+    """Names defined by the script: functions map to None, classes (dotted for nested
+    classes: ``Outer.Inner``) to the names of their methods."""
     with open(script, "rb") as file:
         tree = ast.parse(file.read(), script)
     names: dict[str, set[str] | None] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+
+    def add_class(node: ast.ClassDef, prefix: str) -> None:
+        path = prefix + node.name
+        names[path] = {item.name for item in node.body if isinstance(item, _FUNCTIONS)}
+        for item in node.body:
+            if isinstance(item, ast.ClassDef):
+                add_class(item, path + ".")
+
+    for node in _top_level_statements(tree.body):
+        if isinstance(node, _FUNCTIONS):
             names[node.name] = None
         elif isinstance(node, ast.ClassDef):
-            names[node.name] = {item.name for item in node.body
-                                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            add_class(node, "")
     return names
+
+
+def _class_matches(pattern: str, path: str) -> bool:
+    """Whether dotted class ``path`` matches dotted ``pattern``, part by part (as the
+    instrumenter resolves them)."""
+    parts, names = pattern.split("."), path.split(".")
+    return len(parts) == len(names) and all(
+        fnmatch.fnmatchcase(name, part) for name, part in zip(names, parts))
 
 
 def _matches(pattern: str, names) -> bool:
@@ -52,7 +85,7 @@ def main() -> int:
         if target.module in main_names and script:
             if target.class_name:
                 classes = [name for name, methods in definitions.items()
-                           if methods is not None and fnmatch.fnmatchcase(name, target.class_name)]
+                           if methods is not None and _class_matches(target.class_name, name)]
                 if not classes:
                     problems.append((target, f"class {target.class_name!r} is not defined in {script}"))
                 elif not any(_matches(target.function, definitions[name]) for name in classes):

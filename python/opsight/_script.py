@@ -86,9 +86,10 @@ def _main_target_names(instrumenter) -> set[str] | None:
     return names
 
 
-def _new_main_module(instrumenter, wanted_attributes: dict) -> types.ModuleType:
+def _new_main_module(instrumenter, wanted_attributes: dict,
+                     name: str = "__main__") -> types.ModuleType:
     """An empty ``__main__`` whose definitions get wrapped as they are made."""
-    main = types.ModuleType("__main__")
+    main = types.ModuleType(name)
     main.__builtins__ = __builtins__  # type: ignore[attr-defined]
     for attribute, value in wanted_attributes.items():
         setattr(main, attribute, value)
@@ -117,6 +118,28 @@ def run_script(path: str, arguments: list[str]) -> None:
     sys.modules["__main__"] = main
     sys.argv[:] = [path, *arguments]
     sys.path[0] = os.path.dirname(os.path.realpath(path))
+    exec(code, main.__dict__)
+
+
+def run_script_in_spawned_child(path: str, spawn_module: types.ModuleType) -> None:
+    """``multiprocessing.spawn._fixup_main_from_path`` with the targets wrapped: a spawned
+    child runs the parent's main script again as ``__mp_main__``. multiprocessing runs it
+    with ``runpy.run_path``, in a throw-away namespace whose names it copies into a new
+    module, so the script's functions would go on calling the unwrapped ones through their
+    globals; here it runs in the very module left in ``sys.modules``."""
+    current_main = sys.modules["__main__"]
+    if (os.path.splitext(os.path.basename(path))[0] == "ipython"
+            or getattr(current_main, "__file__", None) == path):
+        return  # as multiprocessing does
+    spawn_module.old_main_modules.append(current_main)
+    instrumenter = _session_state.instrumenter
+    with open(path, "rb") as file:
+        source = file.read()
+    code = compile_script(source, path, _main_target_names(instrumenter))
+    main = _new_main_module(instrumenter, {"__file__": path, "__spec__": None, "__cached__": None,
+                                           "__loader__": None, "__package__": ""},
+                            name="__mp_main__")
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = main
     exec(code, main.__dict__)
 
 

@@ -68,6 +68,8 @@ class _Activation:
         self.session = None
         self.watcher = None
         self.finished = False
+        self.finishing = False  # finish() is writing the file
+        self.pending_signal = None  # a SIGTERM that came meanwhile
 
     def start_session(self) -> bool:
         from . import _native, _session_state
@@ -117,13 +119,22 @@ class _Activation:
         """A spawned multiprocessing child runs the parent's main script again, as
         ``__mp_main__``, with runpy rather than an import (so the import hook never sees
         it), inside ``multiprocessing.spawn.prepare``; the functions it unpickles by
-        reference (``__main__.task``) come from there. Wrap that module's targets once it
-        is prepared, as the parent's were."""
+        reference (``__main__.task``) come from there. A script runs through
+        opsight._script instead (its targets wrapped as they are defined, as in the
+        parent); a module (``-m``) has its targets wrapped once it is prepared."""
         import multiprocessing.spawn as spawn
 
         prepare = spawn.prepare
 
         def prepare_then_wrap(data):
+            path = data.get("init_main_from_path")
+            if path is not None and "init_main_from_name" not in data:
+                from ._script import run_script_in_spawned_child
+
+                prepare({key: value for key, value in data.items()
+                         if key != "init_main_from_path"})
+                run_script_in_spawned_child(path, spawn)
+                return
             prepare(data)
             main = sys.modules.get("__main__")
             if main is not None and main.__name__ == "__mp_main__":
@@ -146,6 +157,17 @@ class _Activation:
         if self.finished:
             return
         self.finished = True
+        self.finishing = True
+        try:
+            self._finish()
+        finally:
+            self.finishing = False
+            if self.pending_signal is not None:  # see finish_on_termination
+                _die_of(self.pending_signal)
+
+    def _finish(self) -> None:
+        from . import _session_state
+
         if self.watcher is not None:
             self.watcher.stop()
         instrumenter = _session_state.instrumenter
@@ -191,6 +213,9 @@ class _Activation:
 
         self.session = None
         _session_state.session = None
+        if "multiprocessing" in sys.modules:
+            # before the session starts: a SIGTERM in between would leave a cut file
+            self.finish_on_termination()
         if not self.start_session():
             return
         if self.watcher is not None:
@@ -201,7 +226,6 @@ class _Activation:
             # A multiprocessing child clears the finalizers it inherited after this hook
             # runs, then runs its after-fork callbacks: register the finalizer from there.
             multiprocessing.util.register_after_fork(self, _Activation._finish_at_exit)
-            self.finish_on_termination()
 
     def _finish_at_exit(self) -> None:
         import multiprocessing.util
@@ -220,14 +244,27 @@ class _Activation:
             return
 
         def finish_then_die(number, frame):
+            if self.finishing:
+                # The worker was already leaving (a pool sends SIGTERM to workers that have
+                # not exited yet) and this handler interrupted finish(): dying now would cut
+                # the file it is writing. finish() dies of the signal when it is done.
+                self.pending_signal = number
+                return
             signal.signal(number, signal.SIG_IGN)  # a second SIGTERM must not cut the write
             try:
                 self.finish()
             finally:
-                signal.signal(number, signal.SIG_DFL)
-                os.kill(os.getpid(), number)
+                _die_of(number)
 
         signal.signal(signal.SIGTERM, finish_then_die)
+
+
+def _die_of(number: int) -> None:
+    """Ends the process by signal ``number`` with its default action, as it would have."""
+    import signal
+
+    signal.signal(number, signal.SIG_DFL)
+    os.kill(os.getpid(), number)
 
 
 _activation = _Activation()
@@ -239,6 +276,8 @@ def activate() -> None:
         return
     os.environ.setdefault("OPSIGHT_OUTPUT_OWNER", str(os.getpid()))
     try:
+        if _is_spawned_multiprocessing_child():  # a pool may end it with SIGTERM at any time,
+            _activation.finish_on_termination()  # even before its session starts
         if not _activation.start_session():
             return
         _activation.install_targets()
@@ -248,8 +287,6 @@ def activate() -> None:
         return
     atexit.register(_activation.finish)
     os.register_at_fork(after_in_child=_activation.after_fork_in_child)
-    if _is_spawned_multiprocessing_child():
-        _activation.finish_on_termination()  # a spawned (or forkserver) worker
 
 
 activate()
