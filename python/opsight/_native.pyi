@@ -22,6 +22,10 @@ class TracedFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
     def __get__(self, instance: Any, owner: type | None = None) -> Any: ...
 
+class TracedCallable(TracedFunction):
+    """A TracedFunction of a callable that does not bind as a method (a builtin function, a
+    partial, a callable object); TracedFunction(...) returns one for such a callable."""
+
 class TracedAwaitable:
     """One span from the first resume of `awaitable` to its end, on its asyncio task's track."""
     def __init__(self, awaitable: Awaitable[Any], name_id: int) -> None: ...

@@ -104,6 +104,9 @@ PyObject* traced_function_call(PyObject* callable, PyObject* const* args, size_t
   return result;
 }
 
+PyTypeObject g_traced_function_type{};  // filled in by add_traced_callable_types()
+PyTypeObject g_traced_callable_type{};  // likewise
+
 PyObject* traced_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* wrapped = nullptr;
   unsigned int name_id = 0;
@@ -115,6 +118,13 @@ PyObject* traced_function_new(PyTypeObject* type, PyObject* args, PyObject* kwar
     PyErr_Format(PyExc_TypeError, "TracedFunction: %R is not callable", wrapped);
     return nullptr;
   }
+  // A wrapper binds as a method only where the callable it wraps does: a Python function
+  // or a method descriptor (list.append) does, a builtin function (math.sqrt), a partial
+  // or a callable object does not, and stored as a class attribute it must not start
+  // taking the instance as its first argument. TracedCallable is TracedFunction without
+  // binding (and without Py_TPFLAGS_METHOD_DESCRIPTOR, which makes `obj.attr()` pass obj).
+  if (type == &g_traced_function_type && Py_TYPE(wrapped)->tp_descr_get == nullptr)
+    type = &g_traced_callable_type;
   auto* self = PyObject_GC_New(TracedFunction, type);
   if (self == nullptr) return nullptr;
   self->vectorcall = traced_function_call;
@@ -199,8 +209,6 @@ PyGetSetDef traced_function_getset[] = {
      nullptr},
     {"_opsight_name_id", traced_function_get_name_id, nullptr, "the span name's id", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr}};
-
-PyTypeObject g_traced_function_type{};  // filled in by add_traced_callable_types()
 
 // ---- Asyncio task tracks ----------------------------------------------------------------
 
@@ -645,6 +653,15 @@ bool add_traced_callable_types(PyObject* module) {
   function.tp_methods = traced_function_methods;
   function.tp_getset = traced_function_getset;
 
+  PyTypeObject& callable = g_traced_callable_type;
+  callable = function;  // the same slots (filled in above, not yet readied), but:
+  callable.tp_name = "opsight._native.TracedCallable";
+  callable.tp_doc =
+      "A TracedFunction of a callable that does not bind as a method (a builtin function, a "
+      "partial, a callable object): it does not bind either.";
+  callable.tp_flags &= ~Py_TPFLAGS_METHOD_DESCRIPTOR;
+  callable.tp_descr_get = nullptr;
+
   PyTypeObject& awaitable = g_traced_awaitable_type;
   awaitable.tp_name = "opsight._native.TracedAwaitable";
   awaitable.tp_doc = "An awaitable whose whole run is one span on its asyncio task's track.";
@@ -678,6 +695,7 @@ bool add_traced_callable_types(PyObject* module) {
   g_forget_task_callback = PyCFunction_New(&g_forget_task_definition, nullptr);
   if (g_forget_task_callback == nullptr) return false;
   return ready_and_add(module, &function, "TracedFunction") &&
+         ready_and_add(module, &callable, "TracedCallable") &&
          ready_and_add(module, &awaitable, "TracedAwaitable") &&
          ready_and_add(module, &iterator, "TracedIterator");
 }

@@ -365,6 +365,19 @@ def test_c_function_exception():
     assert frame.iloc[0]["exception.message"] == "math domain error"
 
 
+def test_callables_that_do_not_bind_stay_unbound():
+    class Holder:
+        size = opsight.trace(len)
+        root = opsight.trace(math.sqrt)
+        scaled = opsight.trace("scaled")(functools.partial(pow, 3))
+
+    holder = Holder()
+    result, frame = recorded(lambda: (holder.size("ab"), holder.root(9.0), holder.scaled(2),
+                                      Holder.size("abc")))
+    assert result == (2, 3.0, 9, 3)
+    assert names(frame) == ["len", "sqrt", "scaled", "len"]
+
+
 def test_c_method_descriptor_binds_as_method():
     class Bag(list):
         traced_append = opsight.trace("Bag.append")(list.append)
@@ -500,12 +513,12 @@ def test_generator_span_covers_resume_not_consumer_time():
 
     def consume():
         for _ in slow_items():
-            time.sleep(0.05)  # the consumer's own time is not in the generator's spans
+            time.sleep(0.1)  # the consumer's own time is not in the generator's spans
 
     _, frame = recorded(consume)
     yields = frame.sort_values("start").iloc[:2]
     assert (yields["dur"] >= 15e6).all()
-    assert (yields["dur"] < 45e6).all()
+    assert (yields["dur"] < 90e6).all()
 
 
 # ---- opsight.span -----------------------------------------------------------------------

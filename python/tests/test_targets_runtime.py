@@ -21,6 +21,7 @@ from conftest import write
 
 MODEL = """
     import asyncio
+    import functools
     import math
     from math import floor
     from os.path import join
@@ -94,6 +95,15 @@ MODEL = """
 
     class Numbers(list):
         pass
+
+    class Tools:
+        # callables that do not bind as methods: called on an instance, they get no self
+        measure = len
+        root = math.sqrt
+        clamp = functools.partial(max, 0)
+
+        def own(self, x):
+            return ("own", x)
 """
 
 
@@ -284,6 +294,21 @@ def test_c_extension_callables(model_module, instrument):
     instrumenter.disable()
     assert "append" not in vars(model.Numbers)
     assert model.Numbers.append is list.append
+
+
+def test_class_attributes_that_do_not_bind_stay_unbound(model_module, instrument):
+    instrumenter = instrument("- {module: model, class: Tools, function: '*'}")
+    import model
+
+    tools = model.Tools()
+
+    def call():
+        return tools.measure("abc"), tools.root(16.0), tools.clamp(-5), tools.own(1)
+
+    result, frame = recorded(call)
+    assert result == (3, 4.0, 0, ("own", 1))
+    assert names(frame) == ["Tools.measure", "Tools.root", "Tools.clamp", "Tools.own"]
+    assert instrumenter.unresolved() == []
 
 
 def test_immutable_types_and_properties_are_reported(model_module, instrument):
