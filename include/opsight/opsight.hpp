@@ -86,6 +86,20 @@ OPSIGHT_API void instant(std::string_view name);
 OPSIGHT_API void counter(std::string_view name, double value);
 OPSIGHT_API void set_thread_name(std::string_view name);
 
+// Async tracks: the calling thread's following begins, ends, args and instants belong to
+// the track `key` until its next switch_track, so that tasks interleaved on one thread
+// (asyncio tasks, coroutines, fibers) each get a timeline of their own on which their
+// spans nest. Key 0 is the thread's own track, where every thread starts. `name` labels
+// the track ("asyncio Task-3 (handler)"); pass it the first time a key is used. Passing a
+// name again for a key already used means the key now stands for a new task (an address
+// reused after the old task finished): a new track is started for it. Without a name a
+// track is shown as "track <key>".
+// Recorded whenever a session runs, paused or not (ends recorded while paused must land
+// on the right track); does nothing when no session runs. Without a name it costs one
+// event slot: no lock, no allocation. Switch back to key 0 before running code that is
+// not part of a task.
+OPSIGHT_API void switch_track(uint64_t key, std::string_view name = {});
+
 // A scoped span from a static call site; what OPSIGHT_SPAN expands to.
 class SpanScope {
  public:

@@ -1,4 +1,5 @@
-// The `opsight` command: report, convert and demo.
+// The `opsight` command: report, convert and demo. `report` and `convert` take several
+// input files (the files the processes of one run wrote) and merge them into one trace.
 //
 // Exit status: 0 success; 1 the input could not be used (missing, unreadable or not a
 // trace) or the output could not be written; 2 the input was damaged (cut short by a
@@ -43,24 +44,42 @@ void print_error(const std::string& message) {
   std::fprintf(stderr, "opsight: error: %s\n", message.c_str());
 }
 
-// Reads a trace for a command. Returns nullopt (after printing the error) if nothing usable
-// could be read; sets *damaged and prints a warning if only part of it could.
-std::optional<opsight::trace::Trace> load_trace(const std::string& path, bool* damaged) {
-  opsight::io::ReadResult result = opsight::io::read_trace_file(path);
+// Reads the traces for a command, merged into one when there are several. Returns nullopt
+// (after printing the error) if one of them is unusable; sets *damaged and prints a
+// warning per file of which only part could be read.
+std::optional<opsight::trace::Trace> load_traces(const std::vector<std::string>& paths,
+                                                 bool* damaged) {
+  opsight::io::ReadFilesResult result = opsight::io::read_trace_files(paths);
   if (!result.ok()) {
-    print_error(result.error->to_string(path));
+    print_error(*result.error);
     return std::nullopt;
   }
-  if (result.damage) {
+  for (const std::string& damage : result.damage) {
     *damaged = true;
     std::fprintf(stderr, "opsight: warning: %s (showing what was read before it)\n",
-                 result.damage->to_string(path).c_str());
+                 damage.c_str());
   }
   return std::move(result.trace);
 }
 
+std::optional<opsight::trace::Trace> load_trace(const std::string& path, bool* damaged) {
+  return load_traces({path}, damaged);
+}
+
+// What report headers call the input: the file's name, or the files' names.
+std::string source_name_of(const std::vector<std::string>& paths) {
+  auto name = [](const std::string& path) {
+    return std::filesystem::path(path).filename().string();
+  };
+  if (paths.empty()) return {};
+  std::string text = name(paths[0]);
+  if (paths.size() > 3) return text + " + " + std::to_string(paths.size() - 1) + " more files";
+  for (size_t i = 1; i < paths.size(); ++i) text += " + " + name(paths[i]);
+  return text;
+}
+
 struct ReportCommand {
-  std::string file;
+  std::vector<std::string> files;
   bool summary = false, tree = false, table = false;
   std::string format = "text";
   std::string sort = "total";
@@ -80,7 +99,7 @@ int run_report(const ReportCommand& command) {
   options.sort = command.sort;
   options.limit = command.limit;
   options.max_roots = command.max_roots;
-  options.source_name = std::filesystem::path(command.file).filename().string();
+  options.source_name = source_name_of(command.files);
 
   bool summary = command.summary, tree = command.tree, table = command.table;
   if (!summary && !tree && !table) summary = true;
@@ -91,7 +110,7 @@ int run_report(const ReportCommand& command) {
     return kExitUsage;
   }
   bool damaged = false;
-  auto trace = load_trace(command.file, &damaged);
+  auto trace = load_traces(command.files, &damaged);
   if (!trace) return kExitError;
   std::string out;
   if (tree) out += opsight::report::render_tree(*trace, options);
@@ -107,13 +126,20 @@ int run_report(const ReportCommand& command) {
   return damaged ? kExitDamaged : 0;
 }
 
-int run_convert(const std::string& input, const std::string& output) {
+// `files`: the inputs, then the output.
+int run_convert(std::vector<std::string> files) {
+  if (files.size() < 2) {
+    print_error("convert needs an input and an output file (see opsight convert --help)");
+    return kExitUsage;
+  }
+  std::string output = files.back();
+  files.pop_back();
   if (!opsight::io::format_from_path(output)) {
     print_error(output + ": unknown output format (use .opsight or .json)");
     return kExitUsage;
   }
   bool damaged = false;
-  auto trace = load_trace(input, &damaged);
+  auto trace = load_traces(files, &damaged);
   if (!trace) return kExitError;
   if (auto problem = opsight::io::write_trace_file(*trace, output)) {
     print_error(*problem);
@@ -225,9 +251,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   ReportCommand report;
-  auto* report_command =
-      app.add_subcommand("report", "Summarize a trace (.opsight or Chrome JSON)");
-  report_command->add_option("file", report.file, "Trace file")->required();
+  auto* report_command = app.add_subcommand(
+      "report",
+      "Summarize a trace (.opsight or Chrome JSON); several files (the processes of one run) "
+      "are merged into one report");
+  report_command->add_option("files", report.files, "Trace file(s)")->required();
   report_command->add_flag(
       "--summary", report.summary,
       "Per span name: count, total, min, mean, p50/90/95/97/99/99.9, max, stddev (default)");
@@ -246,12 +274,16 @@ int main(int argc, char** argv) {
   report_command->add_option("--max-roots", report.max_roots, "Tree: show at most N roots (0: all)")
       ->capture_default_str();
 
-  std::string convert_input, convert_output;
-  auto* convert_command =
-      app.add_subcommand("convert", "Convert between .opsight and Chrome JSON (by extension)");
-  convert_command->add_option("input", convert_input, "Input trace")->required();
-  convert_command->add_option("output", convert_output, "Output file: .opsight or .json")
-      ->required();
+  std::vector<std::string> convert_files;
+  auto* convert_command = app.add_subcommand(
+      "convert",
+      "Convert between .opsight and Chrome JSON (by extension): opsight convert INPUT... "
+      "OUTPUT; several inputs are merged into one output");
+  convert_command
+      ->add_option("files", convert_files,
+                   "Input trace(s), then the output file (.opsight or .json)")
+      ->required()
+      ->expected(2, CLI::detail::expected_max_vector_size);
 
   std::string demo_prefix = "opsight-demo";
   int demo_iterations = 5;
@@ -280,7 +312,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*report_command) return run_report(report);
-    if (*convert_command) return run_convert(convert_input, convert_output);
+    if (*convert_command) return run_convert(convert_files);
     if (*demo_command) return run_demo(demo_prefix, demo_iterations);
   } catch (const std::bad_alloc&) {
     print_error("out of memory");

@@ -434,7 +434,8 @@ class ChromeTraceBuilder {
 
   trace::TrackId track_for(int64_t pid, int64_t tid) {
     if (pid == cached_pid_ && tid == cached_tid_ && has_cached_track_) return cached_track_;
-    cached_track_ = trace_.thread_track(pid, tid);
+    auto async = async_lanes_.empty() ? async_lanes_.end() : async_lanes_.find({pid, tid});
+    cached_track_ = async != async_lanes_.end() ? async->second : trace_.thread_track(pid, tid);
     cached_pid_ = pid;
     cached_tid_ = tid;
     has_cached_track_ = true;
@@ -660,8 +661,26 @@ class ChromeTraceBuilder {
       trace_.process(pid).name = trace_.intern(name);
     } else {
       int64_t tid = resolve_id(fields.tid, fields.has_tid, false);
+      if (written_by_opsight_ && read_async_lane(fields.args, pid, tid, name)) return;
       trace_.tracks[track_for(pid, tid)].name = trace_.intern(name);
     }
+  }
+
+  // opsight's writer gives an async lane a synthetic tid and names it with a thread_name
+  // event that also carries the lane's key and its thread's real tid. Returns whether
+  // `args` described one (before any event used that tid).
+  bool read_async_lane(element args, int64_t pid, int64_t written_tid, std::string_view name) {
+    std::string_view key_text;
+    element thread_tid;
+    if (args["opsight.async_key"].get(key_text) != simdjson::SUCCESS ||
+        args["opsight.tid"].get(thread_tid) != simdjson::SUCCESS)
+      return false;
+    auto key = parse_hex64(key_text);
+    if (!key || *key == 0 || async_lanes_.count({pid, written_tid}) != 0) return false;
+    int64_t tid = resolve_id(thread_tid, true, false);
+    async_lanes_.emplace(std::pair{pid, written_tid}, trace_.async_track(pid, tid, *key, name));
+    has_cached_track_ = false;
+    return true;
   }
 
   void close_unfinished_slices() {
@@ -684,6 +703,8 @@ class ChromeTraceBuilder {
   bool written_by_opsight_ = false;
   int64_t time_base_ns_ = 0;  // opsight's writer stores timestamps relative to this
 
+  // Async lanes by the (pid, synthetic tid) opsight's writer gave them.
+  std::map<std::pair<int64_t, int64_t>, trace::TrackId> async_lanes_;
   std::vector<int64_t> last_ts_by_track_;
   std::vector<std::vector<trace::RowIndex>> open_slices_by_track_;
   int64_t cached_pid_ = 0;

@@ -696,3 +696,74 @@ TEST(ChromeJsonWriter, LargeTimestampsKeepEveryNanosecond) {
 
 }  // namespace
 }  // namespace opsight::io
+
+namespace opsight::io {
+namespace {
+
+// A thread with its own span and two async lanes (one key used twice), plus a real thread
+// whose tid is the first synthetic one, which the writer must then skip.
+Trace async_lanes_trace() {
+  Trace trace;
+  auto main_thread = trace.thread_track(7, 100);
+  trace.tracks[main_thread].name = trace.intern("main");
+  auto clash = trace.thread_track(7, int64_t{1} << 29);
+  trace.tracks[clash].name = trace.intern("clash");
+  auto first_task = trace.async_track(7, 100, 0xabc, "Task-1 (serve)");
+  auto reused = trace.async_track(7, 100, 0xabc, "Task-9 (serve)");
+  trace.slices.add(0, 100, trace.intern("loop"), 0, main_thread);
+  trace.slices.add(5, 20, trace.intern("other thread"), 0, clash);
+  trace.slices.add(10, 50, trace.intern("handle"), 0, first_task);
+  trace.slices.add(20, 10, trace.intern("parse"), 0, first_task);
+  trace.slices.add(70, 20, trace.intern("handle"), 0, reused);
+  trace.instants.add(25, trace.intern("mark"), 0, first_task);
+  trace.finalize();
+  return trace;
+}
+
+TEST(ChromeJsonWriter, AsyncLanesAreThreadsOfTheirOwnAndReadBackAsLanes) {
+  Trace trace = async_lanes_trace();
+  std::string json = write_chrome_json(trace);
+  // Synthetic tids from 2^29 up, skipping the one a real thread has.
+  EXPECT_NE(
+      json.find(
+          R"json({"ph":"M","name":"thread_name","pid":7,"tid":536870913,"args":{"name":"Task-1 (serve)","opsight.async_key":"0000000000000abc","opsight.tid":100}})json"),
+      std::string::npos)
+      << json;
+  EXPECT_NE(json.find(R"json("tid":536870914,"args":{"name":"Task-9 (serve)")json"),
+            std::string::npos);
+  EXPECT_NE(
+      json.find(
+          R"json({"ph":"X","pid":7,"tid":536870913,"ts":0.020,"dur":0.010,"name":"parse")json"),
+      std::string::npos);
+  EXPECT_NE(json.find(R"json({"ph":"i","s":"t","pid":7,"tid":536870913,)json"), std::string::npos);
+
+  auto back = read_ok(json);
+  const Trace& copy = back.trace;
+  EXPECT_EQ(slice_rows(copy), slice_rows(trace));
+  ASSERT_EQ(copy.tracks.size(), trace.tracks.size());
+  size_t lanes = 0;
+  for (const auto& track : copy.tracks) {
+    if (!track.is_async()) continue;
+    ++lanes;
+    EXPECT_EQ(track.pid, 7);
+    EXPECT_EQ(track.tid, 100);
+    EXPECT_EQ(track.async_key, 0xabcu);
+  }
+  EXPECT_EQ(lanes, 2u);
+  EXPECT_EQ(copy.track_label(copy.slices.track[3]), "Task-1 (serve)");
+  EXPECT_EQ(copy.slices.depth[3], 1);  // parse in the first handle
+  EXPECT_EQ(copy.track_label(copy.instants.track[0]), "Task-1 (serve)");
+  EXPECT_EQ(write_chrome_json(copy), json);
+}
+
+TEST(ChromeJsonReader, LaneMarkersOutsideOpsightFilesAreOrdinaryArgs) {
+  auto result = read_ok(R"({"traceEvents":[
+    {"ph":"M","name":"thread_name","pid":1,"tid":9,"args":{"name":"t","opsight.async_key":"01","opsight.tid":1}},
+    {"ph":"X","pid":1,"tid":9,"ts":1,"dur":1,"name":"a"}]})");
+  ASSERT_EQ(result.trace.tracks.size(), 1u);
+  EXPECT_FALSE(result.trace.tracks[0].is_async());
+  EXPECT_EQ(result.trace.tracks[0].tid, 9);
+}
+
+}  // namespace
+}  // namespace opsight::io

@@ -10,6 +10,12 @@
 // trace's first one ("otherData.time_base_ns" holds it), so they stay small enough for a
 // double to keep every nanosecond on the way back.
 //
+// An async lane (trace::Track::is_async) is written as a thread of its own, so that
+// Perfetto shows one row per task: a synthetic tid not used by any thread of the trace
+// (from 2^29 up, above Linux's pid_max of 2^22), named by a thread_name event whose args
+// also carry "opsight.async_key" (16 hex digits) and "opsight.tid" (the thread that ran
+// it); the reader turns such a thread back into an async lane.
+//
 // Speed: every interned string is escaped once into a pool, numbers are formatted with
 // fmt::format_int, and the output goes into one growing buffer (no iostreams).
 //
@@ -21,6 +27,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "io/io.hpp"
@@ -117,6 +124,7 @@ class ChromeJsonWriter {
 
   std::string write() {
     time_base_ns_ = trace_.time_bounds().first;
+    assign_written_tids();
     escape_string_table();
     index_args(trace_.slice_args, trace_.slices.args_begin, trace_.slices.size(),
                slice_args_index_);
@@ -277,12 +285,30 @@ class ChromeJsonWriter {
   void begin_event() { wrote_event_ = true; }
   void end_event() { raw(std::string_view("},\n")); }
 
+  // The tid each track is written with: its own, or a synthetic one for an async lane.
+  void assign_written_tids() {
+    written_tid_.resize(trace_.tracks.size());
+    std::unordered_set<int64_t> taken;
+    for (const trace::Track& track : trace_.tracks)
+      if (!track.is_async()) taken.insert(track.tid);
+    int64_t next = kFirstSyntheticTid;
+    for (size_t id = 0; id < trace_.tracks.size(); ++id) {
+      const trace::Track& track = trace_.tracks[id];
+      if (!track.is_async()) {
+        written_tid_[id] = track.tid;
+        continue;
+      }
+      while (taken.count(next) != 0) ++next;
+      written_tid_[id] = next++;
+    }
+  }
+
   void append_track(trace::TrackId track) {
     int64_t pid = 0;
     int64_t tid = 0;
     if (track < trace_.tracks.size()) {
       pid = trace_.tracks[track].pid;
-      tid = trace_.tracks[track].tid;
+      tid = written_tid_[track];
     }
     raw(std::string_view("\"pid\":"));
     append_int(pid);
@@ -301,15 +327,25 @@ class ChromeJsonWriter {
       out_.push_back('}');
       end_event();
     }
-    for (const trace::Track& track : trace_.tracks) {
-      if (track.name == 0) continue;
+    for (size_t id = 0; id < trace_.tracks.size(); ++id) {
+      const trace::Track& track = trace_.tracks[id];
+      if (track.name == 0 && !track.is_async()) continue;
       begin_event();
       raw(std::string_view("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":"));
       append_int(track.pid);
       raw(std::string_view(",\"tid\":"));
-      append_int(track.tid);
+      append_int(written_tid_[id]);
       raw(std::string_view(",\"args\":{\"name\":"));
-      append_string(track.name);
+      if (track.name != 0)
+        append_string(track.name);
+      else
+        append_quoted(trace_.track_label(static_cast<trace::TrackId>(id)));
+      if (track.is_async()) {
+        raw(std::string_view(",\"opsight.async_key\":"));
+        append_hex64(track.async_key);
+        raw(std::string_view(",\"opsight.tid\":"));
+        append_int(track.tid);
+      }
       out_.push_back('}');
       end_event();
     }
@@ -429,8 +465,11 @@ class ChromeJsonWriter {
     raw(std::string_view("}}"));
   }
 
+  static constexpr int64_t kFirstSyntheticTid = int64_t{1} << 29;
+
   const trace::Trace& trace_;
-  int64_t time_base_ns_ = 0;  // subtracted from every timestamp written
+  std::vector<int64_t> written_tid_;  // per track
+  int64_t time_base_ns_ = 0;          // subtracted from every timestamp written
   fmt::memory_buffer out_;
   std::string escaped_pool_;
   std::vector<size_t> escaped_begin_;

@@ -111,6 +111,29 @@ ReadResult read_trace_file(const std::string& path) {
   return *format == FileFormat::kNative ? read_native(*bytes) : read_chrome_json(*bytes);
 }
 
+ReadFilesResult read_trace_files(const std::vector<std::string>& paths) {
+  ReadFilesResult result;
+  if (paths.empty()) {
+    result.error = "no trace file given";
+    return result;
+  }
+  for (size_t index = 0; index < paths.size(); ++index) {
+    ReadResult file = read_trace_file(paths[index]);
+    if (!file.ok()) {
+      result.error = file.error->to_string(paths[index]);
+      result.trace = trace::Trace();
+      result.damage.clear();
+      return result;
+    }
+    if (file.damage) result.damage.push_back(file.damage->to_string(paths[index]));
+    if (index == 0)
+      result.trace = std::move(file.trace);
+    else
+      trace::append_trace(result.trace, file.trace);
+  }
+  return result;
+}
+
 std::optional<std::string> write_trace_file(const trace::Trace& trace, const std::string& path) {
   auto format = format_from_path(path);
   if (!format) return path + ": unknown output format (use .opsight or .json)";

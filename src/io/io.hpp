@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "trace/trace.hpp"
 
@@ -58,6 +59,20 @@ std::string write_chrome_json(const trace::Trace& trace);
 
 // Files: by extension (falling back to content for unknown extensions).
 ReadResult read_trace_file(const std::string& path);
+
+// Several trace files read and merged into one trace, in the order given (see
+// trace::append_trace): the files the processes of one run wrote, one each.
+struct ReadFilesResult {
+  trace::Trace trace;
+  // The first file that could not be used, as "FILE: problem"; `trace` is then empty.
+  std::optional<std::string> error;
+  // One message per damaged file ("FILE: at byte N: problem"); what was whole is merged.
+  std::vector<std::string> damage;
+
+  bool ok() const { return !error.has_value(); }
+};
+ReadFilesResult read_trace_files(const std::vector<std::string>& paths);
+
 // Writes `trace` to `path` in the format its extension names; returns an error message
 // (naming the path) or nullopt on success.
 std::optional<std::string> write_trace_file(const trace::Trace& trace, const std::string& path);

@@ -2,6 +2,9 @@
 // chunk that is cut short or fails its checksum ends the read, and everything before it
 // is kept (ReadResult::damage says where). Events are decoded per thread: Begin/End pair
 // up on a stack, args attach to the innermost open span (or the instant just before).
+// A thread's events may be spread over tracks (kTrack events, from switch_track): each
+// track of a thread — its own, and one per async key and reuse of that key — has a stack
+// of its own and becomes a trace::Track the first time something is recorded on it.
 #include <algorithm>
 #include <cmath>
 #include <unordered_map>
@@ -19,14 +22,25 @@ using trace::kNoRow;
 using trace::RowIndex;
 using trace::StringId;
 
-struct ThreadState {
-  int64_t pid = 0;
-  int64_t tid = 0;
-  std::string name;
+// One track of a thread while it is decoded: the thread's own (key 0) or an async lane.
+struct LaneState {
+  uint64_t key = 0;
+  std::string name;  // for an async lane; empty: "track <key>"
   bool has_track = false;
   trace::TrackId track = 0;
   std::vector<RowIndex> open;      // slices begun and not yet ended
   RowIndex last_instant = kNoRow;  // an instant the next args may belong to
+  int64_t last_ns = 0;
+};
+
+struct ThreadState {
+  int64_t pid = 0;
+  int64_t tid = 0;
+  std::string name;
+  // lanes[0] is the thread's own track; the others are async lanes, in order of first use.
+  std::vector<LaneState> lanes = std::vector<LaneState>(1);
+  std::unordered_map<uint64_t, size_t> lane_of_key;  // the current lane of each async key
+  size_t current_lane = 0;
   int64_t last_ns = 0;
   uint64_t events = 0;
   uint64_t slots_decoded = 0;
@@ -273,12 +287,47 @@ class NativeDecoder {
     return base_ns_ + static_cast<int64_t>((delta * slope_fixed_ + (Wide{1} << 47)) >> 48);
   }
 
-  trace::TrackId track_of(ThreadState& state) {
-    if (!state.has_track) {
-      state.track = result_.trace.thread_track(state.pid, state.tid);
-      state.has_track = true;
+  trace::TrackId track_of(const ThreadState& state, LaneState& lane) {
+    if (!lane.has_track) {
+      lane.track = lane.key == 0
+                       ? result_.trace.thread_track(state.pid, state.tid)
+                       : result_.trace.async_track(state.pid, state.tid, lane.key, lane.name);
+      lane.has_track = true;
     }
-    return state.track;
+    return lane.track;
+  }
+
+  // A kTrack event: the thread's next events belong to `key`'s lane. A name for a key that
+  // already has a lane means the key now stands for a new task: the old lane is closed.
+  void switch_lane(ThreadState& state, uint64_t key, std::string_view name) {
+    if (key == 0) {
+      state.current_lane = 0;
+      return;
+    }
+    auto [position, inserted] = state.lane_of_key.try_emplace(key, 0);
+    if (!inserted && !name.empty()) {
+      close_open_spans(state.lanes[position->second], state.lanes[position->second].last_ns);
+      inserted = true;
+    }
+    if (inserted) {
+      position->second = state.lanes.size();
+      LaneState lane;
+      lane.key = key;
+      lane.name = name;
+      state.lanes.push_back(std::move(lane));
+    }
+    state.current_lane = position->second;
+  }
+
+  // Ends the lane's open spans at `end_ns`, marked unfinished (they had no end).
+  void close_open_spans(LaneState& lane, int64_t end_ns) {
+    trace::Trace& trace = result_.trace;
+    for (RowIndex row : lane.open) {
+      trace.slices.dur[row] = std::max<int64_t>(0, end_ns - trace.slices.ts[row]);
+      trace.slices.flags[row] |= trace::kSliceUnfinished;
+    }
+    lane.open.clear();
+    lane.last_instant = kNoRow;
   }
 
   NameIds name_of(uint32_t id) {
@@ -299,6 +348,7 @@ class NativeDecoder {
     const char* base = chunk.payload.data() + sizeof(header);
     trace::Trace& trace = result_.trace;
     const uint64_t salt = span_salt();
+    LaneState* lane = &state.lanes[state.current_lane];
     uint32_t index = 0;
     while (index < header.slot_count) {
       Slot slot;
@@ -312,6 +362,12 @@ class NativeDecoder {
       const char* payload = base + size_t{index + 1} * sizeof(Slot);
       index += 1 + extra;
       auto kind = static_cast<SlotKind>(slot.kind);
+      if (kind == SlotKind::kTrack) {  // ticks is the key, not a time: never stale
+        ++state.events;
+        switch_lane(state, slot.ticks, inline_text(payload, slot.id, extra));
+        lane = &state.lanes[state.current_lane];
+        continue;
+      }
       if (kind != SlotKind::kArg) {
         // Events a thread wrote before this session started are stale; so are the args
         // that follow them.
@@ -321,6 +377,7 @@ class NativeDecoder {
       ++state.events;
       int64_t ns = kind == SlotKind::kArg ? state.last_ns : to_ns(slot.ticks);
       state.last_ns = std::max(state.last_ns, ns);
+      lane->last_ns = std::max(lane->last_ns, ns);
       switch (kind) {
         case SlotKind::kBegin:
         case SlotKind::kBeginNamed: {
@@ -332,36 +389,39 @@ class NativeDecoder {
           uint64_t sequence = (uint64_t{header.thread_index} << 40) + ++state.slots_decoded;
           uint64_t span_id = (sequence * 0x9e3779b97f4a7c15ULL) ^ salt;
           RowIndex row =
-              trace.slices.add(ns, 0, ids.name, ids.category, track_of(state), 0, span_id);
-          if (!state.open.empty()) {
-            trace.slices.parent[row] = state.open.back();
+              trace.slices.add(ns, 0, ids.name, ids.category, track_of(state, *lane), 0, span_id);
+          if (!lane->open.empty()) {
+            trace.slices.parent[row] = lane->open.back();
             trace.slices.depth[row] =
-                static_cast<uint16_t>(std::min<size_t>(state.open.size(), 0xFFFF));
+                static_cast<uint16_t>(std::min<size_t>(lane->open.size(), 0xFFFF));
           }
-          state.open.push_back(row);
-          state.last_instant = kNoRow;
+          lane->open.push_back(row);
+          lane->last_instant = kNoRow;
           break;
         }
         case SlotKind::kEnd:
-          if (state.open.empty()) {
+          if (lane->open.empty()) {
             ++unmatched_ends_;
           } else {
-            RowIndex row = state.open.back();
-            state.open.pop_back();
+            RowIndex row = lane->open.back();
+            lane->open.pop_back();
             trace.slices.dur[row] = std::max<int64_t>(0, ns - trace.slices.ts[row]);
+            if (slot.arg_type == format::kEndOfUnfinished)
+              trace.slices.flags[row] |= trace::kSliceUnfinished;
             if (slot.arg_type == format::kEndIsLate) {
               trace.slices.flags[row] |= trace::kSliceUnfinished;
               ++late_ends_;
             }
           }
-          state.last_instant = kNoRow;
+          lane->last_instant = kNoRow;
           break;
         case SlotKind::kInstant:
         case SlotKind::kInstantNamed: {
           NameIds ids = kind == SlotKind::kInstant
                             ? name_of(slot.id)
                             : NameIds{trace.intern(inline_text(payload, slot.id, extra)), 0};
-          state.last_instant = trace.instants.add(ns, ids.name, ids.category, track_of(state));
+          lane->last_instant =
+              trace.instants.add(ns, ids.name, ids.category, track_of(state, *lane));
           break;
         }
         case SlotKind::kCounter: {
@@ -373,7 +433,7 @@ class NativeDecoder {
           break;
         }
         case SlotKind::kArg:
-          decode_arg(state, slot, payload, extra);
+          decode_arg(*lane, slot, payload, extra);
           break;
         default:
           ++unknown_slots_;
@@ -386,7 +446,7 @@ class NativeDecoder {
     return std::string_view(payload, std::min<size_t>(length, size_t{slots} * sizeof(Slot)));
   }
 
-  void decode_arg(ThreadState& state, const Slot& slot, const char* payload, uint32_t extra) {
+  void decode_arg(LaneState& lane, const Slot& slot, const char* payload, uint32_t extra) {
     uint32_t key_length = slot.id & 0xFFFF;
     uint32_t string_length = slot.id >> 16;
     size_t available = size_t{extra} * sizeof(Slot);
@@ -413,10 +473,10 @@ class NativeDecoder {
         return;
     }
     StringId key = trace.intern(std::string_view(payload, key_length));
-    if (state.last_instant != kNoRow) {
-      trace.instant_args.add(state.last_instant, key, value);
-    } else if (!state.open.empty()) {
-      trace.slice_args.add(state.open.back(), key, value);
+    if (lane.last_instant != kNoRow) {
+      trace.instant_args.add(lane.last_instant, key, value);
+    } else if (!lane.open.empty()) {
+      trace.slice_args.add(lane.open.back(), key, value);
     } else {
       ++orphan_args_;
     }
@@ -431,20 +491,25 @@ class NativeDecoder {
     trace::Trace& trace = result_.trace;
     for (auto& state : threads_) {
       // Spans still open when the recording ended: close them at the thread's last event.
-      for (RowIndex row : state.open) {
-        trace.slices.dur[row] = std::max<int64_t>(0, state.last_ns - trace.slices.ts[row]);
-        trace.slices.flags[row] |= trace::kSliceUnfinished;
+      bool has_async_track = false;
+      for (LaneState& lane : state.lanes) {
+        close_open_spans(lane, state.last_ns);
+        has_async_track = has_async_track || (lane.key != 0 && lane.has_track);
       }
-      state.open.clear();
-      if (state.has_track && !state.name.empty())
-        trace.tracks[state.track].name = trace.intern(state.name);
+      // The thread's own track holds its overhead and counts, also when all its spans ran
+      // on async lanes.
+      if (has_async_track) track_of(state, state.lanes[0]);
+      LaneState& own = state.lanes[0];
+      if (own.has_track && !state.name.empty())
+        trace.tracks[own.track].name = trace.intern(state.name);
     }
     int64_t total_overhead = 0;
     for (const auto& stats : thread_stats_) {
       auto position = thread_positions_.find(stats.thread_index);
-      if (position == thread_positions_.end() || !threads_[position->second].has_track) continue;
+      if (position == thread_positions_.end() || !threads_[position->second].lanes[0].has_track)
+        continue;
       ThreadState& state = threads_[position->second];
-      trace::Track& track = trace.tracks[state.track];
+      trace::Track& track = trace.tracks[state.lanes[0].track];
       track.events_recorded = state.events;
       track.events_dropped = stats.events_dropped;
       track.overhead_ns =
@@ -453,8 +518,8 @@ class NativeDecoder {
     }
     if (thread_stats_.empty()) {  // no footer (crash): estimate from the events seen
       for (auto& state : threads_) {
-        if (!state.has_track) continue;
-        trace::Track& track = trace.tracks[state.track];
+        if (!state.lanes[0].has_track) continue;
+        trace::Track& track = trace.tracks[state.lanes[0].track];
         track.events_recorded = state.events;
         track.overhead_ns =
             static_cast<int64_t>(std::llround(static_cast<double>(state.events) * event_cost_ns_));

@@ -1,6 +1,10 @@
 // Golden tests of the native format: a small trace written and read back exactly, and a
 // file cut or damaged at every byte read as far as it is whole, never crashing.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
 
 #include "format/chunk_codec.hpp"
 #include "io/io.hpp"
@@ -188,11 +192,11 @@ namespace {
 
 // A file with one thread whose events are given as (kind, id, arg_type) slots.
 std::string file_with_events(const std::vector<opsight::format::Slot>& slots, uint32_t name_id = 1,
-                             uint32_t thread_index = 0) {
+                             uint32_t thread_index = 0, uint64_t first_sync_ticks = 0) {
   using namespace opsight::format;
   std::string out;
   append_file_header(out);
-  ClockSync syncs[2] = {{0, 0, 0}, {1000, 1000, 1000}};
+  ClockSync syncs[2] = {{first_sync_ticks, 0, 0}, {first_sync_ticks + 1000, 1000, 1000}};
   append_chunk(out, ChunkType::kClockSync,
                std::string_view(reinterpret_cast<const char*>(syncs), sizeof(syncs)));
   std::string names;
@@ -253,6 +257,137 @@ TEST(Native, NegativeTimestampsSurviveARoundTrip) {
   EXPECT_EQ(result.trace.slices.ts[0], -5000);
   EXPECT_EQ(result.trace.slices.ts[1], 5000);
   EXPECT_EQ(result.trace.slices.dur[1], 1000);
+}
+
+// A kTrack switch: ticks hold the key; a name rides in the slots after it.
+std::vector<opsight::format::Slot> track_switch(uint64_t key, std::string_view name = {}) {
+  uint16_t extra = opsight::format::slots_for_bytes(name.size());
+  std::vector<opsight::format::Slot> slots(1u + extra, opsight::format::Slot{});
+  slots[0] = {key, static_cast<uint32_t>(name.size()),
+              static_cast<uint8_t>(opsight::format::SlotKind::kTrack), 0, extra};
+  if (!name.empty()) std::memcpy(slots.data() + 1, name.data(), name.size());
+  return slots;
+}
+
+std::vector<opsight::format::Slot> concat(
+    std::initializer_list<std::vector<opsight::format::Slot>> parts) {
+  std::vector<opsight::format::Slot> all;
+  for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());
+  return all;
+}
+
+TEST(Native, TrackSwitchesGiveEachKeyANestingLaneOfItsThread) {
+  using opsight::format::SlotKind;
+  // Ticks 100 on; keys below the first sync point are keys, not stale times.
+  auto result = opsight::io::read_native(
+      file_with_events(concat({{slot(110, SlotKind::kBegin, 1)},
+                               track_switch(5),
+                               {slot(120, SlotKind::kBegin, 1)},
+                               track_switch(0),
+                               {slot(130, SlotKind::kEnd)},
+                               track_switch(5),
+                               {slot(140, SlotKind::kEnd)},
+                               track_switch(6, "named task"),
+                               {slot(150, SlotKind::kBegin, 1), slot(151, SlotKind::kInstant, 1)},
+                               track_switch(5),
+                               {slot(152, SlotKind::kBegin, 1)},
+                               track_switch(0),
+                               {slot(155, SlotKind::kBegin, 1), slot(160, SlotKind::kEnd)}}),
+                       1, 0, 100));
+  ASSERT_TRUE(result.ok());  // (damaged only in having no footer)
+  const Trace& trace = result.trace;
+  ASSERT_EQ(trace.slices.size(), 5u);
+  auto describe_row = [&](opsight::trace::RowIndex row) {
+    const auto& track = trace.tracks[trace.slices.track[row]];
+    return trace.track_label(trace.slices.track[row]) + " key=" + std::to_string(track.async_key) +
+           " tid=" + std::to_string(track.tid) + " " + std::to_string(trace.slices.ts[row]) + "+" +
+           std::to_string(trace.slices.dur[row]) +
+           ((trace.slices.flags[row] & opsight::trace::kSliceUnfinished) ? " unfinished" : "");
+  };
+  // Rows in begin order; spans still open at the end close at the thread's last event.
+  EXPECT_EQ(describe_row(0), "thread 8 key=0 tid=8 10+20");
+  EXPECT_EQ(describe_row(1), "track 5 key=5 tid=8 20+20");
+  EXPECT_EQ(describe_row(2), "named task key=6 tid=8 50+10 unfinished");
+  EXPECT_EQ(describe_row(3), "track 5 key=5 tid=8 52+8 unfinished");
+  EXPECT_EQ(describe_row(4), "thread 8 key=0 tid=8 55+5");
+  EXPECT_EQ(trace.slices.depth[3], 0);  // its lane had nothing open
+  ASSERT_EQ(trace.instants.size(), 1u);
+  EXPECT_EQ(trace.track_label(trace.instants.track[0]), "named task");
+  EXPECT_EQ(trace.tracks.size(), 3u);
+}
+
+TEST(Native, AsyncLanesAndUnfinishedSpansSurviveTheModelWriter) {
+  Trace trace;
+  auto main_thread = trace.thread_track(3, 30);
+  trace.tracks[main_thread].name = trace.intern("main");
+  trace.tracks[main_thread].overhead_ns = 500;
+  auto task = trace.async_track(3, 30, 0x10, "Task-1");
+  auto reused = trace.async_track(3, 30, 0x10, "Task-2");
+  auto lone = trace.async_track(3, 31, 0x20, "");  // its thread has no track of its own
+  trace.slices.add(0, 100, trace.intern("loop"), 0, main_thread);
+  trace.slices.add(10, 50, trace.intern("handle"), 0, task);
+  trace.slices.add(20, 40, trace.intern("cut"), 0, task, opsight::trace::kSliceUnfinished);
+  trace.slices.add(70, 20, trace.intern("handle"), 0, reused);
+  trace.slices.add(5, 5, trace.intern("lone"), 0, lone);
+  trace.finalize();
+  auto result = opsight::io::read_native(opsight::io::write_native(trace));
+  ASSERT_TRUE(result.ok());
+  const Trace& copy = result.trace;
+  EXPECT_EQ(describe_slices(copy), describe_slices(trace));
+  EXPECT_TRUE(copy.slices.flags[2] & opsight::trace::kSliceUnfinished);
+  EXPECT_FALSE(copy.slices.flags[1] & opsight::trace::kSliceUnfinished);
+  EXPECT_EQ(copy.slices.parent[2], 1u);
+  std::vector<std::string> lanes;
+  for (const auto& track : copy.tracks)
+    if (track.is_async())
+      lanes.push_back(std::string(copy.str(track.name)) + " key=" +
+                      std::to_string(track.async_key) + " tid=" + std::to_string(track.tid));
+  EXPECT_EQ(lanes, (std::vector<std::string>{"Task-1 key=16 tid=30", "Task-2 key=16 tid=30",
+                                             "track 32 key=32 tid=31"}));
+  EXPECT_EQ(copy.run.overhead_ns, 500);
+  // No late ends were invented for the unfinished span.
+  for (const auto& [key, value] : copy.run.extra) EXPECT_NE(key, "ends_written_late_after_drops");
+}
+
+TEST(Native, ReadTraceFilesMergesInOrderAndNamesTheFileThatFails) {
+  auto directory = std::filesystem::temp_directory_path() /
+                   ("opsight_native_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(directory);
+  Trace first = sample_trace();
+  Trace second;
+  auto worker = second.thread_track(43000, 43001);
+  second.slices.add(20'000, 100, second.intern("other process"), 0, worker);
+  second.run.pid = 43000;
+  second.run.command_line = "child";
+  second.finalize();
+  std::string first_path = (directory / "trace.42.opsight").string();
+  std::string second_path = (directory / "trace.43000.json").string();
+  ASSERT_FALSE(opsight::io::write_trace_file(first, first_path));
+  ASSERT_FALSE(opsight::io::write_trace_file(second, second_path));
+
+  auto merged = opsight::io::read_trace_files({first_path, second_path});
+  ASSERT_TRUE(merged.ok()) << *merged.error;
+  EXPECT_TRUE(merged.damage.empty());
+  EXPECT_EQ(merged.trace.slices.size(), first.slices.size() + 1);
+  EXPECT_EQ(merged.trace.run.command_line, first.run.command_line);
+  EXPECT_EQ(merged.trace.processes.size(), 2u);
+
+  std::string cut_path = (directory / "cut.opsight").string();
+  std::string bytes = opsight::io::write_native(first);
+  ASSERT_FALSE(opsight::io::write_file_bytes(cut_path, bytes.substr(0, bytes.size() - 10)));
+  auto damaged = opsight::io::read_trace_files({second_path, cut_path});
+  ASSERT_TRUE(damaged.ok());
+  ASSERT_EQ(damaged.damage.size(), 1u);
+  EXPECT_EQ(damaged.damage[0].rfind(cut_path + ": at byte ", 0), 0u) << damaged.damage[0];
+
+  auto missing =
+      opsight::io::read_trace_files({first_path, (directory / "missing.opsight").string()});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error->find("missing.opsight: cannot open"), std::string::npos)
+      << *missing.error;
+  EXPECT_EQ(missing.trace.slices.size(), 0u);
+  EXPECT_FALSE(opsight::io::read_trace_files({}).ok());
+  std::filesystem::remove_all(directory);
 }
 
 }  // namespace

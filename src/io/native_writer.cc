@@ -1,7 +1,9 @@
 // Writes a Trace in the native format (what `opsight convert trace.json out.opsight` does).
 // Ticks are nanoseconds here (two clock-sync points one second apart with slope 1), each
-// track becomes a thread, slices become Begin/End pairs in time order, and counters ride
-// on a synthetic thread per process.
+// thread track becomes a thread, slices become Begin/End pairs in time order, and counters
+// ride on a synthetic thread per process. An async lane is written into the stream of its
+// thread (same pid and tid) after the thread's own events: a named kTrack switch (so
+// that each lane, even of a reused key, reads back as a track of its own) and its events.
 #include <algorithm>
 #include <unordered_map>
 
@@ -17,6 +19,13 @@ using format::SlotKind;
 using trace::RowIndex;
 
 constexpr uint32_t kSlotsPerChunk = 4096;
+
+struct PairHash {
+  size_t operator()(const std::pair<int64_t, int64_t>& key) const {
+    return static_cast<size_t>(
+        trace::mix64(static_cast<uint64_t>(key.first) * 31 + static_cast<uint64_t>(key.second)));
+  }
+};
 
 uint64_t slot_word(uint32_t id, SlotKind kind, uint8_t arg_type = 0, uint16_t extra = 0) {
   return uint64_t{id} | (uint64_t{static_cast<uint8_t>(kind)} << 32) | (uint64_t{arg_type} << 40) |
@@ -179,44 +188,88 @@ std::string write_native(const trace::Trace& trace) {
     format::end_chunk(out, header, format::ChunkType::kThread);
   };
 
-  uint32_t thread_index = 0;
-  for (trace::TrackId track_id = 0; track_id < trace.tracks.size(); ++track_id) {
-    const trace::Track& track = trace.tracks[track_id];
-    write_thread(thread_index, track.pid, track.tid, trace.str(track.name));
-    // With ticks in ns and no per-event cost, slow_path_ticks carries the overhead as is.
-    stats.push_back({thread_index, 0, track.events_recorded, track.events_dropped,
-                     static_cast<uint64_t>(std::max<int64_t>(0, track.overhead_ns))});
-    EventsEncoder events(out, thread_index++);
-    std::vector<RowIndex> open;
-    auto close_until = [&](int64_t ts) {
-      while (!open.empty() && trace.slices.end(open.back()) <= ts) {
-        events.add(ticks_of(trace.slices.end(open.back())), slot_word(0, SlotKind::kEnd));
-        open.pop_back();
-      }
-    };
-    const auto& rows = slices_of[track_id];
-    const auto& instant_rows = instants_of[track_id];
-    size_t next_instant = 0;
-    auto emit_instants_until = [&](int64_t ts, bool inclusive) {
-      while (next_instant < instant_rows.size()) {
-        RowIndex row = instant_rows[next_instant];
-        int64_t instant_ts = trace.instants.ts[row];
-        if (inclusive ? instant_ts > ts : instant_ts >= ts) break;
-        close_until(instant_ts);
-        events.add(ticks_of(instant_ts), slot_word(instant_name_ids[row], SlotKind::kInstant));
-        add_args(events, trace, trace.instant_args, trace.instants.args_begin, row);
-        ++next_instant;
-      }
-    };
-    for (RowIndex row : rows) {
-      emit_instants_until(trace.slices.ts[row], false);
-      close_until(trace.slices.ts[row]);
-      events.add(ticks_of(trace.slices.ts[row]), slot_word(slice_name_ids[row], SlotKind::kBegin));
-      add_args(events, trace, trace.slice_args, trace.slices.args_begin, row);
-      open.push_back(row);
+  // Threads: each thread track with the async lanes of the same pid and tid; lanes whose
+  // thread has no track of its own get a thread of their own.
+  std::vector<std::vector<trace::TrackId>> threads;
+  {
+    std::unordered_map<std::pair<int64_t, int64_t>, size_t, PairHash> thread_of;
+    for (trace::TrackId id = 0; id < trace.tracks.size(); ++id) {
+      if (trace.tracks[id].is_async()) continue;
+      auto [it, inserted] =
+          thread_of.try_emplace({trace.tracks[id].pid, trace.tracks[id].tid}, threads.size());
+      if (inserted) threads.emplace_back();
+      threads[it->second].push_back(id);
     }
-    emit_instants_until(std::numeric_limits<int64_t>::max(), true);
-    close_until(std::numeric_limits<int64_t>::max());
+    for (trace::TrackId id = 0; id < trace.tracks.size(); ++id) {
+      if (!trace.tracks[id].is_async()) continue;
+      auto [it, inserted] =
+          thread_of.try_emplace({trace.tracks[id].pid, trace.tracks[id].tid}, threads.size());
+      if (inserted) threads.emplace_back();
+      threads[it->second].push_back(id);
+    }
+  }
+
+  uint32_t thread_index = 0;
+  for (const std::vector<trace::TrackId>& thread_tracks : threads) {
+    const trace::Track& first = trace.tracks[thread_tracks.front()];
+    uint64_t events_recorded = 0, events_dropped = 0;
+    int64_t overhead_ns = 0;
+    for (trace::TrackId id : thread_tracks) {
+      events_recorded += trace.tracks[id].events_recorded;
+      events_dropped += trace.tracks[id].events_dropped;
+      overhead_ns += std::max<int64_t>(0, trace.tracks[id].overhead_ns);
+    }
+    write_thread(thread_index, first.pid, first.tid,
+                 first.is_async() ? std::string_view() : trace.str(first.name));
+    // With ticks in ns and no per-event cost, slow_path_ticks carries the overhead as is.
+    stats.push_back(
+        {thread_index, 0, events_recorded, events_dropped, static_cast<uint64_t>(overhead_ns)});
+    EventsEncoder events(out, thread_index++);
+    for (trace::TrackId track_id : thread_tracks) {
+      const trace::Track& track = trace.tracks[track_id];
+      if (track.is_async()) {
+        std::string_view name = trace.str(track.name).substr(0, format::kMaxInlineString);
+        std::string fallback;
+        if (name.empty()) name = fallback = "track " + std::to_string(track.async_key);
+        events.add(track.async_key, slot_word(static_cast<uint32_t>(name.size()), SlotKind::kTrack),
+                   name);
+      }
+      std::vector<RowIndex> open;
+      auto close_until = [&](int64_t ts) {
+        while (!open.empty() && trace.slices.end(open.back()) <= ts) {
+          RowIndex row = open.back();
+          bool unfinished = trace.slices.flags[row] & trace::kSliceUnfinished;
+          events.add(ticks_of(trace.slices.end(row)),
+                     slot_word(0, SlotKind::kEnd, unfinished ? format::kEndOfUnfinished : 0));
+          open.pop_back();
+        }
+      };
+      const auto& rows = slices_of[track_id];
+      const auto& instant_rows = instants_of[track_id];
+      size_t next_instant = 0;
+      auto emit_instants_until = [&](int64_t ts, bool inclusive) {
+        while (next_instant < instant_rows.size()) {
+          RowIndex row = instant_rows[next_instant];
+          int64_t instant_ts = trace.instants.ts[row];
+          if (inclusive ? instant_ts > ts : instant_ts >= ts) break;
+          close_until(instant_ts);
+          events.add(ticks_of(instant_ts), slot_word(instant_name_ids[row], SlotKind::kInstant));
+          add_args(events, trace, trace.instant_args, trace.instants.args_begin, row);
+          ++next_instant;
+        }
+      };
+      for (RowIndex row : rows) {
+        emit_instants_until(trace.slices.ts[row], false);
+        close_until(trace.slices.ts[row]);
+        events.add(ticks_of(trace.slices.ts[row]),
+                   slot_word(slice_name_ids[row], SlotKind::kBegin));
+        add_args(events, trace, trace.slice_args, trace.slices.args_begin, row);
+        open.push_back(row);
+      }
+      emit_instants_until(std::numeric_limits<int64_t>::max(), true);
+      close_until(std::numeric_limits<int64_t>::max());
+      if (track.is_async()) events.add(0, slot_word(0, SlotKind::kTrack));
+    }
   }
 
   // Counters: one synthetic thread per process that has counters.

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <random>
 
 #include "opsight/opsight.hpp"
@@ -94,37 +95,174 @@ void arm_thread_exit_hook() {
   if (!t_exit_hook.armed) t_exit_hook.armed = true;
 }
 
-// Ends of recorded spans that were dropped (no chunk to write them to), and the session
-// they belong to.
-thread_local constinit uint32_t t_lost_ends = 0;
-thread_local constinit uint64_t t_lost_ends_generation = 0;
+// This thread's async track (switch_track) in the current session: the key it last asked
+// for and the key its written stream is on (they differ only after a dropped switch).
+// Belongs to session `generation`; a new session starts every thread on key 0.
+struct TrackState {
+  uint64_t generation = 0;
+  uint64_t requested_key = 0;
+  uint64_t written_key = 0;
+};
+thread_local constinit TrackState t_track;
 
-void note_lost_end() {
-  uint64_t generation = registry().session_generation.load(std::memory_order_relaxed);
-  if (t_lost_ends_generation != generation) {
-    t_lost_ends = 0;
-    t_lost_ends_generation = generation;
-  }
-  ++t_lost_ends;
+void sync_track_generation(uint64_t generation) {
+  if (t_track.generation != generation) t_track = TrackState{generation, 0, 0};
 }
 
-// Writes this thread's lost ends (at most `room`) at `slots`; returns how many.
-uint32_t replay_lost_ends(format::Slot* slots, uint32_t room, uint64_t generation) {
-  if (t_lost_ends == 0 || t_lost_ends_generation != generation) {
-    t_lost_ends = 0;
+// What a thread could not write for lack of memory and must write as soon as it can, so
+// that the spans after it nest correctly: the ends of spans it had recorded (a run per
+// track, in order) and a switch of track (with its name, which may start a new track).
+// Allocated on the thread's first drop (never on the recording path of a thread that does
+// not drop) and freed at its exit; written only by its thread.
+struct LostEvents {
+  struct EndRun {
+    uint64_t key;
+    uint32_t count;
+  };
+  // Beyond this many alternations of track, further lost ends join the last run (and may
+  // close spans of the wrong track): a flood of drops across that many tasks is not
+  // worth more memory.
+  static constexpr uint32_t kMaxRuns = 64;
+
+  uint64_t generation = 0;
+  EndRun runs[kMaxRuns] = {};
+  uint32_t run_count = 0;
+  bool switch_lost = false;
+  // The name of a dropped switch, kept until a switch to its key is written. The buffer
+  // outlives `has_name` (it is reused) so that a view of it stays valid while a write that
+  // replays it is in progress.
+  bool has_name = false;
+  uint64_t named_key = 0;
+  std::unique_ptr<char[]> name;
+  uint32_t name_bytes = 0;
+  uint32_t name_capacity = 0;
+
+  void reset(uint64_t new_generation) {
+    generation = new_generation;
+    run_count = 0;
+    switch_lost = false;
+    has_name = false;
+  }
+};
+thread_local constinit LostEvents* t_lost = nullptr;
+
+// The thread's lost-event record for session `generation`, created if needed; nullptr if
+// none can be had (thread exiting, no memory). Takes no lock.
+LostEvents* lost_events(uint64_t generation) {
+  if (t_lost == nullptr) {
+    if (t_thread_exited) return nullptr;
+    arm_thread_exit_hook();  // frees it at thread exit
+    t_lost = new (std::nothrow) LostEvents();
+    if (t_lost == nullptr) return nullptr;
+    t_lost->generation = generation;
+  }
+  if (t_lost->generation != generation) t_lost->reset(generation);
+  return t_lost;
+}
+
+void note_lost_end() {
+  Registry& reg = registry();
+  if (!reg.session_running.load(std::memory_order_relaxed)) return;
+  uint64_t generation = reg.session_generation.load(std::memory_order_relaxed);
+  LostEvents* lost = lost_events(generation);
+  if (lost == nullptr) return;
+  sync_track_generation(generation);
+  uint64_t key = t_track.requested_key;
+  if (lost->run_count > 0 && lost->runs[lost->run_count - 1].key == key)
+    ++lost->runs[lost->run_count - 1].count;
+  else if (lost->run_count < LostEvents::kMaxRuns)
+    lost->runs[lost->run_count++] = {key, 1};
+  else
+    ++lost->runs[LostEvents::kMaxRuns - 1].count;
+}
+
+void note_lost_track_switch(uint64_t key, std::string_view name, uint64_t generation) {
+  LostEvents* lost = lost_events(generation);
+  if (lost == nullptr) return;
+  lost->switch_lost = true;
+  if (name.empty()) return;
+  if (name.size() > lost->name_capacity) {
+    std::unique_ptr<char[]> buffer(new (std::nothrow) char[name.size()]);
+    if (!buffer) return;
+    lost->name = std::move(buffer);
+    lost->name_capacity = static_cast<uint32_t>(name.size());
+  }
+  std::memcpy(lost->name.get(), name.data(), name.size());
+  lost->name_bytes = static_cast<uint32_t>(name.size());
+  lost->named_key = key;
+  lost->has_name = true;
+}
+
+// The name of a dropped switch to `key` not yet written, or empty.
+std::string_view pending_track_name(uint64_t key, uint64_t generation) {
+  const LostEvents* lost = t_lost;
+  if (lost == nullptr || lost->generation != generation || !lost->has_name ||
+      lost->named_key != key)
+    return {};
+  return {lost->name.get(), lost->name_bytes};
+}
+
+// Writes a kTrack event at `slots` (1 + slots_for_bytes(name) slots).
+void write_track_switch(format::Slot* slots, uint64_t key, std::string_view name) {
+  uint16_t extra = format::slots_for_bytes(name.size());
+  internal::write_slot(
+      slots, key,
+      internal::slot_word(static_cast<uint32_t>(name.size()), format::SlotKind::kTrack, 0, extra));
+  char* payload = reinterpret_cast<char*>(slots + 1);
+  if (!name.empty()) std::memcpy(payload, name.data(), name.size());
+  std::memset(payload + name.size(), 0, size_t{extra} * sizeof(format::Slot) - name.size());
+}
+
+// Writes this thread's lost events at `slots`, at most `room` slots: the lost ends, each
+// run on its track and marked late, then a switch back to the track the thread asked for
+// last. Returns the slots written. Ends that do not fit wait for the next chunk.
+uint32_t replay_lost_events(format::Slot* slots, uint32_t room, uint64_t generation) {
+  LostEvents* lost = t_lost;
+  if (lost == nullptr) return 0;
+  if (lost->generation != generation) {
+    lost->reset(generation);
     return 0;
   }
-  uint32_t count = std::min(t_lost_ends, room);
+  sync_track_generation(generation);
+  std::string_view final_name;
+  if (lost->has_name && lost->named_key == t_track.requested_key)
+    final_name = std::string_view(lost->name.get(), lost->name_bytes);
+  uint32_t final_slots = 1u + format::slots_for_bytes(final_name.size());
+  if (room < final_slots) return 0;
+  uint32_t budget = room - final_slots;
+  uint32_t used = 0;
   uint64_t ticks = internal::now_ticks();
-  for (uint32_t i = 0; i < count; ++i)
-    internal::write_slot(slots + i, ticks,
-                         internal::slot_word(0, format::SlotKind::kEnd, format::kEndIsLate));
-  t_lost_ends -= count;
-  return count;
+  uint32_t done_runs = 0;
+  for (; done_runs < lost->run_count; ++done_runs) {
+    LostEvents::EndRun& run = lost->runs[done_runs];
+    if (run.key != t_track.written_key) {
+      if (used + 1 > budget) break;
+      write_track_switch(slots + used++, run.key, {});
+      t_track.written_key = run.key;
+    }
+    uint32_t count = std::min(run.count, budget - used);
+    for (uint32_t i = 0; i < count; ++i)
+      internal::write_slot(slots + used++, ticks,
+                           internal::slot_word(0, format::SlotKind::kEnd, format::kEndIsLate));
+    run.count -= count;
+    if (run.count > 0) break;
+  }
+  std::copy(lost->runs + done_runs, lost->runs + lost->run_count, lost->runs);
+  lost->run_count -= done_runs;
+  if (lost->switch_lost || !final_name.empty() || t_track.written_key != t_track.requested_key) {
+    write_track_switch(slots + used, t_track.requested_key, final_name);
+    used += final_slots;
+    t_track.written_key = t_track.requested_key;
+    lost->switch_lost = false;
+    if (!final_name.empty()) lost->has_name = false;
+  }
+  return used;
 }
 
 ThreadExitHook::~ThreadExitHook() {
   t_thread_exited = true;
+  delete t_lost;
+  t_lost = nullptr;
   if (!armed || t_thread_record == nullptr) return;
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
@@ -499,8 +637,8 @@ format::Slot* reserve_slow(uint32_t slot_count) {
       t_writer.capacity = record::kChunkSlots;
       // Ends dropped while the pool was empty close their spans first (marked: their end
       // time is when recording could resume), so later spans do not nest inside them.
-      uint32_t replayed = record::replay_lost_ends(chunk->slots, record::kChunkSlots - slot_count,
-                                                   reg.session_generation.load());
+      uint32_t replayed = record::replay_lost_events(chunk->slots, record::kChunkSlots - slot_count,
+                                                     reg.session_generation.load());
       t_writer.used.store(replayed, std::memory_order_release);
       slots = chunk->slots + replayed;
     }
@@ -621,6 +759,37 @@ void counter(std::string_view name, double value) {
   std::memcpy(&value_slot, &value, sizeof(value));
   internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kCounter,
                              static_cast<uint32_t>(name.size()), 0, name, {}, &value_slot);
+}
+
+void switch_track(uint64_t key, std::string_view name) {
+  record::Registry& reg = record::registry();
+  if (!reg.session_running.load(std::memory_order_relaxed)) return;
+  uint64_t generation = reg.session_generation.load(std::memory_order_relaxed);
+  record::sync_track_generation(generation);
+  if (record::t_lost != nullptr && name.empty()) [[unlikely]]
+    name = record::pending_track_name(key, generation);
+  name = internal::clip(name);
+  bool written = false;
+  if (name.empty()) {
+    if (format::Slot* slot = internal::reserve(1)) [[likely]] {
+      internal::write_slot(slot, key, internal::slot_word(0, format::SlotKind::kTrack));
+      internal::commit(1);
+      written = true;
+    }
+  } else {
+    written = internal::write_with_bytes(key, format::SlotKind::kTrack,
+                                         static_cast<uint32_t>(name.size()), 0, name);
+  }
+  // (A chunk taken by the write above first replayed what this thread had lost, ending on
+  // the previously requested track; this switch follows it.)
+  record::t_track.requested_key = key;
+  if (written) {
+    record::t_track.written_key = key;
+    if (record::t_lost != nullptr && !name.empty() && record::t_lost->named_key == key)
+      record::t_lost->has_name = false;
+  } else {
+    record::note_lost_track_switch(key, name, generation);
+  }
 }
 
 void set_thread_name(std::string_view name) {

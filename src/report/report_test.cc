@@ -359,5 +359,65 @@ TEST(TextReports, LongNamesAreCut) {
   EXPECT_EQ(text.find(std::string(60, 'x')), std::string::npos);
 }
 
+// ---- Async lanes and merged traces ----------------------------------------------------
+
+// One process's requests: `count` requests of `request_ns` on a thread, each with a step,
+// and a handler on an async lane.
+void add_process(trace::Trace& trace, int64_t pid, int64_t start, int count, int64_t request_ns) {
+  trace::TrackId thread = trace.thread_track(pid, pid);
+  trace::TrackId lane = trace.async_track(pid, pid, 0x10, "Task-1 (handler)");
+  for (int index = 0; index < count; ++index) {
+    int64_t at = start + index * 1000;
+    trace.slices.add(at, request_ns, trace.intern("request"), 0, thread);
+    trace.slices.add(at + 1, request_ns / 2, trace.intern("step"), 0, thread);
+    trace.slices.add(at + 2, 40, trace.intern("handle"), 0, lane);
+  }
+  trace.tracks[thread].overhead_ns = 7 * pid;
+  trace.run.source_format = "opsight";
+}
+
+TEST(TreeReport, RootsOnAsyncLanesNameTheirLane) {
+  trace::Trace trace;
+  add_process(trace, 1, 0, 1, 100);
+  trace.finalize();
+  EXPECT_EQ(render_tree(trace, text_options("a.opsight")),
+            "opsight tree: a.opsight, 3 slices, 100 ns\n"
+            "span                       duration  of parent  start     end\n"
+            "request                      100 ns              0 ns  100 ns\n"
+            "└─ step                       50 ns      50.0%   1 ns   51 ns\n"
+            "handle [Task-1 (handler)]     40 ns              2 ns   42 ns\n"
+            "tracer overhead: 7 ns (7.00% of 100 ns traced), 0 events dropped\n");
+  ReportOptions options = text_options();
+  options.format = OutputFormat::kJson;
+  nlohmann::json document = nlohmann::json::parse(render_tree(trace, options));
+  ASSERT_EQ(document["roots"].size(), 2u);
+  EXPECT_EQ(document["roots"][0]["track"], "thread 1");
+  EXPECT_EQ(document["roots"][0]["async"], false);
+  EXPECT_EQ(document["roots"][1]["track"], "Task-1 (handler)");
+  EXPECT_EQ(document["roots"][1]["async"], true);
+}
+
+TEST(MergedReport, AReportOverTwoProcessesEqualsOneOverTheirUnion) {
+  trace::Trace first, second, both;
+  add_process(first, 1, 0, 3, 100);
+  add_process(second, 2, 500, 4, 300);
+  add_process(both, 1, 0, 3, 100);
+  add_process(both, 2, 500, 4, 300);
+  first.run.overhead_ns = 7;
+  second.run.overhead_ns = 14;
+  both.run.overhead_ns = 21;
+  first.finalize();
+  second.finalize();
+  both.finalize();
+  trace::append_trace(first, second);
+  ReportOptions options = text_options("a.opsight + b.opsight");
+  EXPECT_EQ(render_summary(first, options), render_summary(both, options));
+  EXPECT_EQ(render_table(first, options), render_table(both, options));
+  EXPECT_EQ(render_tree(first, options), render_tree(both, options));
+  options.format = OutputFormat::kJson;
+  EXPECT_EQ(render_summary(first, options), render_summary(both, options));
+  EXPECT_EQ(render_tree(first, options), render_tree(both, options));
+}
+
 }  // namespace
 }  // namespace opsight::report

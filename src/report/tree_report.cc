@@ -1,4 +1,5 @@
-// The call tree: every root span and its descendants, box-drawn (HiQ's tree).
+// The call tree: every root span and its descendants, box-drawn (HiQ's tree). A root on an
+// async lane (an asyncio task...) is labelled with the lane's name: "handle [Task-3]".
 #include <fmt/format.h>
 
 #include "analyze/call_tree.hpp"
@@ -70,6 +71,11 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
         std::string label = prefixes.next(node);
         label += internal::truncate_to_width(trace.str(trace.slices.name[node.row]),
                                              internal::kMaxNameWidth);
+        trace::TrackId track = trace.slices.track[node.row];
+        if (node.depth == 0 && track < trace.tracks.size() && trace.tracks[track].is_async())
+          label += " [" +
+                   internal::truncate_to_width(trace.track_label(track), internal::kMaxNameWidth) +
+                   "]";
         table.add_row({std::move(label), format_duration(static_cast<double>(node.duration_ns)),
                        node.depth == 0 ? std::string() : format_share(node.share_of_parent),
                        format_duration(static_cast<double>(node.start_ns - trace_start)),
@@ -101,6 +107,11 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
     for (const analyze::CallTreeNode& node : forest.flatten(trace, root)) {
       Json entry = Json::object();
       entry["name"] = std::string(trace.str(trace.slices.name[node.row]));
+      if (node.depth == 0) {
+        trace::TrackId track = trace.slices.track[node.row];
+        entry["track"] = trace.track_label(track);
+        entry["async"] = track < trace.tracks.size() && trace.tracks[track].is_async();
+      }
       entry["start_ns"] = node.start_ns - trace_start;
       entry["end_ns"] = node.end_ns - trace_start;
       entry["dur_ns"] = node.duration_ns;

@@ -105,15 +105,22 @@ struct Process {
   StringId name = 0;
 };
 
-// A track is a timeline on which slices nest: one per thread (or async lane).
+// A track is a timeline on which slices nest: one per thread, plus one per async lane
+// (an asyncio task, a coroutine: see opsight::switch_track) that ran on a thread.
 struct Track {
   int64_t pid = 0;
-  int64_t tid = 0;
+  int64_t tid = 0;  // of the thread; an async lane keeps the tid of the thread that ran it
   StringId name = 0;
-  // Time the recorder spent on itself while recording this thread, and its event counts.
+  // 0 for a thread's own track; for an async lane, the key the recorder was given (not
+  // unique: a key reused for a new task gives a new track with the same key).
+  uint64_t async_key = 0;
+  // Time the recorder spent on itself while recording this thread, and its event counts
+  // (kept on the thread's own track; async lanes carry none of their own).
   int64_t overhead_ns = 0;
   uint64_t events_recorded = 0;
   uint64_t events_dropped = 0;
+
+  bool is_async() const { return async_key != 0; }
 };
 
 // A counter track: a named series of values over time in one process.
@@ -259,8 +266,13 @@ class Trace {
   StringId intern(std::string_view text) { return strings.intern(text); }
   std::string_view str(StringId id) const { return strings.get(id); }
 
-  // Returns the track for (pid, tid), creating it if needed.
+  // Returns the thread's own track for (pid, tid), creating it if needed.
   TrackId thread_track(int64_t pid, int64_t tid);
+  // Appends a new async lane of thread (pid, tid) for `key` (non-zero) named `name`, or
+  // "track <key>" when `name` is empty. Every call makes a new track.
+  TrackId async_track(int64_t pid, int64_t tid, uint64_t key, std::string_view name = {});
+  // What reports call a track: its name, else "thread <tid>" (or "track <key>").
+  std::string track_label(TrackId track) const;
   // Returns the process entry for pid, creating it if needed.
   Process& process(int64_t pid);
   uint32_t counter_track(int64_t pid, std::string_view name, std::string_view unit = {});
@@ -290,5 +302,17 @@ class Trace {
   };
   std::unordered_map<std::pair<int64_t, int64_t>, TrackId, PairHash> track_index_;
 };
+
+// Appends every row of `from` to `into`, so that one Trace holds the traces of several
+// processes (each writes its own file): strings are re-interned; processes, thread tracks
+// (by pid and tid) and counter tracks (by pid and name) are shared with those `into`
+// already has, async lanes are always added; slice parents and arg owners are shifted
+// with their rows; span ids that collide with one already in `into` are replaced.
+// Run info: `into`'s command line, host, trace id and pid stay (taken from `from` when
+// `into` is empty); overhead, drops and clipped slices add up; complete only if both are;
+// traced_ns becomes the wall span of the union of both recordings. Afterwards `into` is
+// finalized again (a thread track both traces have is re-sorted and re-nested when their
+// slices interleave in time). `from` is left unchanged.
+void append_trace(Trace& into, const Trace& from);
 
 }  // namespace opsight::trace

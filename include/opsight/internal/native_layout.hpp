@@ -98,9 +98,18 @@ enum class SlotKind : uint8_t {
                       // string, its length; id = key length | string length << 16;
                       // arg_type = trace::ArgType; + bytes (key then string value).
                       // Attaches to the innermost open span, or to an instant it follows.
+  kTrack = 8,         // ticks holds the track key (no time); id = name length; + bytes
+                      // (name, may be empty). The thread's following events belong to
+                      // track `key` (0: the thread's own track) until the next kTrack. A
+                      // name for a key already seen starts a new track for that key.
 };
 
+// kEnd's arg_type: the real end was dropped and this one was written as soon as the thread
+// could record again (the span is unfinished).
 inline constexpr uint8_t kEndIsLate = 1;
+// kEnd's arg_type: the span never ended in the trace this file was converted from (the
+// model writer's form of trace::kSliceUnfinished); this end is where that trace closed it.
+inline constexpr uint8_t kEndOfUnfinished = 2;
 
 struct Slot {
   uint64_t ticks;
