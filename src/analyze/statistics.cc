@@ -248,7 +248,9 @@ OverheadSummary summarize_overhead(const trace::Trace& trace) {
     track_events += track.events_recorded;
   }
   summary.overhead_ns = trace.run.overhead_ns != 0 ? trace.run.overhead_ns : track_overhead;
-  summary.events_dropped = trace.run.events_dropped + track_drops;
+  // The run's total counts every thread's drops (the native footer); the tracks break the
+  // same drops down, so they are a fallback, never added to it.
+  summary.events_dropped = trace.run.events_dropped != 0 ? trace.run.events_dropped : track_drops;
   summary.overhead_known = summary.overhead_ns != 0 || summary.events_dropped != 0 ||
                            track_events != 0 || !trace.run.opsight_version.empty() ||
                            trace.run.source_format == "opsight";

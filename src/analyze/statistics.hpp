@@ -93,7 +93,7 @@ struct OverheadSummary {
   bool overhead_known = false;
   int64_t traced_ns = 0;        // traced_time_ns(trace)
   double share = 0.0;           // overhead_ns / traced_ns as a fraction; 0 when traced_ns is 0
-  uint64_t events_dropped = 0;  // run.events_dropped plus every track's events_dropped
+  uint64_t events_dropped = 0;  // run.events_dropped, or the sum over tracks if it is 0
 };
 
 OverheadSummary summarize_overhead(const trace::Trace& trace);

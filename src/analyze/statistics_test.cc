@@ -184,18 +184,19 @@ TEST(Overhead, UsesRunTotalOrTrackSum) {
   trace::Trace trace = nested_trace();
   trace.tracks[0].overhead_ns = 7;
   trace.tracks[0].events_dropped = 2;
-  trace.run.events_dropped = 1;
   OverheadSummary from_tracks = summarize_overhead(trace);
   EXPECT_EQ(from_tracks.overhead_ns, 7);
   EXPECT_TRUE(from_tracks.overhead_known);
-  EXPECT_EQ(from_tracks.events_dropped, 3u);
+  EXPECT_EQ(from_tracks.events_dropped, 2u);
   EXPECT_EQ(from_tracks.traced_ns, 100);
   EXPECT_DOUBLE_EQ(from_tracks.share, 0.07);
 
   trace.run.overhead_ns = 25;
   trace.run.traced_ns = 1000;
+  trace.run.events_dropped = 5;  // every thread's drops: the tracks' are not added to it
   OverheadSummary from_run = summarize_overhead(trace);
   EXPECT_EQ(from_run.overhead_ns, 25);
+  EXPECT_EQ(from_run.events_dropped, 5u);
   EXPECT_EQ(from_run.traced_ns, 1000);
   EXPECT_DOUBLE_EQ(from_run.share, 0.025);
 }

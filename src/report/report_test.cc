@@ -104,9 +104,9 @@ TEST(OverheadLine, UnknownAndNoTracedTime) {
             "tracer overhead: 0 ns (no traced time), 0 events dropped");
 }
 
-TEST(OverheadLine, DropsComeFromRunAndTracks) {
+TEST(OverheadLine, DropsAreTheRunTotalNotPlusTheTracksBreakdown) {
   trace::Trace trace = hiq_trace();
-  trace.run.events_dropped = 2;
+  trace.run.events_dropped = 5;
   trace.tracks[0].events_dropped = 3;
   std::string text = render_summary(trace, text_options());
   EXPECT_NE(text.find("tracer overhead: 16.3 µs (0.00041% of 4.005 s traced), 5 events dropped\n"),
