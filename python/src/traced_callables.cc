@@ -180,14 +180,57 @@ PyObject* traced_function_repr(PyObject* object) {
   return PyUnicode_FromFormat("<opsight traced %R>", self->wrapped);
 }
 
-// Pickled by reference, like the function it replaces (multiprocessing pickles targets).
+// Whether `module_name`.`qualname` (an already imported module, then attributes) is `target`.
+bool name_leads_to(PyObject* module_name, PyObject* qualname, PyObject* target) {
+  if (!PyUnicode_Check(module_name) || !PyUnicode_Check(qualname)) return false;
+  PyObject* current = PyImport_GetModule(module_name);  // no import, a new reference
+  if (current == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* dot = PyUnicode_FromString(".");
+  PyObject* parts = dot == nullptr ? nullptr : PyUnicode_Split(qualname, dot, -1);
+  Py_XDECREF(dot);
+  if (parts == nullptr) {
+    PyErr_Clear();
+    Py_DECREF(current);
+    return false;
+  }
+  for (Py_ssize_t index = 0; index < PyList_GET_SIZE(parts) && current != nullptr; ++index) {
+    PyObject* next = PyObject_GetAttr(current, PyList_GET_ITEM(parts, index));
+    Py_DECREF(current);
+    current = next;
+  }
+  Py_DECREF(parts);
+  if (current == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool same = current == target;
+  Py_DECREF(current);
+  return same;
+}
+
+// Pickled by reference, like the function it replaces (multiprocessing pickles targets):
+// by its name where that name leads back to this wrapper. Where it does not (a function
+// wrapped where it was re-exported, `from a import f` in module b: its name `a.f` leads to
+// the original), it is pickled as the callable it wraps, which pickles as it would
+// untraced: copy.copy(f) is f itself for functions, builtins and classes.
 PyObject* traced_function_reduce(PyObject* object, PyObject* /*unused*/) {
   auto* self = reinterpret_cast<TracedFunction*>(object);
-  if (PyObject* qualname = dict_item(self, "__qualname__")) {
+  PyObject* qualname = dict_item(self, "__qualname__");
+  PyObject* module_name = dict_item(self, "__module__");
+  if (qualname != nullptr && module_name != nullptr &&
+      name_leads_to(module_name, qualname, object)) {
     Py_INCREF(qualname);
     return qualname;
   }
-  return PyObject_CallMethod(self->wrapped, "__reduce__", nullptr);
+  PyObject* copy_module = PyImport_ImportModule("copy");
+  if (copy_module == nullptr) return nullptr;
+  PyObject* copy = PyObject_GetAttrString(copy_module, "copy");
+  Py_DECREF(copy_module);
+  if (copy == nullptr) return nullptr;
+  return Py_BuildValue("(N(O))", copy, self->wrapped);
 }
 
 PyObject* traced_function_get_wrapped(PyObject* object, void* /*closure*/) {

@@ -199,6 +199,15 @@ def test_pickled_by_reference():
     data = pickle.dumps(add)
     assert pickle.loads(data) is add
     assert pickle.loads(pickle.dumps(Shape.double_below)) is Shape.double_below
+    assert pickle.loads(pickle.dumps(Shape.area)) is Shape.area
+    # a wrapper its name does not lead to pickles as the callable it wraps
+    assert pickle.loads(pickle.dumps(opsight.trace(math.sqrt))) is math.sqrt
+
+    def local():
+        pass
+
+    with pytest.raises((pickle.PicklingError, AttributeError), match="local"):
+        pickle.dumps(opsight.trace(local))  # as pickle.dumps(local) does
 
 
 # ---- exceptions -------------------------------------------------------------------------

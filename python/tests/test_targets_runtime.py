@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import pickle
 import sys
 import textwrap
 
@@ -309,6 +310,25 @@ def test_class_attributes_that_do_not_bind_stay_unbound(model_module, instrument
     assert result == (3, 4.0, 0, ("own", 1))
     assert names(frame) == ["Tools.measure", "Tools.root", "Tools.clamp", "Tools.own"]
     assert instrumenter.unresolved() == []
+
+
+def test_wrapped_targets_pickle_as_the_originals_do(model_module, instrument):
+    write(model_module, "reexport.py", "from model import preprocess\n")
+    instrument("""
+        - {module: model, class: Model, function: forward}
+        - {module: model, function: test_alpha}
+        - {module: reexport, function: preprocess}
+    """)
+    import model
+    import reexport
+
+    # by reference to the wrapper, where its name leads to it
+    assert pickle.loads(pickle.dumps(model.test_alpha)) is model.test_alpha
+    assert pickle.loads(pickle.dumps(model.Model.forward)) is model.Model.forward
+    # re-exported: its name (model.preprocess) leads to the original, as untraced
+    assert isinstance(reexport.preprocess, TracedFunction)
+    assert pickle.loads(pickle.dumps(reexport.preprocess)) is model.preprocess
+    assert pickle.loads(pickle.dumps(model.Model())).forward(2) == 6
 
 
 def test_immutable_types_and_properties_are_reported(model_module, instrument):
