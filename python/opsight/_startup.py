@@ -24,6 +24,7 @@ import atexit
 import json
 import os
 import sys
+import threading
 
 
 def _is_opsight_command() -> bool:
@@ -68,8 +69,11 @@ class _Activation:
         self.session = None
         self.watcher = None
         self.finished = False
-        self.finishing = False  # finish() is writing the file
-        self.pending_signal = None  # a SIGTERM that came meanwhile
+        self.finish_lock = threading.Lock()  # one finish() at a time (exit path, SIGTERM)
+        self.main_in_finish = False  # the main thread is inside finish()
+        self.pending_signal = None  # a SIGTERM that interrupted it there
+        self.termination_handler = None  # see finish_on_termination
+        self.termination_pipe = None
 
     def start_session(self) -> bool:
         from . import _native, _session_state
@@ -151,19 +155,23 @@ class _Activation:
         self.watcher.start(_native.tracing_enabled())
 
     def finish(self) -> None:
-        """At exit: unresolved targets, then the session's file."""
-        from . import _session_state
-
-        if self.finished:
-            return
-        self.finished = True
-        self.finishing = True
+        """At exit: unresolved targets, then the session's file. Once, from whichever thread
+        comes first (the exit path, or SIGTERM's, see finish_on_termination); another one
+        waits until the file is written."""
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        if on_main_thread:
+            self.main_in_finish = True
         try:
-            self._finish()
+            with self.finish_lock:
+                if self.finished:
+                    return
+                self.finished = True
+                self._finish()
         finally:
-            self.finishing = False
-            if self.pending_signal is not None:  # see finish_on_termination
-                _die_of(self.pending_signal)
+            if on_main_thread:
+                self.main_in_finish = False
+                if self.pending_signal is not None:  # see finish_on_termination
+                    _die_of(self.pending_signal)
 
     def _finish(self) -> None:
         from . import _session_state
@@ -213,6 +221,9 @@ class _Activation:
 
         self.session = None
         _session_state.session = None
+        self.finish_lock = threading.Lock()  # another thread may have held it at the fork
+        self.main_in_finish = False
+        self.pending_signal = None
         if "multiprocessing" in sys.modules:
             # before the session starts: a SIGTERM in between would leave a cut file
             self.finish_on_termination()
@@ -233,18 +244,46 @@ class _Activation:
         multiprocessing.util.Finalize(None, self.finish, exitpriority=0)
 
     def finish_on_termination(self) -> None:
-        """Pools end their workers with SIGTERM: write the file, then die of the signal as
-        the program would have (only where SIGTERM still has its default action)."""
+        """Pools end their workers with SIGTERM (no atexit): write the file, then die of the
+        signal as the program would have (only where SIGTERM still has its default action).
+
+        A Python signal handler alone is not enough: it runs on the main thread between
+        bytecodes, and a worker that got the signal just before blocking on its task queue's
+        semaphore would never run it, and never die, and the pool's parent would wait for it
+        forever. So the handler is paired with a wake-up file descriptor
+        (signal.set_wakeup_fd: written by the C-level handler the moment the signal comes,
+        on any thread) watched by a thread that writes the file itself and then makes the
+        main thread die of the signal (or, if even that cannot reach it, ends the process).
+        Where the program has a wake-up descriptor of its own, nothing is installed: its
+        workers then die as they would untraced, cutting their file short."""
         import signal
-        import threading
 
         if threading.current_thread() is not threading.main_thread():
             return
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        current = signal.getsignal(signal.SIGTERM)
+        if current is not signal.SIG_DFL and current is not self.termination_handler:
+            return  # the program's own handler
+        if self.termination_pipe is not None:  # inherited through fork: the parent's pipe
+            for descriptor in self.termination_pipe:
+                try:
+                    os.close(descriptor)
+                except OSError:
+                    pass
+            self.termination_pipe = None
+            signal.set_wakeup_fd(-1)
+        read_end, write_end = os.pipe()
+        os.set_blocking(write_end, False)
+        previous = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+        if previous != -1:  # the program watches signals itself: leave it be
+            signal.set_wakeup_fd(previous)
+            os.close(read_end)
+            os.close(write_end)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             return
+        self.termination_pipe = (read_end, write_end)
 
         def finish_then_die(number, frame):
-            if self.finishing:
+            if self.main_in_finish:
                 # The worker was already leaving (a pool sends SIGTERM to workers that have
                 # not exited yet) and this handler interrupted finish(): dying now would cut
                 # the file it is writing. finish() dies of the signal when it is done.
@@ -256,7 +295,33 @@ class _Activation:
             finally:
                 _die_of(number)
 
+        self.termination_handler = finish_then_die
         signal.signal(signal.SIGTERM, finish_then_die)
+        main_thread = threading.main_thread().ident
+        threading.Thread(target=self._watch_termination, args=(read_end, main_thread),
+                         name="opsight-sigterm", daemon=True).start()
+
+    def _watch_termination(self, read_end: int, main_thread: int) -> None:
+        import signal
+        import time
+
+        while True:
+            try:
+                received = os.read(read_end, 64)
+            except OSError:
+                return
+            if not received:
+                return
+            if signal.SIGTERM not in received:
+                continue
+            self.finish()  # at once, or after the main thread's own finish()
+            for _ in range(30):  # its handler dies of the signal (a wait it blocks in
+                try:  # returns EINTR); sent again in case it came just before that wait
+                    signal.pthread_kill(main_thread, signal.SIGTERM)
+                except (OSError, ValueError):
+                    break
+                time.sleep(0.1)
+            os._exit(128 + signal.SIGTERM)  # it could not be reached: end the process
 
 
 def _die_of(number: int) -> None:

@@ -243,3 +243,38 @@ def test_pool_results_unchanged(children_run):
     assert plain.returncode == 0
     assert json.loads(plain.stdout).keys() == json.loads(completed.stdout).keys()
     assert sys.executable
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_terminated_child_keeps_its_spans_and_dies_of_sigterm(tmp_path, method):
+    write(tmp_path, "terminated.py", f"""
+        import multiprocessing, os, sys
+        import work
+
+        def serve(ready, tasks):
+            work.compute(3)
+            ready.put(os.getpid())
+            tasks.get()  # blocks until terminated
+
+        if __name__ == "__main__":
+            context = multiprocessing.get_context("{method}")
+            ready, tasks = context.SimpleQueue(), context.SimpleQueue()
+            process = context.Process(target=serve, args=(ready, tasks))
+            process.start()
+            pid = ready.get()
+            process.terminate()
+            process.join(20)
+            print(pid, process.exitcode)
+    """)
+    write(tmp_path, "work.py", "def compute(n):\n    return n * n\n")
+    write(tmp_path, "targets.yaml", "- {module: work, function: compute}\n")
+    plain = run([PYTHON, "terminated.py"], tmp_path)
+    assert plain.stdout.split()[1] == "-15"
+    completed = opsight_run(["-c", "targets.yaml", "-o", "run.opsight", "--report", "none",
+                             "--", "python", "terminated.py"], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    pid, exit_code = completed.stdout.split()
+    assert exit_code == "-15"  # as untraced: it died of the signal
+    assert "no end" not in completed.stderr
+    frame = spans_of(tmp_path / "run.opsight")
+    assert list(frame.loc[frame["pid"] == int(pid), "name"]) == ["compute"]
