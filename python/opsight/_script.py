@@ -110,9 +110,18 @@ def run_script(path: str, arguments: list[str]) -> None:
     # As `python path`: __file__ and the code's file name are absolute (a relative one
     # breaks after os.chdir), sys.path[0] is the script's real folder.
     absolute_path = os.path.abspath(path)
-    with open(path, "rb") as file:
-        source = file.read()
-    code = compile_script(source, absolute_path, _main_target_names(instrumenter))
+    try:
+        with open(path, "rb") as file:
+            source = file.read()
+    except OSError as error:  # python's own words and status
+        print(f"{sys.executable}: can't open file {absolute_path!r}: [Errno {error.errno}] "
+              f"{error.strerror}", file=sys.stderr)
+        sys.exit(2)
+    try:
+        code = compile_script(source, absolute_path, _main_target_names(instrumenter))
+    except SyntaxError as error:
+        error.__traceback__ = None  # python shows none: the error points into the script
+        raise
     main = _new_main_module(instrumenter, {"__file__": absolute_path, "__spec__": None,
                                            "__cached__": None})
     sys.modules["__main__"] = main
@@ -149,7 +158,12 @@ def run_module(module_name: str, arguments: list[str]) -> None:
     instrumenter = _session_state.instrumenter
     sys.path[0] = os.getcwd()
     # runpy's own lookup (a package runs its __main__); private, but what `python -m` uses
-    module_name, spec, code = runpy._get_module_details(module_name)  # type: ignore[attr-defined]
+    not_runnable = getattr(runpy, "_Error", ImportError)  # what python -m reports in one line
+    try:
+        module_name, spec, code = runpy._get_module_details(  # type: ignore[attr-defined]
+            module_name, not_runnable)
+    except not_runnable as error:
+        sys.exit(f"{sys.executable}: {error}")
     source = None
     if instrumenter is not None:
         instrumenter.add_main_alias(module_name)
@@ -185,7 +199,7 @@ def _run_as_python_would(run) -> None:
         raise
     except BaseException as error:
         traceback = error.__traceback__
-        while (traceback is not None and traceback.tb_next is not None
+        while (traceback is not None
                and traceback.tb_frame.f_code.co_filename in _RUNNER_FILES):
             traceback = traceback.tb_next
         error.__traceback__ = traceback  # what the default hook prints

@@ -146,6 +146,37 @@ def test_uncaught_exception_as_untraced(program):
     assert "_script.py" not in traced.stderr and "runpy" not in traced.stderr
 
 
+@pytest.mark.parametrize("name, text", [
+    ("syntax.py", "x = (\n"),
+    ("chained.py", """
+        def load():
+            try:
+                {}["model"]
+            except KeyError as error:
+                raise RuntimeError("cannot load") from error
+        load()
+    """),
+])
+def test_errors_read_as_untraced(program, name, text):
+    write(program, name, text)
+    plain = run([PYTHON, name], program)
+    traced = opsight_run(["-o", "x.opsight", "--report", "none", "--", "python", name], program)
+    assert plain.returncode == traced.returncode == 1
+    assert traced.stderr.startswith(plain.stderr), traced.stderr
+
+
+def test_missing_script_or_module_as_python_says(program):
+    plain = run([PYTHON, "absent.py"], program)
+    traced = opsight_run(["--report", "none", "--", "python", "absent.py"], program)
+    assert plain.returncode == traced.returncode == 2
+    assert f"can't open file '{program / 'absent.py'}': [Errno 2]" in traced.stderr
+    assert "Traceback" not in traced.stderr
+    traced = opsight_run(["--report", "none", "--", "python", "-m", "absent_module"], program)
+    assert traced.returncode == 1
+    assert ": No module named absent_module\n" in traced.stderr
+    assert "Traceback" not in traced.stderr
+
+
 def test_killed_program(program):
     write(program, "killed.py", """
         import os, signal
