@@ -8,7 +8,6 @@ import inspect
 import math
 import pickle
 import sys
-import threading
 import traceback
 
 import pandas
@@ -571,43 +570,3 @@ def test_span_when_disabled_records_nothing():
     finally:
         opsight.enable()
     assert frame.empty
-
-
-# ---- threads ----------------------------------------------------------------------------
-
-def test_spans_nest_per_thread():
-    barrier = threading.Barrier(4)
-
-    @opsight.trace
-    def leaf(i):
-        barrier.wait()  # every thread is inside its own leaf at the same time
-        return i
-
-    @opsight.trace
-    def branch(i):
-        return leaf(i) + leaf(i)
-
-    results = {}
-
-    def worker(i):
-        results[i] = branch(i)
-
-    def call():
-        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-
-    _, frame = recorded(call)
-    assert results == {i: 2 * i for i in range(4)}
-    assert len(frame) == 12
-    assert frame["tid"].nunique() == 4
-    spans = frame.set_index("span_id")
-    for tid, spans_of_thread in frame.groupby("tid"):
-        assert sorted(spans_of_thread["depth"]) == [0, 1, 1]
-        (root,) = spans_of_thread[spans_of_thread["depth"] == 0]["span_id"]
-        leaves = spans_of_thread[spans_of_thread["depth"] == 1]
-        assert (leaves["parent_span_id"] == root).all()
-        assert (spans.loc[leaves["parent_span_id"], "tid"] == tid).all()
-    assert frame["thread"].map(bool).all()  # every track has a name
