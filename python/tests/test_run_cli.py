@@ -360,3 +360,61 @@ def test_opsight_command_delegates_to_the_core(program):
     help_text = run([OPSIGHT, "--help"], program)
     assert "run" in help_text.stdout and "ctl" in help_text.stdout
     assert sys.executable  # the suite runs in the interpreter opsight is installed in
+
+
+def test_main_script_patterns_blocks_and_tasks(tmp_path):
+    write(tmp_path, "app.py", """
+        import asyncio
+
+        class AHandler:
+            def handle(self):
+                return "a"
+
+        class BHandler(AHandler):
+            def handle(self):
+                return "b" + super().handle()
+
+        def step_one():
+            return 1
+
+        def step_two():
+            return 2
+
+        def other():
+            return 0
+
+        async def fetch():
+            await asyncio.sleep(0)
+            return step_one()
+
+        try:
+            import no_such_module_here
+        except ImportError:
+            def fallback():
+                return "fallback"
+
+        if __name__ == "__main__":
+            def inner_main():
+                return [AHandler().handle(), BHandler().handle(), step_one(), step_two(),
+                        other(), asyncio.run(fetch()), fallback()]
+
+            print(inner_main())
+    """)
+    write(tmp_path, "targets.yaml", """
+        - {module: __main__, class: "*Handler", function: handle}
+        - {module: app, function: "step_*"}
+        - {module: app, function: fetch}
+        - {module: app, function: fallback}
+        - {module: app, function: inner_main}
+    """)
+    completed = opsight_run(["-c", "targets.yaml", "--strict", "--report", "tree", "-o",
+                             "x.opsight", "--", "python", "app.py"], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "['a', 'ba', 1, 2, 0, 1, 'fallback']\n"
+    tree = completed.stderr
+    assert "│  └─ AHandler.handle" in tree  # called by BHandler.handle through super()
+    assert "fetch [asyncio Task-1 (fetch)]" in tree
+    frame = spans_of(tmp_path / "x.opsight")
+    assert sorted(frame["name"]) == sorted([
+        "inner_main", "AHandler.handle", "BHandler.handle", "AHandler.handle", "step_one",
+        "step_two", "fallback", "fetch", "step_one"])
