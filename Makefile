@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 30
 VENV := .venv
 CTEST := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
-.PHONY: demo test setup-build setup-test build install asan-test tsan-test fuzz-test python-test bench format format-check clean
+.PHONY: demo test setup-build setup-test build install asan-test tsan-test fuzz-test python-test bench bench-python format format-check clean
 
 demo: install
 	$(VENV)/bin/opsight demo
@@ -56,11 +56,19 @@ fuzz-test:
 	cmake --build --preset fuzz -j $(JOBS)
 	scripts/run_fuzzers.sh $(FUZZ_SECONDS)
 
+# Two runs: each suite has its own conftest.py, imported as `conftest` by its tests.
 python-test:
-	$(VENV)/bin/python -m pytest -q python/tests tests/integration
+	$(VENV)/bin/python -m pytest -q python/tests
+	$(VENV)/bin/python -m pytest -q tests/integration
 
 bench: build
 	scripts/run_benchmarks.sh
+
+# The Python tracing overhead beside cProfile, VizTracer and hiq-python, in its own
+# environment .venv-bench/ (docs/performance.md).
+bench-python:
+	scripts/setup_bench_env.sh
+	.venv-bench/bin/python benchmarks/python/tracer_overhead.py $(BENCH_PYTHON_ARGS)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.hpp')
