@@ -102,7 +102,9 @@ class Instrumenter:
             self._main_aliases.add(module_name)
 
     def wants_module(self, module_name: str) -> bool:
-        return module_name in self._by_module and module_name not in self._applied_modules
+        # Also once applied: a reload or a re-import runs the module's code again, and its
+        # new functions are wrapped again (already wrapped ones are skipped).
+        return module_name in self._by_module
 
     def states_for(self, module_name: str) -> list[_TargetState]:
         states = list(self._by_module.get(module_name, ()))

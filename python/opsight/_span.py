@@ -21,24 +21,26 @@ class Span:
     def __init__(self, name: str, category: str = "python", **attributes: Any) -> None:
         self._name_id = name_id(name, category)
         self._attributes = attributes
-        self._recorded = False
+        # One entry per open use of this object: a span object may be entered again while
+        # open (recursion, a module-level span reused), each exit closes its own use.
+        self._recorded: list[bool] = []
 
     def __enter__(self) -> "Span":
-        self._recorded = _native.tracing_enabled() and _native.begin(self._name_id)
-        if self._recorded:
+        recorded = _native.tracing_enabled() and _native.begin(self._name_id)
+        self._recorded.append(recorded)
+        if recorded:
             for key, value in self._attributes.items():
                 _native.add_arg(key, value)
         return self
 
     def set(self, key: str, value: Any) -> None:
         """Adds an attribute (only while no child span is open)."""
-        if self._recorded:
+        if self._recorded and self._recorded[-1]:
             _native.add_arg(key, value)
 
     def __exit__(self, exception_type: Any, exception: Any, traceback: Any) -> None:
-        if not self._recorded:
+        if not self._recorded or not self._recorded.pop():
             return
-        self._recorded = False
         if exception_type is not None:
             module = getattr(exception_type, "__module__", "builtins")
             qualname = getattr(exception_type, "__qualname__", exception_type.__name__)

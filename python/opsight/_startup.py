@@ -314,6 +314,10 @@ class _Activation:
                 return
             if signal.SIGTERM not in received:
                 continue
+            if signal.getsignal(signal.SIGTERM) is not self.termination_handler:
+                # The program installed its own handler since: SIGTERM is its business.
+                # It runs that handler as it would untraced; atexit still writes the file.
+                continue
             self.finish()  # at once, or after the main thread's own finish()
             for _ in range(30):  # its handler dies of the signal (a wait it blocks in
                 try:  # returns EINTR); sent again in case it came just before that wait

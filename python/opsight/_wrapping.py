@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 from typing import Any, Callable
 
 from . import _native
@@ -81,6 +82,8 @@ def wrap(function: Any, name: str | None = None, category: str = PYTHON_CATEGORY
         wrapper = _wrap_async_generator_function(function, identifier)
     elif inspect.isgeneratorfunction(function):
         wrapper = _wrap_generator_function(function, identifier)
+        if getattr(getattr(function, "__code__", None), "co_flags", 0) & inspect.CO_ITERABLE_COROUTINE:
+            wrapper = types.coroutine(wrapper)  # a @types.coroutine generator stays awaitable
     else:
         wrapper = _native.TracedFunction(function, identifier)
         _copy_metadata(wrapper, function)

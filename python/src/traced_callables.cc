@@ -175,7 +175,8 @@ PyObject* dict_item(TracedFunction* self, const char* key) {
 
 PyObject* traced_function_repr(PyObject* object) {
   auto* self = reinterpret_cast<TracedFunction*>(object);
-  if (PyObject* qualname = dict_item(self, "__qualname__"))
+  PyObject* qualname = dict_item(self, "__qualname__");
+  if (qualname != nullptr && PyUnicode_Check(qualname))
     return PyUnicode_FromFormat("<opsight traced %U>", qualname);
   return PyUnicode_FromFormat("<opsight traced %R>", self->wrapped);
 }
@@ -289,10 +290,25 @@ bool load_asyncio() {
   return g_current_task != nullptr;
 }
 
+// Whether the cached loop is the one running on this thread now: a loop that finished here
+// may run in another thread later, and its current task is then that thread's.
+bool loop_runs_on_this_thread() {
+  PyObject* thread_id = PyObject_GetAttrString(t_event_loop, "_thread_id");
+  if (thread_id == nullptr) {  // not an asyncio BaseEventLoop: always ask asyncio
+    PyErr_Clear();
+    return false;
+  }
+  bool here =
+      PyLong_Check(thread_id) && PyLong_AsUnsignedLong(thread_id) == PyThread_get_thread_ident();
+  Py_DECREF(thread_id);
+  PyErr_Clear();
+  return here;
+}
+
 // The running asyncio task, a new reference, or nullptr (no error) when there is none.
 PyObject* running_task() {
   if (!load_asyncio()) return nullptr;
-  if (g_current_tasks != nullptr && t_event_loop != nullptr) {
+  if (g_current_tasks != nullptr && t_event_loop != nullptr && loop_runs_on_this_thread()) {
     if (PyObject* task = PyDict_GetItemWithError(g_current_tasks, t_event_loop)) {
       Py_INCREF(task);
       return task;
