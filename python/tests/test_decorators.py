@@ -570,3 +570,36 @@ def test_span_when_disabled_records_nothing():
     finally:
         opsight.enable()
     assert frame.empty
+
+
+def test_a_span_object_entered_again_while_open_ends_each_use():
+    step = opsight.span("step")
+
+    @opsight.trace("work")
+    def work(depth):
+        with step:
+            if depth:
+                work(depth - 1)
+
+    _, frame = recorded(lambda: (work(2), work(0)))
+    assert not frame["unfinished"].any()
+    assert names(frame) == ["work", "step", "work", "step", "work", "step", "work", "step"]
+    assert list(frame.sort_values("start")["depth"]) == [0, 1, 2, 3, 4, 5, 0, 1]
+
+
+def test_types_coroutine_generator_stays_awaitable():
+    import asyncio
+    import types
+
+    @opsight.trace("pause")
+    @types.coroutine
+    def pause():
+        yield
+        return "resumed"
+
+    async def main():
+        return await pause()
+
+    result, frame = recorded(lambda: asyncio.run(main()))
+    assert result == "resumed"
+    assert names(frame) == ["pause", "pause"]  # a span per resume, as for generators

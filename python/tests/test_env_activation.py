@@ -278,3 +278,34 @@ def test_terminated_child_keeps_its_spans_and_dies_of_sigterm(tmp_path, method):
     assert "no end" not in completed.stderr
     frame = spans_of(tmp_path / "run.opsight")
     assert list(frame.loc[frame["pid"] == int(pid), "name"]) == ["compute"]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_childs_own_sigterm_handler_runs_once_as_untraced(tmp_path, method):
+    write(tmp_path, "graceful.py", f"""
+        import multiprocessing, os, signal, sys
+
+        def serve(ready, tasks):
+            def graceful(number, frame):
+                print("handler", flush=True)
+                sys.exit(0)
+            signal.signal(signal.SIGTERM, graceful)
+            ready.put(os.getpid())
+            tasks.get()  # blocks until terminated
+
+        if __name__ == "__main__":
+            context = multiprocessing.get_context("{method}")
+            ready, tasks = context.SimpleQueue(), context.SimpleQueue()
+            process = context.Process(target=serve, args=(ready, tasks))
+            process.start()
+            ready.get()
+            process.terminate()
+            process.join(20)
+            print("exit", process.exitcode)
+    """)
+    plain = run([PYTHON, "graceful.py"], tmp_path)
+    assert plain.stdout.split() == ["handler", "exit", "0"], plain.stderr
+    completed = opsight_run(["-o", "run.opsight", "--report", "none", "--", "python",
+                             "graceful.py"], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["handler", "exit", "0"], completed.stderr

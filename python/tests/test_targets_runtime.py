@@ -496,3 +496,16 @@ def test_targets_from_json_and_csv_files(model_module, tmp_path):
     finally:
         for instrumenter in instrumenters:
             instrumenter.uninstall()
+
+
+def test_reloaded_module_is_wrapped_again(model_module, instrument):
+    instrument("""
+        - {module: model, function: preprocess}
+    """)
+    import model
+
+    assert isinstance(model.preprocess, TracedFunction)
+    importlib.reload(model)  # runs the module's code again: a new, unwrapped function
+    assert isinstance(model.preprocess, TracedFunction)
+    _, frame = recorded(lambda: model.preprocess(1))
+    assert names(frame) == ["preprocess"]
