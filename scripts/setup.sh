@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 mode="${1:-build}"
 
 build_packages=(cmake ninja-build g++ pkg-config libsimdjson-dev nlohmann-json3-dev libcli11-dev
-  libfmt-dev libxxhash-dev libgtest-dev libbenchmark-dev python3-venv)
-test_packages=(clang clang-format)
+  libfmt-dev libxxhash-dev libsqlite3-dev libzstd-dev libgtest-dev libbenchmark-dev python3-venv)
+test_packages=(clang clang-format libclang-rt-14-dev)  # the runtime: ASan and libFuzzer for clang
 
 packages=("${build_packages[@]}")
 [ "$mode" = test ] && packages+=("${test_packages[@]}")

@@ -7,9 +7,12 @@ command or with ``OPSIGHT_OUTPUT``, and read the trace files they leave.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -28,10 +31,18 @@ PYTHON = sys.executable
 OPSIGHT = str(Path(sys.executable).with_name("opsight"))
 
 
+#: Runs that tests save (every ``opsight run`` does) land in a throwaway run store, never in
+#: the user's ~/.opsight: OPSIGHT_HOME is set for this process and every program it starts.
+STORE_HOME = tempfile.mkdtemp(prefix="opsight-tests-home-")
+os.environ["OPSIGHT_HOME"] = STORE_HOME
+atexit.register(shutil.rmtree, STORE_HOME, True)
+
+
 def clean_environment(**extra: str) -> dict[str, str]:
-    """This process's environment without any OPSIGHT_* variable, plus ``extra``."""
+    """This process's environment without any OPSIGHT_* variable (but OPSIGHT_HOME, the
+    tests' run store), plus ``extra``."""
     environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("OPSIGHT_")}
+                   if not key.startswith("OPSIGHT_") or key == "OPSIGHT_HOME"}
     environment.pop("PYTHONPATH", None)
     environment.update(extra)
     return environment

@@ -1,0 +1,83 @@
+#include "cli/trace_source.hpp"
+
+#include <filesystem>
+#include <system_error>
+
+#include "io/io.hpp"
+#include "store/run_store.hpp"
+
+namespace opsight::cli {
+
+LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path) {
+  LoadedTrace loaded;
+  if (argument.empty()) {
+    loaded.error = "an empty argument names neither a trace file nor a run";
+    loaded.exit_status = kTraceSourceUsage;
+    return loaded;
+  }
+  std::error_code error;
+  // A path ("runs/a.json", "x.opsight") is never a run reference: a missing one is reported
+  // as the file error it is.
+  bool looks_like_path = argument.find('/') != std::string::npos ||
+                         io::format_from_path(argument).has_value() || argument.ends_with(".gz");
+  if (looks_like_path || std::filesystem::exists(argument, error)) {
+    loaded.label = std::filesystem::path(argument).filename().string();
+    io::ReadResult read = io::read_trace_file(argument);
+    if (!read.ok()) {
+      loaded.error = read.error->to_string(argument);
+      loaded.exit_status = kTraceSourceUnusable;
+      return loaded;
+    }
+    if (read.damage) {
+      loaded.damage.push_back(read.damage->to_string(argument));
+      loaded.exit_status = kTraceSourceDamaged;
+    }
+    loaded.trace = std::move(read.trace);
+    return loaded;
+  }
+
+  std::string path = store_path.empty() ? store::RunStore::default_path() : store_path;
+  if (!std::filesystem::exists(path, error)) {
+    loaded.error =
+        argument + ": no such file, and no run store at " + path + " to look it up as a run";
+    loaded.exit_status = kTraceSourceUnusable;
+    return loaded;
+  }
+  store::OpenOptions options;
+  options.create = false;
+  auto opened = store::RunStore::open(path, options);
+  if (!opened.ok()) {
+    loaded.error = opened.error();
+    loaded.exit_status = kTraceSourceUnusable;
+    return loaded;
+  }
+  store::RunStore& runs = *opened.value();
+  if (runs.damage()) {
+    loaded.damage.push_back(path + ": the run store is damaged (" + *runs.damage() +
+                            "): reading what is left");
+    loaded.exit_status = kTraceSourceDamaged;
+  }
+  auto run = runs.resolve(argument);
+  if (!run.ok()) {
+    loaded.error = argument + ": no such file, and " + run.error();
+    loaded.exit_status = kTraceSourceUnusable;
+    return loaded;
+  }
+  const store::RunRecord& record = run.value();
+  loaded.label = "run " + std::to_string(record.id);
+  if (!record.metadata.name.empty()) loaded.label += " (" + record.metadata.name + ")";
+  io::ReadResult read = runs.load_trace(record.id);
+  if (!read.ok()) {
+    loaded.error = read.error->message;
+    loaded.exit_status = kTraceSourceUnusable;
+    return loaded;
+  }
+  if (read.damage) {
+    loaded.damage.push_back(read.damage->message);
+    loaded.exit_status = kTraceSourceDamaged;
+  }
+  loaded.trace = std::move(read.trace);
+  return loaded;
+}
+
+}  // namespace opsight::cli

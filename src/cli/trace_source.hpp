@@ -1,0 +1,48 @@
+// Where a command's trace comes from: a trace file, or a run in the run store.
+//
+// Contract of load_trace_argument(argument, store_path):
+//   - `argument` naming an existing path, or looking like one (it holds a '/' or ends in
+//     .opsight, .json or .gz), is read as a trace file (io::read_trace_file): label = the
+//     file's name ("run.opsight"); a missing file is the reader's error ("x.json: cannot
+//     open: No such file or directory").
+//   - Otherwise it is a run reference (docs/store.md): a numeric id, "latest",
+//     "latest~N", a uuid prefix or a run's exact name, resolved in the store at
+//     `store_path` (empty: RunStore::default_path(), i.e. $OPSIGHT_HOME or ~/.opsight);
+//     label = "run 12 (name)" ("run 12" when unnamed). The store is never created here.
+//   - exit_status: 0 the trace is whole; 2 (kDamaged) it was read only in part: `trace`
+//     holds what was whole and `damage` has one message per damaged input; 1 (kUnusable)
+//     nothing usable: `error` says why in one line naming the file or the run ("x.json:
+//     no such file, and no run 'x.json' in /home/u/.opsight/runs.db"); 64 (kUsage) an
+//     empty argument. Same codes as `opsight report` (src/cli/main.cc).
+//   - Nothing is printed: the caller prints `error` ("opsight: error: ...") and each
+//     `damage` ("opsight: warning: ... (showing what was read before it)").
+//
+// Thread-safety: none needed; each call opens and closes its own store connection.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trace/trace.hpp"
+
+namespace opsight::cli {
+
+inline constexpr int kTraceSourceOk = 0;
+inline constexpr int kTraceSourceUnusable = 1;
+inline constexpr int kTraceSourceDamaged = 2;
+inline constexpr int kTraceSourceUsage = 64;
+
+struct LoadedTrace {
+  trace::Trace trace;
+  std::string label;                 // "run.opsight" or "run 12 (nightly)"
+  std::optional<std::string> error;  // set when nothing usable was read
+  std::vector<std::string> damage;   // one line per damaged input
+  int exit_status = kTraceSourceOk;  // 0, 1, 2 or 64 as above
+
+  bool ok() const { return !error.has_value(); }
+};
+
+LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path = {});
+
+}  // namespace opsight::cli

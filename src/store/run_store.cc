@@ -1,0 +1,775 @@
+#include "store/run_store.hpp"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "store/sqlite_statement.hpp"
+
+namespace opsight::store {
+
+namespace {
+
+constexpr std::string_view kTraceCodec = "zstd";
+constexpr int kCompressionLevel = 3;
+// The candidates an ambiguous uuid prefix error lists.
+constexpr int kAmbiguousCandidatesShown = 5;
+
+// The schema, one step per version: migration i takes a store from version i to i + 1.
+// Every store, new ones included, is built by running them in order, so the upgrade path
+// of an old store is the path every test takes. Never edit a released step; add one.
+constexpr std::string_view kMigrations[] = {
+    // 0 -> 1: runs with their metadata columns and the trace inline; tags and versions.
+    R"sql(
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  uuid TEXT NOT NULL UNIQUE,
+  created_unix_ns INTEGER NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  command TEXT NOT NULL DEFAULT '',
+  working_directory TEXT NOT NULL DEFAULT '',
+  git_commit TEXT NOT NULL DEFAULT '',
+  host TEXT NOT NULL DEFAULT '',
+  cpu TEXT NOT NULL DEFAULT '',
+  gpu TEXT NOT NULL DEFAULT '',
+  slice_count INTEGER NOT NULL DEFAULT 0,
+  duration_ns INTEGER NOT NULL DEFAULT 0,
+  source_format TEXT NOT NULL DEFAULT '',
+  trace_codec TEXT NOT NULL,
+  trace_bytes INTEGER NOT NULL,
+  trace BLOB NOT NULL
+);
+CREATE INDEX runs_created ON runs(created_unix_ns);
+CREATE INDEX runs_name ON runs(name);
+CREATE TABLE run_tags (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
+CREATE INDEX run_tags_key ON run_tags(key, value);
+CREATE TABLE run_versions (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  package TEXT NOT NULL,
+  version TEXT NOT NULL,
+  PRIMARY KEY (run_id, package)
+);
+)sql",
+    // 1 -> 2: traces move to their own table (listing runs never reads trace pages, and a
+    // damaged trace page cannot hide a run); free-form metadata; when the trace started.
+    R"sql(
+CREATE TABLE run_traces (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  codec TEXT NOT NULL,
+  data BLOB NOT NULL
+);
+INSERT INTO run_traces (run_id, codec, data) SELECT id, trace_codec, trace FROM runs;
+ALTER TABLE runs ADD COLUMN stored_bytes INTEGER NOT NULL DEFAULT 0;
+UPDATE runs SET stored_bytes = length(trace);
+ALTER TABLE runs DROP COLUMN trace;
+ALTER TABLE runs DROP COLUMN trace_codec;
+ALTER TABLE runs ADD COLUMN trace_start_unix_ns INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE run_extra (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (run_id, key)
+);
+)sql",
+};
+static_assert(std::size(kMigrations) == kSchemaVersion);
+
+constexpr std::string_view kRunColumns =
+    "id, uuid, created_unix_ns, trace_start_unix_ns, name, command, working_directory, "
+    "git_commit, host, cpu, gpu, slice_count, duration_ns, source_format, trace_bytes, "
+    "stored_bytes";
+
+RunRecord record_from_row(Statement& row) {
+  RunRecord record;
+  record.id = row.column_int64(0);
+  record.uuid = row.column_text(1);
+  record.created_unix_ns = row.column_int64(2);
+  record.trace_start_unix_ns = row.column_int64(3);
+  record.metadata.name = row.column_text(4);
+  record.metadata.command = row.column_text(5);
+  record.metadata.working_directory = row.column_text(6);
+  record.metadata.git_commit = row.column_text(7);
+  record.metadata.host = row.column_text(8);
+  record.metadata.cpu = row.column_text(9);
+  record.metadata.gpu = row.column_text(10);
+  record.slice_count = static_cast<uint64_t>(row.column_int64(11));
+  record.duration_ns = row.column_int64(12);
+  record.source_format = row.column_text(13);
+  record.trace_bytes = static_cast<uint64_t>(row.column_int64(14));
+  record.stored_bytes = static_cast<uint64_t>(row.column_int64(15));
+  return record;
+}
+
+int64_t unix_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string new_uuid() {
+  std::random_device entropy;
+  uint8_t bytes[16];
+  for (size_t i = 0; i < sizeof(bytes); i += 4) {
+    uint32_t word = entropy();
+    std::memcpy(bytes + i, &word, 4);
+  }
+  bytes[6] = static_cast<uint8_t>((bytes[6] & 0x0F) | 0x40);  // version 4
+  bytes[8] = static_cast<uint8_t>((bytes[8] & 0x3F) | 0x80);  // RFC 4122 variant
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string text;
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) text += '-';
+    text += kHex[bytes[i] >> 4];
+    text += kHex[bytes[i] & 0xF];
+  }
+  return text;
+}
+
+// Creates the missing directories of `directory`, each with mode 0700 (a store holds
+// command lines and paths: not for other users).
+std::optional<std::string> create_private_directories(const std::filesystem::path& directory) {
+  if (directory.empty()) return std::nullopt;
+  std::error_code error;
+  if (std::filesystem::is_directory(directory, error)) return std::nullopt;
+  if (auto problem = create_private_directories(directory.parent_path())) return problem;
+  if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST)
+    return directory.string() +
+           ": cannot create the run store's directory: " + std::strerror(errno);
+  return std::nullopt;
+}
+
+struct CompressedTrace {
+  std::string data;
+  uint64_t raw_bytes = 0;
+};
+
+std::optional<std::string> compress(std::string_view bytes, CompressedTrace* out) {
+  ZSTD_CCtx* context = ZSTD_createCCtx();
+  if (context == nullptr) return "cannot compress the trace: out of memory";
+  ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, kCompressionLevel);
+  ZSTD_CCtx_setParameter(context, ZSTD_c_checksumFlag, 1);
+  ZSTD_CCtx_setParameter(context, ZSTD_c_contentSizeFlag, 1);
+  out->data.resize(ZSTD_compressBound(bytes.size()));
+  size_t written =
+      ZSTD_compress2(context, out->data.data(), out->data.size(), bytes.data(), bytes.size());
+  ZSTD_freeCCtx(context);
+  if (ZSTD_isError(written))
+    return std::string("cannot compress the trace: ") + ZSTD_getErrorName(written);
+  out->data.resize(written);
+  out->raw_bytes = bytes.size();
+  return std::nullopt;
+}
+
+std::optional<std::string> decompress(std::string_view data, uint64_t expected_bytes,
+                                      std::string* out) {
+  unsigned long long frame_size = ZSTD_getFrameContentSize(data.data(), data.size());
+  if (frame_size == ZSTD_CONTENTSIZE_ERROR) return "not a zstd frame";
+  if (frame_size != ZSTD_CONTENTSIZE_UNKNOWN && frame_size != expected_bytes)
+    return "its size (" + std::to_string(frame_size) + " bytes) differs from the recorded " +
+           std::to_string(expected_bytes);
+  out->resize(expected_bytes);
+  size_t got = ZSTD_decompress(out->data(), out->size(), data.data(), data.size());
+  if (ZSTD_isError(got)) return std::string("zstd: ") + ZSTD_getErrorName(got);
+  if (got != expected_bytes)
+    return "it holds " + std::to_string(got) + " bytes instead of " +
+           std::to_string(expected_bytes);
+  return std::nullopt;
+}
+
+bool is_digits(std::string_view text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool is_uuid_prefix(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || c == '-';
+  });
+}
+
+std::string lowercase(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return lower;
+}
+
+}  // namespace
+
+RunStore::RunStore(std::string path, sqlite3* database)
+    : path_(std::move(path)), database_(database) {}
+
+RunStore::~RunStore() {
+  if (database_ != nullptr) sqlite3_close_v2(database_);
+}
+
+std::string RunStore::describe_error(std::string_view doing) const {
+  return path_ + ": " + std::string(doing) + ": " + sqlite_problem();
+}
+
+std::string RunStore::sqlite_problem() const {
+  std::string text = sqlite3_errmsg(database_);
+  int code = sqlite3_errcode(database_) & 0xFF;
+  if (code == SQLITE_BUSY || code == SQLITE_LOCKED)
+    text += " (another process kept the store busy for longer than the wait allowed)";
+  else if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB)
+    text += " (the store file is damaged)";
+  return text;
+}
+
+std::string RunStore::default_path() {
+  if (const char* home = std::getenv("OPSIGHT_HOME"); home != nullptr && *home != '\0')
+    return (std::filesystem::path(home) / "runs.db").string();
+  const char* user_home = std::getenv("HOME");
+  std::filesystem::path base = user_home != nullptr && *user_home != '\0' ? user_home : ".";
+  return (base / ".opsight" / "runs.db").string();
+}
+
+Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path,
+                                                 const OpenOptions& options) {
+  using OpenResult = Result<std::unique_ptr<RunStore>>;
+  std::error_code error;
+  std::filesystem::path file(path);
+  if (std::filesystem::is_directory(file, error))
+    return OpenResult::failure(path + ": is a directory, not a run store file");
+  if (!options.create && !std::filesystem::exists(file, error))
+    return OpenResult::failure("no run store at " + path);
+  if (options.create) {
+    if (auto problem = create_private_directories(file.parent_path()))
+      return OpenResult::failure(*problem);
+  }
+  sqlite3* database = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | (options.create ? SQLITE_OPEN_CREATE : 0);
+  int status = sqlite3_open_v2(path.c_str(), &database, flags, nullptr);
+  if (status != SQLITE_OK) {
+    std::string message = path + ": cannot open the run store: " +
+                          (database != nullptr ? sqlite3_errmsg(database) : sqlite3_errstr(status));
+    sqlite3_close_v2(database);
+    return OpenResult::failure(message);
+  }
+  std::unique_ptr<RunStore> store(new RunStore(path, database));
+  sqlite3_extended_result_codes(database, 1);
+  sqlite3_busy_timeout(database, options.busy_timeout_ms);
+  if (auto problem = store->migrate()) {
+    int code = sqlite3_errcode(database) & 0xFF;
+    if (code != SQLITE_CORRUPT || !options.salvage_damaged) return OpenResult::failure(*problem);
+    std::string damage = sqlite3_errmsg(database);
+    if (store->open_for_salvage(damage, options.busy_timeout_ms))
+      return OpenResult::failure(*problem);
+  }
+  return OpenResult::success(std::move(store));
+}
+
+// Reopens the damaged file read-only, reading past a cut (writable_schema makes SQLite
+// take the file's own length over the page count in its header).
+std::optional<std::string> RunStore::open_for_salvage(const std::string& damage,
+                                                      int busy_timeout_ms) {
+  sqlite3_close_v2(database_);
+  database_ = nullptr;
+  if (sqlite3_open_v2(path_.c_str(), &database_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+    return "cannot reopen";
+  sqlite3_extended_result_codes(database_, 1);
+  sqlite3_busy_timeout(database_, busy_timeout_ms);
+  Connection connection(database_);
+  int version = 0;
+  int runs_tables = 0;
+  if (!connection.exec("PRAGMA writable_schema = ON") ||
+      !connection.exec("PRAGMA query_only = ON") ||
+      !connection.query_int("PRAGMA user_version", &version) || version != kSchemaVersion ||
+      !connection.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'runs'",
+                            &runs_tables) ||
+      runs_tables != 1)
+    return "not salvageable";
+  damage_ = damage;
+  return std::nullopt;
+}
+
+std::optional<std::string> RunStore::refuse_writes_if_damaged(std::string_view doing) const {
+  if (!damage_) return std::nullopt;
+  return path_ + ": cannot " + std::string(doing) + ": the run store is damaged (" + *damage_ +
+         ") and was opened read-only to read what is left; move it aside to start a new one";
+}
+
+std::optional<std::string> RunStore::migrate() {
+  Connection connection(database_);
+  // The first read tells a store from a file that is not one (garbage, truncated header).
+  int version = 0;
+  if (!connection.query_int("PRAGMA user_version", &version))
+    return path_ + ": not a usable run store: " + sqlite3_errmsg(database_);
+  if (version > kSchemaVersion)
+    return path_ + ": the run store has schema version " + std::to_string(version) +
+           ", newer than this opsight knows (" + std::to_string(kSchemaVersion) +
+           "): upgrade opsight to use it";
+  if (version == 0) {
+    int tables = 0;
+    if (!connection.query_int("SELECT count(*) FROM sqlite_master", &tables))
+      return path_ + ": not a usable run store: " + sqlite3_errmsg(database_);
+    // Takes effect only before the first table: lets removals give space back.
+    if (tables == 0) connection.exec("PRAGMA auto_vacuum = INCREMENTAL");
+  }
+  // WAL: readers never wait for a writer. Switching needs a moment of exclusive access,
+  // which another process opening the store at the same time may hold: retry briefly.
+  for (int attempt = 0;; ++attempt) {
+    if (connection.exec("PRAGMA journal_mode = WAL")) break;
+    int code = sqlite3_errcode(database_) & 0xFF;
+    if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 200)
+      return path_ + ": not a usable run store: " + sqlite3_errmsg(database_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!connection.exec("PRAGMA synchronous = NORMAL") ||
+      !connection.exec("PRAGMA foreign_keys = ON"))
+    return describe_error("cannot configure the run store");
+  if (version == kSchemaVersion) return std::nullopt;
+
+  // Migrate under the write lock; another process may have done it meanwhile.
+  if (!connection.exec("BEGIN IMMEDIATE")) return describe_error("cannot migrate the run store");
+  if (!connection.query_int("PRAGMA user_version", &version)) {
+    std::string problem = describe_error("cannot migrate the run store");
+    connection.exec("ROLLBACK");
+    return problem;
+  }
+  if (version == 0) {
+    // Checked under the lock: tables seen before it may be another opsight's migration.
+    int tables = 0;
+    if (!connection.query_int("SELECT count(*) FROM sqlite_master", &tables) || tables > 0) {
+      std::string problem =
+          tables > 0 ? path_ + ": not an opsight run store (a SQLite database with other tables)"
+                     : describe_error("cannot migrate the run store");
+      connection.exec("ROLLBACK");
+      return problem;
+    }
+  }
+  for (int step = version; step < kSchemaVersion; ++step) {
+    if (!connection.exec(kMigrations[step])) {
+      std::string problem =
+          describe_error("cannot migrate the run store from schema version " +
+                         std::to_string(step) + " to " + std::to_string(step + 1));
+      connection.exec("ROLLBACK");
+      return problem;
+    }
+  }
+  if (!connection.exec("PRAGMA user_version = " + std::to_string(kSchemaVersion)) ||
+      !connection.exec("COMMIT")) {
+    std::string problem = describe_error("cannot migrate the run store");
+    connection.exec("ROLLBACK");
+    return problem;
+  }
+  return std::nullopt;
+}
+
+Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& metadata) {
+  if (auto problem = refuse_writes_if_damaged("save the run"))
+    return Result<RunRecord>::failure(*problem);
+  // The slow part, outside the lock and the write transaction.
+  std::string native = io::write_native(trace);
+  CompressedTrace compressed;
+  if (auto problem = compress(native, &compressed))
+    return Result<RunRecord>::failure(path_ + ": " + *problem);
+  native.clear();
+  native.shrink_to_fit();
+
+  RunRecord record;
+  record.uuid = new_uuid();
+  record.created_unix_ns = unix_now_ns();
+  record.trace_start_unix_ns = trace.run.start_unix_ns;
+  record.metadata = metadata;
+  record.slice_count = trace.slices.size();
+  auto [first, last] = trace.time_bounds();
+  record.duration_ns = last - first;
+  record.source_format = trace.run.source_format;
+  record.trace_bytes = compressed.raw_bytes;
+  record.stored_bytes = compressed.data.size();
+
+  std::lock_guard lock(mutex_);
+  Connection connection(database_);
+  auto fail = [&](std::string_view doing) {
+    std::string problem = describe_error(doing);
+    connection.exec("ROLLBACK");
+    return Result<RunRecord>::failure(problem);
+  };
+  if (!connection.exec("BEGIN IMMEDIATE")) return fail("cannot save the run");
+  {
+    Statement insert(database_,
+                     "INSERT INTO runs (uuid, created_unix_ns, trace_start_unix_ns, name, command, "
+                     "working_directory, git_commit, host, cpu, gpu, slice_count, duration_ns, "
+                     "source_format, trace_bytes, stored_bytes) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    const RunMetadata& m = record.metadata;
+    if (!insert.ok() ||
+        !insert.bind_all(record.uuid, record.created_unix_ns, record.trace_start_unix_ns, m.name,
+                         m.command, m.working_directory, m.git_commit, m.host, m.cpu, m.gpu,
+                         static_cast<int64_t>(record.slice_count), record.duration_ns,
+                         record.source_format, static_cast<int64_t>(record.trace_bytes),
+                         static_cast<int64_t>(record.stored_bytes)) ||
+        insert.step() != SQLITE_DONE)
+      return fail("cannot save the run");
+  }
+  record.id = sqlite3_last_insert_rowid(database_);
+  struct KeyValueTable {
+    const char* sql;
+    const KeyValues& rows;
+  };
+  for (const KeyValueTable& table :
+       {KeyValueTable{"INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)",
+                      record.metadata.tags},
+        KeyValueTable{"INSERT OR REPLACE INTO run_versions (run_id, package, version) "
+                      "VALUES (?, ?, ?)",
+                      record.metadata.versions},
+        KeyValueTable{"INSERT OR REPLACE INTO run_extra (run_id, key, value) VALUES (?, ?, ?)",
+                      record.metadata.extra}}) {
+    Statement insert(database_, table.sql);
+    if (!insert.ok()) return fail("cannot save the run");
+    for (const auto& [key, value] : table.rows) {
+      insert.reset();
+      if (!insert.bind_all(record.id, key, value) || insert.step() != SQLITE_DONE)
+        return fail("cannot save the run's metadata");
+    }
+  }
+  {
+    Statement insert(database_, "INSERT INTO run_traces (run_id, codec, data) VALUES (?, ?, ?)");
+    if (!insert.ok() || !insert.bind_all(record.id, std::string(kTraceCodec)) ||
+        !insert.bind_blob(3, compressed.data) || insert.step() != SQLITE_DONE)
+      return fail("cannot save the run's trace");
+  }
+  if (!connection.exec("COMMIT")) return fail("cannot save the run");
+  // Later metadata rows replace earlier ones with the same key, as the store keeps them.
+  auto deduplicate = [](KeyValues& rows) {
+    KeyValues kept;
+    for (auto& row : rows) {
+      auto same = std::find_if(kept.begin(), kept.end(),
+                               [&](const auto& other) { return other.first == row.first; });
+      if (same != kept.end())
+        same->second = row.second;
+      else
+        kept.push_back(row);
+    }
+    std::sort(kept.begin(), kept.end());
+    rows = std::move(kept);
+  };
+  deduplicate(record.metadata.tags);
+  deduplicate(record.metadata.versions);
+  deduplicate(record.metadata.extra);
+  return Result<RunRecord>::success(std::move(record));
+}
+
+namespace {
+bool bind_values(Statement& statement, int first,
+                 const std::vector<std::variant<int64_t, std::string>>& binds) {
+  for (size_t i = 0; i < binds.size(); ++i) {
+    int index = first + static_cast<int>(i);
+    bool bound = std::holds_alternative<int64_t>(binds[i])
+                     ? statement.bind(index, std::get<int64_t>(binds[i]))
+                     : statement.bind(index, std::get<std::string>(binds[i]));
+    if (!bound) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Result<std::vector<RunRecord>> RunStore::query_runs(const std::string& where_sql,
+                                                    const Binds& binds, size_t limit,
+                                                    size_t offset) {
+  using ListResult = Result<std::vector<RunRecord>>;
+  if (damage_) return salvage_runs(where_sql, binds, limit, offset);
+  std::string sql = "SELECT " + std::string(kRunColumns) + " FROM runs";
+  if (!where_sql.empty()) sql += " WHERE " + where_sql;
+  sql += " ORDER BY id DESC";
+  if (limit > 0 || offset > 0)
+    sql += " LIMIT " + (limit > 0 ? std::to_string(limit) : std::string("-1")) + " OFFSET " +
+           std::to_string(offset);
+  Statement select(database_, sql);
+  if (!select.ok() || !bind_values(select, 1, binds))
+    return ListResult::failure(describe_error("cannot list the runs"));
+  std::vector<RunRecord> records;
+  int status = SQLITE_ROW;
+  while ((status = select.step()) == SQLITE_ROW) records.push_back(record_from_row(select));
+  if (status != SQLITE_DONE) return ListResult::failure(describe_error("cannot list the runs"));
+  if (!fill_key_values(records))
+    return ListResult::failure(describe_error("cannot read the runs' tags and versions"));
+  return ListResult::success(std::move(records));
+}
+
+// In a damaged store a scan stops at the first lost page, so runs are looked up one id at a
+// time, newest first: a lost page hides only the runs it held.
+Result<std::vector<RunRecord>> RunStore::salvage_runs(const std::string& where_sql,
+                                                      const Binds& binds, size_t limit,
+                                                      size_t offset) {
+  using ListResult = Result<std::vector<RunRecord>>;
+  int64_t highest_id = 0;
+  for (const char* sql :
+       {"SELECT seq FROM sqlite_sequence WHERE name = 'runs'", "SELECT max(id) FROM runs"}) {
+    Statement highest(database_, sql);
+    if (highest.ok() && highest.step() == SQLITE_ROW) {
+      highest_id = std::max(highest_id, highest.column_int64(0));
+    }
+  }
+  std::string sql = "SELECT " + std::string(kRunColumns) + " FROM runs WHERE id = ?";
+  if (!where_sql.empty()) sql += " AND (" + where_sql + ")";
+  Statement probe(database_, sql);
+  if (!probe.ok()) return ListResult::failure(describe_error("cannot list the runs"));
+  std::vector<RunRecord> records;
+  for (int64_t id = highest_id; id >= 1 && (limit == 0 || records.size() < limit + offset); --id) {
+    probe.reset();
+    if (!probe.bind(1, id) || !bind_values(probe, 2, binds))
+      return ListResult::failure(describe_error("cannot list the runs"));
+    if (probe.step() == SQLITE_ROW) records.push_back(record_from_row(probe));
+  }
+  records.erase(records.begin(),
+                records.begin() + static_cast<ptrdiff_t>(std::min(offset, records.size())));
+  fill_key_values(records);  // what is readable
+  return ListResult::success(std::move(records));
+}
+
+bool RunStore::fill_key_values(std::vector<RunRecord>& records) {
+  Statement tags(database_, "SELECT key, value FROM run_tags WHERE run_id = ? ORDER BY key");
+  Statement versions(database_,
+                     "SELECT package, version FROM run_versions WHERE run_id = ? ORDER BY package");
+  Statement extra(database_, "SELECT key, value FROM run_extra WHERE run_id = ? ORDER BY key");
+  if (!tags.ok() || !versions.ok() || !extra.ok()) return false;
+  bool complete = true;
+  for (RunRecord& record : records) {
+    for (auto [statement, rows] :
+         {std::pair{&tags, &record.metadata.tags}, std::pair{&versions, &record.metadata.versions},
+          std::pair{&extra, &record.metadata.extra}}) {
+      statement->reset();
+      if (!statement->bind(1, record.id)) return false;
+      int status = SQLITE_ROW;
+      while ((status = statement->step()) == SQLITE_ROW)
+        rows->emplace_back(statement->column_text(0), statement->column_text(1));
+      if (status != SQLITE_DONE) {
+        if (!damage_) return false;
+        complete = false;
+      }
+    }
+  }
+  return complete;
+}
+
+Result<std::vector<RunRecord>> RunStore::list(const RunFilter& filter) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> conditions;
+  std::vector<std::variant<int64_t, std::string>> binds;
+  if (!filter.name_glob.empty()) {
+    conditions.push_back("name GLOB ?");
+    binds.emplace_back(filter.name_glob);
+  }
+  if (!filter.tag.empty()) {
+    size_t equals = filter.tag.find('=');
+    if (equals == std::string::npos) {
+      conditions.push_back(
+          "EXISTS (SELECT 1 FROM run_tags WHERE run_tags.run_id = runs.id AND key = ?)");
+      binds.emplace_back(filter.tag);
+    } else {
+      conditions.push_back(
+          "EXISTS (SELECT 1 FROM run_tags WHERE run_tags.run_id = runs.id AND key = ? AND "
+          "value = ?)");
+      binds.emplace_back(filter.tag.substr(0, equals));
+      binds.emplace_back(filter.tag.substr(equals + 1));
+    }
+  }
+  if (filter.since_unix_ns) {
+    conditions.push_back("created_unix_ns >= ?");
+    binds.emplace_back(*filter.since_unix_ns);
+  }
+  if (filter.until_unix_ns) {
+    conditions.push_back("created_unix_ns < ?");
+    binds.emplace_back(*filter.until_unix_ns);
+  }
+  std::string where;
+  for (const std::string& condition : conditions)
+    where += (where.empty() ? "" : " AND ") + condition;
+  return query_runs(where, binds, filter.limit);
+}
+
+Result<RunRecord> RunStore::find_by_id(int64_t id) {
+  auto found = query_runs("id = ?", {id});
+  if (!found.ok()) return Result<RunRecord>::failure(found.error());
+  if (found.value().empty())
+    return Result<RunRecord>::failure("no run " + std::to_string(id) + " in " + path_);
+  return Result<RunRecord>::success(std::move(found.value().front()));
+}
+
+Result<RunRecord> RunStore::resolve(std::string_view reference) {
+  using RecordResult = Result<RunRecord>;
+  std::lock_guard lock(mutex_);
+  std::string quoted = "'" + std::string(reference) + "'";
+  if (reference.empty()) return RecordResult::failure("an empty run reference names no run");
+  if (is_digits(reference) && reference.size() <= 18) {
+    // An id first; digits that are no run's id may still begin a uuid.
+    auto found = query_runs("id = ?", {std::stoll(std::string(reference))});
+    if (!found.ok()) return RecordResult::failure(found.error());
+    if (!found.value().empty()) return RecordResult::success(std::move(found.value().front()));
+  }
+  if (reference == "latest" || reference.starts_with("latest~")) {
+    int64_t back = 0;
+    if (reference != "latest") {
+      std::string_view count = reference.substr(7);
+      if (!is_digits(count) || count.size() > 9)
+        return RecordResult::failure("bad run reference " + quoted +
+                                     ": latest~N needs a whole number N");
+      back = std::stoll(std::string(count));
+    }
+    auto found = query_runs("", {}, 1, static_cast<size_t>(back));
+    if (!found.ok()) return RecordResult::failure(found.error());
+    if (found.value().empty())
+      return RecordResult::failure("no run " + quoted + " in " + path_ +
+                                   (back == 0 ? " (the store holds no runs)" : ""));
+    return RecordResult::success(std::move(found.value().front()));
+  }
+  std::string lower = lowercase(reference);
+  if (is_uuid_prefix(lower)) {
+    auto found = query_runs("substr(uuid, 1, ?) = ?", {static_cast<int64_t>(lower.size()), lower});
+    if (!found.ok()) return RecordResult::failure(found.error());
+    std::vector<RunRecord>& matches = found.value();
+    if (matches.size() == 1) return RecordResult::success(std::move(matches.front()));
+    if (matches.size() > 1) {
+      std::string message = "run reference " + quoted + " is ambiguous in " + path_ +
+                            ": it begins the uuids of " + std::to_string(matches.size()) +
+                            " runs: ";
+      for (size_t i = 0; i < matches.size() && i < kAmbiguousCandidatesShown; ++i)
+        message += (i > 0 ? ", " : "") + std::string("run ") + std::to_string(matches[i].id) +
+                   " (" + matches[i].uuid + ")";
+      if (matches.size() > kAmbiguousCandidatesShown) message += ", ...";
+      return RecordResult::failure(message + "; give more of the uuid, or the run id");
+    }
+  }
+  auto named = query_runs("name = ?", {std::string(reference)}, 1);
+  if (!named.ok()) return RecordResult::failure(named.error());
+  if (!named.value().empty()) return RecordResult::success(std::move(named.value().front()));
+  return RecordResult::failure("no run " + quoted + " in " + path_ +
+                               " (name a run by its id, a uuid prefix, latest, latest~N or its "
+                               "name; `opsight runs` lists them)");
+}
+
+io::ReadResult RunStore::load_trace(int64_t id) {
+  io::ReadResult result;
+  std::string run = "run " + std::to_string(id) + " in " + path_;
+  auto failure = [&](std::string message) {
+    result.error = io::Diagnostic{std::move(message), 0, false};
+    return std::move(result);
+  };
+  std::string stored;
+  std::string codec;
+  uint64_t trace_bytes = 0;
+  {
+    std::lock_guard lock(mutex_);
+    Statement select(database_,
+                     "SELECT runs.trace_bytes, run_traces.codec, run_traces.data FROM runs "
+                     "LEFT JOIN run_traces ON run_traces.run_id = runs.id WHERE runs.id = ?");
+    auto database_failure = [&] {
+      return failure(run + ": cannot read its trace: " + sqlite_problem());
+    };
+    if (!select.ok() || !select.bind(1, id)) return database_failure();
+    int status = select.step();
+    if (status == SQLITE_DONE) return failure("no run " + std::to_string(id) + " in " + path_);
+    if (status != SQLITE_ROW) return database_failure();
+    if (select.column_is_null(1)) return failure(run + ": its trace is missing from the store");
+    trace_bytes = static_cast<uint64_t>(select.column_int64(0));
+    codec = select.column_text(1);
+    stored = select.column_blob(2);
+  }
+  if (codec != kTraceCodec)
+    return failure(run + ": its trace is stored with an unknown codec '" + codec + "'");
+  std::string native;
+  if (auto problem = decompress(stored, trace_bytes, &native))
+    return failure(run + ": its stored trace is damaged: " + *problem);
+  stored.clear();
+  stored.shrink_to_fit();
+  result = io::read_native(native);
+  if (result.error)
+    result.error->message =
+        run + ": its stored trace is damaged: " + result.error->to_string("trace");
+  if (result.damage)
+    result.damage->message =
+        run + ": its stored trace is damaged: " + result.damage->to_string("trace");
+  if (result.error) result.error->has_offset = false;
+  if (result.damage) result.damage->has_offset = false;
+  return result;
+}
+
+std::optional<std::string> RunStore::delete_runs(const std::vector<int64_t>& ids) {
+  Connection connection(database_);
+  if (!connection.exec("BEGIN IMMEDIATE")) return describe_error("cannot remove runs");
+  for (const char* sql :
+       {"DELETE FROM run_traces WHERE run_id = ?", "DELETE FROM run_tags WHERE run_id = ?",
+        "DELETE FROM run_versions WHERE run_id = ?", "DELETE FROM run_extra WHERE run_id = ?",
+        "DELETE FROM runs WHERE id = ?"}) {
+    Statement remove(database_, sql);
+    if (!remove.ok()) {
+      std::string problem = describe_error("cannot remove runs");
+      connection.exec("ROLLBACK");
+      return problem;
+    }
+    for (int64_t id : ids) {
+      remove.reset();
+      if (!remove.bind(1, id) || remove.step() != SQLITE_DONE) {
+        std::string problem = describe_error("cannot remove run " + std::to_string(id));
+        connection.exec("ROLLBACK");
+        return problem;
+      }
+    }
+  }
+  if (!connection.exec("COMMIT")) {
+    std::string problem = describe_error("cannot remove runs");
+    connection.exec("ROLLBACK");
+    return problem;
+  }
+  // Give the freed pages back to the file system (best effort).
+  connection.exec("PRAGMA incremental_vacuum");
+  return std::nullopt;
+}
+
+Result<RunRecord> RunStore::remove(int64_t id) {
+  if (auto problem = refuse_writes_if_damaged("remove runs"))
+    return Result<RunRecord>::failure(*problem);
+  std::lock_guard lock(mutex_);
+  auto found = find_by_id(id);
+  if (!found.ok()) return found;
+  if (auto problem = delete_runs({id})) return Result<RunRecord>::failure(*problem);
+  return found;
+}
+
+Result<uint64_t> RunStore::apply_retention(const RetentionPolicy& policy) {
+  if (auto problem = refuse_writes_if_damaged("remove runs"))
+    return Result<uint64_t>::failure(*problem);
+  std::lock_guard lock(mutex_);
+  std::vector<int64_t> doomed;
+  Connection connection(database_);
+  auto collect = [&](const std::string& sql, std::optional<int64_t> bound) -> bool {
+    Statement select(database_, sql);
+    if (!select.ok() || (bound && !select.bind(1, *bound))) return false;
+    int status = SQLITE_ROW;
+    while ((status = select.step()) == SQLITE_ROW) doomed.push_back(select.column_int64(0));
+    return status == SQLITE_DONE;
+  };
+  if (policy.keep_last &&
+      !collect("SELECT id FROM runs ORDER BY id DESC LIMIT -1 OFFSET ?",
+               static_cast<int64_t>(std::min<uint64_t>(*policy.keep_last, INT64_MAX))))
+    return Result<uint64_t>::failure(describe_error("cannot apply the retention policy"));
+  if (policy.max_age_ns) {
+    int64_t now = policy.now_unix_ns.value_or(unix_now_ns());
+    if (!collect("SELECT id FROM runs WHERE created_unix_ns < ?", now - *policy.max_age_ns))
+      return Result<uint64_t>::failure(describe_error("cannot apply the retention policy"));
+  }
+  std::sort(doomed.begin(), doomed.end());
+  doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
+  if (doomed.empty()) return Result<uint64_t>::success(0);
+  if (auto problem = delete_runs(doomed)) return Result<uint64_t>::failure(*problem);
+  return Result<uint64_t>::success(doomed.size());
+}
+
+}  // namespace opsight::store
