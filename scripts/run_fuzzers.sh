@@ -6,16 +6,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-30}"
 mkdir -p build/fuzz/crashes
-for target in native_reader chrome_json_reader; do
-  fuzzer=build/fuzz/src/io/${target}_fuzzer
-  corpus_name=${target%_reader}
+# target:module:seed corpus:regression folder (the report fuzzer runs the analyses on what
+# the Chrome JSON reader makes of its inputs, so it starts from the same seeds).
+for entry in native_reader:io:native:native chrome_json_reader:io:chrome_json:chrome_json \
+    report:report:chrome_json:report; do
+  IFS=: read -r target module corpus_name regressions <<< "$entry"
+  fuzzer=build/fuzz/src/$module/${target}_fuzzer
   seeds=tests/fuzz_corpus/$corpus_name
   work=$(mktemp -d)
   cp -r "$seeds"/. "$work"/
-  if [ -d tests/fuzz_regressions/$corpus_name ]; then
+  if [ -d tests/fuzz_regressions/$regressions ]; then
     echo "fuzz: replaying regression inputs of $target"
-    "$fuzzer" -runs=0 tests/fuzz_regressions/$corpus_name >/dev/null 2>&1 || {
-      echo "fuzz: a regression input crashes $target"; "$fuzzer" -runs=0 tests/fuzz_regressions/$corpus_name; exit 1; }
+    "$fuzzer" -runs=0 tests/fuzz_regressions/$regressions >/dev/null 2>&1 || {
+      echo "fuzz: a regression input crashes $target"; "$fuzzer" -runs=0 tests/fuzz_regressions/$regressions; exit 1; }
   fi
   echo "fuzz: $target for ${seconds}s"
   if ! "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar, overload
 
 from . import _native
+from ._analysis import TraceFile, compare, compare_report, load
 from ._instrument import set_enabled as _set_enabled
 from ._profile import Profile, profile, spans_dataframe
 from ._span import Span, span
@@ -37,8 +38,9 @@ from .targets import Target, TargetsError, load_targets
 __version__ = _native.version()
 
 __all__ = [
-    "Profile", "Span", "Target", "TargetsError", "disable", "enable", "enabled", "instant",
-    "counter", "load_targets", "profile", "read_trace", "span", "spans_dataframe", "trace",
+    "Profile", "Span", "Target", "TargetsError", "TraceFile", "compare", "compare_report",
+    "disable", "enable", "enabled", "instant", "counter", "load", "load_targets", "profile",
+    "read_trace", "span", "spans_dataframe", "trace",
 ]
 
 _Callable = TypeVar("_Callable", bound=Callable[..., Any])

@@ -2,8 +2,10 @@
 
 A :class:`Profile` starts a recording session when it is entered and stops it when it is
 left; its spans come from ``@opsight.trace``, ``opsight.span``, targets and C++ macros.
-Afterwards it answers with the same reports as ``opsight report`` (summary, tree, table),
-as data (``summary()``, ``dataframe()``) or as files (``save``, ``export_chrome_trace``).
+Afterwards it answers with the same reports as ``opsight report`` (summary, tree, table,
+merged tree, breakdown, operators, critical path: see :class:`TraceAnalyses`), as data
+(``summary()``, ``dataframe()``, ``breakdown()``...) or as files (``save``,
+``export_chrome_trace``).
 
 One recording session runs per process. When one is already running (``OPSIGHT_OUTPUT``
 or ``opsight run``), a profile does not start another: it records a span named by its
@@ -18,10 +20,11 @@ import sys
 from typing import IO, Any
 
 from . import _native, _session_state
+from ._analysis import TraceAnalyses
 from ._span import Span
 
 
-class Profile:
+class Profile(TraceAnalyses):
     """A recording session as a context manager; see the module's documentation.
 
     Thread-safety: enter, leave, pause and resume from one thread; any thread records.
@@ -34,8 +37,18 @@ class Profile:
         buffer_mb: int = 64,
         flush_interval_ms: int = 100,
         label: str = "opsight.profile",
+        store: bool | str | os.PathLike = False,
+        name: str | None = None,
+        tags: dict[str, str] | None = None,
     ) -> None:
         self.output = os.fspath(output) if output is not None else None
+        # Run store (docs/store.md): True saves the trace as a run in the default store when
+        # the profile stops, a path saves it in that store; `name` and `tags` label the run.
+        self.store = store
+        self.name = name
+        self.tags = dict(tags or {})
+        #: The stored run ({"id", "uuid", "store", ...}) once saved; None otherwise.
+        self.saved_run: dict[str, Any] | None = None
         self.buffer_mb = buffer_mb
         self.flush_interval_ms = flush_interval_ms
         self.label = label
@@ -79,6 +92,32 @@ class Profile:
             self._trace = _native.trace_from_native_bytes(session.take_native_bytes(), "profile")
         else:
             self._trace = _native.read_trace(self.output)
+        if self.store:
+            self._save_to_store()
+
+    def _save_to_store(self) -> None:
+        """Saves the trace as a run (``opsight save``); a failure is a warning on stderr.
+        A profile inside an already running session (``opsight run``) has no trace of its
+        own to save: that session's run holds its spans."""
+        import shlex
+        import tempfile
+
+        from .cli import save_run
+
+        script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+        name = self.name or (self.label if self.label != "opsight.profile" else script or self.label)
+        command = shlex.join(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+        store = None if self.store is True else os.fspath(self.store)
+        with tempfile.TemporaryDirectory(prefix="opsight-profile-") as directory:
+            path = os.path.join(directory, "profile.opsight")
+            try:
+                self._trace.write(path)
+            except (RuntimeError, OSError) as error:
+                print(f"opsight.profile: warning: the run was not saved in the run store: {error}",
+                      file=sys.stderr)
+                return
+            self.saved_run = save_run([path], name=name, tags=self.tags, command=command,
+                                      store=store, prefix="opsight.profile")
 
     def __enter__(self) -> "Profile":
         return self.start()

@@ -1,8 +1,12 @@
 """The ``opsight`` command.
 
 ``run`` and ``ctl`` are Python's (they start and steer Python programs); every other
-command (``report``, ``convert``, ``demo``, ``--version``) is the C++ command installed
-inside the package (``opsight/bin/opsight``), which this one replaces itself with.
+command (``report``, ``convert``, ``demo``, ``save``, ``runs``, ``show``, ``rm``,
+``--version``) is the C++ command installed inside the package (``opsight/bin/opsight``),
+which this one replaces itself with.
+
+``opsight run`` stores each run in the run store (``opsight save``, docs/store.md) unless
+``--no-store``; :func:`save_run` does the same for ``opsight.profile(store=True)``.
 
 Exit status: 0 ok; 1 unusable input or a failed check; 2 damaged input; 64 bad usage.
 ``opsight run`` exits with the traced program's own status.
@@ -14,6 +18,8 @@ import argparse
 import glob
 import json
 import os
+import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -29,9 +35,15 @@ usage: opsight COMMAND [ARGS...]
 Commands:
   run      Trace an unchanged program: opsight run -c targets.yaml -- python app.py ARGS
   ctl      Switch tracing of a running traced process: opsight ctl PID on|off|status, opsight ctl list
-  report   Summarize a trace (.opsight or Chrome JSON): --summary, --tree, --table
+  report   Report a trace file or a stored run: --summary, --tree, --table, --merged-tree,
+           --breakdown SPAN, --ops, --critical-path
+  compare  Compare two runs or files per span and code path: opsight compare A B --fail-on-regression 5%
   convert  Convert between .opsight and Chrome JSON
   demo     Trace the bundled quick-start program and report it
+  save     Store trace file(s) as a run in the run store ($OPSIGHT_HOME, default ~/.opsight)
+  runs     List the stored runs: --name GLOB, --tag K[=V], --since 7d, --format json
+  show     Show a stored run's metadata and report: opsight show latest --tree
+  rm       Remove stored runs: opsight rm RUN..., --keep-last N, --older-than 30d
 
 opsight COMMAND --help shows a command's options; opsight --version its version.
 """
@@ -102,6 +114,14 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="format of the printed reports (default: %(default)s)")
     parser.add_argument("--max-roots", type=int, default=20, help="roots shown by the tree")
     parser.add_argument("--buffer-mb", type=int, help="recording memory per process (MiB)")
+    parser.add_argument("--name", help="name of the run in the run store (default: the script's)")
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                        help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
+    parser.add_argument("--no-store", action="store_true",
+                        help="do not save the run in the run store (docs/store.md)")
+    parser.add_argument("--store", metavar="PATH",
+                        help="run store file (default: $OPSIGHT_HOME/runs.db, else "
+                             "~/.opsight/runs.db)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
     return parser
 
@@ -137,6 +157,10 @@ def run_command(arguments: list[str]) -> int:
         print("opsight run: no program given (opsight run -c targets.yaml -- python app.py)",
               file=sys.stderr)
         return USAGE_ERROR
+    for tag in options.tag:
+        if not tag.partition("=")[0]:
+            print(f"opsight run: --tag {tag!r}: expected KEY=VALUE or KEY", file=sys.stderr)
+            return USAGE_ERROR
     views = [view for view in options.report.split(",") if view and view != "none"]
     for view in views:
         if view not in ("tree", "summary", "table"):
@@ -175,6 +199,8 @@ def run_command(arguments: list[str]) -> int:
         environment["OPSIGHT_MAIN_ALIASES"] = os.path.splitext(os.path.basename(script))[0]
     if options.buffer_mb:
         environment["OPSIGHT_BUFFER_MB"] = str(options.buffer_mb)
+    options.program_command = command
+    options.script = script
     try:
         return _run_and_report(start_command, environment, run_directory, options, views, _native)
     finally:
@@ -227,7 +253,100 @@ def _run_and_report(start_command, environment, run_directory, options, views, n
     print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
           f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); "
           f"opsight report {options.output} --tree", file=sys.stderr)
+    if not options.no_store:
+        command = options.program_command
+        module = command[2] if len(command) > 2 and command[1] == "-m" else None
+        name = options.name or module or os.path.basename(options.script or command[0])
+        save_run(files, name=name, tags=options.tag, command=shlex.join(command),
+                 store=options.store, prefix="opsight run")
     return exit_status
+
+
+# ---- the run store -------------------------------------------------------------------------
+
+_KNOWN_PACKAGES = (("torch", ("torch",)), ("onnxruntime", ("onnxruntime", "onnxruntime-gpu")),
+                   ("numpy", ("numpy",)), ("transformers", ("transformers",)))
+
+
+def package_versions() -> list[tuple[str, str]]:
+    """Versions of Python, opsight and the known ML packages that are installed.
+
+    A package already imported answers with its ``__version__``; any other is looked up in
+    its installed metadata (``importlib.metadata``), so that nothing heavy is imported."""
+    from importlib import metadata
+
+    versions = [("python", platform.python_version())]
+    try:
+        versions.append(("opsight", metadata.version("opsight")))
+    except metadata.PackageNotFoundError:
+        pass
+    for name, distributions in _KNOWN_PACKAGES:
+        module = sys.modules.get(name)
+        version = getattr(module, "__version__", None) if module is not None else None
+        for distribution in distributions:
+            if version:
+                break
+            try:
+                version = metadata.version(distribution)
+            except metadata.PackageNotFoundError:
+                continue
+        if version:
+            versions.append((name, str(version)))
+    return versions
+
+
+def save_run(files: list[str], *, name: str | None = None, tags=(), command: str | None = None,
+             cwd: str | None = None, store: str | os.PathLike | None = None,
+             prefix: str = "opsight", timeout: float = 300) -> dict | None:
+    """Stores trace files (merged) as one run with ``opsight save``; returns the saved run
+    (``id``, ``uuid``, ``store``... as ``opsight save --format json`` prints it), or None
+    after printing a warning on stderr: saving never fails the caller.
+
+    ``tags``: ``"key=value"`` strings or a mapping."""
+    if isinstance(tags, dict):
+        tags = [f"{key}={value}" for key, value in tags.items()]
+    arguments = [core_command_path(), "save", *files, "--format", "json",
+                 "--cwd", cwd or os.getcwd()]
+    if name:
+        arguments += ["--name", name]
+    if command is not None:
+        arguments += ["--command", command]
+    if store is not None:
+        arguments += ["--store", os.fspath(store)]
+    for tag in tags:
+        arguments += ["--tag", str(tag)]
+    for package, version in package_versions():
+        arguments += ["--package", f"{package}={version}"]
+    try:
+        completed = subprocess.run(arguments, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError) as error:
+        print(f"{prefix}: warning: the run was not saved in the run store: {error}",
+              file=sys.stderr)
+        return None
+    # Errors are summed up below; damaged inputs were already reported by the caller.
+    sys.stderr.write("".join(line + "\n" for line in completed.stderr.splitlines()
+                             if not line.startswith("opsight: error:")
+                             and not line.endswith("(saving what was read before it)")))
+    saved = None
+    if completed.returncode in (0, 2):
+        try:
+            saved = json.loads(completed.stdout)
+        except ValueError:
+            saved = None
+    if saved is None:
+        errors = [line.removeprefix("opsight: error: ")
+                  for line in completed.stderr.splitlines() if line.startswith("opsight: error:")]
+        reason = "; ".join(errors) or f"opsight save exited with status {completed.returncode}"
+        print(f"{prefix}: warning: the run was not saved in the run store: {reason}",
+              file=sys.stderr)
+        return None
+    where = saved["store"]
+    home = os.path.expanduser("~")
+    if where.startswith(home + os.sep):
+        where = "~" + where[len(home):]
+    print(f"{prefix}: saved as run {saved['id']} in {where} (opsight show {saved['id']})",
+          file=sys.stderr)
+    return saved
 
 
 # ---- opsight ctl --------------------------------------------------------------------------

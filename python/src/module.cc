@@ -14,9 +14,11 @@
 #include <utility>
 #include <vector>
 
+#include "analyze/compare.hpp"
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
 #include "report/report.hpp"
+#include "store/run_store.hpp"
 #include "trace/trace.hpp"
 #include "traced_callables.hpp"
 
@@ -48,7 +50,8 @@ report::OutputFormat parse_format(std::string_view format) {
 }
 
 std::string render(const LoadedTrace& loaded, std::string_view view, std::string_view format,
-                   const std::string& sort, size_t limit, size_t max_roots) {
+                   const std::string& sort, size_t limit, size_t max_roots, const std::string& span,
+                   bool by_category, const std::vector<std::string>& categories) {
   if (auto error = report::validate_sort_key(sort)) throw std::invalid_argument(*error);
   report::ReportOptions options;
   options.format = parse_format(format);
@@ -56,11 +59,50 @@ std::string render(const LoadedTrace& loaded, std::string_view view, std::string
   options.limit = limit;
   options.max_roots = max_roots;
   options.source_name = loaded.source_name;
+  options.breakdown_span = span;
+  options.breakdown_by_category = by_category;
+  options.operator_categories = categories;
   if (view == "summary") return report::render_summary(loaded.trace, options);
   if (view == "tree") return report::render_tree(loaded.trace, options);
   if (view == "table") return report::render_table(loaded.trace, options);
-  throw std::invalid_argument("unknown report '" + std::string(view) +
-                              "' (expected summary, tree or table)");
+  if (view == "merged_tree") return report::render_merged_tree(loaded.trace, options);
+  if (view == "breakdown") {
+    if (span.empty()) throw std::invalid_argument("the breakdown needs the name of a span");
+    return report::render_breakdown(loaded.trace, options);
+  }
+  if (view == "operators") return report::render_operators(loaded.trace, options);
+  if (view == "critical_path") return report::render_critical_path(loaded.trace, options);
+  throw std::invalid_argument(
+      "unknown report '" + std::string(view) +
+      "' (expected summary, tree, table, merged_tree, breakdown, operators or critical_path)");
+}
+
+std::string compare_traces(const LoadedTrace& a, const LoadedTrace& b, double alpha,
+                           double min_change, uint64_t min_samples, double fail_threshold,
+                           std::string_view format) {
+  analyze::CompareOptions options;
+  options.alpha = alpha;
+  options.min_change = min_change;
+  options.min_samples = min_samples;
+  analyze::Comparison comparison = analyze::compare_traces(a.trace, b.trace, options);
+  report::ReportOptions report_options;
+  report_options.format = parse_format(format);
+  return report::render_comparison(comparison, a.source_name, b.source_name, fail_threshold,
+                                   report_options);
+}
+
+// A run of the store, by reference (id, latest, latest~N, uuid prefix, name).
+LoadedTrace load_run(const std::string& reference, const std::string& store_path) {
+  store::OpenOptions open_options;
+  open_options.create = false;
+  auto opened = store::RunStore::open(
+      store_path.empty() ? store::RunStore::default_path() : store_path, open_options);
+  if (!opened.ok()) throw std::invalid_argument(opened.error());
+  auto record = opened.value()->resolve(reference);
+  if (!record.ok()) throw std::invalid_argument(record.error());
+  std::string label = "run " + std::to_string(record.value().id);
+  if (!record.value().metadata.name.empty()) label += " (" + record.value().metadata.name + ")";
+  return from_read_result(opened.value()->load_trace(record.value().id), label);
 }
 
 nb::object arg_to_python(const trace::Trace& trace, const trace::ArgValue& value) {
@@ -236,7 +278,9 @@ NB_MODULE(_native, m) {
       .def_prop_ro("damage", [](const LoadedTrace& loaded) { return loaded.damage; })
       .def_prop_ro("source_name", [](const LoadedTrace& loaded) { return loaded.source_name; })
       .def("render", &render, nb::arg("view"), nb::arg("format") = "text",
-           nb::arg("sort") = "total", nb::arg("limit") = 0, nb::arg("max_roots") = 20)
+           nb::arg("sort") = "total", nb::arg("limit") = 0, nb::arg("max_roots") = 20,
+           nb::arg("span") = "", nb::arg("by_category") = false,
+           nb::arg("categories") = std::vector<std::string>{})
       .def("slice_columns", &slice_columns)
       .def("run_info", &run_info)
       .def(
@@ -268,6 +312,11 @@ NB_MODULE(_native, m) {
       },
       nb::arg("paths"), nb::arg("name") = "run",
       "Reads the files of one run's processes and merges them into one trace.");
+  m.def("compare", &compare_traces, nb::arg("a"), nb::arg("b"), nb::arg("alpha") = 0.01,
+        nb::arg("min_change") = 0.02, nb::arg("min_samples") = 5, nb::arg("fail_threshold") = -1.0,
+        nb::arg("format") = "json", "Compares two traces (opsight compare), rendered in `format`.");
+  m.def("load_run", &load_run, nb::arg("reference"), nb::arg("store_path") = "",
+        "Reads the trace of a run of the store.");
   m.def(
       "trace_from_native_bytes",
       [](nb::bytes bytes, const std::string& name) {

@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "analyze/aggregate_tree.hpp"
+#include "analyze/breakdown.hpp"
 #include "analyze/call_tree.hpp"
+#include "analyze/critical_path.hpp"
 #include "analyze/statistics.hpp"
 
 namespace opsight::analyze {
@@ -164,6 +167,50 @@ void BM_CallForestBuildAndFlattenAll(benchmark::State& state) {
   set_slices_processed(state);
 }
 BENCHMARK(BM_CallForestBuildAndFlattenAll)->Unit(benchmark::kMillisecond);
+
+// The aggregated call tree: every slice hashed to its path node, durations grouped by node,
+// percentiles per node.
+void BM_AggregateTree(benchmark::State& state) {
+  const trace::Trace& trace = synthetic_trace();
+  for (auto _ : state) {
+    AggregateTree tree = AggregateTree::build(trace);
+    benchmark::DoNotOptimize(tree.nodes().data());
+  }
+  set_slices_processed(state);
+}
+BENCHMARK(BM_AggregateTree)->Unit(benchmark::kMillisecond);
+
+// The same, keeping every node's sorted durations (what opsight compare needs).
+void BM_AggregateTreeKeepDurations(benchmark::State& state) {
+  const trace::Trace& trace = synthetic_trace();
+  for (auto _ : state) {
+    AggregateTree tree = AggregateTree::build(trace, true);
+    benchmark::DoNotOptimize(tree.nodes().data());
+  }
+  set_slices_processed(state);
+}
+BENCHMARK(BM_AggregateTreeKeepDurations)->Unit(benchmark::kMillisecond);
+
+// Per-inference breakdown of one of the ten root names (a tenth of the trees).
+void BM_Breakdown(benchmark::State& state) {
+  const trace::Trace& trace = synthetic_trace();
+  for (auto _ : state) {
+    Breakdown breakdown = compute_breakdown(trace, "request_3");
+    benchmark::DoNotOptimize(breakdown.phases.data());
+  }
+  set_slices_processed(state);
+}
+BENCHMARK(BM_Breakdown)->Unit(benchmark::kMillisecond);
+
+void BM_CriticalPath(benchmark::State& state) {
+  const trace::Trace& trace = synthetic_trace();
+  for (auto _ : state) {
+    CriticalPath path = compute_critical_path(trace);
+    benchmark::DoNotOptimize(path.steps.data());
+  }
+  set_slices_processed(state);
+}
+BENCHMARK(BM_CriticalPath)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace opsight::analyze

@@ -1,4 +1,5 @@
-// The `opsight` command: report, convert and demo. `report` and `convert` take several
+// The `opsight` command: report, convert and demo here; save, runs, show and rm in
+// store_commands.cc; compare in compare_command.cc. `report` and `convert` take several
 // input files (the files the processes of one run wrote) and merge them into one trace.
 //
 // Exit status: 0 success; 1 the input could not be used (missing, unreadable or not a
@@ -18,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/compare_command.hpp"
+#include "cli/store_commands.hpp"
+#include "cli/trace_source.hpp"
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
 #include "report/report.hpp"
@@ -81,6 +85,10 @@ std::string source_name_of(const std::vector<std::string>& paths) {
 struct ReportCommand {
   std::vector<std::string> files;
   bool summary = false, tree = false, table = false;
+  bool merged_tree = false, operators = false, critical_path = false;
+  std::string breakdown_span;
+  bool breakdown_by_category = false;
+  std::vector<std::string> operator_categories;
   std::string format = "text";
   std::string sort = "total";
   size_t limit = 0;
@@ -100,28 +108,56 @@ int run_report(const ReportCommand& command) {
   options.limit = command.limit;
   options.max_roots = command.max_roots;
   options.source_name = source_name_of(command.files);
+  options.breakdown_span = command.breakdown_span;
+  options.breakdown_by_category = command.breakdown_by_category;
+  options.operator_categories = command.operator_categories;
 
-  bool summary = command.summary, tree = command.tree, table = command.table;
-  if (!summary && !tree && !table) summary = true;
-  int views = int{summary} + int{tree} + int{table};
+  const bool breakdown = !command.breakdown_span.empty();
+  bool summary = command.summary;
+  int views = int{summary} + int{command.tree} + int{command.table} + int{command.merged_tree} +
+              int{breakdown} + int{command.operators} + int{command.critical_path};
+  if (views == 0) {
+    summary = true;
+    views = 1;
+  }
   if (views > 1 && options.format != opsight::report::OutputFormat::kText) {
     print_error("--format " + command.format +
-                " takes one view: choose --summary, --tree or --table");
+                " takes one view: choose one of --summary, --tree, --table, --merged-tree, "
+                "--breakdown, --ops, --critical-path");
     return kExitUsage;
   }
   bool damaged = false;
-  auto trace = load_traces(command.files, &damaged);
+  std::optional<opsight::trace::Trace> trace;
+  if (command.files.size() == 1 && !std::filesystem::exists(command.files[0])) {
+    // Not a file: a run of the store ("latest", an id, a name).
+    opsight::cli::LoadedTrace loaded = opsight::cli::load_trace_argument(command.files[0]);
+    if (!loaded.ok()) {
+      print_error(*loaded.error);
+      return loaded.exit_status;
+    }
+    for (const std::string& damage : loaded.damage) {
+      damaged = true;
+      std::fprintf(stderr, "opsight: warning: %s (showing what was read before it)\n",
+                   damage.c_str());
+    }
+    options.source_name = loaded.label;
+    trace = std::move(loaded.trace);
+  } else {
+    trace = load_traces(command.files, &damaged);
+  }
   if (!trace) return kExitError;
   std::string out;
-  if (tree) out += opsight::report::render_tree(*trace, options);
-  if (summary) {
+  auto add_view = [&out](std::string text) {
     if (!out.empty()) out += "\n";
-    out += opsight::report::render_summary(*trace, options);
-  }
-  if (table) {
-    if (!out.empty()) out += "\n";
-    out += opsight::report::render_table(*trace, options);
-  }
+    out += text;
+  };
+  if (command.tree) add_view(opsight::report::render_tree(*trace, options));
+  if (command.merged_tree) add_view(opsight::report::render_merged_tree(*trace, options));
+  if (summary) add_view(opsight::report::render_summary(*trace, options));
+  if (command.table) add_view(opsight::report::render_table(*trace, options));
+  if (breakdown) add_view(opsight::report::render_breakdown(*trace, options));
+  if (command.operators) add_view(opsight::report::render_operators(*trace, options));
+  if (command.critical_path) add_view(opsight::report::render_critical_path(*trace, options));
   if (!write_stdout(out)) return kExitError;
   return damaged ? kExitDamaged : 0;
 }
@@ -255,7 +291,10 @@ int main(int argc, char** argv) {
       "report",
       "Summarize a trace (.opsight or Chrome JSON); several files (the processes of one run) "
       "are merged into one report");
-  report_command->add_option("files", report.files, "Trace file(s)")->required();
+  report_command
+      ->add_option("files", report.files,
+                   "Trace file(s), or one run of the store (an id, latest, latest~N, a name)")
+      ->required();
   report_command->add_flag(
       "--summary", report.summary,
       "Per span name: count, total, min, mean, p50/90/95/97/99/99.9, max, stddev (default)");
@@ -263,6 +302,22 @@ int main(int argc, char** argv) {
                            "Call tree per root span with start-end, duration, share of parent");
   report_command->add_flag("--table", report.table,
                            "Per span name: count, total, self, mean, p99, share");
+  report_command->add_flag("--merged-tree", report.merged_tree,
+                           "Aggregated call tree: every invocation of a code path merged into "
+                           "one node with calls, total, self and percentiles");
+  report_command->add_option("--breakdown", report.breakdown_span,
+                             "Per-inference phases of the span named SPAN (its children), with "
+                             "mean/min/p50/p75/p90/p95/p99/max per phase and inferences/s");
+  report_command->add_flag("--by-category", report.breakdown_by_category,
+                           "--breakdown: group phases by the children's category, not name");
+  report_command->add_flag("--ops", report.operators,
+                           "Operator table: count, total, self, share, mean, percentiles per "
+                           "operator (torch aten::*, ONNX Runtime nodes by op_name, GPU kernels)");
+  report_command->add_option("--ops-category", report.operator_categories,
+                             "--ops: categories counted as operators (default: operator, "
+                             "gpu_kernel); repeatable");
+  report_command->add_flag("--critical-path", report.critical_path,
+                           "The chain of spans that sets the end-to-end time, by span name");
   report_command->add_option("--format", report.format, "Output format")
       ->check(CLI::IsMember({"text", "json", "csv"}))
       ->capture_default_str();
@@ -296,6 +351,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
 
+  opsight::cli::StoreCommands store_commands(app);  // save, runs, show, rm
+  opsight::cli::CompareCommand compare_command(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {
@@ -314,6 +372,8 @@ int main(int argc, char** argv) {
     if (*report_command) return run_report(report);
     if (*convert_command) return run_convert(convert_files);
     if (*demo_command) return run_demo(demo_prefix, demo_iterations);
+    if (auto status = store_commands.run()) return *status;
+    if (auto status = compare_command.run()) return *status;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
     return kExitError;

@@ -164,6 +164,36 @@ std::string csv_double(double value) {
   return fmt::format("{}", value);
 }
 
+void add_distribution_fields(Json& object, const analyze::Distribution& distribution) {
+  object["count"] = distribution.count;
+  object["total_ns"] = distribution.total_ns;
+  object["min_ns"] = distribution.min_ns;
+  object["mean_ns"] = json_number(distribution.mean_ns);
+  object["p50_ns"] = json_number(distribution.p50_ns);
+  object["p75_ns"] = json_number(distribution.p75_ns);
+  object["p90_ns"] = json_number(distribution.p90_ns);
+  object["p95_ns"] = json_number(distribution.p95_ns);
+  object["p99_ns"] = json_number(distribution.p99_ns);
+  object["p999_ns"] = json_number(distribution.p999_ns);
+  object["max_ns"] = distribution.max_ns;
+  object["stddev_ns"] = json_number(distribution.stddev_ns);
+}
+
+std::string TreePrefixes::next(size_t depth, uint32_t child_count) {
+  std::string prefix;
+  if (depth > 0 && depth <= remaining_children_.size()) {
+    uint32_t& siblings_left = remaining_children_[depth - 1];
+    if (siblings_left > 0) --siblings_left;
+    for (size_t level = 1; level < std::min(depth, kMaxDrawnDepth); ++level)
+      prefix += remaining_children_[level - 1] > 0 ? "│  " : "   ";
+    if (depth >= kMaxDrawnDepth) prefix += fmt::format("⋯ (depth {}) ", depth);
+    prefix += siblings_left == 0 ? "└─ " : "├─ ";
+  }
+  remaining_children_.resize(depth + 1);
+  remaining_children_[depth] = child_count;
+  return prefix;
+}
+
 void add_overhead_fields(Json& object, const analyze::OverheadSummary& overhead) {
   object["traced_ns"] = overhead.traced_ns;
   object["overhead_ns"] = overhead.overhead_ns;

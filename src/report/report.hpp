@@ -8,6 +8,13 @@
 //                   of the parent (HiQ's tree), box-drawn.
 //   render_table    per span name: count, total, self, mean, p99, share of traced time,
 //                   sortable and limited.
+//   render_merged_tree   the aggregated call tree: one node per code path with its call
+//                        count and percentiles (a thousand inferences, one tree).
+//   render_breakdown     per-inference phases of the span named options.breakdown_span,
+//                        with a percentile table per phase and inferences per second.
+//   render_operators     the operator table (count, total, self, share, mean, percentiles).
+//   render_critical_path where the end-to-end time goes along the critical path.
+//   render_comparison    an A/B comparison (opsight compare): per name and per code path.
 //
 // Every text report opens with one header line (source, slice count, time span) and ends
 // with the tracer's own overhead and the events it dropped, always (HiQ's "transparent"
@@ -27,7 +34,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "analyze/compare.hpp"
 #include "analyze/statistics.hpp"
 #include "trace/trace.hpp"
 
@@ -44,6 +53,13 @@ struct ReportOptions {
   size_t limit = 0;         // rows of the summary and the table; 0 = all
   size_t max_roots = 20;    // roots shown by the tree; 0 = all
   std::string source_name;  // the file name shown in headers ("trace" when empty)
+  // render_breakdown: the span that marks one inference, and whether phases are its
+  // children's names (default) or their categories.
+  std::string breakdown_span;
+  bool breakdown_by_category = false;
+  // render_operators: the categories counted as operators (empty: "operator",
+  // "gpu_kernel").
+  std::vector<std::string> operator_categories;
 };
 
 // nullopt for a valid sort key, otherwise an error message naming the valid keys.
@@ -52,6 +68,17 @@ std::optional<std::string> validate_sort_key(std::string_view key);
 std::string render_summary(const trace::Trace& trace, const ReportOptions& options);
 std::string render_tree(const trace::Trace& trace, const ReportOptions& options);
 std::string render_table(const trace::Trace& trace, const ReportOptions& options);
+std::string render_merged_tree(const trace::Trace& trace, const ReportOptions& options);
+std::string render_breakdown(const trace::Trace& trace, const ReportOptions& options);
+std::string render_operators(const trace::Trace& trace, const ReportOptions& options);
+std::string render_critical_path(const trace::Trace& trace, const ReportOptions& options);
+
+// opsight compare: `a_label`/`b_label` name the two sides ("run 12 (nightly)", a file);
+// regressions at or above `fail_threshold` (a fraction; negative: none asked for) are
+// listed at the end. options.limit bounds the rows of each table.
+std::string render_comparison(const analyze::Comparison& comparison, std::string_view a_label,
+                              std::string_view b_label, double fail_threshold,
+                              const ReportOptions& options);
 
 // ---- Formatting used by the text reports (also useful to other front ends) ------------
 

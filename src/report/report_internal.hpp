@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analyze/distribution.hpp"
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "trace/trace.hpp"
@@ -56,6 +57,22 @@ std::string dump_json(const Json& value);
 // Orders name statistics by a sort key (see ReportOptions::sort); ties by name.
 void sort_name_statistics(std::vector<analyze::NameStatistics>& names, const trace::Trace& trace,
                           std::string_view key);
+
+// The fields of a distribution: count, total_ns, min_ns, mean_ns, p50_ns, p75_ns, p90_ns,
+// p95_ns, p99_ns, p999_ns, max_ns, stddev_ns.
+void add_distribution_fields(Json& object, const analyze::Distribution& distribution);
+
+// Builds the "├─ " / "│  " prefixes of a pre-order sequence of tree nodes, given each
+// node's depth and number of children. Past kMaxDrawnDepth levels the rest is summed up as
+// "⋯ (depth N)" so that lines of a broken, thousands-deep trace stay short.
+class TreePrefixes {
+ public:
+  static constexpr size_t kMaxDrawnDepth = 48;
+  std::string next(size_t depth, uint32_t child_count);
+
+ private:
+  std::vector<uint32_t> remaining_children_;  // per depth: children still to be drawn
+};
 
 // Runs a renderer, turning any exception into a one-line message (nothing escapes).
 template <typename Renderer>

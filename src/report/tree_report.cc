@@ -25,34 +25,6 @@ ShownRoots shown_roots(const analyze::CallForest& forest, size_t max_roots) {
   return {roots.first(max_roots), roots.size() - max_roots};
 }
 
-// Builds the "├─ " / "│  " prefixes of a pre-order node sequence. remaining_children[k]
-// counts the children of the current ancestor at depth k still to be drawn.
-class TreePrefixes {
- public:
-  static constexpr size_t kMaxDrawnDepth = 48;
-
-  std::string next(const analyze::CallTreeNode& node) {
-    std::string prefix;
-    const size_t depth = node.depth;
-    if (depth > 0 && depth <= remaining_children_.size()) {
-      uint32_t& siblings_left = remaining_children_[depth - 1];
-      if (siblings_left > 0) --siblings_left;
-      // Deep chains (thousands of levels in a broken trace) would make every line as long
-      // as its depth: past kMaxDrawnDepth levels the rest is summed up as "⋯ (depth N)".
-      for (size_t level = 1; level < std::min(depth, kMaxDrawnDepth); ++level)
-        prefix += remaining_children_[level - 1] > 0 ? "│  " : "   ";
-      if (depth >= kMaxDrawnDepth) prefix += fmt::format("⋯ (depth {}) ", depth);
-      prefix += siblings_left == 0 ? "└─ " : "├─ ";
-    }
-    remaining_children_.resize(depth + 1);
-    remaining_children_[depth] = node.child_count;
-    return prefix;
-  }
-
- private:
-  std::vector<uint32_t> remaining_children_;
-};
-
 std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
   std::string out = format_header_line("tree", trace, options) + "\n";
   analyze::CallForest forest = analyze::CallForest::build(trace);
@@ -66,9 +38,9 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
         {Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight});
     table.add_row({"span", "duration", "of parent", "start", "end"});
     for (trace::RowIndex root : roots.rows) {
-      TreePrefixes prefixes;
+      internal::TreePrefixes prefixes;
       for (const analyze::CallTreeNode& node : forest.flatten(trace, root)) {
-        std::string label = prefixes.next(node);
+        std::string label = prefixes.next(node.depth, node.child_count);
         label += internal::truncate_to_width(trace.str(trace.slices.name[node.row]),
                                              internal::kMaxNameWidth);
         trace::TrackId track = trace.slices.track[node.row];

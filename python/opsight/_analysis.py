@@ -1,0 +1,197 @@
+"""Analyses of a recorded trace, as data, DataFrames and printed reports.
+
+:class:`TraceAnalyses` is shared by :class:`opsight.Profile` (what a ``with
+opsight.profile()`` block recorded) and :class:`opsight.TraceFile` (a trace file or a run of
+the store, from :func:`opsight.load`). Every method computes in the C++ core; the data
+methods return exactly the JSON of the matching ``opsight report`` view, so a number seen in
+Python is the number the CLI prints.
+
+``opsight.compare(a, b)`` compares two traces (files, runs, profiles) as ``opsight compare``
+does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import IO, Any, Sequence
+
+from . import _native
+
+_PERCENTILE_COLUMNS = ["count", "total_ns", "min_ns", "mean_ns", "p50_ns", "p75_ns", "p90_ns",
+                       "p95_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns"]
+
+
+def _pandas() -> Any:
+    try:
+        import pandas
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ImportError("opsight: DataFrames need pandas (pip install pandas)") from error
+    return pandas
+
+
+class TraceAnalyses:
+    """Analyses over ``self.trace`` (an ``opsight._native.Trace``)."""
+
+    trace: Any
+
+    def _render(self, view: str, format: str, **options: Any) -> str:
+        return self.trace.render(
+            view, format, options.get("sort", "total"), options.get("limit", 0),
+            options.get("max_roots", 20), options.get("span", ""),
+            options.get("by_category", False), list(options.get("categories") or []))
+
+    def _data(self, view: str, **options: Any) -> Any:
+        return json.loads(self._render(view, "json", **options))
+
+    def _print(self, view: str, file: IO[str] | None, **options: Any) -> None:
+        print(self._render(view, "text", **options), end="", file=file or sys.stdout)
+
+    # ---- merged call tree ---------------------------------------------------------------
+    def merged_tree(self) -> list[dict[str, Any]]:
+        """The aggregated call tree (``opsight report --merged-tree``): one node per code
+        path in depth-first order, each with ``name``, ``depth``, ``parent`` (index),
+        ``count``, ``calls_per_parent_call``, ``total_ns``, ``self_ns``,
+        ``share_of_parent`` and duration percentiles (ns)."""
+        return self._data("merged_tree", max_roots=0)["nodes"]
+
+    def merged_tree_dataframe(self) -> Any:
+        """:meth:`merged_tree` as a DataFrame, with a ``path`` column ("main / infer")."""
+        nodes = self.merged_tree()
+        paths: list[str] = []
+        for node in nodes:
+            parent = node["parent"]
+            paths.append(node["name"] if parent is None else f"{paths[parent]} / {node['name']}")
+        frame = _pandas().DataFrame(nodes)
+        frame.insert(0, "path", paths)
+        return frame
+
+    def print_merged_tree(self, *, max_roots: int = 20, file: IO[str] | None = None) -> None:
+        self._print("merged_tree", file, max_roots=max_roots)
+
+    # ---- per-inference breakdown --------------------------------------------------------
+    def breakdown(self, span: str, *, by: str = "name") -> dict[str, Any]:
+        """Splits every span named ``span`` (one inference) into phases, its children
+        grouped by ``by`` ("name" or "category"), plus ``(uncovered)`` time; per phase the
+        mean, min, p50, p75, p90, p95, p99 and max over the inferences (ns), and
+        ``inferences_per_second`` (``opsight report --breakdown SPAN``)."""
+        if by not in ("name", "category"):
+            raise ValueError(f"breakdown: by={by!r}, expected 'name' or 'category'")
+        return self._data("breakdown", span=span, by_category=by == "category")
+
+    def breakdown_dataframe(self, span: str, *, by: str = "name") -> Any:
+        """:meth:`breakdown` as a DataFrame: one row per phase, then the ``(total)`` row."""
+        data = self.breakdown(span, by=by)
+        rows = [dict(phase) for phase in data["phases"]]
+        if data["inference_count"]:
+            rows.append({"phase": "(total)", "uncovered": False,
+                         "present_in": data["inference_count"], "share_of_mean": 1.0,
+                         **data["total"]})
+        return _pandas().DataFrame(rows).set_index("phase") if rows else _pandas().DataFrame()
+
+    def print_breakdown(self, span: str, *, by: str = "name", file: IO[str] | None = None) -> None:
+        if by not in ("name", "category"):
+            raise ValueError(f"print_breakdown: by={by!r}, expected 'name' or 'category'")
+        self._print("breakdown", file, span=span, by_category=by == "category")
+
+    # ---- operators ----------------------------------------------------------------------
+    def operators(self, categories: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """The operator table (``opsight report --ops``): per operator (torch ``aten::*``,
+        ONNX Runtime nodes by ``op_name``, GPU kernels), count, total, self, share of all
+        operator self time, and duration percentiles (ns)."""
+        return self._data("operators", categories=categories)["operators"]
+
+    def operators_dataframe(self, categories: Sequence[str] | None = None) -> Any:
+        rows = self.operators(categories)
+        frame = _pandas().DataFrame(rows)
+        return frame.set_index("name") if rows else frame
+
+    def print_operators(self, categories: Sequence[str] | None = None, *, limit: int = 0,
+                        file: IO[str] | None = None) -> None:
+        self._print("operators", file, categories=categories, limit=limit)
+
+    # ---- critical path ------------------------------------------------------------------
+    def critical_path(self) -> dict[str, Any]:
+        """The chain of root spans that sets the end-to-end time, and the time on it per
+        span name (``opsight report --critical-path``)."""
+        return self._data("critical_path")
+
+    def print_critical_path(self, *, limit: int = 0, file: IO[str] | None = None) -> None:
+        self._print("critical_path", file, limit=limit)
+
+
+class TraceFile(TraceAnalyses):
+    """A trace read from a file (``.opsight``, Chrome JSON, PyTorch profiler, ONNX Runtime)
+    or from the run store; see :func:`load`."""
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+
+    @property
+    def damage(self) -> str | None:
+        """Where the file was damaged (it was read up to there), or None."""
+        return self.trace.damage
+
+    def summary(self, sort: str = "total") -> list[dict[str, Any]]:
+        return json.loads(self.trace.render("summary", "json", sort))
+
+    def report(self, view: str = "summary", format: str = "text", **options: Any) -> str:
+        return self._render(view, format, **options)
+
+    def print_summary(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
+        self._print("summary", file, sort=sort, limit=limit)
+
+    def print_tree(self, *, max_roots: int = 20, file: IO[str] | None = None) -> None:
+        self._print("tree", file, max_roots=max_roots)
+
+    def dataframe(self) -> Any:
+        from ._profile import spans_dataframe
+        return spans_dataframe(self.trace)
+
+
+def _load_native(source: Any, store: str | os.PathLike | None) -> Any:
+    trace = getattr(source, "trace", None)
+    if trace is not None and not isinstance(source, (str, os.PathLike)):
+        return trace
+    text = os.fspath(source) if isinstance(source, os.PathLike) else source
+    if isinstance(source, int):
+        text = str(source)
+    if not isinstance(text, str):
+        raise TypeError(f"opsight: cannot read a trace from {source!r}")
+    if os.path.exists(text):
+        return _native.read_trace(text)
+    try:
+        return _native.load_run(text, os.fspath(store) if store else "")
+    except ValueError as error:
+        raise ValueError(f"{text}: no such file, and {error}") from None
+
+
+def load(source: str | os.PathLike | int, *, store: str | os.PathLike | None = None) -> TraceFile:
+    """Reads a trace file, or a run of the store by reference (an id, ``"latest"``,
+    ``"latest~1"``, a uuid prefix, a name): ``opsight.load("latest").print_summary()``."""
+    return TraceFile(_load_native(source, store))
+
+
+def compare(a: Any, b: Any, *, alpha: float = 0.01, min_change: float = 0.02,
+            min_samples: int = 5, fail_threshold: float | None = None,
+            store: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Compares two traces as ``opsight compare A B`` does: per span name and per code path,
+    A's and B's distributions, the median ratio, the Mann-Whitney U test (Holm-adjusted)
+    and a verdict ("same", "slower", "faster", "too few samples", "only in A", "only in
+    B"). ``a`` and ``b`` are files, runs of the store, profiles or :class:`TraceFile` s.
+    With ``fail_threshold=0.05`` the result's ``regressions`` lists the names slower by
+    at least 5%."""
+    return json.loads(_native.compare(
+        _load_native(a, store), _load_native(b, store), alpha, min_change, min_samples,
+        -1.0 if fail_threshold is None else fail_threshold, "json"))
+
+
+def compare_report(a: Any, b: Any, *, format: str = "text", alpha: float = 0.01,
+                   min_change: float = 0.02, min_samples: int = 5,
+                   fail_threshold: float | None = None,
+                   store: str | os.PathLike | None = None) -> str:
+    """The text (or ``format="csv"``/``"json"``) of ``opsight compare A B``."""
+    return _native.compare(
+        _load_native(a, store), _load_native(b, store), alpha, min_change, min_samples,
+        -1.0 if fail_threshold is None else fail_threshold, format)

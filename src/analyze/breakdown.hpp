@@ -1,0 +1,55 @@
+// Per-inference breakdown (Qualcomm's system-level split, the Furiosa profiler's
+// inference view): given the name of the span that marks one inference, every such span
+// is split into phases, the time of its direct children grouped by child name (or by
+// child category), plus the time no child covers. Each phase gets a distribution over the
+// inferences (mean, min, p50, p75, p90, p95, p99, max), and the whole gets inferences per
+// second.
+//
+// Definitions (docs/reports.md repeats them):
+//   - an inference contributes 0 to a phase it does not have, so that for the means
+//     sum(phase means) + uncovered mean == total mean exactly; `present_in` counts the
+//     inferences that had the phase;
+//   - uncovered = the inference's duration minus its children's durations, never negative
+//     (children nest inside their parent and do not overlap after Trace::finalize(); the
+//     Furiosa profiler prints an unsigned underflow here);
+//   - inferences per second = count / (last inference end - first inference start);
+//     for inferences run back to back it is 1 / mean latency.
+//
+// Thread-safety: pure functions over a finalized trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analyze/distribution.hpp"
+#include "trace/trace.hpp"
+
+namespace opsight::analyze {
+
+enum class PhaseGrouping { kChildName, kChildCategory };
+
+struct BreakdownPhase {
+  std::string name;  // child name or category; "(uncovered)" for the time no child covers
+  bool uncovered = false;
+  uint64_t present_in = 0;      // inferences with at least one such child
+  uint64_t slices = 0;          // children counted into the phase (several per inference allowed)
+  Distribution per_inference;   // one value per inference (0 where absent)
+  double share_of_total = 0.0;  // phase mean / total mean
+};
+
+struct Breakdown {
+  std::string span_name;
+  uint64_t inference_count = 0;
+  Distribution total;                  // the inference spans' durations
+  std::vector<BreakdownPhase> phases;  // in order of first appearance, uncovered last
+  double inferences_per_second = 0.0;
+  int64_t wall_ns = 0;  // first inference start to last inference end
+};
+
+// The breakdown of every slice named `span_name`. inference_count is 0 if there is none.
+Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
+                            PhaseGrouping grouping = PhaseGrouping::kChildName);
+
+}  // namespace opsight::analyze

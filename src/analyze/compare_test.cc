@@ -1,0 +1,133 @@
+#include "analyze/compare.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace opsight::analyze {
+namespace {
+
+TEST(MannWhitney, SeparatedSamples) {
+  std::vector<int64_t> a = {1, 2, 3, 4, 5}, b = {6, 7, 8, 9, 10};
+  MannWhitneyResult result = mann_whitney_u(a, b);
+  EXPECT_DOUBLE_EQ(result.u_a, 0.0);
+  EXPECT_DOUBLE_EQ(result.probability_b_greater, 1.0);
+  // scipy.stats.mannwhitneyu(a, b, method="asymptotic") gives p = 0.01219.
+  EXPECT_NEAR(result.p_value, 0.0121858, 1e-6);
+}
+
+TEST(MannWhitney, TiesShareTheirMeanRank) {
+  // Ranks: 1 -> 1, the three 2s -> 3, the three 3s -> 6, 4 -> 8, 5 -> 9, 6 -> 10, 7 -> 11.
+  // A's rank sum 1+3+3+6+9 = 22, so U_A = 22 - 5*6/2 = 7.
+  std::vector<int64_t> a = {1, 2, 2, 3, 5}, b = {2, 3, 3, 4, 6, 7};
+  MannWhitneyResult result = mann_whitney_u(a, b);
+  EXPECT_DOUBLE_EQ(result.u_a, 7.0);
+  EXPECT_DOUBLE_EQ(result.probability_b_greater, (30.0 - 7.0) / 30.0);
+  EXPECT_GT(result.p_value, 0.1);
+  EXPECT_LT(result.p_value, 0.2);
+}
+
+TEST(MannWhitney, AllEqualOrEmpty) {
+  std::vector<int64_t> same = {5, 5, 5}, empty;
+  EXPECT_DOUBLE_EQ(mann_whitney_u(same, same).p_value, 1.0);
+  EXPECT_DOUBLE_EQ(mann_whitney_u(same, empty).p_value, 1.0);
+}
+
+TEST(Holm, StepDownAdjustment) {
+  std::vector<double> p = {0.01, 0.04, 0.03, 0.005};
+  std::vector<double> adjusted = holm_adjust(p);
+  // Sorted: 0.005*4 = 0.02, 0.01*3 = 0.03, 0.03*2 = 0.06, 0.04*1 = 0.04 -> max so far 0.06.
+  EXPECT_DOUBLE_EQ(adjusted[3], 0.02);
+  EXPECT_DOUBLE_EQ(adjusted[0], 0.03);
+  EXPECT_DOUBLE_EQ(adjusted[2], 0.06);
+  EXPECT_DOUBLE_EQ(adjusted[1], 0.06);
+}
+
+// One "main" per trace calling `calls` times f and g; f's durations scaled by f_scale.
+// Durations carry deterministic noise of +-5% (a different seed per trace).
+trace::Trace program_trace(double f_scale, uint64_t seed, bool with_h) {
+  trace::Trace trace;
+  trace::TrackId track = trace.thread_track(1, 1);
+  const trace::StringId main = trace.intern("main"), f = trace.intern("f"), g = trace.intern("g"),
+                        h = trace.intern("h");
+  uint64_t state = seed;
+  auto noisy = [&state](double base) {
+    state = trace::mix64(state);
+    double noise = static_cast<double>(state % 1000) / 1000.0 * 0.1 - 0.05;
+    return static_cast<int64_t>(base * (1.0 + noise));
+  };
+  constexpr int kCalls = 60;
+  std::vector<std::pair<trace::StringId, int64_t>> calls;
+  int64_t cursor = 10;
+  trace::RowIndex main_row = trace.slices.add(0, 0, main, 0, track);
+  for (int i = 0; i < kCalls; ++i) {
+    int64_t f_ns = noisy(10000 * f_scale), g_ns = noisy(5000);
+    trace.slices.add(cursor, f_ns, f, 0, track);
+    cursor += f_ns + 10;
+    trace.slices.add(cursor, g_ns, g, 0, track);
+    cursor += g_ns + 10;
+    if (with_h) {
+      trace.slices.add(cursor, 100, h, 0, track);
+      cursor += 110;
+    }
+  }
+  trace.slices.dur[main_row] = cursor + 10;
+  trace.finalize();
+  return trace;
+}
+
+const ComparedRow* find_row(const std::vector<ComparedRow>& rows, std::string_view name) {
+  for (const ComparedRow& row : rows)
+    if (row.name == name) return &row;
+  return nullptr;
+}
+
+TEST(CompareTraces, FlagsAPlantedSlowdownAndNothingElse) {
+  trace::Trace a = program_trace(1.0, 1, false);
+  trace::Trace b = program_trace(1.2, 2, true);
+  Comparison comparison = compare_traces(a, b);
+  const ComparedRow* f = find_row(comparison.names, "f");
+  const ComparedRow* g = find_row(comparison.names, "g");
+  const ComparedRow* h = find_row(comparison.names, "h");
+  const ComparedRow* main = find_row(comparison.names, "main");
+  ASSERT_TRUE(f && g && h && main);
+  EXPECT_EQ(f->verdict, Verdict::kSlower);
+  EXPECT_NEAR(f->median_ratio, 1.2, 0.05);
+  EXPECT_LT(f->adjusted_p_value, 1e-6);
+  EXPECT_GT(f->probability_b_greater, 0.99);
+  EXPECT_EQ(g->verdict, Verdict::kSame);
+  EXPECT_EQ(h->verdict, Verdict::kOnlyInB);
+  EXPECT_EQ(main->verdict, Verdict::kTooFewSamples);
+  EXPECT_GT(main->median_ratio, 1.0);
+  std::vector<const ComparedRow*> found = regressions(comparison, 0.05);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0]->name, "f");
+  EXPECT_TRUE(regressions(comparison, 0.25).empty());  // 20% is below a 25% threshold
+
+  // The tree: main, then f and g (A's order), then h (only in B), all under main.
+  ASSERT_EQ(comparison.tree.size(), 4u);
+  EXPECT_EQ(comparison.tree[0].name, "main");
+  EXPECT_EQ(comparison.tree[1].name, "f");
+  EXPECT_EQ(comparison.tree[1].depth, 1u);
+  EXPECT_EQ(comparison.tree[1].parent, 0u);
+  EXPECT_EQ(comparison.tree[1].verdict, Verdict::kSlower);
+  EXPECT_EQ(comparison.tree[2].verdict, Verdict::kSame);
+  EXPECT_EQ(comparison.tree[3].name, "h");
+  EXPECT_EQ(comparison.tree[3].verdict, Verdict::kOnlyInB);
+}
+
+TEST(CompareTraces, TwoRunsOfTheSameCodeStayQuiet) {
+  // Different noise, same code: no verdict may say slower or faster.
+  for (uint64_t seed = 10; seed < 30; seed += 2) {
+    Comparison comparison =
+        compare_traces(program_trace(1.0, seed, false), program_trace(1.0, seed + 1, false));
+    for (const ComparedRow& row : comparison.names)
+      EXPECT_TRUE(row.verdict == Verdict::kSame || row.verdict == Verdict::kTooFewSamples)
+          << row.name << " " << verdict_name(row.verdict);
+    EXPECT_TRUE(regressions(comparison, 0.0).empty());
+  }
+}
+
+}  // namespace
+}  // namespace opsight::analyze

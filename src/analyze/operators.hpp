@@ -1,0 +1,47 @@
+// Operator tables (the Furiosa profiler's print_npu_operators, Qualcomm's opstats): per
+// operator, how often it ran, how long in total and on average, and its share of all
+// operator time.
+//
+// An operator is a slice whose category is one of `categories` (by default the canonical
+// "operator" and "gpu_kernel" of src/trace/categories.hpp, which the importers map
+// PyTorch's cpu_op/kernel and ONNX Runtime's Node events to). Its row is named by its
+// `op_name` argument when it has one (ONNX Runtime names nodes "/0/Gemm_kernel_time" and
+// says op_name "Gemm"), otherwise by its own name (PyTorch's "aten::addmm").
+//
+// Operators nest (aten::linear calls aten::addmm), so the table carries both inclusive and
+// self time; shares are of self time, so they add up to 100% over the table.
+//
+// Thread-safety: pure functions over a finalized trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "analyze/distribution.hpp"
+#include "trace/trace.hpp"
+
+namespace opsight::analyze {
+
+struct OperatorRow {
+  std::string name;
+  std::string category;   // of its first slice
+  Distribution duration;  // inclusive durations
+  int64_t self_ns = 0;
+  double share = 0.0;  // self_ns / all operators' self time
+};
+
+struct OperatorTable {
+  std::vector<OperatorRow> rows;  // by self time, descending; ties by name
+  int64_t total_self_ns = 0;
+  uint64_t operator_slices = 0;
+  std::vector<std::string> categories;  // what was counted as an operator
+};
+
+// The default categories: "operator", "gpu_kernel".
+std::vector<std::string> default_operator_categories();
+
+OperatorTable compute_operator_table(const trace::Trace& trace,
+                                     const std::vector<std::string>& categories);
+
+}  // namespace opsight::analyze

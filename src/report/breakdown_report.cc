@@ -1,0 +1,134 @@
+// The per-inference breakdown (Qualcomm's system-level split): one row per phase of the
+// span that marks an inference, with mean, min, p50, p75, p90, p95, p99 and max over the
+// inferences, the share of the mean inference, and inferences per second.
+#include <fmt/format.h>
+
+#include "analyze/breakdown.hpp"
+#include "report/report.hpp"
+#include "report/report_internal.hpp"
+
+namespace opsight::report {
+
+namespace {
+
+using internal::Json;
+
+std::vector<std::string> percentile_cells(const analyze::Distribution& distribution) {
+  return {format_duration(distribution.mean_ns),
+          format_duration(static_cast<double>(distribution.min_ns)),
+          format_duration(distribution.p50_ns),
+          format_duration(distribution.p75_ns),
+          format_duration(distribution.p90_ns),
+          format_duration(distribution.p95_ns),
+          format_duration(distribution.p99_ns),
+          format_duration(static_cast<double>(distribution.max_ns))};
+}
+
+std::string breakdown_text(const trace::Trace& trace, const ReportOptions& options,
+                           const analyze::Breakdown& breakdown) {
+  std::string out = format_header_line("breakdown", trace, options) + "\n";
+  if (breakdown.inference_count == 0) {
+    out +=
+        fmt::format("no span named '{}' in this trace (see opsight report --summary for names)\n",
+                    breakdown.span_name);
+    out += format_overhead_line(analyze::summarize_overhead(trace)) + "\n";
+    return out;
+  }
+  out += fmt::format("{} inference{} of '{}', {:.1f} inferences/s over {}; phases by child {}\n",
+                     breakdown.inference_count, breakdown.inference_count == 1 ? "" : "s",
+                     breakdown.span_name, breakdown.inferences_per_second,
+                     format_duration(static_cast<double>(breakdown.wall_ns)),
+                     options.breakdown_by_category ? "category" : "name");
+  using Align = internal::TextTable::Align;
+  std::vector<Align> alignments(11, Align::kRight);
+  alignments[0] = Align::kLeft;
+  internal::TextTable table(std::move(alignments));
+  table.add_row(
+      {"phase", "in", "mean", "min", "p50", "p75", "p90", "p95", "p99", "max", "of mean"});
+  auto add = [&table](std::string name, uint64_t present_in, const analyze::Distribution& values,
+                      double share) {
+    std::vector<std::string> cells = {std::move(name), fmt::format("{}", present_in)};
+    for (std::string& cell : percentile_cells(values)) cells.push_back(std::move(cell));
+    cells.push_back(format_share(share));
+    table.add_row(std::move(cells));
+  };
+  for (const analyze::BreakdownPhase& phase : breakdown.phases)
+    add(internal::truncate_to_width(phase.name, internal::kMaxNameWidth), phase.present_in,
+        phase.per_inference, phase.share_of_total);
+  add("total (" + internal::truncate_to_width(breakdown.span_name, internal::kMaxNameWidth) + ")",
+      breakdown.inference_count, breakdown.total, 1.0);
+  table.render(out);
+  out +=
+      "each phase: its time per inference (0 where an inference lacks it); the means add up "
+      "to the total's\n";
+  out += format_overhead_line(analyze::summarize_overhead(trace)) + "\n";
+  return out;
+}
+
+std::string breakdown_json(const trace::Trace& trace, const ReportOptions& options,
+                           const analyze::Breakdown& breakdown) {
+  Json document = Json::object();
+  document["source"] = options.source_name;
+  document["span"] = breakdown.span_name;
+  document["grouping"] = options.breakdown_by_category ? "category" : "name";
+  document["inference_count"] = breakdown.inference_count;
+  document["inferences_per_second"] = breakdown.inferences_per_second;
+  document["wall_ns"] = breakdown.wall_ns;
+  Json total = Json::object();
+  internal::add_distribution_fields(total, breakdown.total);
+  document["total"] = std::move(total);
+  Json phases = Json::array();
+  for (const analyze::BreakdownPhase& phase : breakdown.phases) {
+    Json entry = Json::object();
+    entry["phase"] = phase.name;
+    entry["uncovered"] = phase.uncovered;
+    entry["present_in"] = phase.present_in;
+    entry["slices"] = phase.slices;
+    entry["share_of_mean"] = phase.share_of_total;
+    internal::add_distribution_fields(entry, phase.per_inference);
+    phases.push_back(std::move(entry));
+  }
+  document["phases"] = std::move(phases);
+  internal::add_overhead_fields(document, analyze::summarize_overhead(trace));
+  return internal::dump_json(document);
+}
+
+std::string breakdown_csv(const analyze::Breakdown& breakdown) {
+  std::string out =
+      "phase,present_in,mean_ns,min_ns,p50_ns,p75_ns,p90_ns,p95_ns,p99_ns,max_ns,share_of_mean\r\n";
+  auto add = [&out](std::string_view name, uint64_t present_in, const analyze::Distribution& d,
+                    double share) {
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{}\r\n", csv_field(name), present_in,
+                       internal::csv_number(d.mean_ns), d.min_ns, internal::csv_number(d.p50_ns),
+                       internal::csv_number(d.p75_ns), internal::csv_number(d.p90_ns),
+                       internal::csv_number(d.p95_ns), internal::csv_number(d.p99_ns), d.max_ns,
+                       internal::csv_double(share));
+  };
+  for (const analyze::BreakdownPhase& phase : breakdown.phases)
+    add(phase.name, phase.present_in, phase.per_inference, phase.share_of_total);
+  if (breakdown.inference_count > 0)
+    add("(total)", breakdown.inference_count, breakdown.total, 1.0);
+  return out;
+}
+
+}  // namespace
+
+std::string render_breakdown(const trace::Trace& trace, const ReportOptions& options) {
+  return internal::render_guarded([&] {
+    analyze::Breakdown breakdown = analyze::compute_breakdown(
+        trace, options.breakdown_span,
+        options.breakdown_by_category ? analyze::PhaseGrouping::kChildCategory
+                                      : analyze::PhaseGrouping::kChildName);
+    switch (options.format) {
+      case OutputFormat::kJson:
+        return breakdown_json(trace, options, breakdown);
+      case OutputFormat::kCsv:
+        return breakdown_csv(breakdown);
+      case OutputFormat::kText:
+        break;
+    }
+    return breakdown_text(trace, options, breakdown);
+  });
+}
+
+}  // namespace opsight::report
