@@ -251,9 +251,16 @@ OverheadSummary summarize_overhead(const trace::Trace& trace) {
   // The run's total counts every thread's drops (the native footer); the tracks break the
   // same drops down, so they are a fallback, never added to it.
   summary.events_dropped = trace.run.events_dropped != 0 ? trace.run.events_dropped : track_drops;
+  // A foreign trace (Chrome JSON, PyTorch profiler, ONNX Runtime) says nothing about a
+  // tracer's cost, even once converted to .opsight or stored as a run: the native reader
+  // then counts the events it read, which must not make a cost of 0 look measured.
+  // (the native reader keeps the original format under RunInfo::extra "converted_from").
+  bool foreign = !trace.run.source_format.empty() && trace.run.source_format != "opsight";
+  for (const auto& [key, value] : trace.run.extra)
+    if (key == "converted_from" && !value.empty() && value != "opsight") foreign = true;
   summary.overhead_known = summary.overhead_ns != 0 || summary.events_dropped != 0 ||
-                           track_events != 0 || !trace.run.opsight_version.empty() ||
-                           trace.run.source_format == "opsight";
+                           (!foreign && (track_events != 0 || !trace.run.opsight_version.empty() ||
+                                         trace.run.source_format == "opsight"));
   summary.traced_ns = traced_time_ns(trace);
   summary.share = summary.traced_ns > 0 ? static_cast<double>(summary.overhead_ns) /
                                               static_cast<double>(summary.traced_ns)

@@ -209,5 +209,18 @@ TEST(Overhead, ForeignTraceWithoutOverheadIsUnknown) {
   EXPECT_TRUE(summarize_overhead(trace).overhead_known);
 }
 
+TEST(Overhead, ForeignTraceReadBackFromNativeStaysUnknown) {
+  // An ONNX Runtime profile converted to .opsight (or stored as a run): the native reader
+  // counts the events it read per track, and writes its own version.
+  trace::Trace trace = nested_trace();
+  trace.run.source_format = "opsight";
+  trace.run.extra.emplace_back("converted_from", "onnxruntime");
+  trace.run.opsight_version = "0.1.0";
+  trace.tracks[0].events_recorded = 6;
+  EXPECT_FALSE(summarize_overhead(trace).overhead_known);
+  trace.tracks[0].overhead_ns = 3;  // a cost that was really measured is shown
+  EXPECT_TRUE(summarize_overhead(trace).overhead_known);
+}
+
 }  // namespace
 }  // namespace opsight::analyze
