@@ -1,8 +1,11 @@
 // Reader of the Chrome Trace Event Format (the JSON that chrome://tracing, Perfetto UI,
 // the PyTorch profiler (Kineto), ONNX Runtime and opsight's own writer produce).
 //
-// The whole input is parsed once with simdjson's DOM parser, then the event array is
-// walked once and each event is turned into rows of the trace tables:
+// The event array is cut into windows of about 1 MiB of whole events (a vectorised scan
+// of quotes and brackets, chrome_json_repair.cc), each window is parsed with simdjson's
+// DOM parser (validating it entirely) and its events are turned into rows of the trace
+// tables; on a machine with two cores the windows are parsed on a helper thread while the
+// calling thread builds the rows of the previous ones:
 //   X          -> a slice (ts, dur)               B/E -> a slice, paired per thread on a stack
 //   i/I        -> an instant                      C   -> one counter sample per numeric arg
 //   M          -> process / thread names          anything else -> counted and skipped
@@ -18,25 +21,43 @@
 // Events that are malformed (not an object, no "ph", a non-numeric "ts") are skipped,
 // counted in run.extra, and the first one is described with its byte offset.
 //
-// Thread-safety: read_chrome_json is reentrant; it shares nothing between calls.
+// Files of the PyTorch profiler and ONNX Runtime are recognised (run.source_format) once
+// every event is read, and their categories are then mapped to the canonical ones of
+// trace/categories.hpp, the mapping recorded in run.extra["category_map"]
+// (docs/reports.md, "Foreign traces").
+//
+// Thread-safety: read_chrome_json is reentrant; it shares nothing between calls (each
+// calling thread keeps its own parsers, which a read's helper thread borrows).
 #include <simdjson.h>
+// xxHash compiled into this file (header-only mode): the intern cache hashes a short string
+// per name, category and argument key of every event, and a call into the shared library
+// cost more than the hash itself.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <charconv>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "io/chrome_json_repair.hpp"
 #include "io/io.hpp"
+#include "trace/categories.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::io {
@@ -103,22 +124,74 @@ std::optional<double> numeric_value(element value) {
   }
 }
 
-int hex_digit_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+// Value of each hex digit, -1 for any other byte.
+constexpr std::array<int8_t, 256> kHexDigitValues = [] {
+  std::array<int8_t, 256> values{};
+  values.fill(-1);
+  for (int digit = 0; digit < 10; ++digit) values['0' + digit] = static_cast<int8_t>(digit);
+  for (int digit = 0; digit < 6; ++digit) {
+    values['a' + digit] = static_cast<int8_t>(10 + digit);
+    values['A' + digit] = static_cast<int8_t>(10 + digit);
+  }
+  return values;
+}();
+
+// The value of 8 hex digits held in `chars` (the first digit in the lowest byte), checked
+// and converted 8 bytes at a time (SWAR); nullopt if any byte is not a hex digit.
+std::optional<uint32_t> parse_hex8(uint64_t chars) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHighBits = 0x8080808080808080ULL;
+  if ((chars & kHighBits) != 0) return std::nullopt;  // bytes >= 0x80 break the tricks below
+  // High bit of each byte set where low <= byte <= high (every byte below 0x80, so the
+  // additions never carry into the next byte).
+  auto in_range = [](uint64_t bytes, uint64_t low, uint64_t high) {
+    uint64_t at_least_low = bytes + (0x80 - low) * kOnes;
+    uint64_t above_high = bytes + (0x7F - high) * kOnes;
+    return at_least_low & ~above_high & kHighBits;
+  };
+  uint64_t digits = in_range(chars, '0', '9');
+  uint64_t letters = in_range(chars | (0x20 * kOnes), 'a', 'f');  // 'A'-'F' folded to 'a'-'f'
+  if ((digits | letters) != kHighBits) return std::nullopt;
+  uint64_t nibbles = (chars & (0x0F * kOnes)) + (letters >> 7) * 9;  // '0'->0, 'a'->10
+  // Gather the nibbles, first digit most significant: pairs, then quads, then all eight.
+  nibbles = ((nibbles & 0x000F000F000F000FULL) << 4) | ((nibbles & 0x0F000F000F000F00ULL) >> 8);
+  nibbles = ((nibbles & 0x000000FF000000FFULL) << 8) | ((nibbles & 0x00FF000000FF0000ULL) >> 16);
+  nibbles = ((nibbles & 0x000000000000FFFFULL) << 16) | ((nibbles & 0x0000FFFF00000000ULL) >> 32);
+  return static_cast<uint32_t>(nibbles);
 }
 
+// Span ids are 16 hex digits on every event of opsight's files: those are converted 8 at a
+// time; other lengths a table lookup per digit, with one check of the sign bits at the end.
 std::optional<uint64_t> parse_hex64(std::string_view text) {
+  if (text.size() == 16) {
+    uint64_t high_chars = 0;
+    uint64_t low_chars = 0;
+    std::memcpy(&high_chars, text.data(), 8);
+    std::memcpy(&low_chars, text.data() + 8, 8);
+    if constexpr (std::endian::native == std::endian::little) {
+      auto high = parse_hex8(high_chars);
+      auto low = parse_hex8(low_chars);
+      if (!high || !low) return std::nullopt;
+      return (static_cast<uint64_t>(*high) << 32) | *low;
+    }
+  }
   if (text.empty() || text.size() > 16) return std::nullopt;
   uint64_t value = 0;
+  int8_t invalid = 0;
   for (char c : text) {
-    int digit = hex_digit_value(c);
-    if (digit < 0) return std::nullopt;
-    value = (value << 4) | static_cast<uint64_t>(digit);
+    int8_t digit = kHexDigitValues[static_cast<uint8_t>(c)];
+    invalid = static_cast<int8_t>(invalid | digit);
+    value = (value << 4) | static_cast<uint64_t>(digit & 0xF);
   }
+  if (invalid < 0) return std::nullopt;
   return value;
+}
+
+// Whether `text` is `literal`: a comparison of known length, which compiles to a few
+// loads and compares instead of a call of memcmp.
+template <size_t N>
+bool equals_literal(std::string_view text, const char (&literal)[N]) {
+  return text.size() == N - 1 && std::memcmp(text.data(), literal, N - 1) == 0;
 }
 
 // end - start, never negative, saturating instead of overflowing on extreme input.
@@ -146,6 +219,112 @@ std::string scalar_to_string(element value) {
   }
 }
 
+// A growable byte buffer for compact JSON text, reused across values: appending a byte is
+// a capacity check and a store (std::string also writes a terminator every time).
+class TextBuffer {
+ public:
+  void clear() { size_ = 0; }
+  std::string_view view() const { return {bytes_.get(), size_}; }
+  void put(char c) {
+    if (size_ == capacity_) grow(size_ + 1);
+    bytes_[size_++] = c;
+  }
+  void put(std::string_view text) {
+    if (size_ + text.size() > capacity_) grow(size_ + text.size());
+    if (!text.empty()) std::memcpy(bytes_.get() + size_, text.data(), text.size());
+    size_ += text.size();
+  }
+
+ private:
+  void grow(size_t needed) {
+    size_t capacity = std::max<size_t>({needed, capacity_ * 2, 256});
+    auto bytes = std::make_unique<char[]>(capacity);
+    if (size_ > 0) std::memcpy(bytes.get(), bytes_.get(), size_);
+    bytes_ = std::move(bytes);
+    capacity_ = capacity;
+  }
+
+  std::unique_ptr<char[]> bytes_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+// A string as JSON, when it needs no escaping: printable ASCII without quotes or
+// backslashes. Returns false for anything else.
+bool append_plain_json_string(std::string_view text, TextBuffer& out) {
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte >= 0x7F || c == '"' || c == '\\') return false;
+  }
+  out.put('"');
+  out.put(text);
+  out.put('"');
+  return true;
+}
+
+// Appends `value` as compact JSON, byte for byte what simdjson::minify writes, into a
+// buffer the caller reuses: PyTorch puts nested arrays ("Input Dims", "Input Strides") in
+// the args of every operator, and minify's own string builder (a byte at a time, a fresh
+// allocation per value) was a quarter of the reader's time on such files. Handles
+// integers, booleans, null, strings that need no escaping, and arrays and objects of
+// those; returns false (with `out` partly written) at anything else (doubles, whose
+// shortest form is simdjson's to choose, and strings to escape): the caller then asks
+// simdjson::minify.
+bool append_compact_json(element value, TextBuffer& out) {
+  switch (value.type()) {
+    case element_type::ARRAY: {
+      simdjson::dom::array items = value.get_array().value_unsafe();
+      out.put('[');
+      bool first = true;
+      for (element item : items) {
+        if (!first) out.put(',');
+        first = false;
+        if (!append_compact_json(item, out)) return false;
+      }
+      out.put(']');
+      return true;
+    }
+    case element_type::OBJECT: {
+      simdjson::dom::object members = value.get_object().value_unsafe();
+      out.put('{');
+      bool first = true;
+      for (auto [key, item] : members) {
+        if (!first) out.put(',');
+        first = false;
+        if (!append_plain_json_string(key, out)) return false;
+        out.put(':');
+        if (!append_compact_json(item, out)) return false;
+      }
+      out.put('}');
+      return true;
+    }
+    case element_type::INT64: {
+      char digits[24];
+      auto written =
+          std::to_chars(digits, digits + sizeof digits, value.get_int64().value_unsafe());
+      out.put(std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
+      return true;
+    }
+    case element_type::UINT64: {
+      char digits[24];
+      auto written =
+          std::to_chars(digits, digits + sizeof digits, value.get_uint64().value_unsafe());
+      out.put(std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
+      return true;
+    }
+    case element_type::BOOL:
+      out.put(value.get_bool().value_unsafe() ? "true" : "false");
+      return true;
+    case element_type::NULL_VALUE:
+      out.put("null");
+      return true;
+    case element_type::STRING:
+      return append_plain_json_string(value.get_string().value_unsafe(), out);
+    default:
+      return false;
+  }
+}
+
 // The object behind an element of type OBJECT (a copy, so it outlives the temporary
 // simdjson_result that get_object() returns).
 simdjson::dom::object object_of(element value) {
@@ -158,7 +337,189 @@ bool is_scalar(element value) {
   return value.type() != element_type::ARRAY && value.type() != element_type::OBJECT;
 }
 
+// ---- Category mapping ----------------------------------------------------------------------
+
+// How a tool's own category maps to a canonical one (trace/categories.hpp). A rule with a
+// name pattern applies only to slices whose name matches it; the first rule that matches a
+// (category, name) pair wins, and a category no rule matches is kept as written.
+struct CategoryRule {
+  enum class NameMatch : uint8_t { kAny, kPrefix, kSuffix };
+  std::string_view source;
+  std::string_view canonical;
+  NameMatch match = NameMatch::kAny;
+  std::string_view pattern;  // for kPrefix / kSuffix
+};
+
+using Match = CategoryRule::NameMatch;
+
+// PyTorch profiler (Kineto) categories: the current names, plus the capitalised ones the
+// first Kineto releases (PyTorch 1.8) wrote.
+constexpr CategoryRule kPyTorchCategoryRules[] = {
+    {"cpu_op", trace::kCategoryOperator, Match::kAny, {}},
+    {"Operator", trace::kCategoryOperator, Match::kAny, {}},
+    {"kernel", trace::kCategoryGpuKernel, Match::kAny, {}},
+    {"Kernel", trace::kCategoryGpuKernel, Match::kAny, {}},
+    {"gpu_memcpy", trace::kCategoryGpuMemcpy, Match::kAny, {}},
+    {"Memcpy", trace::kCategoryGpuMemcpy, Match::kAny, {}},
+    {"gpu_memset", trace::kCategoryGpuMemset, Match::kAny, {}},
+    {"Memset", trace::kCategoryGpuMemset, Match::kAny, {}},
+    {"cuda_runtime", trace::kCategoryCudaRuntime, Match::kAny, {}},
+    {"cuda_driver", trace::kCategoryCudaRuntime, Match::kAny, {}},
+    {"Runtime", trace::kCategoryCudaRuntime, Match::kAny, {}},
+    {"python_function", trace::kCategoryModule, Match::kPrefix, "nn.Module: "},
+    {"python_function", trace::kCategoryPython, Match::kAny, {}},
+    {"user_annotation", trace::kCategoryAnnotation, Match::kAny, {}},
+    {"gpu_user_annotation", trace::kCategoryAnnotation, Match::kAny, {}},
+    {"Trace", trace::kCategoryProfiler, Match::kAny, {}},
+    {"overhead", trace::kCategoryProfiler, Match::kAny, {}},
+};
+
+// ONNX Runtime profile categories (its EventCategory: Session, Node, Kernel, Api). A Node
+// event that is neither a kernel's time nor a fence keeps its category.
+constexpr CategoryRule kOnnxRuntimeCategoryRules[] = {
+    {"Session", trace::kCategorySession, Match::kAny, {}},
+    {"Node", trace::kCategoryOperator, Match::kSuffix, "_kernel_time"},
+    {"Node", trace::kCategoryOperatorFence, Match::kSuffix, "_fence_before"},
+    {"Node", trace::kCategoryOperatorFence, Match::kSuffix, "_fence_after"},
+    {"Kernel", trace::kCategoryGpuKernel, Match::kAny, {}},
+    {"Api", trace::kCategoryCudaRuntime, Match::kAny, {}},
+};
+
+bool rule_matches_name(const CategoryRule& rule, std::string_view name) {
+  switch (rule.match) {
+    case Match::kAny:
+      return true;
+    case Match::kPrefix:
+      return name.substr(0, rule.pattern.size()) == rule.pattern;
+    case Match::kSuffix:
+      return name.size() >= rule.pattern.size() &&
+             name.substr(name.size() - rule.pattern.size()) == rule.pattern;
+  }
+  return false;
+}
+
+// Rewrites the category column of slices and instants by `rules`, after every event was
+// read (the source format is known only then), and records the entries that applied to at
+// least one row in run.extra under trace::kCategoryMapKey. One pass over the category
+// column; names are looked at only for categories with a name-dependent rule, once each.
+class CategoryMapper {
+ public:
+  CategoryMapper(trace::Trace& trace, const CategoryRule* rules, size_t rule_count)
+      : trace_(trace), rules_(rules, rules + rule_count), used_(rule_count, false) {
+    for (size_t rule = 0; rule < rule_count; ++rule) {
+      auto source = trace.strings.find(rules_[rule].source);
+      if (!source) continue;
+      if (*source >= first_rule_of_category_.size())
+        first_rule_of_category_.resize(*source + 1, kNoRule);
+      if (first_rule_of_category_[*source] == kNoRule)
+        first_rule_of_category_[*source] = static_cast<uint32_t>(rule);
+      source_ids_.push_back(*source);
+    }
+  }
+
+  void apply() {
+    if (source_ids_.empty()) return;
+    for (const CategoryRule& rule : rules_) canonical_ids_.push_back(trace_.intern(rule.canonical));
+    remap(trace_.slices.category, trace_.slices.name);
+    remap(trace_.instants.category, trace_.instants.name);
+    std::string map;
+    for (size_t rule = 0; rule < rules_.size(); ++rule) {
+      // A category already canonical (cuda_runtime, gpu_memcpy...) is not listed.
+      if (!used_[rule] || rules_[rule].source == rules_[rule].canonical) continue;
+      if (!map.empty()) map += ',';
+      map += rules_[rule].source;
+      if (rules_[rule].match != Match::kAny) {
+        map += '[';
+        if (rules_[rule].match == Match::kSuffix) map += '*';
+        map += rules_[rule].pattern;
+        if (rules_[rule].match == Match::kPrefix) map += '*';
+        map += ']';
+      }
+      map += '=';
+      map += rules_[rule].canonical;
+    }
+    if (!map.empty()) trace_.run.extra.emplace_back(trace::kCategoryMapKey, std::move(map));
+  }
+
+ private:
+  static constexpr uint32_t kNoRule = std::numeric_limits<uint32_t>::max();
+
+  // The rule for (category, name), kNoRule if none; `category` has at least one rule.
+  uint32_t rule_for(trace::StringId category, trace::StringId name) {
+    uint32_t first = first_rule_of_category_[category];
+    if (rules_[first].match == Match::kAny) return first;
+    uint64_t key = (static_cast<uint64_t>(category) << 32) | name;
+    if (auto found = rule_by_category_and_name_.find(key);
+        found != rule_by_category_and_name_.end())
+      return found->second;
+    uint32_t chosen = kNoRule;
+    std::string_view name_text = trace_.str(name);
+    for (uint32_t rule = first; rule < rules_.size(); ++rule) {
+      if (rules_[rule].source != rules_[first].source) continue;
+      if (rule_matches_name(rules_[rule], name_text)) {
+        chosen = rule;
+        break;
+      }
+    }
+    rule_by_category_and_name_.emplace(key, chosen);
+    return chosen;
+  }
+
+  template <typename Column>
+  void remap(Column& categories, const Column& names) {
+    const size_t known = first_rule_of_category_.size();
+    for (size_t row = 0; row < categories.size(); ++row) {
+      trace::StringId category = categories[row];
+      if (category >= known || first_rule_of_category_[category] == kNoRule) continue;
+      uint32_t rule = rule_for(category, names[row]);
+      if (rule == kNoRule) continue;
+      categories[row] = canonical_ids_[rule];
+      used_[rule] = true;
+    }
+  }
+
+  trace::Trace& trace_;
+  std::vector<CategoryRule> rules_;
+  std::vector<bool> used_;
+  std::vector<uint32_t> first_rule_of_category_;  // by category StringId
+  std::vector<trace::StringId> source_ids_;
+  std::vector<trace::StringId> canonical_ids_;  // by rule
+  std::unordered_map<uint64_t, uint32_t> rule_by_category_and_name_;
+};
+
 // ---- The model builder -------------------------------------------------------------------
+
+// Async key of the lanes that hold a PyTorch trace's Python functions ("python" in ASCII).
+constexpr uint64_t kPythonLaneKey = 0x707974686f6e;
+
+// Whether two strings are equal, compared 8 bytes at a time with loads that stay inside
+// both (the last 8 bytes overlap the previous chunk): most names and keys are short, and
+// this is cheaper than a call of memcmp.
+inline bool same_text(std::string_view a, std::string_view b) {
+  const size_t size = a.size();
+  if (size != b.size()) return false;
+  auto load64 = [](const char* at) {
+    uint64_t word;
+    std::memcpy(&word, at, 8);
+    return word;
+  };
+  auto load32 = [](const char* at) {
+    uint32_t word;
+    std::memcpy(&word, at, 4);
+    return word;
+  };
+  if (size >= 8) {
+    for (size_t offset = 0; offset + 8 < size; offset += 8)
+      if (load64(a.data() + offset) != load64(b.data() + offset)) return false;
+    return load64(a.data() + size - 8) == load64(b.data() + size - 8);
+  }
+  if (size >= 4)
+    return load32(a.data()) == load32(b.data()) &&
+           load32(a.data() + size - 4) == load32(b.data() + size - 4);
+  for (size_t offset = 0; offset < size; ++offset)
+    if (a[offset] != b[offset]) return false;
+  return true;
+}
 
 // A small open-addressing cache in front of StringTable::intern: the same few names,
 // categories and arg keys repeat on every event, and XXH3 on a short string plus one
@@ -180,7 +541,7 @@ class InternCache {
         if (++used_ * 2 > slots_.size()) grow();
         return id;
       }
-      if (slot.hash == hash && trace_.str(slot.id) == text) return slot.id;
+      if (slot.hash == hash && same_text(trace_.str(slot.id), text)) return slot.id;
     }
   }
 
@@ -262,12 +623,15 @@ class ChromeTraceBuilder {
     }
   }
 
-  // Reads `events`, whose first element is event number `first_index` of the file.
-  void read_events(simdjson::dom::array events, size_t first_index = 0) {
+  // Reads `events`, whose first element is event number `first_index` of the file;
+  // `expected_events` is what the whole file is estimated to hold (when read a window at
+  // a time, more than `events`).
+  void read_events(simdjson::dom::array events, size_t first_index = 0,
+                   size_t expected_events = 0) {
     // Reserve the columns up front: growing them by doubling costs copies and, for large
     // traces, page faults that take longer than the parse. Slices are bounded by the event
     // count; args are estimated from the first events.
-    const size_t event_count = events.size();
+    const size_t event_count = std::max(events.size(), expected_events);
     if (first_index == 0) reserve_slices(event_count);
     constexpr size_t kSampleEvents = 1024;
     size_t index = 0;
@@ -291,8 +655,12 @@ class ChromeTraceBuilder {
     if (!written_by_opsight_) {
       if (object_form && looks_like_pytorch_) {
         trace_.run.source_format = "pytorch-profiler";
+        move_python_functions_to_lanes();
+        CategoryMapper(trace_, kPyTorchCategoryRules, std::size(kPyTorchCategoryRules)).apply();
       } else if (!object_form && saw_onnxruntime_category_) {
         trace_.run.source_format = "onnxruntime";
+        CategoryMapper(trace_, kOnnxRuntimeCategoryRules, std::size(kOnnxRuntimeCategoryRules))
+            .apply();
       } else {
         trace_.run.source_format = "chrome-json";
       }
@@ -486,7 +854,10 @@ class ChromeTraceBuilder {
         break;
       default:  // nested array or object: kept as compact JSON text
         arg.type = trace::ArgType::kString;
-        arg.string_value = strings_.intern(simdjson::minify(value));
+        compact_json_.clear();
+        arg.string_value = append_compact_json(value, compact_json_)
+                               ? strings_.intern(compact_json_.view())
+                               : strings_.intern(simdjson::minify(value));
         break;
     }
     return arg;
@@ -498,17 +869,21 @@ class ChromeTraceBuilder {
   void add_args(trace::ArgTable& table, trace::RowIndex row, const EventFields& fields,
                 uint64_t* span_id) {
     if (!fields.has_args || fields.args.type() != element_type::OBJECT) return;
+    const bool own_markers = span_id != nullptr && written_by_opsight_;
     for (auto [key, value] : object_of(fields.args)) {
-      if (span_id != nullptr && written_by_opsight_ && key == "opsight.unfinished" &&
-          value.type() == element_type::BOOL) {
-        if (value.get_bool().value_unsafe()) trace_.slices.flags[row] |= trace::kSliceUnfinished;
-        continue;
-      }
-      if (span_id != nullptr && written_by_opsight_ && value.type() == element_type::STRING &&
-          (key == "opsight.span_id" || key == "opsight.parent_span_id")) {
-        if (auto id = parse_hex64(value.get_string().value_unsafe())) {
-          if (key == "opsight.span_id") *span_id = *id;
+      if (own_markers && key.size() > 8 && std::memcmp(key.data(), "opsight.", 8) == 0) {
+        std::string_view marker = key.substr(8);
+        if (equals_literal(marker, "unfinished") && value.type() == element_type::BOOL) {
+          if (value.get_bool().value_unsafe()) trace_.slices.flags[row] |= trace::kSliceUnfinished;
           continue;
+        }
+        bool is_span_id = equals_literal(marker, "span_id");
+        if ((is_span_id || equals_literal(marker, "parent_span_id")) &&
+            value.type() == element_type::STRING) {
+          if (auto id = parse_hex64(value.get_string().value_unsafe())) {
+            if (is_span_id) *span_id = *id;
+            continue;
+          }
         }
       }
       table.add(row, strings_.intern(key), to_arg_value(value));
@@ -524,31 +899,31 @@ class ChromeTraceBuilder {
     for (auto [key, value] : object_of(event)) {
       switch (key.size()) {
         case 2:
-          if (key == "ph") {
+          if (equals_literal(key, "ph")) {
             fields.has_phase = value.get(fields.phase) == simdjson::SUCCESS;
-          } else if (key == "ts") {
+          } else if (equals_literal(key, "ts")) {
             fields.ts = value;
             fields.has_ts = true;
           }
           break;
         case 3:
-          if (key == "cat") {
+          if (equals_literal(key, "cat")) {
             if (value.get(fields.category) != simdjson::SUCCESS) fields.category = {};
-          } else if (key == "dur") {
+          } else if (equals_literal(key, "dur")) {
             fields.dur = value;
             fields.has_dur = true;
-          } else if (key == "pid") {
+          } else if (equals_literal(key, "pid")) {
             fields.pid = value;
             fields.has_pid = true;
-          } else if (key == "tid") {
+          } else if (equals_literal(key, "tid")) {
             fields.tid = value;
             fields.has_tid = true;
           }
           break;
         case 4:
-          if (key == "name") {
+          if (equals_literal(key, "name")) {
             if (value.get(fields.name) != simdjson::SUCCESS) fields.name = {};
-          } else if (key == "args") {
+          } else if (equals_literal(key, "args")) {
             fields.args = value;
             fields.has_args = true;
           }
@@ -602,7 +977,7 @@ class ChromeTraceBuilder {
       if (ts > std::numeric_limits<int64_t>::max() - dur)
         dur = std::numeric_limits<int64_t>::max() - ts;
       saw_time(track, ts + dur);
-      if (fields.category == "Session" || fields.category == "Node")
+      if (equals_literal(fields.category, "Session") || equals_literal(fields.category, "Node"))
         saw_onnxruntime_category_ = true;
       auto row = trace_.slices.add(ts, dur, strings_.intern(fields.name),
                                    strings_.intern(fields.category), track);
@@ -683,6 +1058,30 @@ class ChromeTraceBuilder {
     return true;
   }
 
+  // The PyTorch profiler's Python functions (with_stack=True) and its operators and
+  // record_function ranges share a thread but do not nest with each other: a range opens
+  // inside record_function.__enter__ and closes inside __exit__. On one track the model
+  // would clip one of each such pair, so each thread's Python functions (nn.Module calls
+  // among them) move to a lane of their own, where both hierarchies keep exact times.
+  void move_python_functions_to_lanes() {
+    auto python_function = trace_.strings.find("python_function");
+    if (!python_function) return;
+    constexpr trace::TrackId kNoLane = std::numeric_limits<trace::TrackId>::max();
+    std::vector<trace::TrackId> lane_of_track(trace_.tracks.size(), kNoLane);
+    auto& slices = trace_.slices;
+    for (size_t row = 0; row < slices.size(); ++row) {
+      if (slices.category[row] != *python_function) continue;
+      trace::TrackId track = slices.track[row];
+      if (track >= lane_of_track.size()) continue;
+      if (lane_of_track[track] == kNoLane) {
+        const trace::Track thread = trace_.tracks[track];
+        lane_of_track[track] = trace_.async_track(thread.pid, thread.tid, kPythonLaneKey,
+                                                  trace_.track_label(track) + " / Python");
+      }
+      slices.track[row] = lane_of_track[track];
+    }
+  }
+
   void close_unfinished_slices() {
     for (trace::TrackId track = 0; track < open_slices_by_track_.size(); ++track) {
       for (trace::RowIndex row : open_slices_by_track_[track]) {
@@ -697,6 +1096,7 @@ class ChromeTraceBuilder {
   std::string_view text_;
   size_t offset_base_;
   InternCache strings_;
+  TextBuffer compact_json_;  // reused by to_arg_value for nested values
 
   bool looks_like_pytorch_ = false;
   bool saw_onnxruntime_category_ = false;
@@ -735,9 +1135,9 @@ std::unique_ptr<char[]> padded_copy(std::string_view text, std::string_view suff
   return buffer;
 }
 
-// A reusable buffer padded as simdjson requires, and a parser kept per thread: the fast
-// path parses the event array a window at a time, so both stay small, warm in cache, and
-// free of the page faults a whole-document parse costs (most of its time on large files).
+// A reusable buffer padded as simdjson requires, and a parser: the fast path parses the
+// event array a window at a time, so both stay small, warm in cache, and free of the page
+// faults a whole-document parse costs (most of its time on large files).
 struct WindowParser {
   simdjson::dom::parser parser;
   std::string buffer;
@@ -754,12 +1154,122 @@ struct WindowParser {
 };
 
 constexpr size_t kWindowBytes = size_t{1} << 20;
+// Windows parsed ahead of the one being turned into rows, when parsing runs on a helper
+// thread (each holds a parser and its ~1 MiB window: a few MB of tape).
+constexpr size_t kParsersInFlight = 3;
+
+// Parsers are kept per calling thread and reused across reads (their buffers then stay
+// allocated and warm); a helper thread borrows them for the duration of one read.
+std::array<WindowParser, kParsersInFlight>& window_parsers() {
+  static thread_local std::array<WindowParser, kParsersInFlight> parsers;
+  return parsers;
+}
+
+// Parses the windows of the event array, each wrapped as a document of its own, either on
+// the calling thread as they are asked for, or on a helper thread that runs up to
+// kParsersInFlight windows ahead (the calling thread meanwhile builds the model from the
+// windows already parsed: the two halves take about as long, so two cores halve the time).
+//
+// Thread-safety: next() and release() are called by the thread that made the pipeline;
+// the helper thread only touches the parsers of windows not yet handed out.
+class WindowPipeline {
+ public:
+  WindowPipeline(std::string_view text, const std::vector<std::pair<size_t, size_t>>& windows,
+                 std::string_view prefix, std::string_view suffix, bool object_form,
+                 bool use_helper_thread)
+      : text_(text),
+        windows_(windows),
+        prefix_(prefix),
+        suffix_(suffix),
+        object_form_(object_form),
+        parsers_(window_parsers()) {
+    if (use_helper_thread && windows_.size() > 1) helper_ = std::thread([this] { parse_ahead(); });
+  }
+  WindowPipeline(const WindowPipeline&) = delete;
+  WindowPipeline& operator=(const WindowPipeline&) = delete;
+
+  ~WindowPipeline() {
+    if (!helper_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_all();
+    helper_.join();
+  }
+
+  // The events of window `index` (windows are asked for in order), or nullopt if that
+  // window is not a valid array of JSON values. Call release() once done with them.
+  std::optional<simdjson::dom::array> next(size_t index) {
+    WindowParser& slot = parsers_[index % kParsersInFlight];
+    if (!helper_.joinable()) return parse(slot, index);
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] { return parsed_ > index; });
+    return results_[index % kParsersInFlight];
+  }
+
+  void release(size_t index) {
+    if (!helper_.joinable()) return;
+    {
+      std::lock_guard lock(mutex_);
+      released_ = index + 1;
+    }
+    changed_.notify_all();
+  }
+
+ private:
+  std::optional<simdjson::dom::array> parse(WindowParser& slot, size_t index) {
+    auto [begin, end] = windows_[index];
+    element root;
+    simdjson::dom::array events;
+    if (slot.parse(prefix_, text_.substr(begin, end - begin), suffix_, &root) != simdjson::SUCCESS)
+      return std::nullopt;
+    if (object_form_ ? root[""].get(events) != simdjson::SUCCESS
+                     : root.get(events) != simdjson::SUCCESS)
+      return std::nullopt;
+    return events;
+  }
+
+  void parse_ahead() {
+    for (size_t index = 0; index < windows_.size(); ++index) {
+      {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || index < released_ + kParsersInFlight; });
+        if (stopping_) return;
+      }
+      auto events = parse(parsers_[index % kParsersInFlight], index);
+      {
+        std::lock_guard lock(mutex_);
+        results_[index % kParsersInFlight] = events;
+        parsed_ = index + 1;
+      }
+      changed_.notify_all();
+      if (!events) return;  // the reader gives up at the first bad window
+    }
+  }
+
+  std::string_view text_;
+  const std::vector<std::pair<size_t, size_t>>& windows_;
+  std::string_view prefix_;
+  std::string_view suffix_;
+  bool object_form_;
+  std::array<WindowParser, kParsersInFlight>& parsers_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  size_t parsed_ = 0;    // windows parsed by the helper (guarded by mutex_)
+  size_t released_ = 0;  // windows the reader is done with (guarded by mutex_)
+  bool stopping_ = false;
+  std::array<std::optional<simdjson::dom::array>, kParsersInFlight> results_;
+  std::thread helper_;  // last: started once everything above is initialised
+};
 
 // The fast path for a complete, well-formed document: the top level is parsed with the
 // event array emptied, then the events a window of about 1 MiB at a time. Returns nullopt
 // whenever anything is unusual (cut input, invalid JSON, no traceEvents...), and the whole
 // document is then read by the careful path, which knows how to repair and explain.
-std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_base, size_t first) {
+std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_base, size_t first,
+                                          bool parse_on_helper_thread) {
   bool object_form = text[first] == '{';
   std::optional<size_t> array_start = object_form ? find_event_array(text) : first;
   if (!array_start || *array_start >= text.size() || text[*array_start] != '[') return std::nullopt;
@@ -767,49 +1277,49 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
   if (!split) return std::nullopt;  // left open: the careful path repairs it
   if (!object_form && skip_whitespace(text, split->array_end) != text.size()) return std::nullopt;
 
-  static thread_local WindowParser window_parser;
   ReadResult result;
   ChromeTraceBuilder builder(result.trace, text, offset_base);
   if (object_form) {
     element top;
-    if (window_parser.parse(text.substr(0, *array_start), "[]", text.substr(split->array_end),
-                            &top) != simdjson::SUCCESS ||
+    if (window_parsers()[0].parse(text.substr(0, *array_start), "[]", text.substr(split->array_end),
+                                  &top) != simdjson::SUCCESS ||
         top.type() != element_type::OBJECT)
       return std::nullopt;
     builder.read_top_level(object_of(top));
   }
-  // Each window is wrapped at the depth its events have in the document, so nesting limits
-  // apply as they would to a whole-document parse.
-  std::string_view prefix = object_form ? "{\"\":[" : "[";
-  std::string_view suffix = object_form ? "]}" : "]";
-  size_t index = 0;
-  for (size_t window = 0; window < split->windows.size(); ++window) {
-    auto [begin, end] = split->windows[window];
-    element root;
-    simdjson::dom::array events;
-    if (window_parser.parse(prefix, text.substr(begin, end - begin), suffix, &root) !=
-        simdjson::SUCCESS)
-      return std::nullopt;
-    if (object_form ? root[""].get(events) != simdjson::SUCCESS
-                    : root.get(events) != simdjson::SUCCESS)
-      return std::nullopt;
-    if (window == 0) {
-      // Reserve from the first window's density: growing by doubling costs copies and faults.
-      size_t expected = events.size() * (text.size() / std::max<size_t>(1, end - begin) + 1);
-      builder.reserve_slices(std::min(expected, text.size() / 16));  // an event is > 16 bytes
+  {
+    // Each window is wrapped at the depth its events have in the document, so nesting
+    // limits apply as they would to a whole-document parse.
+    WindowPipeline pipeline(text, split->windows, object_form ? "{\"\":[" : "[",
+                            object_form ? "]}" : "]", object_form, parse_on_helper_thread);
+    size_t index = 0;
+    for (size_t window = 0; window < split->windows.size(); ++window) {
+      std::optional<simdjson::dom::array> events = pipeline.next(window);
+      if (!events) return std::nullopt;
+      size_t expected_events = 0;
+      if (window == 0) {
+        // Estimate from the first window's density (an event is > 16 bytes): growing the
+        // columns by doubling costs copies and faults, and leaves up to half unused.
+        auto [begin, end] = split->windows[0];
+        expected_events =
+            std::min(events->size() * (text.size() / std::max<size_t>(1, end - begin) + 1),
+                     text.size() / 16);
+      }
+      builder.read_events(*events, index, expected_events);
+      index += events->size();
+      pipeline.release(window);
     }
-    builder.read_events(events, index);
-    index += events.size();
   }
-  // Windows hold at most ~1 MiB of text: drop the parser's memory if one grew it large.
-  if (window_parser.parser.capacity() > 8 * kWindowBytes)
-    window_parser = WindowParser{simdjson::dom::parser{}, std::string{}};
+  // Windows hold at most ~1 MiB of text: drop the parsers' memory if one grew it large.
+  for (WindowParser& parser : window_parsers())
+    if (parser.parser.capacity() > 8 * kWindowBytes)
+      parser = WindowParser{simdjson::dom::parser{}, std::string{}};
   builder.finish(object_form);
   result.trace.finalize();
   return result;
 }
 
-ReadResult read_chrome_json_unguarded(std::string_view bytes) {
+ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_helper_thread) {
   ReadResult result;
   size_t offset_base = 0;
   if (bytes.substr(0, 3) == "\xEF\xBB\xBF") offset_base = 3;  // UTF-8 byte order mark
@@ -830,13 +1340,14 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes) {
     return result;
   }
 
-  if (auto fast = read_in_windows(text, offset_base, first)) return std::move(*fast);
+  if (auto fast = read_in_windows(text, offset_base, first, parse_on_helper_thread))
+    return std::move(*fast);
   // Cut short (a killed recorder): close it after its last whole event and read that a
   // window at a time too, rather than parsing the whole file (and a repaired copy) at once.
   if (RepairPoint repair = find_repair_point(text); repair.input_is_cut) {
     std::string repaired(text.substr(0, repair.keep_bytes));
     repaired += repair.closing_brackets;
-    if (auto fast = read_in_windows(repaired, offset_base, first)) {
+    if (auto fast = read_in_windows(repaired, offset_base, first, parse_on_helper_thread)) {
       if (repair.cut_value_offset != std::string_view::npos) {
         fast->damage = Diagnostic{
             "input ends in the middle of a value; read up to the last complete event before it",
@@ -916,9 +1427,9 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes) {
 
 }  // namespace
 
-ReadResult read_chrome_json(std::string_view bytes) {
+ReadResult read_chrome_json(std::string_view bytes, int threads) {
   try {
-    return read_chrome_json_unguarded(bytes);
+    return read_chrome_json_unguarded(bytes, threads >= 2);
   } catch (const std::exception& failure) {
     ReadResult result;
     result.error = Diagnostic{std::string("cannot read Chrome JSON: ") + failure.what(), 0, false};
@@ -928,6 +1439,11 @@ ReadResult read_chrome_json(std::string_view bytes) {
     result.error = Diagnostic{"cannot read Chrome JSON: unknown failure", 0, false};
     return result;
   }
+}
+
+ReadResult read_chrome_json(std::string_view bytes) {
+  static const int threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
+  return read_chrome_json(bytes, threads);
 }
 
 }  // namespace opsight::io

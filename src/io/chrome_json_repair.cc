@@ -1,7 +1,13 @@
 #include "io/chrome_json_repair.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace opsight::io::chrome_json {
 
@@ -258,13 +264,167 @@ Diagnostic describe_invalid_json(std::string_view text, simdjson::error_code sim
   return diagnostic;
 }
 
-std::optional<ArrayWindows> split_array_elements(std::string_view text, size_t array_start,
-                                                 size_t window_bytes) {
-  ArrayWindows result;
+namespace {
+
+// What split_array_elements does with each bracket or comma outside strings, in order: the
+// depth count, the cut of windows at top-level commas, and the end of the array. Shared by
+// the portable byte loop and the vectorised block scan, so both cut the same windows.
+class ArraySplitter {
+ public:
+  enum class Step { kContinue, kDone, kFail };
+
+  ArraySplitter(std::string_view text, size_t array_start, size_t window_bytes)
+      : text_(text),
+        array_start_(array_start),
+        window_bytes_(window_bytes),
+        window_start_(array_start + 1) {}
+
+  __attribute__((always_inline)) Step structural(size_t pos, char c) {
+    if (c == '{' || c == '[') {
+      ++depth_;
+      return Step::kContinue;
+    }
+    if (c == '}' || c == ']') {
+      if (depth_ > 0) {
+        --depth_;
+        return Step::kContinue;
+      }
+      if (c != ']') return Step::kFail;
+      if (skip_whitespace(text_, window_start_) < pos) {
+        result_.windows.emplace_back(window_start_, pos);
+      } else if (window_start_ > array_start_ + 1) {
+        return Step::kFail;  // "...,]": a trailing comma, which the parser must judge
+      }
+      result_.array_end = pos + 1;
+      return Step::kDone;
+    }
+    if (depth_ == 0 && pos - window_start_ >= window_bytes_) {  // ','
+      result_.windows.emplace_back(window_start_, pos);
+      window_start_ = pos + 1;
+    }
+    return Step::kContinue;
+  }
+
+  size_t depth() const { return depth_; }
+  void add_to_depth(size_t opened, size_t closed) { depth_ = depth_ + opened - closed; }
+  // Whether a comma at depth 0 somewhere before `end` could close the current window.
+  bool window_may_end_before(size_t end) const { return end > window_start_ + window_bytes_; }
+  ArrayWindows take_result() { return std::move(result_); }
+
+ private:
+  std::string_view text_;
+  size_t array_start_;
+  size_t window_bytes_;
+  size_t window_start_;
+  size_t depth_ = 0;
+  ArrayWindows result_;
+};
+
+bool is_bracket_or_comma(char c) {
+  return c == '{' || c == '[' || c == '}' || c == ']' || c == ',';
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define OPSIGHT_SPLIT_WITH_AVX2 1
+
+// Bit i set for each byte i of the 64 bytes held in `low` and `high` that equals `c`.
+__attribute__((target("avx2"))) inline uint64_t bytes_equal(__m256i low, __m256i high, char c) {
+  __m256i wanted = _mm256_set1_epi8(c);
+  auto low_bits = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(low, wanted)));
+  auto high_bits = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(high, wanted)));
+  return low_bits | (static_cast<uint64_t>(high_bits) << 32);
+}
+
+// Bit i = XOR of bits 0..i: with the quote bits, marks the bytes inside strings (the
+// opening quote included, the closing one not).
+inline uint64_t prefix_xor(uint64_t bits) {
+  bits ^= bits << 1;
+  bits ^= bits << 2;
+  bits ^= bits << 4;
+  bits ^= bits << 8;
+  bits ^= bits << 16;
+  bits ^= bits << 32;
+  return bits;
+}
+
+// The scan 64 bytes at a time: quotes give the string mask of a block at once, and a
+// block's brackets only change the depth count unless the block may end the array (the
+// depth could reach zero) or close a window; only those blocks are walked bit by bit.
+// Blocks with a backslash (rare in traces) are walked byte by byte to follow escapes.
+__attribute__((target("avx2,popcnt"))) std::optional<ArrayWindows> split_array_elements_avx2(
+    std::string_view text, size_t array_start, size_t window_bytes) {
+  ArraySplitter splitter(text, array_start, window_bytes);
   const char* data = text.data();
   const size_t size = text.size();
-  size_t window_start = array_start + 1;
-  size_t depth = 0;
+  bool in_string = false;
+  bool escape_pending = false;  // inside a string, the previous byte was an escaping '\'
+  alignas(32) char tail[64];
+  for (size_t base = array_start + 1; base < size; base += 64) {
+    const size_t length = std::min<size_t>(64, size - base);
+    const char* block = data + base;
+    if (length < 64) {
+      std::memset(tail, ' ', sizeof tail);
+      std::memcpy(tail, block, length);
+      block = tail;
+    }
+    __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block));
+    __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 32));
+    if (escape_pending || bytes_equal(low, high, '\\') != 0) {
+      for (size_t i = 0; i < length; ++i) {
+        char c = block[i];
+        if (in_string) {
+          if (escape_pending) {
+            escape_pending = false;
+          } else if (c == '\\') {
+            escape_pending = true;
+          } else if (c == '"') {
+            in_string = false;
+          }
+        } else if (c == '"') {
+          in_string = true;
+        } else if (is_bracket_or_comma(c)) {
+          auto step = splitter.structural(base + i, c);
+          if (step == ArraySplitter::Step::kDone) return splitter.take_result();
+          if (step == ArraySplitter::Step::kFail) return std::nullopt;
+        }
+      }
+      continue;
+    }
+    uint64_t inside = prefix_xor(bytes_equal(low, high, '"')) ^ (in_string ? ~uint64_t{0} : 0);
+    in_string = (inside >> 63) != 0;
+    // '{' and '[' (0x7B, 0x5B), '}' and ']' (0x7D, 0x5D) differ only in bit 0x20.
+    __m256i case_bit = _mm256_set1_epi8(0x20);
+    __m256i low_folded = _mm256_or_si256(low, case_bit);
+    __m256i high_folded = _mm256_or_si256(high, case_bit);
+    uint64_t opens = bytes_equal(low_folded, high_folded, '{') & ~inside;
+    uint64_t closes = bytes_equal(low_folded, high_folded, '}') & ~inside;
+    uint64_t commas = bytes_equal(low, high, ',') & ~inside;
+    auto open_count = static_cast<size_t>(__builtin_popcountll(opens));
+    auto close_count = static_cast<size_t>(__builtin_popcountll(closes));
+    // Commas matter only once the window is long enough to end at one.
+    if (!splitter.window_may_end_before(base + 64)) commas = 0;
+    if (splitter.depth() >= close_count && commas == 0) {
+      splitter.add_to_depth(open_count, close_count);
+      continue;
+    }
+    for (uint64_t bits = opens | closes | commas; bits != 0; bits &= bits - 1) {
+      auto i = static_cast<size_t>(__builtin_ctzll(bits));
+      auto step = splitter.structural(base + i, block[i]);
+      if (step == ArraySplitter::Step::kDone) return splitter.take_result();
+      if (step == ArraySplitter::Step::kFail) return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+#endif
+
+}  // namespace
+
+std::optional<ArrayWindows> split_array_elements_portable(std::string_view text, size_t array_start,
+                                                          size_t window_bytes) {
+  ArraySplitter splitter(text, array_start, window_bytes);
+  const char* data = text.data();
+  const size_t size = text.size();
   for (size_t pos = array_start + 1; pos < size; ++pos) {
     char c = data[pos];
     if (c == '"') {
@@ -277,26 +437,22 @@ std::optional<ArrayWindows> split_array_elements(std::string_view text, size_t a
         while (data[pos - 1 - backslashes] == '\\') ++backslashes;
         if (backslashes % 2 == 0) break;
       }
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (depth == 0) {
-        if (c != ']') return std::nullopt;
-        if (skip_whitespace(text, window_start) < pos) {
-          result.windows.emplace_back(window_start, pos);
-        } else if (window_start > array_start + 1) {
-          return std::nullopt;  // "...,]": a trailing comma, which the parser must judge
-        }
-        result.array_end = pos + 1;
-        return result;
-      }
-      --depth;
-    } else if (c == ',' && depth == 0 && pos - window_start >= window_bytes) {
-      result.windows.emplace_back(window_start, pos);
-      window_start = pos + 1;
+    } else if (is_bracket_or_comma(c)) {
+      auto step = splitter.structural(pos, c);
+      if (step == ArraySplitter::Step::kDone) return splitter.take_result();
+      if (step == ArraySplitter::Step::kFail) return std::nullopt;
     }
   }
   return std::nullopt;
+}
+
+std::optional<ArrayWindows> split_array_elements(std::string_view text, size_t array_start,
+                                                 size_t window_bytes) {
+#ifdef OPSIGHT_SPLIT_WITH_AVX2
+  static const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+  if (has_avx2) return split_array_elements_avx2(text, array_start, window_bytes);
+#endif
+  return split_array_elements_portable(text, array_start, window_bytes);
 }
 
 }  // namespace opsight::io::chrome_json

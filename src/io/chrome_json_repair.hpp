@@ -43,13 +43,18 @@ RepairPoint find_repair_point(std::string_view text);
 // The elements of the JSON array whose '[' is at `array_start`, cut into windows of whole
 // elements of about `window_bytes` each (the text between the brackets, commas between
 // windows excluded), and the position just after its ']'. nullopt if the array never
-// closes. Follows strings and brackets only; it does not validate.
+// closes. Follows strings and brackets only; it does not validate. Scans 64 bytes at a time
+// with AVX2 where the CPU has it.
 struct ArrayWindows {
   std::vector<std::pair<size_t, size_t>> windows;  // [begin, end) byte ranges
   size_t array_end = 0;
 };
 std::optional<ArrayWindows> split_array_elements(std::string_view text, size_t array_start,
                                                  size_t window_bytes);
+// The same, one byte at a time (what split_array_elements does where AVX2 is missing; the
+// tests compare the two).
+std::optional<ArrayWindows> split_array_elements_portable(std::string_view text, size_t array_start,
+                                                          size_t window_bytes);
 // A one-line description of why `text` is not JSON, with the byte offset (plus
 // offset_base) of the first problem.
 Diagnostic describe_invalid_json(std::string_view text, simdjson::error_code simdjson_error,

@@ -7,10 +7,13 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
+#include <optional>
+#include <random>
 #include <sstream>
 #include <string>
 #include <string_view>
 
+#include "io/chrome_json_repair.hpp"
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 
@@ -424,6 +427,121 @@ TEST(ChromeJsonReader, OnnxRuntimeDetection) {
   EXPECT_EQ(result.trace.run.source_format, "onnxruntime");
 }
 
+// ---- Category mapping ---------------------------------------------------------------------
+
+// "track: name [category]" per slice, track by track in the order they were created.
+std::string name_and_category_rows(const Trace& trace) {
+  std::string text;
+  for (trace::TrackId track = 0; track < trace.tracks.size(); ++track)
+    for (size_t row = 0; row < trace.slices.size(); ++row)
+      if (trace.slices.track[row] == track)
+        text += trace.track_label(track) + ": " + std::string(trace.str(trace.slices.name[row])) +
+                " [" + std::string(trace.str(trace.slices.category[row])) + "]\n";
+  return text;
+}
+
+TEST(ChromeJsonReader, PyTorchCategoriesAreMappedAndTheMapIsRecorded) {
+  // Shaped like torch.profiler's export_chrome_trace with CUDA activities and with_modules.
+  auto result = read_ok(R"json({"schemaVersion":1,"deviceProperties":[],"traceEvents":[
+    {"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"name":"main"}},
+    {"ph":"X","cat":"python_function","name":"nn.Module: Linear_0","pid":1,"tid":1,"ts":1,"dur":90},
+    {"ph":"X","cat":"python_function","name":"torch/nn/modules/linear.py(125): forward","pid":1,"tid":1,"ts":2,"dur":80},
+    {"ph":"X","cat":"user_annotation","name":"step","pid":1,"tid":1,"ts":0,"dur":100},
+    {"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":1,"ts":3,"dur":70,"args":{"External id":2}},
+    {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":4,"dur":5},
+    {"ph":"X","cat":"cuda_driver","name":"cuLaunchKernel","pid":1,"tid":1,"ts":10,"dur":5},
+    {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":20,"dur":30,"args":{"stream":7}},
+    {"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":0,"tid":7,"ts":11,"dur":8},
+    {"ph":"X","cat":"gpu_memset","name":"Memset","pid":0,"tid":7,"ts":51,"dur":2},
+    {"ph":"X","cat":"gpu_user_annotation","name":"step","pid":0,"tid":7,"ts":11,"dur":45},
+    {"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":"PyTorch Profiler","ts":0,"dur":200},
+    {"ph":"X","cat":"something_new","name":"later","pid":1,"tid":1,"ts":150,"dur":1},
+    {"ph":"i","cat":"cpu_op","name":"mark","pid":1,"tid":1,"ts":160,"s":"t"}]})json");
+  const Trace& trace = result.trace;
+  EXPECT_EQ(trace.run.source_format, "pytorch-profiler");
+  EXPECT_EQ(name_and_category_rows(trace),
+            "main: step [annotation]\n"
+            "main: aten::linear [operator]\n"
+            "main: cudaLaunchKernel [cuda_runtime]\n"
+            "main: cuLaunchKernel [cuda_runtime]\n"
+            "main: later [something_new]\n"
+            "thread 7: step [annotation]\n"
+            "thread 7: Memcpy HtoD [gpu_memcpy]\n"
+            "thread 7: gemm [gpu_kernel]\n"
+            "thread 7: Memset [gpu_memset]\n"
+            "PyTorch Profiler: PyTorch Profiler (0) [profiler]\n"
+            "main / Python: nn.Module: Linear_0 [module]\n"
+            "main / Python: torch/nn/modules/linear.py(125): forward [python]\n");
+  // Python functions sit on a lane of their thread: on the thread itself the "step" range
+  // and a Python function that overlaps it without nesting would clip one another.
+  int python_lanes = 0;
+  for (const auto& track : trace.tracks) {
+    if (trace.str(track.name) != "main / Python") continue;
+    ++python_lanes;
+    EXPECT_TRUE(track.is_async());
+    EXPECT_EQ(track.tid, 1);
+  }
+  EXPECT_EQ(python_lanes, 1);
+  EXPECT_EQ(instant_rows(trace), "1/1 160000 mark [operator]\n");
+  // Only the entries that applied, in the table's order; identities are not listed.
+  EXPECT_EQ(extra_value(trace, "category_map"),
+            "cpu_op=operator,kernel=gpu_kernel,cuda_driver=cuda_runtime,"
+            "python_function[nn.Module: *]=module,"
+            "python_function=python,user_annotation=annotation,"
+            "gpu_user_annotation=annotation,Trace=profiler");
+}
+
+TEST(ChromeJsonReader, OnnxRuntimeCategoriesAreMappedByEventName) {
+  // Shaped like an ONNX Runtime profile (SessionOptions.enable_profiling); older releases
+  // and some providers also write fence events around each node.
+  auto result = read_ok(R"([
+    {"cat":"Session","pid":9,"tid":9,"dur":100,"ts":0,"ph":"X","name":"model_run","args":{}},
+    {"cat":"Session","pid":9,"tid":9,"dur":90,"ts":5,"ph":"X","name":"SequentialExecutor::Execute","args":{}},
+    {"cat":"Node","pid":9,"tid":9,"dur":1,"ts":10,"ph":"X","name":"matmul_fence_before","args":{"op_name":"MatMul"}},
+    {"cat":"Node","pid":9,"tid":9,"dur":40,"ts":11,"ph":"X","name":"matmul_kernel_time","args":{"op_name":"MatMul","provider":"CPUExecutionProvider","input_type_shape":[{"float":[4,16]},{"float":[16,8]}],"output_type_shape":[{"float":[4,8]}]}},
+    {"cat":"Node","pid":9,"tid":9,"dur":1,"ts":52,"ph":"X","name":"matmul_fence_after","args":{"op_name":"MatMul"}},
+    {"cat":"Node","pid":9,"tid":9,"dur":3,"ts":60,"ph":"X","name":"relu_other","args":{}}
+  ])");
+  const Trace& trace = result.trace;
+  EXPECT_EQ(trace.run.source_format, "onnxruntime");
+  EXPECT_EQ(slice_rows(trace),
+            "9/9 0+100000 depth=0 model_run [session]\n"
+            "9/9 5000+90000 depth=1 SequentialExecutor::Execute [session]\n"
+            "9/9 10000+1000 depth=2 matmul_fence_before [operator_fence] {op_name='MatMul'}\n"
+            "9/9 11000+40000 depth=2 matmul_kernel_time [operator] {op_name='MatMul', "
+            "provider='CPUExecutionProvider', "
+            "input_type_shape='[{\"float\":[4,16]},{\"float\":[16,8]}]', "
+            "output_type_shape='[{\"float\":[4,8]}]'}\n"
+            "9/9 52000+1000 depth=2 matmul_fence_after [operator_fence] {op_name='MatMul'}\n"
+            "9/9 60000+3000 depth=2 relu_other [Node]\n");
+  EXPECT_EQ(extra_value(trace, "category_map"),
+            "Session=session,Node[*_kernel_time]=operator,Node[*_fence_before]=operator_fence,"
+            "Node[*_fence_after]=operator_fence");
+}
+
+TEST(ChromeJsonReader, CategoriesOfGenericChromeJsonAreKept) {
+  // Neither PyTorch's top-level keys nor ONNX Runtime's categories: nothing is mapped,
+  // even categories that PyTorch would map.
+  auto result = read_ok(R"({"traceEvents":[
+    {"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":2},
+    {"ph":"X","cat":"kernel","name":"b","pid":1,"tid":1,"ts":5,"dur":2}]})");
+  EXPECT_EQ(result.trace.run.source_format, "chrome-json");
+  EXPECT_EQ(name_and_category_rows(result.trace), "thread 1: a [cpu_op]\nthread 1: b [kernel]\n");
+  EXPECT_EQ(extra_value(result.trace, "category_map"), "<absent>");
+}
+
+TEST(ChromeJsonReader, MappedCategoriesSurviveARoundTripWithoutBeingMappedTwice) {
+  auto first = read_ok(R"({"schemaVersion":1,"traceEvents":[
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":1,"dur":2},
+    {"ph":"X","cat":"python_function","name":"nn.Module: Net_0","pid":1,"tid":1,"ts":0,"dur":5}]})");
+  auto second = read_ok(write_chrome_json(first.trace));
+  EXPECT_EQ(second.trace.run.source_format, "pytorch-profiler");
+  EXPECT_EQ(name_and_category_rows(second.trace),
+            "thread 1 / Python: nn.Module: Net_0 [module]\nthread 1: aten::mm [operator]\n");
+  EXPECT_EQ(extra_value(second.trace, "category_map"),
+            "cpu_op=operator,python_function[nn.Module: *]=module");
+}
+
 // ---- Fixtures from the real tools ---------------------------------------------------------
 
 TEST(ChromeJsonReader, PyTorchProfilerFixture) {
@@ -466,9 +584,11 @@ TEST(ChromeJsonReader, PyTorchProfilerFixture) {
     if (trace.slice_args.key[arg] == *key) ++with_dims;
   int cpu_ops = 0;
   for (size_t row = 0; row < trace.slices.size(); ++row)
-    if (trace.str(trace.slices.category[row]) == "cpu_op") ++cpu_ops;
+    if (trace.str(trace.slices.category[row]) == "operator") ++cpu_ops;
   EXPECT_EQ(with_dims, cpu_ops);
   EXPECT_EQ(cpu_ops, 66);
+  EXPECT_EQ(extra_value(trace, "category_map"),
+            "cpu_op=operator,user_annotation=annotation,Trace=profiler");
 }
 
 TEST(ChromeJsonReader, OnnxRuntimeFixture) {
@@ -481,8 +601,8 @@ TEST(ChromeJsonReader, OnnxRuntimeFixture) {
   std::map<std::string, int> count_by_category;
   for (size_t row = 0; row < trace.slices.size(); ++row)
     ++count_by_category[std::string(trace.str(trace.slices.category[row]))];
-  EXPECT_EQ(count_by_category["Session"], 8);
-  EXPECT_EQ(count_by_category["Node"], 3);
+  EXPECT_EQ(count_by_category["session"], 8);
+  EXPECT_EQ(count_by_category["operator"], 3);
   auto op_name = trace.strings.find("op_name");
   ASSERT_TRUE(op_name);
   int op_names = 0;
@@ -643,6 +763,132 @@ namespace {
 // Inputs the fuzzer (chrome_json_reader_fuzzer) found problems with. The first made the
 // reader memcpy from a null pointer (an empty suffix) — undefined behaviour that UBSan
 // reports in the asan and fuzz builds.
+// The vectorised splitter must cut exactly where the portable one does, whatever falls on
+// its 64-byte block boundaries: strings holding brackets, commas and escaped quotes, runs
+// of backslashes, a string or a nesting level open across a block, arrays that never close.
+TEST(ChromeJsonSplitter, VectorisedAndPortableSplitsAgree) {
+  const char* pieces[] = {R"({"a":1})",
+                          R"("x,]}")",
+                          R"("q\"[")",
+                          R"("\\")",
+                          R"(["\\\"",2])",
+                          R"({"k":[[],{}]})",
+                          R"(" \\\\ ")",
+                          "  ",
+                          "3",
+                          R"({"s":"}]}]"})",
+                          "\n",
+                          R"("\u005d")"};
+  std::mt19937 random(12345);
+  int compared = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string text = "[";
+    size_t elements = random() % 40;
+    for (size_t element = 0; element < elements; ++element) {
+      if (element > 0) text += ',';
+      size_t parts = 1 + random() % 3;
+      std::string value;
+      for (size_t part = 0; part < parts; ++part) value += pieces[random() % std::size(pieces)];
+      text += (random() % 2 == 0) ? "[" + value + "]" : value;
+    }
+    if (random() % 8 != 0) text += "]";            // sometimes never closed
+    if (random() % 8 == 0) text.insert(0, "   ");  // the array not at offset 0
+    if (random() % 8 == 0) text += std::string(random() % 70, ' ');
+    size_t array_start = text.find('[');
+    for (size_t window : {size_t{0}, size_t{1}, size_t{17}, size_t{64}, size_t{200}}) {
+      auto fast = chrome_json::split_array_elements(text, array_start, window);
+      auto portable = chrome_json::split_array_elements_portable(text, array_start, window);
+      ASSERT_EQ(fast.has_value(), portable.has_value()) << text;
+      if (!fast) continue;
+      EXPECT_EQ(fast->windows, portable->windows) << text << " window " << window;
+      EXPECT_EQ(fast->array_end, portable->array_end) << text;
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 5000);  // most inputs close their array
+}
+
+// Span ids in opsight's files are 16 hex digits, converted 8 at a time: every digit class,
+// both cases, and the bytes just outside each range ('/' ':' '@' 'G' '`' 'g', a byte above
+// 0x7F) at every position; an id that is not 16 hex digits stays an ordinary argument.
+TEST(ChromeJsonReader, SpanIdsOfEveryHexDigitAndNonDigit) {
+  auto span_id_of = [](const std::string& text) -> std::optional<uint64_t> {
+    std::string json =
+        R"({"otherData":{"writer":"opsight"},"traceEvents":[)"
+        R"({"ph":"X","name":"a","pid":1,"tid":1,"ts":0,"dur":1,"args":{"opsight.span_id":")" +
+        text + R"("}}]})";
+    auto result = read_ok(json);
+    if (result.trace.slices.size() != 1) return std::nullopt;
+    if (result.trace.slice_args.size() != 0) return std::nullopt;  // kept as an argument
+    return result.trace.slices.span_id[0];
+  };
+  EXPECT_EQ(span_id_of("0123456789abcdef"), 0x0123456789abcdefULL);
+  EXPECT_EQ(span_id_of("FEDCBA9876543210"), 0xfedcba9876543210ULL);
+  EXPECT_EQ(span_id_of("a0B1c2D3e4F5a6B7"), 0xa0b1c2d3e4f5a6b7ULL);
+  EXPECT_EQ(span_id_of("00000000000000ff"), 0xffULL);
+  EXPECT_EQ(span_id_of("abc"), 0xabcULL);  // shorter ids take the digit-by-digit path
+  EXPECT_EQ(span_id_of("0123456789abcdef0"), std::nullopt);
+  for (size_t position = 0; position < 16; ++position) {
+    for (char bad : {'/', ':', '@', 'G', '`', 'g', ' ', '\xC3'}) {
+      std::string text = "0123456789abcdef";
+      text[position] = bad;
+      if (bad == '\xC3') {  // a whole two-byte UTF-8 character ("é"), length kept
+        if (position == 15) continue;
+        text[position + 1] = '\xA9';
+      }
+      EXPECT_EQ(span_id_of(text), std::nullopt) << text;
+    }
+  }
+}
+
+// Inputs of several 1 MiB windows are parsed on a helper thread while the calling thread
+// builds the model: the result must be the one a single thread gets, slice for slice,
+// including begin/end pairs that span windows, and a bad window must still give the byte
+// offset of the problem.
+TEST(ChromeJsonReader, HelperThreadReadsWhatOneThreadReads) {
+  std::string json = R"({"traceEvents":[)";
+  constexpr int kEvents = 60000;  // about 4.7 MB: five windows
+  for (int event = 0; event < kEvents; ++event) {
+    if (event > 0) json += ",\n";
+    int tid = event % 3;
+    switch (event % 4) {
+      case 0:
+        json += R"({"ph":"B","name":"outer","pid":1,"tid":)" + std::to_string(tid) + R"(,"ts":)" +
+                std::to_string(event * 10) + "}";
+        break;
+      case 3:
+        json += R"({"ph":"E","pid":1,"tid":)" + std::to_string(tid) + R"(,"ts":)" +
+                std::to_string(event * 10 + 5) + "}";
+        break;
+      default:
+        json += R"({"ph":"X","name":"op)" + std::to_string(event % 7) +
+                R"(","cat":"c","pid":1,"tid":)" + std::to_string(tid) + R"(,"ts":)" +
+                std::to_string(event * 10) + R"(.5,"dur":2,"args":{"dims":[[8,)" +
+                std::to_string(event % 5) + R"(],[1]],"k":"v"}})";
+    }
+  }
+  json += "]}";
+  ASSERT_GT(json.size(), size_t{4} << 20);
+  auto one = read_chrome_json(json, 1);
+  auto two = read_chrome_json(json, 2);
+  ASSERT_TRUE(one.ok());
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(one.trace.slices.size(), size_t{kEvents} * 3 / 4);
+  EXPECT_EQ(slice_rows(one.trace), slice_rows(two.trace));
+  EXPECT_EQ(one.trace.run.extra, two.trace.run.extra);
+
+  std::string broken = json;
+  size_t bad = broken.find(R"("ts":450000)");  // in the fourth window
+  ASSERT_NE(bad, std::string::npos);
+  broken[bad + 5] = 'x';
+  auto broken_one = read_chrome_json(broken, 1);
+  auto broken_two = read_chrome_json(broken, 2);
+  ASSERT_FALSE(broken_one.ok());
+  ASSERT_FALSE(broken_two.ok());
+  EXPECT_EQ(broken_one.error->byte_offset, bad + 5);
+  EXPECT_EQ(broken_two.error->byte_offset, bad + 5);
+}
+
 TEST(ChromeJsonReader, FuzzRegressions) {
   for (
       std::string_view input : {std::string_view(

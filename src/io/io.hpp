@@ -55,6 +55,11 @@ std::string write_native(const trace::Trace& trace);
 // possibly left unterminated; X, B/E, i/I, C, M events; PyTorch-profiler and ONNX Runtime
 // profile files. `bytes` need no padding.
 ReadResult read_chrome_json(std::string_view bytes);
+// The same with the decoding threads chosen: with 1, everything runs on the calling thread;
+// with 2 (what the overload above uses where the machine has two cores or more), a helper
+// thread parses the JSON a 1 MiB window ahead while the calling thread builds the model.
+// Inputs of one window (about 1 MiB) are always read on the calling thread alone.
+ReadResult read_chrome_json(std::string_view bytes, int threads);
 std::string write_chrome_json(const trace::Trace& trace);
 
 // Files: by extension (falling back to content for unknown extensions).

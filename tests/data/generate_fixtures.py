@@ -20,26 +20,44 @@ import sys
 import tempfile
 
 
-def make_pytorch_profiler_trace(path, iterations=3):
-    """Profiles a tiny MLP for `iterations` forward passes and writes a Chrome trace."""
+def make_pytorch_profiler_trace(path, iterations=3, model="mlp", with_stack=False):
+    """Profiles a tiny model for `iterations` forward passes and writes a Chrome trace.
+
+    model: "mlp" (Linear-ReLU-Linear) or "transformer" (one nn.TransformerEncoderLayer).
+    with_stack: also record Python functions, and nn.Module calls as "nn.Module: X_n".
+    """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    inputs = torch.randn(8, 16)
+    if model == "mlp":
+        network = torch.nn.Sequential(
+            torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+        inputs = torch.randn(8, 16)
+    elif model == "transformer":
+        network = torch.nn.TransformerEncoderLayer(
+            d_model=16, nhead=2, dim_feedforward=32, dropout=0.0, batch_first=True)
+        network.eval()
+        inputs = torch.randn(2, 5, 16)
+    else:
+        raise ValueError(f"unknown model {model!r}")
     with torch.no_grad():
-        model(inputs)  # warm-up outside the profile
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        network(inputs)  # warm-up outside the profile
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True,
+                     with_stack=with_stack) as prof:
             for _ in range(iterations):
                 with record_function("inference_step"):
-                    model(inputs)
+                    network(inputs)
     prof.export_chrome_trace(str(path))
 
 
-def make_onnxruntime_trace(path, iterations=3):
-    """Runs a tiny MatMul-Add-Relu graph `iterations` times with profiling on."""
+def make_onnxruntime_trace(path, iterations=3, optimize=True):
+    """Runs a tiny MatMul-Add-Relu graph `iterations` times with profiling on.
+
+    optimize=False turns ONNX Runtime's graph optimisations off, so that each of the three
+    nodes runs (and is profiled) on its own instead of as one fused node.
+    """
     import numpy as np
     import onnx
     import onnxruntime
@@ -73,6 +91,8 @@ def make_onnxruntime_trace(path, iterations=3):
         options.profile_file_prefix = os.path.join(work_dir, "ort_profile")
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
+        if not optimize:
+            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
         session = onnxruntime.InferenceSession(
             model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         feed = {"input": rng.standard_normal((4, 16)).astype(np.float32)}
