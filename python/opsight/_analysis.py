@@ -31,16 +31,36 @@ def _pandas() -> Any:
     return pandas
 
 
+def _checked(text: str) -> str:
+    """The core returns a failure to render (out of memory) as one line of text."""
+    if text.startswith("opsight: cannot render"):
+        raise RuntimeError(text.strip())
+    return text
+
+
+def _category_list(categories: Any) -> list[str]:
+    if categories is None:
+        return []
+    if isinstance(categories, str):
+        return [categories]
+    try:
+        result = [str(category) for category in categories]
+    except TypeError:
+        raise TypeError(f"categories: expected a string or a list of strings, "
+                        f"not {type(categories).__name__}") from None
+    return result
+
+
 class TraceAnalyses:
     """Analyses over ``self.trace`` (an ``opsight._native.Trace``)."""
 
     trace: Any
 
     def _render(self, view: str, format: str, **options: Any) -> str:
-        return self.trace.render(
+        return _checked(self.trace.render(
             view, format, options.get("sort", "total"), options.get("limit", 0),
             options.get("max_roots", 20), options.get("span", ""),
-            options.get("by_category", False), list(options.get("categories") or []))
+            options.get("by_category", False), _category_list(options.get("categories"))))
 
     def _data(self, view: str, **options: Any) -> Any:
         return json.loads(self._render(view, "json", **options))
@@ -151,6 +171,8 @@ class TraceFile(TraceAnalyses):
 
 
 def _load_native(source: Any, store: str | os.PathLike | None) -> Any:
+    if isinstance(source, _native.Trace):  # opsight.read_trace(...)
+        return source
     trace = getattr(source, "trace", None)
     if trace is not None and not isinstance(source, (str, os.PathLike)):
         return trace
@@ -180,11 +202,25 @@ def compare(a: Any, b: Any, *, alpha: float = 0.01, min_change: float = 0.02,
     A's and B's distributions, the median ratio, the Mann-Whitney U test (Holm-adjusted)
     and a verdict ("same", "slower", "faster", "too few samples", "only in A", "only in
     B"). ``a`` and ``b`` are files, runs of the store, profiles or :class:`TraceFile` s.
-    With ``fail_threshold=0.05`` the result's ``regressions`` lists the names slower by
-    at least 5%."""
-    return json.loads(_native.compare(
+    With ``fail_threshold=0.05`` (a fraction: 5%) the result's ``regressions`` lists the
+    names slower by at least 5%."""
+    _check_compare_options(alpha, min_change, min_samples, fail_threshold)
+    return json.loads(_checked(_native.compare(
         _load_native(a, store), _load_native(b, store), alpha, min_change, min_samples,
-        -1.0 if fail_threshold is None else fail_threshold, "json"))
+        -1.0 if fail_threshold is None else fail_threshold, "json")))
+
+
+def _check_compare_options(alpha: float, min_change: float, min_samples: int,
+                           fail_threshold: float | None) -> None:
+    if not 0 < alpha <= 0.5:
+        raise ValueError(f"compare: alpha={alpha!r}, expected 0 < alpha <= 0.5")
+    if not min_change >= 0:
+        raise ValueError(f"compare: min_change={min_change!r}, expected a fraction >= 0 (0.02 is 2%)")
+    if not isinstance(min_samples, int) or min_samples < 2:
+        raise ValueError(f"compare: min_samples={min_samples!r}, expected an integer >= 2")
+    if fail_threshold is not None and not fail_threshold >= 0:
+        raise ValueError(f"compare: fail_threshold={fail_threshold!r}, expected a fraction >= 0 "
+                         "(0.05 is 5%)")
 
 
 def compare_report(a: Any, b: Any, *, format: str = "text", alpha: float = 0.01,
@@ -192,6 +228,7 @@ def compare_report(a: Any, b: Any, *, format: str = "text", alpha: float = 0.01,
                    fail_threshold: float | None = None,
                    store: str | os.PathLike | None = None) -> str:
     """The text (or ``format="csv"``/``"json"``) of ``opsight compare A B``."""
+    _check_compare_options(alpha, min_change, min_samples, fail_threshold)
     return _native.compare(
         _load_native(a, store), _load_native(b, store), alpha, min_change, min_samples,
         -1.0 if fail_threshold is None else fail_threshold, format)

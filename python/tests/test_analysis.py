@@ -113,6 +113,9 @@ def test_operator_table(prof):
     assert sum(row["share"] for row in rows.values()) == pytest.approx(1.0)
     assert prof.operators_dataframe().loc["aten::mm", "count"] == 60
     assert prof.operators(categories=["python"])[0]["category"] == "python"
+    assert prof.operators("operator") == prof.operators()  # one category as a string
+    with pytest.raises(TypeError, match="categories"):
+        prof.operators(categories=3)
 
 
 def test_merged_tree(prof):
@@ -170,7 +173,7 @@ def test_compare_flags_a_planted_slowdown():
     assert rows["other"]["verdict"] in ("same", "faster", "slower")
     assert result["regressions"] == ["step"]
     text = opsight.compare_report(_run(1.0), _run(1.0), fail_threshold=0.10)
-    assert "regressions (slower by 10.0% or more at the median): none" in text
+    assert "regressions (slower by 10% or more at the median): none" in text
 
 
 def test_load_and_compare_files(tmp_path, prof):
@@ -180,5 +183,11 @@ def test_load_and_compare_files(tmp_path, prof):
     assert loaded.breakdown("infer")["inference_count"] == 40
     same = opsight.compare(path, prof)
     assert all(row["verdict"] in ("same", "too few samples") for row in same["names"])
+    native = opsight.read_trace(str(path))
+    assert opsight.compare(native, loaded)["a"]["slices"] == same["a"]["slices"]
+    with pytest.raises(ValueError, match="min_samples"):
+        opsight.compare(path, path, min_samples=1)
+    with pytest.raises(ValueError, match="alpha"):
+        opsight.compare(path, path, alpha=0)
     with pytest.raises(ValueError, match="no-such-trace.json: no such file"):
         opsight.load(tmp_path / "no-such-trace.json", store=tmp_path / "runs.db")

@@ -218,7 +218,7 @@ AggregateTree AggregateTree::build(const trace::Trace& trace, bool keep_duration
 }
 
 std::span<const int64_t> AggregateTree::durations(uint32_t node) const {
-  if (node + 1 >= duration_begin_.size()) return {};
+  if (static_cast<size_t>(node) + 1 >= duration_begin_.size()) return {};
   return {durations_.data() + duration_begin_[node],
           static_cast<size_t>(duration_begin_[node + 1] - duration_begin_[node])};
 }

@@ -1,12 +1,58 @@
 #include "analyze/breakdown.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <unordered_map>
 
 #include "analyze/call_tree.hpp"
 
 namespace opsight::analyze {
+
+namespace {
+
+// One phase while it is being collected: its time per inference, stored sparsely (an
+// inference appears only if it has the phase), so that many distinct child names (names
+// that carry a request id, say) cost memory in proportion to the children, not to
+// phases × inferences.
+struct PhaseColumn {
+  trace::StringId key = 0;
+  std::vector<std::pair<uint32_t, int64_t>> entries;  // (inference index, time), by index
+  uint64_t slices = 0;
+  int64_t total_ns = 0;
+};
+
+// The slices named `name` that no other slice of that name encloses: a recursive
+// "forward" inside "forward" is part of one inference, not a second one.
+std::vector<trace::RowIndex> outermost_slices_named(const trace::SliceTable& slices,
+                                                    trace::StringId name) {
+  std::vector<trace::RowIndex> rows;
+  bool any = false;
+  for (size_t row = 0; row < slices.size() && !any; ++row) any = slices.name[row] == name;
+  if (!any) return rows;
+  // inside[row]: some ancestor of row carries the name. Parents come before their children
+  // in row order after Trace::finalize(); otherwise walk up (bounded by the depth).
+  std::vector<uint8_t> inside(slices.size(), 0);
+  for (size_t row = 0; row < slices.size(); ++row) {
+    const trace::RowIndex parent = slices.parent[row];
+    if (parent == trace::kNoRow) continue;
+    if (parent < row) {
+      inside[row] = slices.name[parent] == name || inside[parent];
+    } else {
+      for (trace::RowIndex up = parent; up != trace::kNoRow; up = slices.parent[up]) {
+        if (slices.name[up] == name) {
+          inside[row] = 1;
+          break;
+        }
+      }
+    }
+  }
+  for (size_t row = 0; row < slices.size(); ++row)
+    if (slices.name[row] == name && !inside[row]) rows.push_back(static_cast<trace::RowIndex>(row));
+  return rows;
+}
+
+}  // namespace
 
 Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
                             PhaseGrouping grouping) {
@@ -16,11 +62,8 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
   if (!name_id) return result;
   const trace::SliceTable& slices = trace.slices;
 
-  std::vector<trace::RowIndex> inferences;
-  for (size_t row = 0; row < slices.size(); ++row)
-    if (slices.name[row] == *name_id) inferences.push_back(static_cast<trace::RowIndex>(row));
+  std::vector<trace::RowIndex> inferences = outermost_slices_named(slices, *name_id);
   if (inferences.empty()) return result;
-  // Stable order over tracks: by start time.
   std::stable_sort(
       inferences.begin(), inferences.end(),
       [&slices](trace::RowIndex a, trace::RowIndex b) { return slices.ts[a] < slices.ts[b]; });
@@ -28,13 +71,9 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
   result.inference_count = count;
 
   CallForest forest = CallForest::build(trace);
-  // Phase columns: key (a StringId of a name or category) -> column index.
   std::unordered_map<trace::StringId, size_t> column_of_key;
-  std::vector<trace::StringId> column_keys;
-  std::vector<std::vector<int64_t>> columns;  // [column][inference]
-  std::vector<uint64_t> present_in, slices_in;
+  std::vector<PhaseColumn> columns;
   std::vector<int64_t> totals(count), uncovered(count);
-  std::vector<size_t> last_seen_in;  // per column: the last inference that had it (+1)
   int64_t first_start = slices.ts[inferences[0]];
   int64_t last_end = slices.end(inferences[0]);
 
@@ -48,39 +87,64 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
       const trace::StringId key =
           grouping == PhaseGrouping::kChildName ? slices.name[child] : slices.category[child];
       auto [position, inserted] = column_of_key.try_emplace(key, columns.size());
-      if (inserted) {
-        column_keys.push_back(key);
-        columns.emplace_back(count, 0);
-        present_in.push_back(0);
-        slices_in.push_back(0);
-        last_seen_in.push_back(0);
-      }
-      const size_t column = position->second;
-      add_saturating(columns[column][index], slices.dur[child]);
+      if (inserted) columns.push_back({key, {}, 0, 0});
+      PhaseColumn& column = columns[position->second];
+      const auto inference = static_cast<uint32_t>(index);
+      if (column.entries.empty() || column.entries.back().first != inference)
+        column.entries.emplace_back(inference, 0);
+      add_saturating(column.entries.back().second, slices.dur[child]);
+      add_saturating(column.total_ns, slices.dur[child]);
       add_saturating(covered, slices.dur[child]);
-      ++slices_in[column];
-      if (last_seen_in[column] != index + 1) {
-        last_seen_in[column] = index + 1;
-        ++present_in[column];
-      }
+      ++column.slices;
     }
     uncovered[index] = std::max<int64_t>(slices.dur[row] - covered, 0);
   }
 
+  // Beyond kMaxBreakdownPhases phases, the ones with least time merge into one.
+  std::vector<size_t> order(columns.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<size_t> merged;
+  if (columns.size() > kMaxBreakdownPhases) {
+    std::stable_sort(order.begin(), order.end(), [&columns](size_t a, size_t b) {
+      return columns[a].total_ns > columns[b].total_ns;
+    });
+    merged.assign(order.begin() + (kMaxBreakdownPhases - 1), order.end());
+    order.resize(kMaxBreakdownPhases - 1);
+    std::sort(order.begin(), order.end());  // back to first-appearance order
+  }
+
   result.total = summarize_distribution(totals);
   const double total_mean = result.total.mean_ns;
-  for (size_t column = 0; column < columns.size(); ++column) {
+  std::vector<int64_t> dense(count);
+  auto summarize = [&](BreakdownPhase& phase, const std::vector<size_t>& sources) {
+    std::fill(dense.begin(), dense.end(), 0);
+    for (size_t source : sources) {
+      phase.slices += columns[source].slices;
+      for (const auto& [inference, value] : columns[source].entries)
+        add_saturating(dense[inference], value);
+    }
+    phase.present_in = static_cast<uint64_t>(
+        std::count_if(dense.begin(), dense.end(), [](int64_t value) { return value != 0; }));
+    if (sources.size() == 1) phase.present_in = columns[sources[0]].entries.size();
+    phase.per_inference = summarize_distribution(dense);
+    phase.share_of_total = total_mean > 0 ? phase.per_inference.mean_ns / total_mean : 0.0;
+  };
+  for (size_t column : order) {
     BreakdownPhase phase;
-    std::string_view key_text = trace.str(column_keys[column]);
+    std::string_view key_text = trace.str(columns[column].key);
     phase.name =
         key_text.empty()
             ? std::string(grouping == PhaseGrouping::kChildName ? "(unnamed)" : "(no category)")
             : std::string(key_text);
-    phase.present_in = present_in[column];
-    phase.slices = slices_in[column];
-    phase.per_inference = summarize_distribution(columns[column]);
-    phase.share_of_total = total_mean > 0 ? phase.per_inference.mean_ns / total_mean : 0.0;
+    summarize(phase, {column});
     result.phases.push_back(std::move(phase));
+  }
+  if (!merged.empty()) {
+    BreakdownPhase other;
+    other.name = "(" + std::to_string(merged.size()) + " other phases)";
+    other.other_phases = merged.size();
+    summarize(other, merged);
+    result.phases.push_back(std::move(other));
   }
   BreakdownPhase rest;
   rest.name = "(uncovered)";

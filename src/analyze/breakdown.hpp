@@ -13,11 +13,17 @@
 //     (children nest inside their parent and do not overlap after Trace::finalize(); the
 //     Furiosa profiler prints an unsigned underflow here);
 //   - inferences per second = count / (last inference end - first inference start);
-//     for inferences run back to back it is 1 / mean latency.
+//     for inferences run back to back it is 1 / mean latency;
+//   - a span of that name inside another one (recursion) is part of the outer inference,
+//     not an inference of its own;
+//   - beyond kMaxBreakdownPhases phases (names that carry a request id, say), the phases
+//     with the least total time merge into one "(N other phases)" row.
+// Memory: in proportion to the children of the inferences, not phases × inferences.
 //
 // Thread-safety: pure functions over a finalized trace.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -30,9 +36,12 @@ namespace opsight::analyze {
 
 enum class PhaseGrouping { kChildName, kChildCategory };
 
+inline constexpr size_t kMaxBreakdownPhases = 32;
+
 struct BreakdownPhase {
   std::string name;  // child name or category; "(uncovered)" for the time no child covers
   bool uncovered = false;
+  uint64_t other_phases = 0;    // > 0 for the row that merges the phases beyond the limit
   uint64_t present_in = 0;      // inferences with at least one such child
   uint64_t slices = 0;          // children counted into the phase (several per inference allowed)
   Distribution per_inference;   // one value per inference (0 where absent)

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 namespace opsight::analyze {
 namespace {
 
@@ -92,6 +94,45 @@ TEST(Breakdown, UncoveredNeverNegative) {
   Breakdown breakdown = compute_breakdown(trace, "infer");
   ASSERT_EQ(breakdown.inference_count, 1u);
   EXPECT_GE(breakdown.phases.back().per_inference.min_ns, 0);
+}
+
+TEST(Breakdown, RecursionIsOneInference) {
+  trace::Trace trace;
+  trace::TrackId track = trace.thread_track(1, 1);
+  const trace::StringId forward = trace.intern("forward");
+  trace.slices.add(0, 100, forward, 0, track);
+  trace.slices.add(10, 50, forward, 0, track);  // the module calls itself
+  trace.slices.add(20, 10, trace.intern("layer"), 0, track);
+  trace.finalize();
+  Breakdown breakdown = compute_breakdown(trace, "forward");
+  EXPECT_EQ(breakdown.inference_count, 1u);
+  ASSERT_EQ(breakdown.phases.size(), 2u);
+  EXPECT_EQ(breakdown.phases[0].name, "forward");  // the inner call is a phase
+  EXPECT_EQ(breakdown.phases[0].per_inference.max_ns, 50);
+}
+
+TEST(Breakdown, ManyDistinctPhasesMergeBeyondTheLimit) {
+  // 1000 inferences, each with one child named after its request plus a common "compute".
+  trace::Trace trace;
+  trace::TrackId track = trace.thread_track(1, 1);
+  const trace::StringId infer = trace.intern("infer"), compute = trace.intern("compute");
+  for (int64_t i = 0; i < 1000; ++i) {
+    const int64_t start = i * 1000;
+    trace.slices.add(start, 500, infer, 0, track);
+    trace.slices.add(start + 1, 100, trace.intern("request " + std::to_string(i)), 0, track);
+    trace.slices.add(start + 200, 200, compute, 0, track);
+  }
+  trace.finalize();
+  Breakdown breakdown = compute_breakdown(trace, "infer");
+  ASSERT_EQ(breakdown.phases.size(), kMaxBreakdownPhases + 1);  // + uncovered
+  EXPECT_EQ(breakdown.phases[0].name, "request 0");  // kept phases stay in first-seen order
+  EXPECT_EQ(breakdown.phases[1].name, "compute");
+  const BreakdownPhase& other = breakdown.phases[kMaxBreakdownPhases - 1];
+  EXPECT_EQ(other.other_phases, 1000u - (kMaxBreakdownPhases - 2));
+  EXPECT_EQ(other.name, "(" + std::to_string(other.other_phases) + " other phases)");
+  double sum = 0;
+  for (const BreakdownPhase& phase : breakdown.phases) sum += phase.per_inference.mean_ns;
+  EXPECT_DOUBLE_EQ(sum, breakdown.total.mean_ns);
 }
 
 TEST(Breakdown, UnknownSpanGivesNoInferences) {

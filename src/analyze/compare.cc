@@ -69,9 +69,13 @@ void decide(std::vector<ComparedRow>& rows, const CompareOptions& options) {
     row.adjusted_p_value = adjusted[next++];
     const bool significant = row.adjusted_p_value < options.alpha;
     const double a = row.a.p50_ns, b = row.b.p50_ns;
-    if (significant && b >= a * (1.0 + options.min_change) && b > a)
+    // The test is two-sided: its direction is P(B > A); the median must move the same way
+    // (a bimodal A can have a lower median than B while most B calls are faster).
+    if (significant && row.probability_b_greater > 0.5 && b >= a * (1.0 + options.min_change) &&
+        b > a)
       row.verdict = Verdict::kSlower;
-    else if (significant && a >= b * (1.0 + options.min_change) && a > b)
+    else if (significant && row.probability_b_greater < 0.5 &&
+             a >= b * (1.0 + options.min_change) && a > b)
       row.verdict = Verdict::kFaster;
     else
       row.verdict = Verdict::kSame;
@@ -97,17 +101,21 @@ struct TreeSide {
 std::vector<std::pair<uint32_t, uint32_t>> pair_children(const TreeSide& a, const TreeSide& b,
                                                          std::span<const uint32_t> a_nodes,
                                                          std::span<const uint32_t> b_nodes) {
+  // A node's children have distinct names (the tree is keyed on parent and name), so one
+  // lookup table of B's children pairs them in linear time.
+  std::unordered_map<std::string_view, size_t> b_child_by_name;
+  b_child_by_name.reserve(b_nodes.size());
+  for (size_t i = 0; i < b_nodes.size(); ++i)
+    b_child_by_name.emplace(b.trace.str(b.tree.nodes()[b_nodes[i]].name), i);
   std::vector<std::pair<uint32_t, uint32_t>> pairs;
+  pairs.reserve(a_nodes.size() + b_nodes.size());
   std::vector<bool> b_matched(b_nodes.size(), false);
   for (uint32_t a_node : a_nodes) {
-    std::string_view name = a.trace.str(a.tree.nodes()[a_node].name);
     uint32_t match = kNoNode;
-    for (size_t i = 0; i < b_nodes.size(); ++i) {
-      if (!b_matched[i] && b.trace.str(b.tree.nodes()[b_nodes[i]].name) == name) {
-        b_matched[i] = true;
-        match = b_nodes[i];
-        break;
-      }
+    auto found = b_child_by_name.find(a.trace.str(a.tree.nodes()[a_node].name));
+    if (found != b_child_by_name.end() && !b_matched[found->second]) {
+      b_matched[found->second] = true;
+      match = b_nodes[found->second];
     }
     pairs.emplace_back(a_node, match);
   }
@@ -234,6 +242,8 @@ Comparison compare_traces(const trace::Trace& a, const trace::Trace& b,
   comparison.b_traced_ns = traced_time_ns(b);
   comparison.a_slices = a.slices.size();
   comparison.b_slices = b.slices.size();
+  comparison.a_overhead = summarize_overhead(a);
+  comparison.b_overhead = summarize_overhead(b);
 
   auto a_names = durations_by_name(a);
   auto b_names = durations_by_name(b);

@@ -11,9 +11,9 @@
 // reported with it.
 //
 // A verdict needs both a significant test and a change large enough to matter:
-//   slower  if p (Holm-adjusted over all names tested) < alpha and median(B)/median(A)
-//           >= 1 + min_change;
-//   faster  likewise with median(A)/median(B) >= 1 + min_change;
+//   slower  if p (Holm-adjusted over all names tested) < alpha, P(B > A) > 0.5 (the test's
+//           direction) and median(B)/median(A) >= 1 + min_change;
+//   faster  likewise with P(B > A) < 0.5 and median(A)/median(B) >= 1 + min_change;
 //   same    otherwise;
 //   too few samples  when either side has fewer than min_samples slices (no test: the
 //           ratio is still reported);
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "analyze/distribution.hpp"
+#include "analyze/statistics.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::analyze {
@@ -80,6 +81,7 @@ struct Comparison {
   CompareOptions options;
   int64_t a_traced_ns = 0, b_traced_ns = 0;
   uint64_t a_slices = 0, b_slices = 0;
+  OverheadSummary a_overhead, b_overhead;  // what the tracer cost on each side
 };
 
 Comparison compare_traces(const trace::Trace& a, const trace::Trace& b,

@@ -117,6 +117,34 @@ TEST(CompareTraces, FlagsAPlantedSlowdownAndNothingElse) {
   EXPECT_EQ(comparison.tree[3].verdict, Verdict::kOnlyInB);
 }
 
+// A is bimodal (600 calls of 100 µs, 400 of 300 µs); B mostly faster (400 of 50 µs, 600 of
+// 105 µs). B's median (105) is 5% above A's (100), yet most B calls are faster: the
+// verdict follows the test's direction, P(B > A) < 0.5, and is never "slower".
+TEST(CompareTraces, VerdictFollowsTheTestsDirectionNotTheMedianAlone) {
+  auto build = [](std::vector<std::pair<int, int64_t>> groups) {
+    trace::Trace trace;
+    trace::TrackId track = trace.thread_track(1, 1);
+    const trace::StringId name = trace.intern("call");
+    int64_t cursor = 0;
+    for (auto [count, duration] : groups)
+      for (int i = 0; i < count; ++i) {
+        trace.slices.add(cursor, duration, name, 0, track);
+        cursor += duration + 1;
+      }
+    trace.finalize();
+    return trace;
+  };
+  Comparison comparison =
+      compare_traces(build({{600, 100000}, {400, 300000}}), build({{400, 50000}, {600, 105000}}));
+  ASSERT_EQ(comparison.names.size(), 1u);
+  const ComparedRow& row = comparison.names[0];
+  EXPECT_NEAR(row.median_ratio, 1.05, 1e-9);
+  EXPECT_LT(row.probability_b_greater, 0.5);
+  EXPECT_LT(row.adjusted_p_value, 1e-6);
+  EXPECT_NE(row.verdict, Verdict::kSlower);
+  EXPECT_TRUE(regressions(comparison, 0.03).empty());
+}
+
 TEST(CompareTraces, TwoRunsOfTheSameCodeStayQuiet) {
   // Different noise, same code: no verdict may say slower or faster.
   for (uint64_t seed = 10; seed < 30; seed += 2) {

@@ -13,12 +13,15 @@ Distribution summarize_distribution(std::span<int64_t> values) {
   result.count = values.size();
   result.min_ns = values[0];
   result.max_ns = values[0];
+  // The mean from an exact sum: total_ns saturates on absurd inputs, the mean must not.
+  long double exact_sum = 0;
   for (int64_t value : values) {
     add_saturating(result.total_ns, value);
+    exact_sum += static_cast<long double>(value);
     result.min_ns = std::min(result.min_ns, value);
     result.max_ns = std::max(result.max_ns, value);
   }
-  result.mean_ns = static_cast<double>(result.total_ns) / static_cast<double>(result.count);
+  result.mean_ns = static_cast<double>(exact_sum / static_cast<long double>(result.count));
   double squared_deviations = 0.0;
   for (int64_t value : values) {
     double deviation = static_cast<double>(value) - result.mean_ns;

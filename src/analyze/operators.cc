@@ -1,10 +1,10 @@
 #include "analyze/operators.hpp"
 
 #include <algorithm>
+#include <map>
 #include <optional>
-#include <unordered_map>
+#include <utility>
 
-#include "analyze/statistics.hpp"
 #include "trace/categories.hpp"
 
 namespace opsight::analyze {
@@ -18,18 +18,50 @@ OperatorTable compute_operator_table(const trace::Trace& trace,
   OperatorTable table;
   table.categories = categories;
   const trace::SliceTable& slices = trace.slices;
+  const size_t slice_count = slices.size();
   std::vector<bool> is_operator_category(trace.strings.size(), false);
   for (const std::string& category : categories)
     if (auto id = trace.strings.find(category)) is_operator_category[*id] = true;
+  auto is_operator = [&](size_t row) {
+    const trace::StringId category = slices.category[row];
+    return category < is_operator_category.size() && is_operator_category[category];
+  };
   const std::optional<trace::StringId> op_name_key = trace.strings.find("op_name");
 
-  std::vector<int64_t> self_times = compute_self_times(trace);
-  // Row key: the StringId of op_name's value, else of the slice name.
-  std::unordered_map<trace::StringId, size_t> row_of_key;
+  // Self time of an operator: its duration minus that of the operators nested in it
+  // (the nearest ones, through any spans that are not operators), so time spent in a
+  // child that is not an operator (a kernel launch, a Python callback) stays with the
+  // operator that made it and every nanosecond of operator time is in exactly one row.
+  std::vector<trace::RowIndex> nearest_operator_above(slice_count, trace::kNoRow);
+  std::vector<int64_t> self_times(slice_count, 0);
+  for (size_t row = 0; row < slice_count; ++row) {
+    const trace::RowIndex parent = slices.parent[row];
+    if (parent == trace::kNoRow) continue;
+    if (parent < row) {
+      nearest_operator_above[row] = is_operator(parent) ? parent : nearest_operator_above[parent];
+    } else {  // not in parent-first order: walk up
+      for (trace::RowIndex up = parent; up != trace::kNoRow; up = slices.parent[up])
+        if (is_operator(up)) {
+          nearest_operator_above[row] = up;
+          break;
+        }
+    }
+  }
+  for (size_t row = 0; row < slice_count; ++row) {
+    if (!is_operator(row)) continue;
+    add_saturating(self_times[row], slices.dur[row]);
+    if (nearest_operator_above[row] != trace::kNoRow)
+      add_saturating(self_times[nearest_operator_above[row]], -slices.dur[row]);
+  }
+
+  // Rows keyed on (category, op_name or name): a CPU operator and a GPU kernel of the same
+  // name stay apart, since their times overlap.
+  std::map<std::pair<trace::StringId, trace::StringId>, size_t> row_of_key;
   std::vector<std::vector<int64_t>> durations;
-  for (size_t row = 0; row < slices.size(); ++row) {
+  std::map<trace::StringId, int64_t> self_by_category;
+  for (size_t row = 0; row < slice_count; ++row) {
+    if (!is_operator(row)) continue;
     const trace::StringId category = slices.category[row];
-    if (category >= is_operator_category.size() || !is_operator_category[category]) continue;
     trace::StringId key = slices.name[row];
     if (op_name_key && row + 1 < slices.args_begin.size()) {
       for (trace::RowIndex arg = slices.args_begin[row]; arg < slices.args_begin[row + 1]; ++arg) {
@@ -40,7 +72,7 @@ OperatorTable compute_operator_table(const trace::Trace& trace,
         }
       }
     }
-    auto [position, inserted] = row_of_key.try_emplace(key, table.rows.size());
+    auto [position, inserted] = row_of_key.try_emplace({category, key}, table.rows.size());
     if (inserted) {
       OperatorRow entry;
       entry.name = std::string(trace.str(key));
@@ -50,20 +82,24 @@ OperatorTable compute_operator_table(const trace::Trace& trace,
     }
     OperatorRow& entry = table.rows[position->second];
     durations[position->second].push_back(slices.dur[row]);
-    add_saturating(entry.self_ns, self_times[row]);
-    add_saturating(table.total_self_ns, self_times[row]);
+    const int64_t self = std::max<int64_t>(self_times[row], 0);
+    add_saturating(entry.self_ns, self);
+    add_saturating(table.total_self_ns, self);
+    add_saturating(self_by_category[category], self);
     ++table.operator_slices;
   }
   for (size_t index = 0; index < table.rows.size(); ++index) {
-    table.rows[index].duration = summarize_distribution(durations[index]);
-    table.rows[index].share = table.total_self_ns > 0
-                                  ? static_cast<double>(table.rows[index].self_ns) /
-                                        static_cast<double>(table.total_self_ns)
-                                  : 0.0;
+    OperatorRow& row = table.rows[index];
+    row.duration = summarize_distribution(durations[index]);
+    const int64_t category_total = self_by_category[*trace.strings.find(row.category)];
+    row.share = category_total > 0
+                    ? static_cast<double>(row.self_ns) / static_cast<double>(category_total)
+                    : 0.0;
   }
   std::sort(table.rows.begin(), table.rows.end(), [](const OperatorRow& a, const OperatorRow& b) {
     if (a.self_ns != b.self_ns) return a.self_ns > b.self_ns;
-    return a.name < b.name;
+    if (a.name != b.name) return a.name < b.name;
+    return a.category < b.category;
   });
   return table;
 }

@@ -9,7 +9,13 @@
 // says op_name "Gemm"), otherwise by its own name (PyTorch's "aten::addmm").
 //
 // Operators nest (aten::linear calls aten::addmm), so the table carries both inclusive and
-// self time; shares are of self time, so they add up to 100% over the table.
+// self time. An operator's self time is its duration minus that of the operators nested in
+// it: time in a child that is not an operator (cudaLaunchKernel, a Python callback) stays
+// with the operator, so every nanosecond of operator time is in exactly one row.
+//
+// Rows are keyed on (category, name): a CPU operator and a GPU kernel of the same name stay
+// apart. CPU operators and GPU kernels run at the same time, so a row's share is of its own
+// category's self time: the shares of each category add up to 100%.
 //
 // Thread-safety: pure functions over a finalized trace.
 #pragma once
@@ -28,11 +34,11 @@ struct OperatorRow {
   std::string category;   // of its first slice
   Distribution duration;  // inclusive durations
   int64_t self_ns = 0;
-  double share = 0.0;  // self_ns / all operators' self time
+  double share = 0.0;  // self_ns / the self time of all operators of its category
 };
 
 struct OperatorTable {
-  std::vector<OperatorRow> rows;  // by self time, descending; ties by name
+  std::vector<OperatorRow> rows;  // by self time, descending; ties by name, category
   int64_t total_self_ns = 0;
   uint64_t operator_slices = 0;
   std::vector<std::string> categories;  // what was counted as an operator

@@ -49,6 +49,32 @@ TEST(OperatorTable, GroupsByOpNameArgOrNameWithSelfShares) {
   EXPECT_DOUBLE_EQ(shares, 1.0);
 }
 
+TEST(OperatorTable, TimeInNonOperatorChildrenStaysWithTheOperator) {
+  trace::Trace trace;
+  trace::TrackId cpu = trace.thread_track(1, 1);
+  trace::TrackId gpu = trace.thread_track(1, 2);
+  const trace::StringId op = trace.intern(trace::kCategoryOperator);
+  const trace::StringId kernel = trace.intern(trace::kCategoryGpuKernel);
+  const trace::StringId runtime = trace.intern(trace::kCategoryCudaRuntime);
+  // aten::addmm [0, 150) > cudaLaunchKernel [10, 140) > aten::fill_ [20, 30) (an operator
+  // reached through a non-operator span); a GPU kernel also named aten::addmm.
+  trace.slices.add(0, 150, trace.intern("aten::addmm"), op, cpu);
+  trace.slices.add(10, 130, trace.intern("cudaLaunchKernel"), runtime, cpu);
+  trace.slices.add(20, 10, trace.intern("aten::fill_"), op, cpu);
+  trace.slices.add(100, 400, trace.intern("aten::addmm"), kernel, gpu);
+  trace.finalize();
+  OperatorTable table = compute_operator_table(trace, default_operator_categories());
+  ASSERT_EQ(table.rows.size(), 3u);
+  EXPECT_EQ(table.rows[0].category, "gpu_kernel");
+  EXPECT_DOUBLE_EQ(table.rows[0].share, 1.0);  // alone in its category
+  EXPECT_EQ(table.rows[1].name, "aten::addmm");
+  EXPECT_EQ(table.rows[1].category, "operator");
+  EXPECT_EQ(table.rows[1].self_ns, 140);  // 150 minus fill_'s 10: the launch stays in it
+  EXPECT_DOUBLE_EQ(table.rows[1].share, 140.0 / 150.0);
+  EXPECT_EQ(table.rows[2].name, "aten::fill_");
+  EXPECT_EQ(table.total_self_ns, 150 + 400);
+}
+
 TEST(OperatorTable, OtherCategoriesOnRequest) {
   trace::Trace trace;
   trace::TrackId track = trace.thread_track(1, 1);

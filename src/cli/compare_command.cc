@@ -30,7 +30,9 @@ std::optional<double> parse_fraction(const std::string& text) {
   char* end = nullptr;
   double value = std::strtod(trimmed.c_str(), &end);
   if (end == nullptr || *end != '\0' || !std::isfinite(value) || value < 0) return std::nullopt;
-  if (percent || value > 1.0) value /= 100.0;
+  if (percent) return value / 100.0;
+  // A bare number is a fraction: "0.05" is 5%. "5" is refused rather than guessed.
+  if (value > 1.0) return std::nullopt;
   return value;
 }
 
@@ -71,14 +73,15 @@ std::optional<int> CompareCommand::run() {
     auto parsed = parse_fraction(fail_on_regression_);
     if (!parsed) {
       print_error("--fail-on-regression: '" + fail_on_regression_ +
-                  "' is not a percentage (e.g. 5% or 0.05)");
+                  "' is not a percentage: write 5% or the fraction 0.05");
       return kExitUsage;
     }
     threshold = *parsed;
   }
   auto min_change = parse_fraction(min_change_);
   if (!min_change) {
-    print_error("--min-change: '" + min_change_ + "' is not a percentage (e.g. 2% or 0.02)");
+    print_error("--min-change: '" + min_change_ +
+                "' is not a percentage: write 2% or the fraction 0.02");
     return kExitUsage;
   }
   int status = 0;

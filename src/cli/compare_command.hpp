@@ -39,8 +39,8 @@ class CompareCommand {
   std::string store_path_;
 };
 
-// Parses "5%", "5 %" or "0.05" into a fraction (0.05); nullopt if it is not a non-negative
-// number. A bare number above 1 is read as percent ("5" is 5%).
+// Parses "5%", "5 %" or the fraction "0.05" into a fraction (0.05); nullopt if it is not a
+// non-negative number, or a bare number above 1 ("5": write 5% or 0.05).
 std::optional<double> parse_fraction(const std::string& text);
 
 }  // namespace opsight::cli

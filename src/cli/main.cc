@@ -313,9 +313,12 @@ int main(int argc, char** argv) {
   report_command->add_flag("--ops", report.operators,
                            "Operator table: count, total, self, share, mean, percentiles per "
                            "operator (torch aten::*, ONNX Runtime nodes by op_name, GPU kernels)");
-  report_command->add_option("--ops-category", report.operator_categories,
-                             "--ops: categories counted as operators (default: operator, "
-                             "gpu_kernel); repeatable");
+  report_command
+      ->add_option("--ops-category", report.operator_categories,
+                   "--ops: a category counted as an operator (default: operator, gpu_kernel); "
+                   "repeat the flag or separate with commas")
+      ->allow_extra_args(false)
+      ->delimiter(',');
   report_command->add_flag("--critical-path", report.critical_path,
                            "The chain of spans that sets the end-to-end time, by span name");
   report_command->add_option("--format", report.format, "Output format")

@@ -285,10 +285,14 @@ StoreCommands::StoreCommands(CLI::App& app) {
   save_command_->add_option("files", save_.files, "Trace file(s): .opsight or Chrome JSON")
       ->required();
   save_command_->add_option("--name", save_.name, "Name of the run (default: the first file's)");
-  save_command_->add_option("--tag", save_.tags, "Tag KEY=VALUE or KEY (repeatable)");
-  save_command_->add_option("--meta", save_.meta, "Extra metadata KEY=VALUE (repeatable)");
-  save_command_->add_option("--package", save_.packages,
-                            "Package version NAME=VERSION (repeatable)");
+  // One value per flag: "save --tag ci run.opsight" must not take the file as a tag.
+  save_command_->add_option("--tag", save_.tags, "Tag KEY=VALUE or KEY (repeatable)")
+      ->allow_extra_args(false);
+  save_command_->add_option("--meta", save_.meta, "Extra metadata KEY=VALUE (repeatable)")
+      ->allow_extra_args(false);
+  save_command_
+      ->add_option("--package", save_.packages, "Package version NAME=VERSION (repeatable)")
+      ->allow_extra_args(false);
   save_command_->add_option("--command", save_.command,
                             "Command line that ran (default: the trace's own)");
   save_command_->add_option("--cwd", save_.working_directory,

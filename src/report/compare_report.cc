@@ -84,6 +84,8 @@ std::string render_comparison(const analyze::Comparison& comparison, std::string
       b["label"] = std::string(b_label);
       b["slices"] = comparison.b_slices;
       b["traced_ns"] = comparison.b_traced_ns;
+      internal::add_overhead_fields(a, comparison.a_overhead);
+      internal::add_overhead_fields(b, comparison.b_overhead);
       document["a"] = std::move(a);
       document["b"] = std::move(b);
       document["test"] = "mann-whitney-u, two-sided, holm-adjusted";
@@ -128,7 +130,8 @@ std::string render_comparison(const analyze::Comparison& comparison, std::string
         comparison.b_slices, format_duration(static_cast<double>(comparison.b_traced_ns)));
     out += fmt::format(
         "test: Mann-Whitney U, two-sided, Holm-adjusted over {} name{}; slower/faster needs p < "
-        "{} and a median change of at least {:.0f}%; fewer than {} calls a side: not tested\n",
+        "{}, P(B>A) on that side of 0.5 and a median change of at least {:.3g}%; fewer than {} "
+        "calls a side: not tested\n",
         tested, tested == 1 ? "" : "s", comparison.options.alpha,
         comparison.options.min_change * 100.0, comparison.options.min_samples);
     using Align = internal::TextTable::Align;
@@ -175,8 +178,10 @@ std::string render_comparison(const analyze::Comparison& comparison, std::string
     if (shown_tree < comparison.tree.size())
       out += fmt::format("… {} more code paths\n", comparison.tree.size() - shown_tree);
 
+    out += "\nA " + format_overhead_line(comparison.a_overhead) + "\n";
+    out += "B " + format_overhead_line(comparison.b_overhead) + "\n";
     if (fail_threshold >= 0) {
-      out += fmt::format("\nregressions (slower by {:.1f}% or more at the median): ",
+      out += fmt::format("\nregressions (slower by {:.3g}% or more at the median): ",
                          fail_threshold * 100.0);
       if (regressed.empty()) {
         out += "none\n";

@@ -173,6 +173,7 @@ void add_distribution_fields(Json& object, const analyze::Distribution& distribu
   object["p75_ns"] = json_number(distribution.p75_ns);
   object["p90_ns"] = json_number(distribution.p90_ns);
   object["p95_ns"] = json_number(distribution.p95_ns);
+  object["p97_ns"] = json_number(distribution.p97_ns);
   object["p99_ns"] = json_number(distribution.p99_ns);
   object["p999_ns"] = json_number(distribution.p999_ns);
   object["max_ns"] = distribution.max_ns;

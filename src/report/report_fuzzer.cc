@@ -54,10 +54,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       sum += phase.per_inference.mean_ns;
     }
     if (breakdown.total.max_ns < (int64_t{1} << 50))
-      check(std::fabs(sum - breakdown.total.mean_ns) <= 1e-6 * std::fabs(breakdown.total.mean_ns) + 1e-3);
+      check(std::fabs(sum - breakdown.total.mean_ns) <=
+            1e-6 * std::fabs(breakdown.total.mean_ns) + 1e-3);
   }
-  for (auto format : {report::OutputFormat::kText, report::OutputFormat::kJson,
-                      report::OutputFormat::kCsv}) {
+  for (auto format :
+       {report::OutputFormat::kText, report::OutputFormat::kJson, report::OutputFormat::kCsv}) {
     options.format = format;
     (void)report::render_merged_tree(trace, options);
     (void)report::render_breakdown(trace, options);
@@ -66,7 +67,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   analyze::Comparison comparison = analyze::compare_traces(trace, trace);
   for (const analyze::ComparedRow& row : comparison.names)
-    check(row.verdict == analyze::Verdict::kSame || row.verdict == analyze::Verdict::kTooFewSamples);
+    check(row.verdict == analyze::Verdict::kSame ||
+          row.verdict == analyze::Verdict::kTooFewSamples);
   options.format = report::OutputFormat::kText;
   (void)report::render_comparison(comparison, "a", "b", 0.05, options);
   return 0;

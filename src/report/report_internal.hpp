@@ -59,7 +59,7 @@ void sort_name_statistics(std::vector<analyze::NameStatistics>& names, const tra
                           std::string_view key);
 
 // The fields of a distribution: count, total_ns, min_ns, mean_ns, p50_ns, p75_ns, p90_ns,
-// p95_ns, p99_ns, p999_ns, max_ns, stddev_ns.
+// p95_ns, p97_ns, p99_ns, p999_ns, max_ns, stddev_ns.
 void add_distribution_fields(Json& object, const analyze::Distribution& distribution);
 
 // Builds the "├─ " / "│  " prefixes of a pre-order sequence of tree nodes, given each

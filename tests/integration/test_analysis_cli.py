@@ -133,7 +133,14 @@ def test_operator_table_of_real_profiler_traces(opsight_cli, tmp_path, tool):
         assert rows[name]["count"] == len(durations), name
         assert abs(rows[name]["total_ns"] - sum(durations)) <= len(durations), name
         assert abs(rows[name]["max_ns"] - max(durations)) <= 1, name
-    assert abs(sum(row["share"] for row in rows.values()) - 1.0) < 1e-9
+    for category in {row["category"] for row in rows.values()}:  # shares are per category
+        shares = sum(row["share"] for row in rows.values() if row["category"] == category)
+        assert abs(shares - 1.0) < 1e-9, category
+    # The flag takes one value (or a comma list): the file after it stays the file.
+    flag_first = opsight_cli("report", "--ops-category", "operator,gpu_kernel", path, "--ops",
+                             "--format", "json")
+    assert flag_first.returncode == 0, flag_first.stderr
+    assert json.loads(flag_first.stdout)["operators"] == report["operators"]
 
 
 def test_compare_runs_in_the_store(opsight_cli, program, tmp_path):
@@ -149,7 +156,7 @@ def test_compare_runs_in_the_store(opsight_cli, program, tmp_path):
     quiet = opsight_cli("compare", "base", "again", "--fail-on-regression", "10%",
                         env=environment)
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr
-    assert "regressions (slower by 10.0% or more at the median): none" in quiet.stdout
+    assert "regressions (slower by 10% or more at the median): none" in quiet.stdout
 
     flagged = opsight_cli("compare", "base", "slow", "--fail-on-regression", "10%",
                           "--format", "json", env=environment)
@@ -173,6 +180,7 @@ def test_compare_runs_in_the_store(opsight_cli, program, tmp_path):
     assert missing.returncode == 1
     assert "no-such-run" in missing.stderr
 
-    usage = opsight_cli("compare", "base", "slow", "--fail-on-regression", "lots",
-                        env=environment)
-    assert usage.returncode == 64 and "--fail-on-regression" in usage.stderr
+    for bad in ("lots", "5"):  # "5" is neither 5% nor the fraction 0.05: refused, not guessed
+        usage = opsight_cli("compare", "base", "slow", "--fail-on-regression", bad,
+                            env=environment)
+        assert usage.returncode == 64 and "--fail-on-regression" in usage.stderr, bad
