@@ -3,6 +3,7 @@
 The CLI is, in order: $OPSIGHT_CLI, .venv/bin/opsight (what `make` installs), or the
 build tree's binary. Tests run the real binary as a user would.
 """
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -53,3 +54,13 @@ def build_program(build_dir):
         return path
 
     return find
+
+
+def load_fixture_generators():
+    """tests/data/generate_fixtures.py as a module: it writes PyTorch-profiler and ONNX
+    Runtime traces with the real tools."""
+    spec = importlib.util.spec_from_file_location(
+        "opsight_fixture_generators", ROOT / "tests" / "data" / "generate_fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -9,7 +9,6 @@ files with the json module (and numpy for percentiles):
   run store by `opsight run`, compared by run reference.
 """
 import collections
-import importlib.util
 import json
 import os
 import pathlib
@@ -18,6 +17,8 @@ import sys
 
 import numpy
 import pytest
+
+from conftest import load_fixture_generators
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VENV_OPSIGHT = ROOT / ".venv" / "bin" / "opsight"
@@ -100,17 +101,9 @@ def test_breakdown_of_a_multi_phase_inference(opsight_cli, program, tmp_path):
         assert piece in text.stdout
 
 
-def _load_generators():
-    spec = importlib.util.spec_from_file_location(
-        "opsight_fixture_generators", ROOT / "tests" / "data" / "generate_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("tool", ["pytorch", "onnxruntime"])
 def test_operator_table_of_real_profiler_traces(opsight_cli, tmp_path, tool):
-    generators = _load_generators()
+    generators = load_fixture_generators()
     path = tmp_path / f"{tool}.json"
     if tool == "pytorch":
         generators.make_pytorch_profiler_trace(path, iterations=4)

@@ -12,23 +12,16 @@ out again below. The detected source format, the recorded category map and the O
 node arguments are checked through the Python package (opsight.read_trace).
 """
 import collections
-import importlib.util
 import json
 import pathlib
 
 import pytest
 
+from conftest import load_fixture_generators
+
 import opsight
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _load_generators():
-    spec = importlib.util.spec_from_file_location(
-        "opsight_fixture_generators", ROOT / "tests" / "data" / "generate_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # The category mapping of docs/reports.md, "Foreign traces", written out independently of
@@ -152,7 +145,7 @@ def _check_slices_against_file(trace, path, source_format):
 
 def test_pytorch_profiler_trace(opsight_cli, tmp_path):
     path = tmp_path / "pytorch_trace.json"
-    _load_generators().make_pytorch_profiler_trace(path, iterations=5)
+    load_fixture_generators().make_pytorch_profiler_trace(path, iterations=5)
     expected = _check_summary_against_file(opsight_cli, path, "pytorch-profiler")
     assert expected["inference_step"]["count"] == 5
     assert expected["inference_step"]["category"] == "annotation"
@@ -168,7 +161,7 @@ def test_pytorch_profiler_trace(opsight_cli, tmp_path):
 def test_pytorch_profiler_trace_of_a_transformer_layer_with_python_stacks(opsight_cli, tmp_path):
     """with_stack=True adds python_function events, nn.Module calls among them."""
     path = tmp_path / "pytorch_transformer.json"
-    _load_generators().make_pytorch_profiler_trace(
+    load_fixture_generators().make_pytorch_profiler_trace(
         path, iterations=3, model="transformer", with_stack=True)
     expected = _check_summary_against_file(opsight_cli, path, "pytorch-profiler")
     assert expected["nn.Module: TransformerEncoderLayer_0"]["count"] == 3
@@ -186,7 +179,7 @@ def test_pytorch_profiler_trace_of_a_transformer_layer_with_python_stacks(opsigh
 
 def test_onnxruntime_profile(opsight_cli, tmp_path):
     path = tmp_path / "ort_profile.json"
-    _load_generators().make_onnxruntime_trace(path, iterations=4)
+    load_fixture_generators().make_onnxruntime_trace(path, iterations=4)
     expected = _check_summary_against_file(opsight_cli, path, "onnxruntime")
     assert expected["model_run"]["count"] == 4
     assert expected["model_run"]["category"] == "session"
@@ -197,7 +190,7 @@ def test_onnxruntime_profile(opsight_cli, tmp_path):
 
 def test_onnxruntime_profile_of_unfused_nodes_keeps_op_provider_and_shapes(opsight_cli, tmp_path):
     path = tmp_path / "ort_profile_unfused.json"
-    _load_generators().make_onnxruntime_trace(path, iterations=3, optimize=False)
+    load_fixture_generators().make_onnxruntime_trace(path, iterations=3, optimize=False)
     expected = _check_summary_against_file(opsight_cli, path, "onnxruntime")
     for node in ("matmul", "add", "relu"):
         assert expected[f"{node}_kernel_time"]["count"] == 3
@@ -228,7 +221,7 @@ def test_onnxruntime_profile_of_unfused_nodes_keeps_op_provider_and_shapes(opsig
 def test_unterminated_pytorch_trace_is_read_up_to_the_cut(opsight_cli, tmp_path):
     """A trace cut in the middle of an event still reports the complete events before it."""
     whole = tmp_path / "whole.json"
-    _load_generators().make_pytorch_profiler_trace(whole, iterations=2)
+    load_fixture_generators().make_pytorch_profiler_trace(whole, iterations=2)
     text = whole.read_text(encoding="utf-8")
     cut_at = text.index('"name": "aten::relu"')  # inside the first aten::relu event
     cut = tmp_path / "cut.json"
