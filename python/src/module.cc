@@ -205,6 +205,11 @@ nb::dict run_info(const LoadedTrace& loaded) {
   info["complete"] = run.complete;
   info["slices"] = loaded.trace.slices.size();
   info["processes"] = loaded.trace.processes.size();
+  // What readers kept beyond the fields above: "category_map" (the categories a foreign
+  // trace's were mapped from), "converted_from", a tool's schema version...
+  nb::dict extra;
+  for (const auto& [key, value] : run.extra) extra[nb::str(key.data(), key.size())] = value;
+  info["extra"] = extra;
   return info;
 }
 

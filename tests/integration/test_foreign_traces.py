@@ -119,13 +119,15 @@ def _check_summary_against_file(opsight_cli, path, source_format):
 
 
 def _category_map(trace, tmp_path):
-    """The reader's recorded category map, as (written, canonical) pairs, read back from a
-    Chrome JSON copy of the trace (run extras travel under otherData.extra)."""
+    """The reader's recorded category map, as (written, canonical) pairs, from the trace's
+    run info, and the same read back from a Chrome JSON copy of the trace (run extras
+    travel under otherData.extra)."""
     copy = tmp_path / "copy.json"
     trace.write(str(copy))
     with open(copy, encoding="utf-8") as file:
         extra = json.load(file)["otherData"].get("extra", {})
     assert "category_map" in extra, extra
+    assert trace.run_info()["extra"]["category_map"] == extra["category_map"]
     return [tuple(entry.split("=")) for entry in extra["category_map"].split(",")]
 
 
