@@ -93,7 +93,11 @@ class Profile(TraceAnalyses):
         else:
             self._trace = _native.read_trace(self.output)
         if self.store:
-            self._save_to_store()
+            try:
+                self._save_to_store()
+            except Exception as error:  # noqa: BLE001 - saving is a warning, never a failure
+                print(f"opsight.profile: warning: the run was not saved in the run store: "
+                      f"{type(error).__name__}: {error}", file=sys.stderr)
 
     def _save_to_store(self) -> None:
         """Saves the trace as a run (``opsight save``); a failure is a warning on stderr.

@@ -298,6 +298,19 @@ def package_versions() -> list[tuple[str, str]]:
 def save_run(files: list[str], *, name: str | None = None, tags=(), command: str | None = None,
              cwd: str | None = None, store: str | os.PathLike | None = None,
              prefix: str = "opsight", timeout: float = 300) -> dict | None:
+    """See :func:`_save_run`; never raises (saving must not change a program's outcome)."""
+    try:
+        return _save_run(files, name=name, tags=tags, command=command, cwd=cwd, store=store,
+                         prefix=prefix, timeout=timeout)
+    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - a warning, never a failure
+        print(f"{prefix}: warning: the run was not saved in the run store: "
+              f"{type(error).__name__}: {error}", file=sys.stderr)
+        return None
+
+
+def _save_run(files: list[str], *, name: str | None, tags, command: str | None,
+              cwd: str | None, store: str | os.PathLike | None, prefix: str,
+              timeout: float) -> dict | None:
     """Stores trace files (merged) as one run with ``opsight save``; returns the saved run
     (``id``, ``uuid``, ``store``... as ``opsight save --format json`` prints it), or None
     after printing a warning on stderr: saving never fails the caller.
@@ -305,8 +318,14 @@ def save_run(files: list[str], *, name: str | None = None, tags=(), command: str
     ``tags``: ``"key=value"`` strings or a mapping."""
     if isinstance(tags, dict):
         tags = [f"{key}={value}" for key, value in tags.items()]
-    arguments = [core_command_path(), "save", *files, "--format", "json",
-                 "--cwd", cwd or os.getcwd()]
+    if cwd is None:
+        try:
+            cwd = os.getcwd()
+        except OSError:  # the program removed its working directory
+            cwd = ""
+    arguments = [core_command_path(), "save", *files, "--format", "json"]
+    if cwd:
+        arguments += ["--cwd", cwd]
     if name:
         arguments += ["--name", name]
     if command is not None:
@@ -318,7 +337,8 @@ def save_run(files: list[str], *, name: str | None = None, tags=(), command: str
     for package, version in package_versions():
         arguments += ["--package", f"{package}={version}"]
     try:
-        completed = subprocess.run(arguments, capture_output=True, text=True, timeout=timeout)
+        completed = subprocess.run(arguments, capture_output=True, text=True, errors="replace",
+                                   timeout=timeout)
     except (OSError, subprocess.SubprocessError) as error:
         print(f"{prefix}: warning: the run was not saved in the run store: {error}",
               file=sys.stderr)

@@ -128,7 +128,9 @@ int run_report(const ReportCommand& command) {
   }
   bool damaged = false;
   std::optional<opsight::trace::Trace> trace;
-  if (command.files.size() == 1 && !std::filesystem::exists(command.files[0])) {
+  std::error_code file_error;
+  if (command.files.size() == 1 && (!std::filesystem::exists(command.files[0], file_error) ||
+                                    std::filesystem::is_directory(command.files[0], file_error))) {
     // Not a file: a run of the store ("latest", an id, a name).
     opsight::cli::LoadedTrace loaded = opsight::cli::load_trace_argument(command.files[0]);
     if (!loaded.ok()) {

@@ -167,6 +167,7 @@ void apply_keep_runs_variable(store::RunStore& runs) {
                  value);
     return;
   }
+  if (keep == 0) return;  // 0 keeps every run, as 0 means "all" elsewhere (--limit 0)
   store::RetentionPolicy policy;
   policy.keep_last = keep;
   auto removed = runs.apply_retention(policy);
@@ -235,7 +236,13 @@ std::optional<int64_t> parse_age(const std::string& text) {
   if (digits.empty() || digits.size() > 9 ||
       digits.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
-  return std::stoll(digits) * unit * 1'000'000'000;
+  // Ages past int64 nanoseconds (about 292 years) are refused, not wrapped: a wrapped
+  // negative age would make `rm --older-than` remove every run.
+  int64_t seconds = 0, nanoseconds = 0;
+  if (__builtin_mul_overflow(std::stoll(digits), unit, &seconds) ||
+      __builtin_mul_overflow(seconds, int64_t{1'000'000'000}, &nanoseconds))
+    return std::nullopt;
+  return nanoseconds;
 }
 
 std::optional<int64_t> parse_time_argument(const std::string& text, int64_t now_unix_ns) {
@@ -411,7 +418,7 @@ int StoreCommands::run_save() {
   if (save_.format == "json") {
     nlohmann::ordered_json object = run_json(run);
     object["store"] = path;
-    out = object.dump(2) + "\n";
+    out = object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
     out = "saved as run " + std::to_string(run.id) + " (" + run.uuid + ") in " + path + "\n";
   }
@@ -455,7 +462,8 @@ int StoreCommands::run_runs() {
   if (runs_.format == "json") {
     nlohmann::ordered_json array = nlohmann::ordered_json::array();
     for (const auto& run : records) array.push_back(run_json(run));
-    if (!write_stdout(array.dump(2) + "\n")) return kExitError;
+    if (!write_stdout(array.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"))
+      return kExitError;
     return damaged ? kExitDamaged : kExitOk;
   }
   if (records.empty()) {
@@ -548,7 +556,7 @@ int StoreCommands::run_show() {
       print_error(rendered);
       return kExitError;
     }
-    out = object.dump(2) + "\n";
+    out = object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
     out = metadata_text(run) + "\n";
     if (tree) out += report::render_tree(loaded.trace, options);

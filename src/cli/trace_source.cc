@@ -20,7 +20,10 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   // as the file error it is.
   bool looks_like_path = argument.find('/') != std::string::npos ||
                          io::format_from_path(argument).has_value() || argument.ends_with(".gz");
-  if (looks_like_path || std::filesystem::exists(argument, error)) {
+  // A directory that happens to carry a run's name ("base/") is not a trace file.
+  const bool is_file =
+      std::filesystem::exists(argument, error) && !std::filesystem::is_directory(argument, error);
+  if (looks_like_path || is_file) {
     loaded.label = std::filesystem::path(argument).filename().string();
     io::ReadResult read = io::read_trace_file(argument);
     if (!read.ok()) {

@@ -23,6 +23,8 @@ constexpr std::string_view kTraceCodec = "zstd";
 constexpr int kCompressionLevel = 3;
 // The candidates an ambiguous uuid prefix error lists.
 constexpr int kAmbiguousCandidatesShown = 5;
+// The fewest characters of a uuid that name a run (shorter ones are too likely to be a name).
+constexpr size_t kMinUuidPrefix = 4;
 
 // The schema, one step per version: migration i takes a store from version i to i + 1.
 // Every store, new ones included, is built by running them in order, so the upgrade path
@@ -178,7 +180,16 @@ std::optional<std::string> decompress(std::string_view data, uint64_t expected_b
                                       std::string* out) {
   unsigned long long frame_size = ZSTD_getFrameContentSize(data.data(), data.size());
   if (frame_size == ZSTD_CONTENTSIZE_ERROR) return "not a zstd frame";
-  if (frame_size != ZSTD_CONTENTSIZE_UNKNOWN && frame_size != expected_bytes)
+  // opsight always writes the content size; a frame without one, or a recorded size the
+  // frame cannot hold, is damage, and must not make us allocate what a corrupt row says.
+  if (frame_size == ZSTD_CONTENTSIZE_UNKNOWN) return "its zstd frame does not record its size";
+  // zstd never expands a block of at most 128 KiB to more than 128 KiB, and a block takes
+  // at least 3 bytes: a frame cannot hold more than about 44,000 times its size.
+  const uint64_t bound = static_cast<uint64_t>(data.size()) * 44000 + (1u << 17);
+  if (expected_bytes > bound)
+    return "the recorded size (" + std::to_string(expected_bytes) + " bytes) is more than its " +
+           std::to_string(data.size()) + "-byte zstd frame can hold";
+  if (frame_size != expected_bytes)
     return "its size (" + std::to_string(frame_size) + " bytes) differs from the recorded " +
            std::to_string(expected_bytes);
   out->resize(expected_bytes);
@@ -318,8 +329,23 @@ std::optional<std::string> RunStore::migrate() {
     int tables = 0;
     if (!connection.query_int("SELECT count(*) FROM sqlite_master", &tables))
       return path_ + ": not a usable run store: " + sqlite3_errmsg(database_);
+    // Another program's database is refused before anything below changes it (the WAL
+    // switch would); the check under the write lock below covers a race with a migration.
+    int runs_tables = 0;
+    if (tables > 0 &&
+        (!connection.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'runs'",
+                               &runs_tables) ||
+         runs_tables == 0))
+      return path_ + ": not an opsight run store (a SQLite database with other tables)";
     // Takes effect only before the first table: lets removals give space back.
     if (tables == 0) connection.exec("PRAGMA auto_vacuum = INCREMENTAL");
+  } else {
+    int runs_tables = 0;
+    if (!connection.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'runs'",
+                              &runs_tables) ||
+        runs_tables == 0)
+      return path_ + ": not an opsight run store (schema version " + std::to_string(version) +
+             " but no runs table)";
   }
   // WAL: readers never wait for a writer. Switching needs a moment of exclusive access,
   // which another process opening the store at the same time may hold: retry briefly.
@@ -341,6 +367,13 @@ std::optional<std::string> RunStore::migrate() {
     std::string problem = describe_error("cannot migrate the run store");
     connection.exec("ROLLBACK");
     return problem;
+  }
+  if (version >= kSchemaVersion) {  // another process migrated it meanwhile
+    connection.exec("ROLLBACK");
+    if (version == kSchemaVersion) return std::nullopt;
+    return path_ + ": the run store has schema version " + std::to_string(version) +
+           ", newer than this opsight knows (" + std::to_string(kSchemaVersion) +
+           "): upgrade opsight to use it";
   }
   if (version == 0) {
     // Checked under the lock: tables seen before it may be another opsight's migration.
@@ -630,8 +663,13 @@ Result<RunRecord> RunStore::resolve(std::string_view reference) {
                                    (back == 0 ? " (the store holds no runs)" : ""));
     return RecordResult::success(std::move(found.value().front()));
   }
+  // An exact name wins over a uuid prefix ("a", "b" and "cafe" are names people give), and
+  // a uuid prefix needs at least kMinUuidPrefix characters.
+  auto named = query_runs("name = ?", {std::string(reference)}, 1);
+  if (!named.ok()) return RecordResult::failure(named.error());
+  if (!named.value().empty()) return RecordResult::success(std::move(named.value().front()));
   std::string lower = lowercase(reference);
-  if (is_uuid_prefix(lower)) {
+  if (lower.size() >= kMinUuidPrefix && is_uuid_prefix(lower)) {
     auto found = query_runs("substr(uuid, 1, ?) = ?", {static_cast<int64_t>(lower.size()), lower});
     if (!found.ok()) return RecordResult::failure(found.error());
     std::vector<RunRecord>& matches = found.value();
@@ -647,12 +685,10 @@ Result<RunRecord> RunStore::resolve(std::string_view reference) {
       return RecordResult::failure(message + "; give more of the uuid, or the run id");
     }
   }
-  auto named = query_runs("name = ?", {std::string(reference)}, 1);
-  if (!named.ok()) return RecordResult::failure(named.error());
-  if (!named.value().empty()) return RecordResult::success(std::move(named.value().front()));
   return RecordResult::failure("no run " + quoted + " in " + path_ +
-                               " (name a run by its id, a uuid prefix, latest, latest~N or its "
-                               "name; `opsight runs` lists them)");
+                               " (name a run by its id, latest, latest~N, its name or at least " +
+                               std::to_string(kMinUuidPrefix) +
+                               " characters of its uuid; `opsight runs` lists them)");
 }
 
 io::ReadResult RunStore::load_trace(int64_t id) {

@@ -214,32 +214,44 @@ TEST_F(RunStoreTest, ResolvesIdsLatestUuidPrefixesAndNames) {
     EXPECT_NE(run.error().find("no run"), std::string::npos) << run.error();
     EXPECT_NE(run.error().find(path_), std::string::npos) << run.error();
   }
+  // A name wins over a uuid prefix: a run named with the first characters of another's uuid
+  // is found by its name; fewer than 4 characters are never taken as a uuid prefix.
+  RunRecord named_like_uuid = add(*store, make_trace(2), metadata_named(first.uuid.substr(0, 4)));
+  EXPECT_EQ(resolved_id(first.uuid.substr(0, 4)), named_like_uuid.id);
+  EXPECT_EQ(resolved_id(first.uuid.substr(0, 8)), first.id);
+  auto short_prefix = store->resolve(second.uuid.substr(0, 3));
+  EXPECT_FALSE(short_prefix.ok() && short_prefix.value().id == second.id);
+
   auto bad = store->resolve("latest~x");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("latest~N"), std::string::npos) << bad.error();
   EXPECT_FALSE(store->resolve("").ok());
 }
 
+void execute(sqlite3* database, const std::string& sql);  // below
+
 TEST_F(RunStoreTest, AnAmbiguousUuidPrefixListsItsCandidates) {
   auto store = open_store();
   ASSERT_TRUE(store);
-  // Runs until two uuids begin with the same letter (a digit would be read as an id).
-  std::map<char, std::vector<int64_t>> by_first_letter;
-  auto shared = by_first_letter.end();
-  for (int i = 0; i < 300 && shared == by_first_letter.end(); ++i) {
-    RunRecord run = add(*store, make_trace(1), metadata_named("r"));
-    if (run.uuid[0] < 'a') continue;
-    auto& ids = by_first_letter[run.uuid[0]];
-    ids.push_back(run.id);
-    if (ids.size() == 2) shared = by_first_letter.find(run.uuid[0]);
+  RunRecord first = add(*store, make_trace(1), metadata_named("r"));
+  RunRecord second = add(*store, make_trace(1), metadata_named("r"));
+  add(*store, make_trace(1), metadata_named("r"));
+  store.reset();
+  {  // Two uuids made to share their first 8 characters.
+    sqlite3* database = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &database), SQLITE_OK);
+    execute(database, "UPDATE runs SET uuid = 'abcdef01' || substr(uuid, 9) WHERE id IN (" +
+                          std::to_string(first.id) + ", " + std::to_string(second.id) + ");");
+    sqlite3_close(database);
   }
-  ASSERT_NE(shared, by_first_letter.end());
-  auto run = store->resolve(std::string(1, shared->first));
+  store = open_store();
+  ASSERT_TRUE(store);
+  auto run = store->resolve("abcdef");
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.error().find("ambiguous"), std::string::npos) << run.error();
-  EXPECT_NE(run.error().find("run " + std::to_string(shared->second[0]) + " ("), std::string::npos)
+  EXPECT_NE(run.error().find("run " + std::to_string(first.id) + " ("), std::string::npos)
       << run.error();
-  EXPECT_NE(run.error().find("run " + std::to_string(shared->second[1]) + " ("), std::string::npos)
+  EXPECT_NE(run.error().find("run " + std::to_string(second.id) + " ("), std::string::npos)
       << run.error();
 }
 
@@ -308,7 +320,9 @@ TEST_F(RunStoreTest, DefaultPathFollowsOpsightHome) {
   ::setenv("OPSIGHT_HOME", "/data/opsight", 1);
   EXPECT_EQ(RunStore::default_path(), "/data/opsight/runs.db");
   ::unsetenv("OPSIGHT_HOME");
-  EXPECT_EQ(RunStore::default_path(), std::string(std::getenv("HOME")) + "/.opsight/runs.db");
+  if (const char* home = std::getenv("HOME")) {
+    EXPECT_EQ(RunStore::default_path(), std::string(home) + "/.opsight/runs.db");
+  }
   if (saved_home) ::setenv("OPSIGHT_HOME", saved.c_str(), 1);
 }
 
@@ -433,6 +447,16 @@ TEST_F(RunStoreTest, RefusesAnotherProgramsDatabase) {
   ASSERT_FALSE(opened.ok());
   EXPECT_EQ(opened.error(),
             path_ + ": not an opsight run store (a SQLite database with other tables)");
+  // Refused without a change: its journal mode is still the default (not switched to WAL).
+  sqlite3* database = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &database), SQLITE_OK);
+  sqlite3_stmt* statement = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(database, "PRAGMA journal_mode", -1, &statement, nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(statement), SQLITE_ROW);
+  EXPECT_STREQ(reinterpret_cast<const char*>(sqlite3_column_text(statement, 0)), "delete");
+  sqlite3_finalize(statement);
+  sqlite3_close(database);
 }
 
 // ---- damage ----------------------------------------------------------------------------

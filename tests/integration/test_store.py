@@ -115,8 +115,8 @@ def test_save_list_show_and_remove(store, trace, tmp_path):
     gone = store("show", "1")
     assert gone.returncode == 1
     assert gone.stderr.strip() == f"opsight: error: no run '1' in {store.path} (name a run by " \
-                                  "its id, a uuid prefix, latest, latest~N or its name; " \
-                                  "`opsight runs` lists them)"
+                                  "its id, latest, latest~N, its name or at least 4 characters " \
+                                  "of its uuid; `opsight runs` lists them)"
 
 
 def test_several_files_merge_into_one_run(store, tmp_path):
@@ -189,6 +189,10 @@ def test_rm_by_reference_and_by_retention(store, trace):
     usage = store("rm")
     assert usage.returncode == 64
     assert store("rm", "--older-than", "soon").returncode == 64
+    # An age past int64 nanoseconds is refused, not wrapped into "remove everything".
+    for huge in ("20000w", "99999999d"):
+        assert store("rm", "--older-than", huge).returncode == 64, huge
+    assert len(listed(store)) == 5
 
     kept = store("rm", "--keep-last", "3")
     assert kept.returncode == 0, kept.stderr
@@ -212,6 +216,24 @@ def test_keep_runs_variable_applies_after_each_save(store, trace):
     assert bad.returncode == 0
     assert "OPSIGHT_KEEP_RUNS=two is not a whole number: keeping every run" in bad.stderr
     assert len(listed(store)) == 3
+    zero = store("save", trace, env={"OPSIGHT_KEEP_RUNS": "0"})  # 0 keeps every run
+    assert zero.returncode == 0, zero.stderr
+    assert len(listed(store)) == 4
+
+
+def test_a_directory_named_like_a_run_does_not_hide_it(store, trace, tmp_path):
+    save(store, trace, "--name", "base")
+    (tmp_path / "base").mkdir()
+    for command in (("report", "base"), ("compare", "base", "base")):
+        result = store(*command, cwd=tmp_path)
+        assert result.returncode == 0, (command, result.stderr)
+
+
+def test_metadata_that_is_not_utf8_keeps_json_valid(store, trace):
+    saved = store("save", trace, "--format", "json", "--command", "python app.py caf\udce9.txt")
+    assert saved.returncode == 0, saved.stderr
+    json.loads(saved.stdout)
+    assert len(json.loads(store("runs", "--format", "json").stdout)) == 1
 
 
 def test_store_option_overrides_opsight_home(store, trace, tmp_path):
