@@ -291,7 +291,8 @@ std::optional<std::string> RunStore::open_for_salvage(const std::string& damage,
                                                       int busy_timeout_ms) {
   sqlite3_close_v2(database_);
   database_ = nullptr;
-  if (sqlite3_open_v2(path_.c_str(), &database_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
+  // Read-only for real: closing must not checkpoint a WAL into the damaged file.
+  if (sqlite3_open_v2(path_.c_str(), &database_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
     return "cannot reopen";
   sqlite3_extended_result_codes(database_, 1);
   sqlite3_busy_timeout(database_, busy_timeout_ms);
@@ -349,10 +350,13 @@ std::optional<std::string> RunStore::migrate() {
   }
   // WAL: readers never wait for a writer. Switching needs a moment of exclusive access,
   // which another process opening the store at the same time may hold: retry briefly.
-  for (int attempt = 0;; ++attempt) {
+  const auto switch_started = std::chrono::steady_clock::now();
+  for (;;) {
     if (connection.exec("PRAGMA journal_mode = WAL")) break;
     int code = sqlite3_errcode(database_) & 0xFF;
-    if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) || attempt >= 200)
+    // Each attempt may already wait in the busy handler: give up after 15 s in all.
+    if ((code != SQLITE_BUSY && code != SQLITE_LOCKED) ||
+        std::chrono::steady_clock::now() - switch_started > std::chrono::seconds(15))
       return path_ + ": not a usable run store: " + sqlite3_errmsg(database_);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
