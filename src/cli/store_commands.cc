@@ -247,6 +247,14 @@ std::optional<int64_t> parse_age(const std::string& text) {
 
 std::optional<int64_t> parse_time_argument(const std::string& text, int64_t now_unix_ns) {
   if (auto age = parse_age(text)) return now_unix_ns - *age;
+  // Only digits and the separators "-", ":", "T", " " and a final "Z": sscanf alone would
+  // also take signs ("T-1:-5") and skip blanks ("T 1:30").
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool allowed = (c >= '0' && c <= '9') || c == '-' || c == ':' || c == 'T' ||
+                         (c == ' ' && i == 10) || ((c == 'Z' || c == 'z') && i + 1 == text.size());
+    if (!allowed || ((c == '-') && i != 4 && i != 7)) return std::nullopt;
+  }
   std::tm parts{};
   int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0;
   char separator = 0;
@@ -275,6 +283,9 @@ std::optional<int64_t> parse_time_argument(const std::string& text, int64_t now_
   parts.tm_isdst = -1;
   std::time_t seconds = utc ? timegm(&parts) : std::mktime(&parts);
   if (seconds == static_cast<std::time_t>(-1)) return std::nullopt;
+  // mktime quietly moves 2024-02-31 to March 2: a date it had to normalise is refused.
+  if (parts.tm_year != year - 1900 || parts.tm_mon != month - 1 || parts.tm_mday != day)
+    return std::nullopt;
   return static_cast<int64_t>(seconds) * 1'000'000'000;
 }
 

@@ -151,6 +151,10 @@ def test_filters_by_name_tag_and_date(store, trace):
     bad = store("runs", "--since", "last tuesday")
     assert bad.returncode == 64
     assert "--since last tuesday: expected a date" in bad.stderr
+    # Dates that would be normalised or half-read are refused, not guessed.
+    for malformed in ("2024-02-31", "2024-05-01T-1:-5", "2024-05-01T 1:30", "2024-5-1"):
+        assert store("runs", "--since", malformed).returncode == 64, malformed
+    assert ids("--since", "2000-01-01 13:30") == [3, 2, 1]
 
 
 def test_references_latest_uuid_and_name(store, trace):
