@@ -133,6 +133,13 @@ class Instrumenter:
     def _apply_target(self, module: types.ModuleType, state: _TargetState,
                       only_names: set[str] | None = None) -> None:
         target = state.target
+        if only_names is None and module.__name__.split(".")[0] == "onnxruntime":
+            # InferenceSession.run: ORT's own profile is merged too (opsight.onnxruntime)
+            from . import onnxruntime as onnxruntime_integration
+
+            if onnxruntime_integration.apply_target(module, target):
+                state.matches += 1
+                return
         if target.class_name:
             owners = self._resolve_classes(module, target.class_name.split("."), only_names)
             if not owners:

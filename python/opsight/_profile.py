@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import IO, Any
+import time
+from typing import IO, Any, Callable
 
 from . import _native, _session_state
 from ._analysis import TraceAnalyses
@@ -54,6 +55,7 @@ class Profile(TraceAnalyses):
         self.label = label
         self._session: Any = None
         self._trace: Any = None
+        self._begin_ns = 0
         self._outer_span: Span | None = None
 
     # ---- recording ----------------------------------------------------------------------
@@ -69,6 +71,8 @@ class Profile(TraceAnalyses):
             raise RuntimeError(f"opsight.profile: {session.error}")
         self._session = session
         _session_state.session = session
+        self._begin_ns = time.monotonic_ns()
+        _session_state.session_started()
         return self
 
     def stop(self) -> None:
@@ -79,7 +83,9 @@ class Profile(TraceAnalyses):
             return
         session, self._session = self._session, None
         if _session_state.session is session:
+            _session_state.session_stopping()
             _session_state.session = None
+        end_ns = time.monotonic_ns()
         ok = session.stop()
         if session.events_dropped:
             print(
@@ -92,6 +98,8 @@ class Profile(TraceAnalyses):
             self._trace = _native.trace_from_native_bytes(session.take_native_bytes(), "profile")
         else:
             self._trace = _native.read_trace(self.output)
+        if merge_finished_traces(self._trace, self._begin_ns, end_ns) and self.output is not None:
+            self._trace.write(self.output)
         if self.store:
             try:
                 self._save_to_store()
@@ -190,6 +198,63 @@ class Profile(TraceAnalyses):
         if not path.endswith(".json"):
             raise ValueError(f"export_chrome_trace: {path!r} must end in .json")
         self.trace.write(path)
+
+
+# ---- finishers ---------------------------------------------------------------------------
+# Integrations that add events of their own to a recording when it stops (ONNX Runtime's
+# node-level profile: opsight.onnxruntime). A finisher is called, after the session has
+# stopped, with the recording's window (begin_ns, end_ns: CLOCK_MONOTONIC ns, the clock of
+# opsight's traces) and returns [(trace, shift_ns)]: traces to append to the recording,
+# each with the shift that puts its timestamps on that clock. A finisher that raises is
+# reported as a warning; the recording keeps its own spans.
+Finisher = Callable[[int, int], "list[tuple[Any, int]]"]
+_finishers: list[Finisher] = []
+
+
+def add_finisher(finisher: Finisher) -> None:
+    """Registers ``finisher`` (once); see above."""
+    if finisher not in _finishers:
+        _finishers.append(finisher)
+
+
+def remove_finisher(finisher: Finisher) -> None:
+    if finisher in _finishers:
+        _finishers.remove(finisher)
+
+
+def _finished_traces(begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
+    traces: list[tuple[Any, int]] = []
+    for finisher in list(_finishers):
+        try:
+            traces += finisher(begin_ns, end_ns)
+        except Exception as error:  # noqa: BLE001 - an integration never fails the recording
+            print(f"opsight: warning: {getattr(finisher, '__qualname__', finisher)} failed: "
+                  f"{type(error).__name__}: {error}", file=sys.stderr)
+    return traces
+
+
+def merge_finished_traces(trace: Any, begin_ns: int, end_ns: int) -> bool:
+    """Appends the finishers' traces to ``trace``; returns whether there were any."""
+    traces = _finished_traces(begin_ns, end_ns)
+    for other, shift_ns in traces:
+        trace.append(other, shift_ns)
+    return bool(traces)
+
+
+def merge_finished_traces_into_file(path: str, begin_ns: int, end_ns: int) -> None:
+    """The same for a session that wrote its file (``OPSIGHT_OUTPUT``, ``opsight run``): the
+    file is read, merged and written again only when a finisher has something."""
+    traces = _finished_traces(begin_ns, end_ns)
+    if not traces:
+        return
+    try:
+        trace = _native.read_trace(path)
+        for other, shift_ns in traces:
+            trace.append(other, shift_ns)
+        trace.write(path)
+    except (OSError, RuntimeError, ValueError) as error:
+        print(f"opsight: warning: {path}: could not add the integrations' events: {error}",
+              file=sys.stderr)
 
 
 def spans_dataframe(trace: Any) -> Any:

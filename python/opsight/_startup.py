@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import threading
+import time
 
 
 def _is_opsight_command() -> bool:
@@ -96,6 +97,9 @@ class _Activation:
         self.session = session
         _session_state.session = session
         self.finished = False
+        self.path = path
+        self.begin_ns = time.monotonic_ns()
+        _session_state.session_started()
         return True
 
     def install_targets(self) -> None:
@@ -185,10 +189,16 @@ class _Activation:
         if session is None:
             return
         if _session_state.session is session:
+            _session_state.session_stopping()
             _session_state.session = None
+        end_ns = time.monotonic_ns()
         if not session.stop():
             print(f"opsight: {session.error}", file=sys.stderr)
-        elif session.events_dropped:
+            return
+        from ._profile import merge_finished_traces_into_file
+
+        merge_finished_traces_into_file(self.path, self.begin_ns, end_ns)
+        if session.events_dropped:
             print(f"opsight: {session.events_dropped} events dropped (raise OPSIGHT_BUFFER_MB)",
                   file=sys.stderr)
 
@@ -350,6 +360,10 @@ def activate() -> None:
         if not _activation.start_session():
             return
         _activation.install_targets()
+        if os.environ.get("OPSIGHT_ONNXRUNTIME", "").strip().lower() in ("1", "on", "true", "yes"):
+            from .onnxruntime import instrument_when_imported
+
+            instrument_when_imported()  # see opsight.onnxruntime
         _activation.start_control()
     except Exception as error:  # never break the program being traced
         print(f"opsight: start-up failed: {type(error).__name__}: {error}", file=sys.stderr)

@@ -1,6 +1,7 @@
 """The ``opsight`` command.
 
-``run`` and ``ctl`` are Python's (they start and steer Python programs); every other
+``run``, ``ctl`` and ``compare-backends`` are Python's (they start, steer or time Python
+programs; ``compare-backends`` lives in ``opsight.torch.compare_backends``); every other
 command (``report``, ``convert``, ``demo``, ``save``, ``runs``, ``show``, ``rm``,
 ``--version``) is the C++ command installed inside the package (``opsight/bin/opsight``),
 which this one replaces itself with.
@@ -10,6 +11,9 @@ which this one replaces itself with.
 
 Exit status: 0 ok; 1 unusable input or a failed check; 2 damaged input; 64 bad usage.
 ``opsight run`` exits with the traced program's own status.
+``opsight bench`` (``opsight.bench.command``) exits 2 when the model cannot be loaded or
+run, 1 when the server scenario's p99 bound is not held.
+``opsight compare-backends`` exits 2 on bad usage (as argparse does), 1 when the function fails.
 """
 
 from __future__ import annotations
@@ -35,9 +39,13 @@ usage: opsight COMMAND [ARGS...]
 Commands:
   run      Trace an unchanged program: opsight run -c targets.yaml -- python app.py ARGS
   ctl      Switch tracing of a running traced process: opsight ctl PID on|off|status, opsight ctl list
+  bench    Benchmark a model (TorchScript, ONNX, module:factory) on a back-end and scenario:
+           opsight bench model.onnx --backend ort-cpu --scenario server --qps 100 (docs/bench.md)
   report   Report a trace file or a stored run: --summary, --tree, --table, --merged-tree,
            --breakdown SPAN, --ops, --critical-path
   compare  Compare two runs or files per span and code path: opsight compare A B --fail-on-regression 5%
+  compare-backends  Time a torch function on several back-ends, graph by graph, with cost per
+           request: opsight compare-backends mymodels:make_predict --backends eager,inductor
   convert  Convert between .opsight and Chrome JSON
   demo     Trace the bundled quick-start program and report it
   save     Store trace file(s) as a run in the run store ($OPSIGHT_HOME, default ~/.opsight)
@@ -412,6 +420,12 @@ def main(arguments: list[str] | None = None) -> int:
         return run_command(arguments[1:])
     if arguments[0] == "ctl":
         return ctl_command(arguments[1:])
+    if arguments[0] == "bench":  # docs/bench.md
+        from .bench.command import main as bench_main
+        return bench_main(arguments[1:])
+    if arguments[0] == "compare-backends":  # docs/torch.md; exit 2 on bad usage
+        from .torch.compare_backends import command_main
+        return command_main(arguments[1:])
     return _exec_core(arguments)
 
 

@@ -17,6 +17,7 @@
 #include "analyze/compare.hpp"
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
+#include "recorder_api.h"
 #include "report/report.hpp"
 #include "store/run_store.hpp"
 #include "trace/trace.hpp"
@@ -213,6 +214,31 @@ nb::dict run_info(const LoadedTrace& loaded) {
   return info;
 }
 
+// Trace.append: `other`'s events join `into`, their timestamps moved by shift_ns (how
+// opsight.onnxruntime brings ONNX Runtime's profile onto a profile's clock). `other` is
+// shifted in place for the copy and shifted back afterwards.
+void append_shifted(LoadedTrace& into, LoadedTrace& other, int64_t shift_ns) {
+  if (&into == &other) throw std::invalid_argument("Trace.append: a trace cannot take itself");
+  trace::shift_timestamps(other.trace, shift_ns);
+  trace::append_trace(into.trace, other.trace);
+  trace::shift_timestamps(other.trace, -shift_ns);
+  if (!into.damage && other.damage) into.damage = other.damage;
+}
+
+// Trace.slice_times: (tid, start, end) of every slice named `name`, in row order.
+nb::list slice_times(const LoadedTrace& loaded, std::string_view name) {
+  nb::list times;
+  const trace::Trace& trace = loaded.trace;
+  std::optional<trace::StringId> id = trace.strings.find(name);
+  if (!id) return times;
+  for (size_t row = 0; row < trace.slices.size(); ++row) {
+    if (trace.slices.name[row] != *id) continue;
+    times.append(nb::make_tuple(trace.tracks[trace.slices.track[row]].tid, trace.slices.ts[row],
+                                trace.slices.end(static_cast<trace::RowIndex>(row))));
+  }
+  return times;
+}
+
 void add_python_arg(std::string_view key, nb::handle value) {
   if (nb::isinstance<nb::bool_>(value)) {
     opsight::add_arg_bool(key, nb::cast<bool>(value));
@@ -231,6 +257,25 @@ void add_python_arg(std::string_view key, nb::handle value) {
   }
 }
 
+// The recorder as a table of C functions for the package's other native extensions (see
+// recorder_api.h); static, so the capsule's pointer stays valid for the process.
+const OpsightRecorderApi kRecorderApi = {
+    OPSIGHT_RECORDER_API_VERSION,
+    [](const char* name, size_t name_size, const char* category, size_t category_size) {
+      return opsight::register_name(std::string_view(name, name_size),
+                                    std::string_view(category, category_size));
+    },
+    [] { return opsight::recording() ? 1 : 0; },
+    [](uint32_t name_id) { return opsight::begin(name_id) ? 1 : 0; },
+    [] { opsight::end(); },
+    [](const char* key, size_t key_size, const char* value, size_t value_size) {
+      opsight::add_arg(std::string_view(key, key_size), std::string_view(value, value_size));
+    },
+    [](const char* key, size_t key_size, int64_t value) {
+      opsight::add_arg(std::string_view(key, key_size), value);
+    },
+};
+
 }  // namespace
 }  // namespace opsight::python
 
@@ -241,6 +286,8 @@ NB_MODULE(_native, m) {
   if (!add_traced_callable_types(m.ptr())) throw nb::python_error();
 
   m.def("version", [] { return std::string(opsight::version()); });
+  m.attr("_recorder_api") = nb::steal(PyCapsule_New(const_cast<OpsightRecorderApi*>(&kRecorderApi),
+                                                    OPSIGHT_RECORDER_API_CAPSULE, nullptr));
   m.def("register_name", &opsight::register_name, nb::arg("name"), nb::arg("category") = "",
         "Interns a span name once; returns its id.");
   m.def(
@@ -287,6 +334,19 @@ NB_MODULE(_native, m) {
            nb::arg("span") = "", nb::arg("by_category") = false,
            nb::arg("categories") = std::vector<std::string>{})
       .def("slice_columns", &slice_columns)
+      .def("append", &append_shifted, nb::arg("other"), nb::arg("shift_ns") = 0,
+           nb::call_guard<nb::gil_scoped_release>(),
+           "Appends other's events, their timestamps plus shift_ns, to this trace (threads "
+           "shared by pid and tid are merged and nested again).")
+      .def(
+          "keep_time_window",
+          [](LoadedTrace& loaded, int64_t begin_ns, int64_t end_ns) {
+            trace::keep_time_window(loaded.trace, begin_ns, end_ns);
+          },
+          nb::arg("begin_ns"), nb::arg("end_ns"),
+          "Drops the events that start outside [begin_ns, end_ns].")
+      .def("slice_times", &slice_times, nb::arg("name"),
+           "(tid, start, end) of every slice named `name`.")
       .def("run_info", &run_info)
       .def(
           "write",

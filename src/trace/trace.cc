@@ -483,4 +483,64 @@ void append_trace(Trace& into, const Trace& from) {
   into.finalize();
 }
 
+void shift_timestamps(Trace& trace, int64_t offset_ns) {
+  if (offset_ns == 0) return;
+  for (int64_t& ts : trace.slices.ts) ts = saturating_add(ts, offset_ns);
+  for (int64_t& ts : trace.instants.ts) ts = saturating_add(ts, offset_ns);
+  for (int64_t& ts : trace.counters.ts) ts = saturating_add(ts, offset_ns);
+  if (trace.run.has_unix_offset)
+    trace.run.unix_offset_ns = offset_ns == std::numeric_limits<int64_t>::min()
+                                   ? std::numeric_limits<int64_t>::max()
+                                   : saturating_add(trace.run.unix_offset_ns, -offset_ns);
+}
+
+void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns) {
+  auto inside = [&](int64_t ts) { return ts >= begin_ns && ts <= end_ns; };
+  // Keeps the args whose owner row is kept, with the owner renumbered.
+  auto keep_args = [](ArgTable& args, const std::vector<RowIndex>& new_row) {
+    ArgTable kept;
+    for (size_t arg = 0; arg < args.size(); ++arg) {
+      RowIndex owner = args.owner[arg];
+      if (owner < new_row.size() && new_row[owner] != kNoRow)
+        kept.add(new_row[owner], args.key[arg], args.value[arg]);
+    }
+    args = std::move(kept);
+  };
+
+  const SliceTable& slices = trace.slices;
+  std::vector<RowIndex> new_slice_row(slices.size(), kNoRow);
+  SliceTable kept_slices;
+  for (RowIndex row = 0; row < slices.size(); ++row)
+    if (inside(slices.ts[row]))
+      new_slice_row[row] =
+          kept_slices.add(slices.ts[row], slices.dur[row], slices.name[row], slices.category[row],
+                          slices.track[row], slices.flags[row], slices.span_id[row]);
+  if (kept_slices.size() != slices.size()) {
+    keep_args(trace.slice_args, new_slice_row);
+    trace.slices = std::move(kept_slices);
+    trace.nesting_filled_by_reader = false;
+  }
+
+  const InstantTable& instants = trace.instants;
+  std::vector<RowIndex> new_instant_row(instants.size(), kNoRow);
+  InstantTable kept_instants;
+  for (RowIndex row = 0; row < instants.size(); ++row)
+    if (inside(instants.ts[row]))
+      new_instant_row[row] = kept_instants.add(instants.ts[row], instants.name[row],
+                                               instants.category[row], instants.track[row]);
+  if (kept_instants.size() != instants.size()) {
+    keep_args(trace.instant_args, new_instant_row);
+    trace.instants = std::move(kept_instants);
+  }
+
+  CounterTable kept_counters;
+  const CounterTable& counters = trace.counters;
+  for (size_t row = 0; row < counters.size(); ++row)
+    if (inside(counters.ts[row]))
+      kept_counters.add(counters.ts[row], counters.counter_track[row], counters.value[row]);
+  if (kept_counters.size() != counters.size()) trace.counters = std::move(kept_counters);
+
+  trace.finalize();
+}
+
 }  // namespace opsight::trace

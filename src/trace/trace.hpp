@@ -315,4 +315,18 @@ class Trace {
 // slices interleave in time). `from` is left unchanged.
 void append_trace(Trace& into, const Trace& from);
 
+// Adds `offset_ns` to every timestamp of `trace` (slices, instants, counter samples): the
+// step that brings another tool's trace onto a trace's clock before append_trace (an ONNX
+// Runtime profile counts from its own start, on the wall clock). Durations, row order,
+// nesting and ids are unchanged. The wall time each event names is kept: when the trace
+// knows its Unix offset, unix_offset_ns decreases by offset_ns (start_unix_ns stays).
+// Additions saturate at the int64 limits.
+void shift_timestamps(Trace& trace, int64_t offset_ns);
+
+// Removes the slices, instants and counter samples that start before begin_ns or after
+// end_ns, with their args, then finalizes again (the nesting of what is kept is computed
+// anew). For a foreign profile that covers more than a recording: ONNX Runtime profiles a
+// session from its creation, opsight only while a profile runs. Tracks and processes stay.
+void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns);
+
 }  // namespace opsight::trace

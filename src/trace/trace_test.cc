@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 
 namespace {
@@ -266,6 +267,112 @@ TEST(AppendTrace, AThreadTrackBothHaveIsSharedAndRenestedWhenItsSlicesInterleave
                     " depth=" + std::to_string(first.slices.depth[row]));
   EXPECT_EQ(order, (std::vector<std::string>{"first early depth=0", "second depth=0",
                                              "first late depth=0", "second inside depth=1"}));
+}
+
+TEST(ShiftTimestamps, MovesEveryTableAndKeepsWallTime) {
+  Trace trace = process_trace(1, 1000);
+  const auto depths = values(trace.slices.depth);
+  const auto parents = values(trace.slices.parent);
+  const auto ids = values(trace.slices.span_id);
+  opsight::trace::shift_timestamps(trace, -250);
+  EXPECT_EQ(values(trace.slices.ts), (std::vector<int64_t>{750, 760, 770}));
+  EXPECT_EQ(values(trace.slices.dur), (std::vector<int64_t>{100, 50, 30}));
+  EXPECT_EQ(values(trace.slices.depth), depths);
+  EXPECT_EQ(values(trace.slices.parent), parents);
+  EXPECT_EQ(values(trace.slices.span_id), ids);
+  EXPECT_EQ(values(trace.instants.ts), (std::vector<int64_t>{755}));
+  EXPECT_EQ(values(trace.counters.ts), (std::vector<int64_t>{750}));
+  // The same instants of wall time: ts + unix_offset_ns is unchanged.
+  EXPECT_EQ(trace.run.unix_offset_ns, 1'000'250);
+  EXPECT_EQ(trace.run.start_unix_ns, 995 + 1'000'000);
+  EXPECT_EQ(trace.time_bounds(), (std::pair<int64_t, int64_t>{750, 850}));
+
+  opsight::trace::shift_timestamps(trace, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(trace.slices.ts[0], std::numeric_limits<int64_t>::max());  // saturated
+
+  Trace unknown_wall_time = process_trace(2, 10);
+  unknown_wall_time.run.has_unix_offset = false;
+  unknown_wall_time.run.unix_offset_ns = 0;
+  opsight::trace::shift_timestamps(unknown_wall_time, 5);
+  EXPECT_EQ(unknown_wall_time.run.unix_offset_ns, 0);
+  EXPECT_EQ(unknown_wall_time.slices.ts[0], 15);
+}
+
+// A foreign profile counted from its own zero, shifted onto a trace's clock, nests under
+// the span of the call that caused it when both are on the same thread.
+TEST(ShiftTimestamps, AShiftedProfileNestsUnderTheCallThatRanIt) {
+  Trace recorded;
+  auto thread = recorded.thread_track(7, 8);
+  recorded.slices.add(10'000, 500, recorded.intern("onnxruntime.run model"), 0, thread);
+  recorded.slices.add(20'000, 500, recorded.intern("onnxruntime.run model"), 0, thread);
+  recorded.finalize();
+  Trace profile;
+  auto same_thread = profile.thread_track(7, 8);
+  profile.slices.add(0, 400, profile.intern("model_run"), 0, same_thread);
+  profile.slices.add(100, 200, profile.intern("MatMul_kernel_time"), 0, same_thread);
+  profile.slices.add(10'000, 400, profile.intern("model_run"), 0, same_thread);
+  profile.slices.add(10'100, 200, profile.intern("MatMul_kernel_time"), 0, same_thread);
+  profile.finalize();
+  opsight::trace::shift_timestamps(profile, 10'050);
+  opsight::trace::append_trace(recorded, profile);
+
+  std::vector<std::string> rows;
+  for (opsight::trace::RowIndex row = 0; row < recorded.slices.size(); ++row) {
+    std::string text = std::string(recorded.str(recorded.slices.name[row])) + "@" +
+                       std::to_string(recorded.slices.ts[row]);
+    if (recorded.slices.parent[row] != kNoRow)
+      text += " in " +
+              std::string(recorded.str(recorded.slices.name[recorded.slices.parent[row]])) + "@" +
+              std::to_string(recorded.slices.ts[recorded.slices.parent[row]]);
+    rows.push_back(text);
+  }
+  EXPECT_EQ(rows, (std::vector<std::string>{
+                      "onnxruntime.run model@10000",
+                      "model_run@10050 in onnxruntime.run model@10000",
+                      "MatMul_kernel_time@10150 in model_run@10050",
+                      "onnxruntime.run model@20000",
+                      "model_run@20050 in onnxruntime.run model@20000",
+                      "MatMul_kernel_time@20150 in model_run@20050",
+                  }));
+}
+
+TEST(KeepTimeWindow, DropsWhatStartsOutsideAndNestsTheRestAgain) {
+  Trace trace;
+  auto thread = trace.thread_track(1, 1);
+  auto before = trace.slices.add(0, 50, trace.intern("session_initialization"), 0, thread);
+  auto parent = trace.slices.add(100, 5000, trace.intern("outer"), 0, thread);
+  auto child = trace.slices.add(2000, 100, trace.intern("model_run"), 0, thread);
+  auto late = trace.slices.add(9000, 10, trace.intern("late"), 0, thread);
+  trace.slice_args.add(before, trace.intern("k"), ArgValue{ArgType::kInt, 1, 0, 0});
+  trace.slice_args.add(child, trace.intern("k"), ArgValue{ArgType::kInt, 2, 0, 0});
+  trace.slice_args.add(late, trace.intern("k"), ArgValue{ArgType::kInt, 3, 0, 0});
+  trace.instants.add(50, trace.intern("early mark"), 0, thread);
+  auto kept_mark = trace.instants.add(3000, trace.intern("mark"), 0, thread);
+  trace.instant_args.add(kept_mark, trace.intern("why"), ArgValue{ArgType::kInt, 9, 0, 0});
+  auto rss = trace.counter_track(1, "rss");
+  trace.counters.add(10, rss, 1.0);
+  trace.counters.add(2500, rss, 2.0);
+  trace.finalize();
+  ASSERT_EQ(trace.slices.parent[2], parent);
+
+  opsight::trace::keep_time_window(trace, 1000, 8000);  // "outer" (from 100) goes
+  ASSERT_EQ(trace.slices.size(), 1u);
+  EXPECT_EQ(trace.str(trace.slices.name[0]), "model_run");
+  EXPECT_EQ(trace.slices.parent[0], kNoRow);
+  EXPECT_EQ(trace.slices.depth[0], 0);
+  ASSERT_EQ(trace.slices.args_begin.size(), 2u);
+  ASSERT_EQ(trace.slices.args_begin[1] - trace.slices.args_begin[0], 1u);
+  EXPECT_EQ(trace.slice_args.value[trace.slices.args_begin[0]].int_value, 2);
+  ASSERT_EQ(trace.instants.size(), 1u);
+  EXPECT_EQ(trace.instants.ts[0], 3000);
+  ASSERT_EQ(trace.instant_args.size(), 1u);
+  EXPECT_EQ(trace.instant_args.owner[0], 0u);
+  EXPECT_EQ(values(trace.counters.value), (std::vector<double>{2.0}));
+  EXPECT_EQ(trace.tracks.size(), 1u);
+
+  opsight::trace::keep_time_window(trace, 0, 100'000);  // everything is inside: unchanged
+  EXPECT_EQ(trace.slices.size(), 1u);
+  EXPECT_EQ(trace.instants.size(), 1u);
 }
 
 }  // namespace

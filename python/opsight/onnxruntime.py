@@ -1,0 +1,447 @@
+"""``opsight.onnxruntime``: ONNX Runtime's own node-level profile, on opsight's timeline.
+
+``instrument()`` (or ``with instrumented():``, or a targets entry naming
+``onnxruntime.InferenceSession.run``, or ``OPSIGHT_ONNXRUNTIME=1``) patches
+``onnxruntime.InferenceSession`` so that
+
+* each ``run``, ``run_with_iobinding`` and ``run_with_ort_values`` call records an opsight
+  span ``onnxruntime.run <model>`` (category ``session``) on the calling thread;
+* each session created while instrumented has ONNX Runtime's profiler switched on
+  (``SessionOptions.enable_profiling``, its file in a temporary folder). A user's own
+  ``SessionOptions`` object is used as given and put back as it was once the session is
+  created (ONNX Runtime copies the options into the session); a user who enabled profiling
+  keeps their own prefix and file;
+* when the recording stops (``opsight.profile``, ``OPSIGHT_OUTPUT``, ``opsight run``), the
+  profile of every instrumented session that ran during it is ended
+  (``end_profiling()``), read with opsight's Chrome JSON reader (ORT's categories become
+  opsight's: ``Session`` -> ``session``, ``Node`` ``*_kernel_time`` -> ``operator``...), put
+  on the recording's clock and merged into the trace: ``model_run``,
+  ``SequentialExecutor::Execute`` and each node's ``*_kernel_time`` (with ``op_name``,
+  ``provider``, input and output shapes) nest under the ``onnxruntime.run`` span of the call
+  that ran them.
+
+Clocks. ORT's events count microseconds from ``get_profiling_start_time_ns()``, a wall-clock
+(Unix) time on Linux; opsight's traces are on CLOCK_MONOTONIC. The shift is the session's
+profiling start minus (wall - monotonic) measured next to it, then refined: each
+``model_run`` must lie inside the monotonic interval its ``run`` call measured, and the
+smallest correction that puts every one inside is applied (see :func:`alignments`).
+
+Limits: ORT cannot restart a session's profiler once ended, so a session's node events are
+merged into the first recording that it ran in (later ones get the ``run`` spans only);
+sessions created before ``instrument()`` get ``run`` spans only; ORT keeps at most a million
+events per session (then stops recording nodes, with a warning of its own).
+
+Nothing here raises into the traced program: a missing or damaged profile is one warning
+naming the file, and the opsight spans stay.
+
+Thread-safety: instrument/uninstrument under the GIL; the wrappers run on any thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import glob
+import os
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from typing import Any, Iterator
+
+from . import _native
+from ._profile import add_finisher
+from ._wrapping import name_id
+
+__all__ = ["instrument", "uninstrument", "instrumented", "is_instrumented", "alignments",
+           "RUN_METHODS"]
+
+#: The InferenceSession methods that get a span.
+RUN_METHODS = ("run", "run_with_iobinding", "run_with_ort_values")
+#: The span category of the run spans (src/trace/categories.hpp: a phase of a session).
+CATEGORY = "session"
+# Calls kept per session to align ORT's clock (3 integers each); later calls are not needed.
+_MAX_CALLS_KEPT = 10_000
+
+_lock = threading.RLock()
+_patches: list[tuple[Any, str, Any, bool]] = []  # (owner, attribute, original, had_it)
+_span_name_override: str | None = None
+_sessions: list["_SessionRecord"] = []  # sessions whose ORT profile is still to be merged
+_last_alignments: list[dict[str, Any]] = []
+_directory: str | None = None
+_session_count = 0
+_watcher: Any = None
+
+
+def _wall_minus_monotonic() -> int:
+    """time.time_ns() - time.monotonic_ns(), from the narrowest of a few bracketed reads."""
+    best_width, best = None, 0
+    for _ in range(5):
+        before = time.monotonic_ns()
+        wall = time.time_ns()
+        after = time.monotonic_ns()
+        if best_width is None or after - before < best_width:
+            best_width, best = after - before, wall - (before + after) // 2
+    return best
+
+
+class _SessionRecord:
+    """What opsight knows of one InferenceSession: its span names and, when its ORT
+    profile is opsight's to merge, where that profile is and the calls that align it."""
+
+    __slots__ = ("session", "label", "model", "name_ids", "prefix", "profiling_start_ns",
+                 "wall_minus_monotonic", "owns_file", "ended_path", "calls", "merged",
+                 "__weakref__")
+
+    def __init__(self, session: Any) -> None:
+        self.session = weakref.ref(session)
+        self.model = _model_name(session)
+        self.label = os.path.splitext(os.path.basename(self.model))[0] or "model"
+        self.name_ids: dict[str, int] = {}
+        self.prefix: str | None = None  # set when opsight merges this session's profile
+        self.profiling_start_ns = 0
+        self.wall_minus_monotonic = 0
+        self.owns_file = False  # the profile file is opsight's (deleted once merged)
+        self.ended_path: str | None = None  # the program called end_profiling() itself
+        self.calls: dict[int, list[tuple[int, int]]] = {}  # native tid -> [(begin, end)]
+        self.merged = False
+
+    def name_id_for(self, method: str) -> int:
+        identifier = self.name_ids.get(method)
+        if identifier is None:
+            verb = "run" if method == "run" else method
+            name = _span_name_override or f"onnxruntime.{verb} {self.label}"
+            identifier = self.name_ids[method] = name_id(name, CATEGORY)
+        return identifier
+
+    def note_call(self, begin_ns: int, end_ns: int) -> None:
+        calls = self.calls.setdefault(threading.get_native_id(), [])
+        if len(calls) < _MAX_CALLS_KEPT:
+            calls.append((begin_ns, end_ns))
+
+
+def _model_name(session: Any) -> str:
+    path = getattr(session, "_model_path", None)
+    if isinstance(path, (str, os.PathLike)):
+        return os.fspath(path)
+    try:
+        return session.get_modelmeta().graph_name or "model"
+    except Exception:  # noqa: BLE001 - a name is a nicety
+        return "model"
+
+
+def _record_of(session: Any) -> _SessionRecord:
+    record = session.__dict__.get("_opsight_onnxruntime")
+    if record is None:  # created before instrument(): spans, no ORT profile
+        record = session.__dict__["_opsight_onnxruntime"] = _SessionRecord(session)
+    return record
+
+
+def _profile_directory() -> str:
+    global _directory
+    if _directory is None or not os.path.isdir(_directory):
+        _directory = tempfile.mkdtemp(prefix="opsight-onnxruntime-")
+    return _directory
+
+
+# ---- the wrappers ----------------------------------------------------------------------------
+def _wrap_init(original: Any) -> Any:
+    def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
+                 **kwargs):
+        global _session_count
+        import onnxruntime
+
+        options = sess_options
+        restore: tuple[bool, str] | None = None
+        prefix = None
+        try:
+            if options is None:
+                options = onnxruntime.SessionOptions()
+            if not options.enable_profiling:
+                with _lock:
+                    _session_count += 1
+                    prefix = os.path.join(_profile_directory(), f"session{_session_count}")
+                if options is sess_options:  # the user's object: put back once created
+                    restore = (options.enable_profiling, options.profile_file_prefix)
+                options.enable_profiling = True
+                options.profile_file_prefix = prefix
+        except Exception as error:  # noqa: BLE001 - never break session creation
+            _warn(f"ONNX Runtime profiling not enabled: {type(error).__name__}: {error}")
+            options, prefix, restore = sess_options, None, None
+        try:
+            original(self, path_or_bytes, options, providers, provider_options, **kwargs)
+        finally:
+            if restore is not None:
+                options.enable_profiling, options.profile_file_prefix = restore
+        try:
+            record = _record_of(self)
+            users_own = prefix is None and sess_options is not None and sess_options.enable_profiling
+            if prefix is not None or users_own:
+                record.prefix = prefix or sess_options.profile_file_prefix
+                record.owns_file = prefix is not None
+                record.profiling_start_ns = self.get_profiling_start_time_ns()
+                record.wall_minus_monotonic = _wall_minus_monotonic()
+                with _lock:
+                    _sessions.append(record)
+        except Exception as error:  # noqa: BLE001
+            _warn(f"ONNX Runtime session not registered: {type(error).__name__}: {error}")
+
+    __init__.__wrapped__ = original  # type: ignore[attr-defined]
+    return __init__
+
+
+def _wrap_run(method: str, original: Any) -> Any:
+    def run(self, *args, **kwargs):
+        record = self.__dict__.get("_opsight_onnxruntime") or _record_of(self)
+        if not (_native.tracing_enabled() and _native.begin(record.name_id_for(method))):
+            return original(self, *args, **kwargs)
+        try:
+            begin_ns = time.monotonic_ns()
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                record.note_call(begin_ns, time.monotonic_ns())
+        except BaseException as error:
+            kind = type(error)
+            module = getattr(kind, "__module__", "builtins")
+            _native.add_arg("exception.type",
+                            kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}")
+            _native.add_arg("exception.message", str(error)[:4096])
+            raise
+        finally:
+            _native.end()
+
+    run.__name__ = run.__qualname__ = method
+    run.__doc__ = getattr(original, "__doc__", None)
+    run.__wrapped__ = original  # type: ignore[attr-defined]
+    return run
+
+
+def _wrap_end_profiling(original: Any) -> Any:
+    def end_profiling(self):
+        path = original(self)
+        record = self.__dict__.get("_opsight_onnxruntime")
+        if record is not None and path:
+            record.ended_path = path  # merged at the end all the same, but the program's now
+            record.owns_file = False
+        return path
+
+    end_profiling.__wrapped__ = original  # type: ignore[attr-defined]
+    return end_profiling
+
+
+# ---- switching ---------------------------------------------------------------------------------
+def instrument(span_name: str | None = None) -> None:
+    """Patches ``onnxruntime.InferenceSession`` (see the module's documentation); calling it
+    again does nothing. ``span_name`` replaces the run spans' names (a targets entry's tag)."""
+    global _span_name_override
+    import onnxruntime
+
+    session_class = onnxruntime.InferenceSession
+    with _lock:
+        if span_name is not None:
+            _span_name_override = span_name
+        if _patches:
+            return
+        wrappers = {"__init__": _wrap_init, "end_profiling": _wrap_end_profiling}
+        wrappers.update({method: (lambda original, method=method: _wrap_run(method, original))
+                         for method in RUN_METHODS})
+        for attribute, make in wrappers.items():
+            original = getattr(session_class, attribute, None)
+            if original is None:
+                continue
+            had_it = attribute in vars(session_class)
+            setattr(session_class, attribute, make(original))
+            _patches.append((session_class, attribute, original, had_it))
+        add_finisher(_finish)
+
+
+def uninstrument() -> None:
+    """Puts InferenceSession back as it was; calling it again does nothing. Sessions created
+    while instrumented still have their profile merged when the recording stops."""
+    global _span_name_override
+    with _lock:
+        while _patches:
+            owner, attribute, original, had_it = _patches.pop()
+            if had_it:
+                setattr(owner, attribute, original)
+            else:
+                delattr(owner, attribute)
+        _span_name_override = None
+
+
+def is_instrumented() -> bool:
+    return bool(_patches)
+
+
+@contextlib.contextmanager
+def instrumented(span_name: str | None = None) -> Iterator[None]:
+    """``with opsight.onnxruntime.instrumented():``: instruments for the block, and
+    uninstruments at its end unless it was instrumented before."""
+    was = is_instrumented()
+    instrument(span_name)
+    try:
+        yield
+    finally:
+        if not was:
+            uninstrument()
+
+
+def apply_target(module: Any, target: Any) -> bool:
+    """A targets entry naming ``InferenceSession`` (or a pattern matching it) and a run
+    method, in module ``onnxruntime``: instruments, with the entry's tag as span name.
+    Returns whether the entry was taken (otherwise it is wrapped as any other target)."""
+    import fnmatch
+
+    if target.class_name is None or not fnmatch.fnmatchcase("InferenceSession", target.class_name):
+        return False
+    if not any(fnmatch.fnmatchcase(method, target.function) for method in RUN_METHODS):
+        return False
+    if getattr(module, "InferenceSession", None) is None:
+        return False
+    instrument(target.tag)
+    return True
+
+
+def instrument_when_imported() -> None:
+    """``OPSIGHT_ONNXRUNTIME=1``: instruments now if onnxruntime is imported, else right
+    after the program imports it (onnxruntime is never imported on its behalf)."""
+    global _watcher
+    module = sys.modules.get("onnxruntime")
+    if module is not None and getattr(module, "InferenceSession", None) is not None:
+        instrument()
+        return
+    if _watcher is None:
+        from ._instrument import Instrumenter
+        from .targets import Target
+
+        _watcher = Instrumenter([Target(module="onnxruntime", class_name="InferenceSession",
+                                        function="run", file="OPSIGHT_ONNXRUNTIME")])
+        _watcher.install()
+
+
+# ---- merging at the end of a recording ---------------------------------------------------------
+_warned: set[str] = set()
+
+
+def _warn(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(f"opsight.onnxruntime: warning: {message}", file=sys.stderr)
+
+
+def alignments() -> list[dict[str, Any]]:
+    """How the profiles merged by the last recording were aligned, one dict per session:
+    ``file``, ``model``, ``model_runs`` (ORT's ``model_run`` events), ``matched`` (those
+    matched to a recorded ``run`` call), ``contained`` (matched ones inside their call's
+    interval after alignment), ``correction_ns`` (the refinement added to the clock-derived
+    shift), ``shift_ns`` (the whole shift) and ``clock_drift_ns`` (change of wall minus
+    monotonic between session creation and the merge)."""
+    return [dict(entry) for entry in _last_alignments]
+
+
+def _finish(begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
+    """The finisher (opsight._profile): the profiles of the sessions that ran during the
+    recording, each with its shift onto CLOCK_MONOTONIC."""
+    with _lock:
+        due = [record for record in _sessions if record.calls and not record.merged]
+        for record in due:
+            record.merged = True
+            _sessions.remove(record)
+    _last_alignments.clear()
+    traces = []
+    for record in due:
+        try:
+            merged = _profile_of(record, begin_ns, end_ns)
+        except Exception as error:  # noqa: BLE001 - never fail the recording
+            _warn(f"profile of {record.model} not merged: {type(error).__name__}: {error}")
+            continue
+        if merged is not None:
+            traces.append(merged)
+    return traces
+
+
+def _end_profiling(record: _SessionRecord) -> str | None:
+    if record.ended_path:
+        return record.ended_path
+    session = record.session()
+    if session is not None:
+        path = session.end_profiling()
+        if path:
+            return path
+    # Destroyed sessions wrote their file themselves; the prefix is unique to the session.
+    if record.owns_file and record.prefix:
+        found = sorted(glob.glob(glob.escape(record.prefix) + "_*.json"))
+        if found:
+            return found[-1]
+    return None
+
+
+def _profile_of(record: _SessionRecord, begin_ns: int, end_ns: int) -> tuple[Any, int] | None:
+    path = _end_profiling(record)
+    if path is None:
+        _warn(f"no ONNX Runtime profile file for {record.model} (prefix {record.prefix})")
+        return None
+    try:
+        try:
+            profile = _native.read_trace(path)
+        except (ValueError, RuntimeError, OSError) as error:
+            _warn(f"{path}: ONNX Runtime profile not read ({error}); the opsight spans stay")
+            return None
+        if profile.damage:
+            _warn(f"{path}: ONNX Runtime profile read in part: {profile.damage}")
+        drift = _wall_minus_monotonic() - record.wall_minus_monotonic
+        wall_minus_monotonic = record.wall_minus_monotonic + drift // 2
+        base = record.profiling_start_ns - wall_minus_monotonic
+        correction, stats = _alignment(profile.slice_times("model_run"), record.calls, base)
+        shift = base + correction
+        profile.keep_time_window(begin_ns - shift, end_ns - shift)
+        _last_alignments.append({"file": path, "model": record.model, **stats,
+                                 "correction_ns": correction, "shift_ns": shift,
+                                 "clock_drift_ns": drift})
+        return profile, shift
+    finally:
+        if record.owns_file:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(path))  # only once empty
+
+
+def _alignment(model_runs: list[tuple[int, int, int]], calls: dict[int, list[tuple[int, int]]],
+               base: int) -> tuple[int, dict[str, int]]:
+    """The correction to add to ``base`` so that each ``model_run`` (tid, start, end in
+    ORT's time) lies inside the monotonic interval of the ``run`` call that caused it: the
+    call of the same thread nearest to it under ``base``. Every match allows corrections
+    in [call begin - run start, call end - run end]; where all allow a common one, the one
+    nearest 0 is taken, else the median of each match's nearest."""
+    begins = {tid: [begin for begin, _ in intervals] for tid, intervals in calls.items()}
+    allowed: list[tuple[int, int]] = []
+    for tid, start, end in model_runs:
+        intervals = calls.get(tid)
+        if not intervals:
+            continue
+        start_mono, end_mono = start + base, end + base
+        index = bisect.bisect_right(begins[tid], start_mono) - 1
+        best = None
+        for candidate in (index, index + 1):
+            if 0 <= candidate < len(intervals):
+                call_begin, call_end = intervals[candidate]
+                distance = abs((call_begin + call_end) - (start_mono + end_mono))
+                if best is None or distance < best[0]:
+                    best = (distance, call_begin, call_end)
+        if best is not None and best[2] - best[1] >= end_mono - start_mono:
+            allowed.append((best[1] - start_mono, best[2] - end_mono))
+    correction = 0
+    if allowed:
+        low = max(low for low, _ in allowed)
+        high = min(high for _, high in allowed)
+        if low <= high:
+            correction = min(max(0, low), high)
+        else:
+            nearest = sorted(min(max(0, low), high) for low, high in allowed)
+            correction = nearest[len(nearest) // 2]
+    contained = sum(1 for low, high in allowed if low <= correction <= high)
+    return correction, {"model_runs": len(model_runs), "matched": len(allowed),
+                        "contained": contained}

@@ -1,0 +1,24 @@
+"""opsight for PyTorch: operators and module calls on opsight's timeline, and one
+function compared across back-ends.
+
+Inside any opsight session (``opsight.profile()``, ``OPSIGHT_OUTPUT``, ``opsight run``)
+torch operators (``aten::*``, category ``operator``) and ``nn.Module`` calls (category
+``module``, named by path, e.g. ``encoder.layer.3.attention``) are recorded as spans,
+nested under the Python spans that called them, on the same clock::
+
+    import opsight, torch
+    with opsight.profile() as prof:
+        model(inputs)
+    prof.print_tree()        # Python spans > modules > aten operators
+    prof.print_operators()   # the operator table
+
+``enable(shapes=True)`` adds each operator's input shapes; ``disable()`` stops it;
+``OPSIGHT_TORCH`` (on, shapes, operators, modules, off) sets what sessions record by
+default. See docs/torch.md.
+"""
+
+from __future__ import annotations
+
+from ._tracing import TorchTracing, disable, enable, status
+
+__all__ = ["TorchTracing", "disable", "enable", "status"]

@@ -1,0 +1,223 @@
+"""torch operators and module calls as opsight spans.
+
+Operators: a global RecordFunction callback (torch's own observer mechanism, the one the
+PyTorch profiler uses) in the native extension ``opsight._torch_observer``, built against
+the installed torch: each ``aten::*`` operator a thread runs is a span (category
+``operator``), nested under whatever span the thread had open, on opsight's clock.
+``record_function`` ranges are spans of category ``annotation``.
+
+Modules: global forward pre-hooks and hooks (``torch.nn.modules.module``) make each
+``nn.Module`` call a span (category ``module``) named by the module's path from the
+outermost module called, e.g. ``encoder.layer.3.attention``; the outermost module's span
+is its class name.
+
+Thread-safety: enable/disable and the session callbacks run under the GIL; the operator
+callback runs on whatever thread torch runs an operator on.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .. import _native
+
+CATEGORY_MODULE = "module"
+
+
+@dataclass(frozen=True)
+class TorchTracing:
+    """What is recorded: operators (with input shapes or not) and module calls."""
+
+    operators: bool = True
+    modules: bool = True
+    shapes: bool = False
+
+    @staticmethod
+    def from_mode(mode: str) -> "TorchTracing":
+        return {
+            "on": TorchTracing(),
+            "shapes": TorchTracing(shapes=True),
+            "operators": TorchTracing(modules=False),
+            "modules": TorchTracing(operators=False),
+        }.get(mode, TorchTracing(operators=False, modules=False))
+
+
+class _State:
+    def __init__(self) -> None:
+        self.applied = TorchTracing(operators=False, modules=False)
+        self.explicit = False  # enable() was called: sessions do not switch it off
+        self.hook_handles: list[Any] = []
+        self.warned: set[str] = set()
+
+
+_state = _State()
+_observer_module: Any = None
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _state.warned:
+        _state.warned.add(key)
+        print(f"opsight: warning: {message}", file=sys.stderr)
+
+
+def _observer() -> Any:
+    """The native operator observer, or None after a warning saying why it cannot run."""
+    global _observer_module
+    if _observer_module is not None:
+        return _observer_module
+    try:
+        from .. import _torch_observer as observer
+    except ImportError as error:
+        _warn_once("observer", "torch operators are not recorded: opsight was installed "
+                   "without its operator observer for this torch "
+                   f"({error}); reinstall opsight with torch installed "
+                   "(pip install --no-build-isolation .)")
+        return None
+    if observer.built_for_torch != torch.__version__:
+        _warn_once("observer", "torch operators are not recorded: opsight's operator "
+                   f"observer was built for torch {observer.built_for_torch}, this is torch "
+                   f"{torch.__version__}; reinstall opsight (pip install --no-build-isolation .)")
+        return None
+    _observer_module = observer
+    return observer
+
+
+# ---- module calls ------------------------------------------------------------------------
+class _ModuleNames:
+    """Span name ids of modules by path, found once per module: the first time a module
+    is called with no known module around it, it and everything under it get their paths
+    (the outermost module is named by its class, the others by their path from it); a
+    module met later under a known module is named from that module's path."""
+
+    def __init__(self) -> None:
+        self._ids: "weakref.WeakKeyDictionary[torch.nn.Module, int]" = weakref.WeakKeyDictionary()
+        # The prefix of the paths under a module: "" under an outermost module.
+        self._prefix_under: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = \
+            weakref.WeakKeyDictionary()
+
+    def name_id(self, module: torch.nn.Module, parent: torch.nn.Module | None) -> int:
+        found = self._ids.get(module)
+        if found is not None:
+            return found
+        if parent is not None and parent in self._prefix_under:
+            self._assign(parent, self._prefix_under[parent], root_path=None)
+        if module not in self._ids:  # an outermost module, or one called on the side
+            self._assign(module, "", root_path=type(module).__name__)
+        return self._ids[module]
+
+    def _assign(self, root: torch.nn.Module, prefix: str, root_path: str | None) -> None:
+        for name, module in root.named_modules():
+            if module in self._ids:
+                continue
+            if not name:
+                path = root_path or prefix
+                self._prefix_under[module] = "" if root_path else prefix
+            else:
+                path = f"{prefix}.{name}" if prefix else name
+                self._prefix_under[module] = path
+            self._ids[module] = _native.register_name(path, CATEGORY_MODULE)
+
+
+_module_names = _ModuleNames()
+_thread_stacks = threading.local()
+
+
+def _stack() -> list:
+    stack = getattr(_thread_stacks, "stack", None)
+    if stack is None:
+        stack = _thread_stacks.stack = []
+    return stack
+
+
+def _before_forward(module: torch.nn.Module, args: Any) -> None:
+    stack = _stack()
+    if not _native.recording():
+        stack.append((module, False))
+        return None
+    parent = stack[-1][0] if stack else None
+    try:
+        name_id = _module_names.name_id(module, parent)
+    except Exception:  # noqa: BLE001 - a module that cannot be named is not recorded
+        stack.append((module, False))
+        return None
+    stack.append((module, _native.begin(name_id)))
+    return None
+
+
+def _after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
+    stack = _stack()
+    # Pop to this module: a module whose forward raised before our hook ran leaves nothing.
+    while stack:
+        entry_module, recorded = stack.pop()
+        if recorded:
+            _native.end()
+        if entry_module is module:
+            break
+    return None
+
+
+# ---- switching ---------------------------------------------------------------------------
+def _apply(wanted: TorchTracing) -> None:
+    current = _state.applied
+    if wanted.operators != current.operators or (wanted.operators and wanted.shapes != current.shapes):
+        observer = _observer() if wanted.operators else _observer_module
+        if observer is not None:
+            if wanted.operators:
+                observer.install(record_shapes=wanted.shapes)
+            else:
+                observer.uninstall()
+        elif wanted.operators:
+            wanted = TorchTracing(operators=False, modules=wanted.modules)
+    if wanted.modules != current.modules:
+        if wanted.modules:
+            hooks = torch.nn.modules.module
+            _state.hook_handles = [
+                hooks.register_module_forward_pre_hook(_before_forward),
+                hooks.register_module_forward_hook(_after_forward, always_call=True),
+            ]
+        else:
+            for handle in _state.hook_handles:
+                handle.remove()
+            _state.hook_handles = []
+    _state.applied = wanted
+
+
+def enable(*, operators: bool = True, modules: bool = True, shapes: bool = False) -> None:
+    """Records torch operators (``aten::*``, with their input shapes if ``shapes``) and
+    module calls as spans whenever a session records, until :func:`disable`; sessions
+    started later leave this choice alone. Without this call, a session switches the
+    default on by itself (see ``OPSIGHT_TORCH``)."""
+    _state.explicit = True
+    _apply(TorchTracing(operators=operators, modules=modules, shapes=shapes))
+
+
+def disable() -> None:
+    """Stops recording torch operators and module calls (removes the observer and hooks)
+    until :func:`enable` is called; later sessions do not switch them on again."""
+    _state.explicit = True
+    _apply(TorchTracing(operators=False, modules=False))
+
+
+def status() -> dict[str, bool]:
+    """What is recorded now: ``{"operators", "modules", "shapes", "explicit"}``."""
+    applied = _state.applied
+    return {"operators": applied.operators, "modules": applied.modules,
+            "shapes": applied.shapes, "explicit": _state.explicit}
+
+
+def session_started(mode: str) -> None:
+    """A session started (opsight._integrations): switch the default on."""
+    if not _state.explicit:
+        _apply(TorchTracing.from_mode(mode))
+
+
+def session_stopping() -> None:
+    """The session is stopping: what it switched on goes off (no cost outside sessions)."""
+    if not _state.explicit:
+        _apply(TorchTracing(operators=False, modules=False))

@@ -1,0 +1,225 @@
+// opsight._torch_observer: torch operators as opsight spans. Built against the torch that
+// was installed when the package was built (python/CMakeLists.txt, OPSIGHT_WITH_TORCH), it
+// registers a global RecordFunction callback, torch's own observer mechanism (the one the
+// PyTorch profiler uses): every aten operator a thread runs begins a span when torch starts
+// it and ends it when torch finishes it, through the recorder of opsight._native (the
+// capsule of recorder_api.h), so operators land on the same clock and the same per-thread
+// timelines as the Python spans that called them, nested under them.
+//
+// Cost per operator: a load and a branch while no session records; when one records, a
+// name lookup in a per-thread cache and the recorder's begin/end (docs/torch.md has the
+// figures). Input shapes, when asked for, need torch to keep the inputs for the callback
+// and a string built per operator: a larger cost, which is why they are off by default.
+#include <ATen/record_function.h>
+#include <Python.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "recorder_api.h"
+
+namespace {
+
+const OpsightRecorderApi* g_api = nullptr;
+
+// What the callback of one installation records. Only one installation is live at a time
+// (install() replaces it), which keeps the callbacks free of lookups.
+struct ObserverOptions {
+  bool record_shapes = false;
+};
+ObserverOptions g_options;
+bool g_installed = false;
+at::CallbackHandle g_handle = 0;
+
+// Name ids of the operator names this thread has seen. RecordFunction names of dispatcher
+// operators point into the operator's registered name, stable for the process; names of
+// user scopes and autograd nodes may be owned by the RecordFunction and freed after it, so
+// the cache keys on the pointer but keeps a copy of the text and checks it on each hit.
+struct NameCache {
+  struct Entry {
+    std::string text;
+    uint32_t name_id = 0;
+  };
+  std::unordered_map<const char*, Entry> by_pointer;
+  std::unordered_map<std::string, uint32_t> by_text;
+};
+
+std::string_view category_of(at::RecordScope scope) {
+  switch (scope) {
+    case at::RecordScope::USER_SCOPE:
+      return "annotation";
+    case at::RecordScope::TORCHSCRIPT_FUNCTION:
+      return "torchscript";
+    default:
+      return "operator";
+  }
+}
+
+uint32_t name_id_of(const at::RecordFunction& function) {
+  thread_local NameCache cache;
+  const char* name = function.name();
+  if (name == nullptr) name = "(unnamed operator)";
+  auto found = cache.by_pointer.find(name);
+  if (found != cache.by_pointer.end() && std::strcmp(found->second.text.c_str(), name) == 0)
+    return found->second.name_id;
+  // The category is part of the key: the same text under two scopes gives two names.
+  std::string_view category = category_of(function.scope());
+  std::string key(category);
+  key.push_back('\0');
+  key.append(name);
+  uint32_t& id = cache.by_text[key];
+  if (id == 0) id = g_api->register_name(name, std::strlen(name), category.data(), category.size());
+  cache.by_pointer[name] = NameCache::Entry{name, id};
+  return id;
+}
+
+void append_shape(std::string& out, const at::Tensor& tensor) {
+  out.push_back('[');
+  if (tensor.defined()) {
+    bool first = true;
+    for (int64_t size : tensor.sizes()) {
+      if (!first) out += ", ";
+      first = false;
+      out += std::to_string(size);
+    }
+  }
+  out.push_back(']');
+}
+
+// Input shapes as Kineto writes them: one entry per input, [] for a non-tensor, a list of
+// shapes for a tensor list.
+std::string input_shapes(const at::RecordFunction& function) {
+  std::string out = "[";
+  bool first = true;
+  for (const c10::IValue& input : function.inputs()) {
+    if (!first) out += ", ";
+    first = false;
+    if (input.isTensor()) {
+      append_shape(out, input.toTensor());
+    } else if (input.isTensorList()) {
+      out.push_back('[');
+      bool first_tensor = true;
+      for (const at::Tensor& tensor : input.toTensorList().vec()) {
+        if (!first_tensor) out += ", ";
+        first_tensor = false;
+        append_shape(out, tensor);
+      }
+      out.push_back(']');
+    } else {
+      out += "[]";
+    }
+  }
+  out.push_back(']');
+  return out;
+}
+
+// Whether each open RecordFunction of this thread began a span: torch calls the end
+// callback of every start, LIFO per thread; an end without its start on this thread (an
+// operator finished elsewhere) pops nothing and records nothing.
+thread_local std::vector<bool> t_recorded;
+
+std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& function) {
+  bool recorded = false;
+  if (g_api->recording() != 0) {
+    recorded = g_api->begin(name_id_of(function)) != 0;
+    if (recorded && g_options.record_shapes && function.needsInputs()) {
+      std::string shapes = input_shapes(function);
+      static constexpr std::string_view kKey = "input_shapes";
+      g_api->add_arg_string(kKey.data(), kKey.size(), shapes.data(), shapes.size());
+    }
+  }
+  t_recorded.push_back(recorded);
+  return nullptr;
+}
+
+void on_operator_end(const at::RecordFunction& /*function*/, at::ObserverContext* /*context*/) {
+  if (t_recorded.empty()) return;
+  bool recorded = t_recorded.back();
+  t_recorded.pop_back();
+  if (recorded) g_api->end();
+}
+
+void remove_callback() {
+  if (!g_installed) return;
+  at::removeCallback(g_handle);
+  g_installed = false;
+}
+
+PyObject* install(PyObject* /*module*/, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"record_shapes", nullptr};
+  int record_shapes = 0;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|p", const_cast<char**>(keywords),
+                                   &record_shapes))
+    return nullptr;
+  remove_callback();
+  g_options.record_shapes = record_shapes != 0;
+  try {
+    at::RecordFunctionCallback callback(&on_operator_start, &on_operator_end);
+    callback.needsInputs(g_options.record_shapes)
+        .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE,
+                 at::RecordScope::TORCHSCRIPT_FUNCTION});
+    g_handle = at::addGlobalCallback(callback);
+    g_installed = true;
+  } catch (const std::exception& error) {
+    PyErr_Format(PyExc_RuntimeError, "torch refused the operator observer: %s", error.what());
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* uninstall(PyObject* /*module*/, PyObject* /*args*/) {
+  remove_callback();
+  Py_RETURN_NONE;
+}
+
+PyObject* installed(PyObject* /*module*/, PyObject* /*args*/) {
+  return PyBool_FromLong(g_installed ? 1 : 0);
+}
+
+PyMethodDef kMethods[] = {
+    {"install", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&install)),
+     METH_VARARGS | METH_KEYWORDS,
+     "install(record_shapes=False): records every torch operator as a span (replaces an "
+     "earlier installation)."},
+    {"uninstall", &uninstall, METH_NOARGS, "Removes the operator observer."},
+    {"installed", &installed, METH_NOARGS, "Whether the operator observer is installed."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyModuleDef kModule = {
+    PyModuleDef_HEAD_INIT,
+    "_torch_observer",
+    "torch operators as opsight spans (private: use opsight.torch)",
+    -1,
+    kMethods,
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) PyObject* PyInit__torch_observer() {
+  g_api = static_cast<const OpsightRecorderApi*>(PyCapsule_Import(OPSIGHT_RECORDER_API_CAPSULE, 0));
+  if (g_api == nullptr) return nullptr;
+  if (g_api->abi_version != OPSIGHT_RECORDER_API_VERSION) {
+    PyErr_Format(PyExc_ImportError,
+                 "opsight._torch_observer expects recorder API %d, opsight._native has %u: "
+                 "reinstall opsight",
+                 OPSIGHT_RECORDER_API_VERSION, g_api->abi_version);
+    return nullptr;
+  }
+  PyObject* module = PyModule_Create(&kModule);
+  if (module == nullptr) return nullptr;
+  if (PyModule_AddStringConstant(module, "built_for_torch", OPSIGHT_TORCH_VERSION) != 0) {
+    Py_DECREF(module);
+    return nullptr;
+  }
+  return module;
+}
