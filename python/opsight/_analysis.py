@@ -60,7 +60,8 @@ class TraceAnalyses:
         return _checked(self.trace.render(
             view, format, options.get("sort", "total"), options.get("limit", 0),
             options.get("max_roots", 20), options.get("span", ""),
-            options.get("by_category", False), _category_list(options.get("categories"))))
+            options.get("by_category", False), _category_list(options.get("categories")),
+            options.get("max_depth", 0)))
 
     def _data(self, view: str, **options: Any) -> Any:
         return json.loads(self._render(view, "json", **options))
@@ -162,8 +163,11 @@ class TraceFile(TraceAnalyses):
     def print_summary(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
         self._print("summary", file, sort=sort, limit=limit)
 
-    def print_tree(self, *, max_roots: int = 20, file: IO[str] | None = None) -> None:
-        self._print("tree", file, max_roots=max_roots)
+    def print_tree(self, *, max_roots: int = 20, max_depth: int = 0,
+                   file: IO[str] | None = None) -> None:
+        """The call tree of the first ``max_roots`` roots (0: all), ``max_depth`` levels
+        under each (0: all; deeper spans are folded into a "+N nested" count)."""
+        self._print("tree", file, max_roots=max_roots, max_depth=max_depth)
 
     def dataframe(self) -> Any:
         from ._profile import spans_dataframe

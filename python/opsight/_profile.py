@@ -170,15 +170,19 @@ class Profile(TraceAnalyses):
         return json.loads(self.trace.render("summary", "json", sort))
 
     def report(self, view: str = "summary", format: str = "text", *, sort: str = "total",
-               limit: int = 0, max_roots: int = 20) -> str:
+               limit: int = 0, max_roots: int = 20, max_depth: int = 0) -> str:
         """The text of ``opsight report --<view> --format <format>``."""
-        return self.trace.render(view, format, sort, limit, max_roots)
+        return self.trace.render(view, format, sort, limit, max_roots, max_depth=max_depth)
 
     def print_summary(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
         print(self.report("summary", sort=sort, limit=limit), end="", file=file or sys.stdout)
 
-    def print_tree(self, *, max_roots: int = 20, file: IO[str] | None = None) -> None:
-        print(self.report("tree", max_roots=max_roots), end="", file=file or sys.stdout)
+    def print_tree(self, *, max_roots: int = 20, max_depth: int = 0,
+                   file: IO[str] | None = None) -> None:
+        """The call tree of the first ``max_roots`` roots (0: all), ``max_depth`` levels
+        under each (0: all; deeper spans are folded into a "+N nested" count)."""
+        print(self.report("tree", max_roots=max_roots, max_depth=max_depth), end="",
+              file=file or sys.stdout)
 
     def print_table(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
         print(self.report("table", sort=sort, limit=limit), end="", file=file or sys.stdout)

@@ -47,7 +47,7 @@ Commands:
   compare-backends  Time a torch function on several back-ends, graph by graph, with cost per
            request: opsight compare-backends mymodels:make_predict --backends eager,inductor
   convert  Convert between .opsight and Chrome JSON
-  demo     Trace the bundled quick-start program and report it
+  demo     Profile and benchmark a small BERT-style model (--quickstart: the C++ example)
   save     Store trace file(s) as a run in the run store ($OPSIGHT_HOME, default ~/.opsight)
   runs     List the stored runs: --name GLOB, --tag K[=V], --since 7d, --format json
   show     Show a stored run's metadata and report: opsight show latest --tree
@@ -420,6 +420,9 @@ def main(arguments: list[str] | None = None) -> int:
         return run_command(arguments[1:])
     if arguments[0] == "ctl":
         return ctl_command(arguments[1:])
+    if arguments[0] == "demo":  # the real-model demo; --quickstart runs the C++ one
+        from .demo import main as demo_main
+        return demo_main(arguments[1:])
     if arguments[0] == "bench":  # docs/bench.md
         from .bench.command import main as bench_main
         return bench_main(arguments[1:])

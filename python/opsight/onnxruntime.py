@@ -116,9 +116,32 @@ class _SessionRecord:
         return identifier
 
     def note_call(self, begin_ns: int, end_ns: int) -> None:
-        calls = self.calls.setdefault(threading.get_native_id(), [])
+        tid = _native_thread_id()
+        calls = self.calls.get(tid)
+        if calls is None:
+            calls = self.calls[tid] = []
         if len(calls) < _MAX_CALLS_KEPT:
             calls.append((begin_ns, end_ns))
+
+
+# threading.get_native_id() is a system call (about 1 µs on a VM): once per thread.
+_thread_ids = threading.local()
+
+
+def _native_thread_id() -> int:
+    try:
+        return _thread_ids.value
+    except AttributeError:
+        value = _thread_ids.value = threading.get_native_id()
+        return value
+
+
+def _forget_thread_ids_in_child() -> None:
+    global _thread_ids
+    _thread_ids = threading.local()
+
+
+os.register_at_fork(after_in_child=_forget_thread_ids_in_child)
 
 
 def _model_name(session: Any) -> str:
@@ -192,16 +215,19 @@ def _wrap_init(original: Any) -> Any:
 
 
 def _wrap_run(method: str, original: Any) -> Any:
+    tracing_enabled, begin, monotonic_ns = _native.tracing_enabled, _native.begin, time.monotonic_ns
+
     def run(self, *args, **kwargs):
         record = self.__dict__.get("_opsight_onnxruntime") or _record_of(self)
-        if not (_native.tracing_enabled() and _native.begin(record.name_id_for(method))):
+        identifier = record.name_ids.get(method) or record.name_id_for(method)
+        if not (tracing_enabled() and begin(identifier)):
             return original(self, *args, **kwargs)
         try:
-            begin_ns = time.monotonic_ns()
+            begin_ns = monotonic_ns()  # inside the span: the interval model_run must fit in
             try:
                 return original(self, *args, **kwargs)
             finally:
-                record.note_call(begin_ns, time.monotonic_ns())
+                record.note_call(begin_ns, monotonic_ns())
         except BaseException as error:
             kind = type(error)
             module = getattr(kind, "__module__", "builtins")
@@ -222,7 +248,7 @@ def _wrap_end_profiling(original: Any) -> Any:
     def end_profiling(self):
         path = original(self)
         record = self.__dict__.get("_opsight_onnxruntime")
-        if record is not None and path:
+        if record is not None and path and not record.merged:
             record.ended_path = path  # merged at the end all the same, but the program's now
             record.owns_file = False
         return path
@@ -333,7 +359,8 @@ def _warn(message: str) -> None:
 
 def alignments() -> list[dict[str, Any]]:
     """How the profiles merged by the last recording were aligned, one dict per session:
-    ``file``, ``model``, ``model_runs`` (ORT's ``model_run`` events), ``matched`` (those
+    ``file``, ``model``, ``model_runs`` (ORT's ``model_run`` events in the recording's
+    window), ``matched`` (those
     matched to a recorded ``run`` call), ``contained`` (matched ones inside their call's
     interval after alignment), ``correction_ns`` (the refinement added to the clock-derived
     shift), ``shift_ns`` (the whole shift) and ``clock_drift_ns`` (change of wall minus
@@ -394,7 +421,9 @@ def _profile_of(record: _SessionRecord, begin_ns: int, end_ns: int) -> tuple[Any
         drift = _wall_minus_monotonic() - record.wall_minus_monotonic
         wall_minus_monotonic = record.wall_minus_monotonic + drift // 2
         base = record.profiling_start_ns - wall_minus_monotonic
-        correction, stats = _alignment(profile.slice_times("model_run"), record.calls, base)
+        model_runs = [(tid, start, end) for tid, start, end in profile.slice_times("model_run")
+                      if begin_ns <= start + base <= end_ns]
+        correction, stats = _alignment(model_runs, record.calls, base)
         shift = base + correction
         profile.keep_time_window(begin_ns - shift, end_ns - shift)
         _last_alignments.append({"file": path, "model": record.model, **stats,
@@ -413,7 +442,7 @@ def _alignment(model_runs: list[tuple[int, int, int]], calls: dict[int, list[tup
                base: int) -> tuple[int, dict[str, int]]:
     """The correction to add to ``base`` so that each ``model_run`` (tid, start, end in
     ORT's time) lies inside the monotonic interval of the ``run`` call that caused it: the
-    call of the same thread nearest to it under ``base``. Every match allows corrections
+    call of the same thread it overlaps most under ``base``. Every match allows corrections
     in [call begin - run start, call end - run end]; where all allow a common one, the one
     nearest 0 is taken, else the median of each match's nearest."""
     begins = {tid: [begin for begin, _ in intervals] for tid, intervals in calls.items()}
@@ -425,12 +454,13 @@ def _alignment(model_runs: list[tuple[int, int, int]], calls: dict[int, list[tup
         start_mono, end_mono = start + base, end + base
         index = bisect.bisect_right(begins[tid], start_mono) - 1
         best = None
-        for candidate in (index, index + 1):
+        for candidate in (index - 1, index, index + 1):
             if 0 <= candidate < len(intervals):
                 call_begin, call_end = intervals[candidate]
-                distance = abs((call_begin + call_end) - (start_mono + end_mono))
-                if best is None or distance < best[0]:
-                    best = (distance, call_begin, call_end)
+                # the call it overlaps most (a negative overlap is a gap)
+                overlap = min(call_end, end_mono) - max(call_begin, start_mono)
+                if best is None or overlap > best[0]:
+                    best = (overlap, call_begin, call_end)
         if best is not None and best[2] - best[1] >= end_mono - start_mono:
             allowed.append((best[1] - start_mono, best[2] - end_mono))
     correction = 0

@@ -52,13 +52,14 @@ report::OutputFormat parse_format(std::string_view format) {
 
 std::string render(const LoadedTrace& loaded, std::string_view view, std::string_view format,
                    const std::string& sort, size_t limit, size_t max_roots, const std::string& span,
-                   bool by_category, const std::vector<std::string>& categories) {
+                   bool by_category, const std::vector<std::string>& categories, size_t max_depth) {
   if (auto error = report::validate_sort_key(sort)) throw std::invalid_argument(*error);
   report::ReportOptions options;
   options.format = parse_format(format);
   options.sort = sort;
   options.limit = limit;
   options.max_roots = max_roots;
+  options.max_depth = max_depth;
   options.source_name = loaded.source_name;
   options.breakdown_span = span;
   options.breakdown_by_category = by_category;
@@ -332,7 +333,7 @@ NB_MODULE(_native, m) {
       .def("render", &render, nb::arg("view"), nb::arg("format") = "text",
            nb::arg("sort") = "total", nb::arg("limit") = 0, nb::arg("max_roots") = 20,
            nb::arg("span") = "", nb::arg("by_category") = false,
-           nb::arg("categories") = std::vector<std::string>{})
+           nb::arg("categories") = std::vector<std::string>{}, nb::arg("max_depth") = 0)
       .def("slice_columns", &slice_columns)
       .def("append", &append_shifted, nb::arg("other"), nb::arg("shift_ns") = 0,
            nb::call_guard<nb::gil_scoped_release>(),

@@ -146,6 +146,33 @@ def test_mismatching_outputs_are_reported():
             assert segment.backends["eager"].mismatches == 0
 
 
+def test_a_backend_that_fails_while_running_is_counted():
+    from opsight.torch.compare_backends import _PRIMING_RUNS
+
+    calls = {}
+
+    def fails_after_warm_up(graph_module, example_inputs):
+        calls[id(graph_module)] = 0
+
+        def run(*arguments):
+            calls[id(graph_module)] += 1
+            if calls[id(graph_module)] > _PRIMING_RUNS + 1:  # priming + the warm-up call
+                raise ValueError("device lost")
+            return graph_module(*arguments)
+        return run
+
+    fn, inputs = make_function()
+    result = compare_backends(fn, inputs, ["eager", ("flaky", fails_after_warm_up)],
+                              repeats=3, warmups=1)
+    for segment in result.segments:
+        if segment.kind == "graph":
+            assert segment.backends["flaky"].runs == 0
+            assert segment.backends["flaky"].failures == 3
+            assert segment.backends["flaky"].errors == ["run failed: ValueError: device lost"]
+            assert segment.backends["eager"].runs == 3
+    assert result.total_ms("eager") is not None and result.total_ms("flaky") is None
+
+
 def test_runs_with_compilation_are_discarded():
     fn, inputs = make_function()
     result = compare_backends(fn, inputs, ["eager"], repeats=3, warmups=0)
@@ -165,6 +192,14 @@ def test_inputs_written_by_a_graph_are_written_once_per_call():
     compare_backends(step, (torch.ones(3),), ["eager", "torchscript"], repeats=2, warmups=1)
     # 3 calls of fn: the counter moves once per call, not once per back-end.
     assert counter.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_threads_are_set_for_the_run_and_restored():
+    before = torch.get_num_threads()
+    fn, inputs = make_function()
+    result = compare_backends(fn, inputs, ["eager"], repeats=1, warmups=1, threads=1)
+    assert result.environment["torch_threads"] == 1 and result.environment["threads"] == 1
+    assert torch.get_num_threads() == before
 
 
 def test_bad_arguments_raise():
@@ -212,7 +247,8 @@ def test_command_prints_json(factory_file):
          "--format", "json"],
         capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr
-    data = json.loads(completed.stdout[completed.stdout.index("{"):])
+    data = json.loads(completed.stdout)  # the program's own print went to stderr
+    assert "between the graphs" in completed.stderr
     assert data["graph_count"] == 2 and data["graph_break_count"] == 1
     assert data["backends"] == ["eager", "torchscript"]
     graphs = [segment for segment in data["segments"] if segment["kind"] == "graph"]
@@ -240,6 +276,7 @@ def test_command_module_form_and_text(factory_file, monkeypatch, capsys):
     (["{factory}:make", "--backends", "eager", "--price", "inductor=1"],
      "'inductor' is not one of --backends"),
     (["{factory}:make", "--repeats", "0"], "--repeats 0: must be >= 1"),
+    (["{factory}:make", "--threads", "0"], "--threads 0: must be >= 1"),
     (["{factory}:not_a_pair"], "must return (fn, example_inputs)"),
     (["{factory}:make", "--format", "xml"], "invalid choice: 'xml'"),
 ])

@@ -93,6 +93,7 @@ struct ReportCommand {
   std::string sort = "total";
   size_t limit = 0;
   size_t max_roots = 20;
+  size_t max_depth = 0;
 };
 
 int run_report(const ReportCommand& command) {
@@ -107,6 +108,7 @@ int run_report(const ReportCommand& command) {
   options.sort = command.sort;
   options.limit = command.limit;
   options.max_roots = command.max_roots;
+  options.max_depth = command.max_depth;
   options.source_name = source_name_of(command.files);
   options.breakdown_span = command.breakdown_span;
   options.breakdown_by_category = command.breakdown_by_category;
@@ -332,6 +334,10 @@ int main(int argc, char** argv) {
   report_command->add_option("--limit", report.limit, "Show at most N rows (0: all)")
       ->capture_default_str();
   report_command->add_option("--max-roots", report.max_roots, "Tree: show at most N roots (0: all)")
+      ->capture_default_str();
+  report_command
+      ->add_option("--depth", report.max_depth,
+                   "Tree: show N levels under each root, fold deeper spans into a count (0: all)")
       ->capture_default_str();
 
   std::vector<std::string> convert_files;

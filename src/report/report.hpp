@@ -52,6 +52,10 @@ struct ReportOptions {
   std::string sort = "total";
   size_t limit = 0;         // rows of the summary and the table; 0 = all
   size_t max_roots = 20;    // roots shown by the tree; 0 = all
+  // Levels the tree shows below each root (0 = all): deeper spans are left out and counted
+  // on the deepest span shown ("+N nested"), e.g. 3 keeps a request's phases and modules
+  // and folds the operators under them.
+  size_t max_depth = 0;
   std::string source_name;  // the file name shown in headers ("trace" when empty)
   // render_breakdown: the span that marks one inference, and whether phases are its
   // children's names (default) or their categories.

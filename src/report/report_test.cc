@@ -142,6 +142,38 @@ TEST(TreeReport, SiblingsAndVerticalBars) {
             "tracer overhead: not recorded in this trace, 0 events dropped\n");
 }
 
+TEST(TreeReport, DepthFoldsDeeperSpansIntoACount) {
+  trace::Trace trace;
+  trace::TrackId track = trace.thread_track(1, 1);
+  trace.slices.add(0, 1000, trace.intern("request"), 0, track);
+  trace.slices.add(0, 400, trace.intern("infer"), 0, track);
+  trace.slices.add(100, 200, trace.intern("aten::linear"), 0, track);
+  trace.slices.add(150, 100, trace.intern("aten::addmm"), 0, track);
+  trace.slices.add(500, 500, trace.intern("postprocess"), 0, track);
+  trace.finalize();
+  ReportOptions options = text_options("t.json");
+  options.max_depth = 1;
+  EXPECT_EQ(render_tree(trace, options),
+            "opsight tree: t.json, 5 slices, 1.00 µs\n"
+            "span                  duration  of parent   start      end\n"
+            "request                1.00 µs               0 ns  1.00 µs\n"
+            "├─ infer (+2 nested)    400 ns      40.0%    0 ns   400 ns\n"
+            "└─ postprocess          500 ns      50.0%  500 ns  1.00 µs\n"
+            "tracer overhead: not recorded in this trace, 0 events dropped\n");
+  options.format = OutputFormat::kJson;
+  nlohmann::json document = nlohmann::json::parse(render_tree(trace, options));
+  const nlohmann::json& infer = document["roots"][0]["children"][0];
+  EXPECT_EQ(infer["name"], "infer");
+  EXPECT_TRUE(infer["children"].empty());
+  EXPECT_EQ(infer["descendants_omitted"], 2);
+  EXPECT_FALSE(document["roots"][0]["children"][1].contains("descendants_omitted"));
+  options.format = OutputFormat::kCsv;
+  EXPECT_EQ(render_tree(trace, options).find("aten::"), std::string::npos);
+  options.max_depth = 0;  // all levels
+  EXPECT_NE(render_tree(trace, options).find("request/infer/aten::linear/aten::addmm"),
+            std::string::npos);
+}
+
 TEST(TreeReport, ManyRootsAreTruncated) {
   trace::Trace trace;
   trace::TrackId track = trace.thread_track(1, 1);

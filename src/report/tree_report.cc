@@ -25,6 +25,27 @@ ShownRoots shown_roots(const analyze::CallForest& forest, size_t max_roots) {
   return {roots.first(max_roots), roots.size() - max_roots};
 }
 
+// A root's nodes in pre-order, cut at options.max_depth: each node kept says how many
+// descendants were left out under it (those deeper than the cut).
+struct ShownNode {
+  analyze::CallTreeNode node;
+  size_t descendants_omitted = 0;
+};
+
+std::vector<ShownNode> shown_nodes(const analyze::CallForest& forest, const trace::Trace& trace,
+                                   trace::RowIndex root, size_t max_depth) {
+  std::vector<ShownNode> shown;
+  for (const analyze::CallTreeNode& node : forest.flatten(trace, root)) {
+    if (max_depth != 0 && node.depth > max_depth) {
+      if (!shown.empty()) ++shown.back().descendants_omitted;
+      continue;
+    }
+    shown.push_back({node, 0});
+    if (max_depth != 0 && node.depth == max_depth) shown.back().node.child_count = 0;
+  }
+  return shown;
+}
+
 std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
   std::string out = format_header_line("tree", trace, options) + "\n";
   analyze::CallForest forest = analyze::CallForest::build(trace);
@@ -39,10 +60,13 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
     table.add_row({"span", "duration", "of parent", "start", "end"});
     for (trace::RowIndex root : roots.rows) {
       internal::TreePrefixes prefixes;
-      for (const analyze::CallTreeNode& node : forest.flatten(trace, root)) {
+      for (const ShownNode& shown : shown_nodes(forest, trace, root, options.max_depth)) {
+        const analyze::CallTreeNode& node = shown.node;
         std::string label = prefixes.next(node.depth, node.child_count);
         label += internal::truncate_to_width(trace.str(trace.slices.name[node.row]),
                                              internal::kMaxNameWidth);
+        if (shown.descendants_omitted > 0)
+          label += fmt::format(" (+{} nested)", shown.descendants_omitted);
         trace::TrackId track = trace.slices.track[node.row];
         if (node.depth == 0 && track < trace.tracks.size() && trace.tracks[track].is_async())
           label += " [" +
@@ -76,7 +100,8 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
   std::vector<Json*> arrays_by_depth;
   for (trace::RowIndex root : roots.rows) {
     arrays_by_depth.assign(1, &document["roots"]);
-    for (const analyze::CallTreeNode& node : forest.flatten(trace, root)) {
+    for (const ShownNode& shown : shown_nodes(forest, trace, root, options.max_depth)) {
+      const analyze::CallTreeNode& node = shown.node;
       Json entry = Json::object();
       entry["name"] = std::string(trace.str(trace.slices.name[node.row]));
       if (node.depth == 0) {
@@ -93,6 +118,7 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
       else
         entry["share_of_parent"] = node.share_of_parent;
       entry["children"] = Json::array();
+      if (shown.descendants_omitted > 0) entry["descendants_omitted"] = shown.descendants_omitted;
       Json& array = *arrays_by_depth[node.depth];
       array.push_back(std::move(entry));
       arrays_by_depth.resize(node.depth + 2);
@@ -111,7 +137,8 @@ std::string tree_csv(const trace::Trace& trace, const ReportOptions& options) {
   std::string out = "depth,path,start_ns,end_ns,dur_ns,self_ns,share_of_parent\r\n";
   std::vector<std::string_view> path;
   for (trace::RowIndex root : roots.rows) {
-    for (const analyze::CallTreeNode& node : forest.flatten(trace, root)) {
+    for (const ShownNode& shown : shown_nodes(forest, trace, root, options.max_depth)) {
+      const analyze::CallTreeNode& node = shown.node;
       path.resize(node.depth);
       path.push_back(trace.str(trace.slices.name[node.row]));
       // The path names at most the last kMaxPathNames levels ("…/" before them), so the

@@ -22,8 +22,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from .backends import BACKENDS, available_backends, prepare
-from .models import BenchError, LoadedModel, Model, from_object, load, samples_per_query, tile_inputs
+from .backends import BACKENDS, available_backends, check_form, prepare
+from .models import (BenchError, LoadedModel, Model, from_object, load, model_form,
+                     samples_per_query, tile_inputs)
 from .report import BenchResult
 from .scenarios import SCENARIOS, Timings, parse_duration, run_back_to_back, run_server, warm_up
 from .statistics import counted_elapsed_ns, distribution, phase_durations, query_latencies
@@ -35,10 +36,11 @@ DEFAULT_ITERATIONS = 100
 
 
 def _resolve(model: Any, inputs: Any, shapes: Any, dtype: str, preprocess: Callable | None,
-             postprocess: Callable | None) -> LoadedModel:
+             postprocess: Callable | None, backend: str | None) -> LoadedModel:
     if isinstance(model, LoadedModel):
         return model
     if isinstance(model, (str, os.PathLike)):
+        check_form(model_form(os.fspath(model)), os.fspath(model), backend)
         loaded = load(os.fspath(model), shapes=shapes, dtype=dtype)
         if inputs is not None:
             loaded.inputs = inputs
@@ -108,7 +110,7 @@ def run(model: Any, inputs: Any = None, *, backend: str | None = None,
     if iterations is None and duration_seconds is None:
         iterations = DEFAULT_ITERATIONS
 
-    loaded = _resolve(model, inputs, shapes, dtype, preprocess, postprocess)
+    loaded = _resolve(model, inputs, shapes, dtype, preprocess, postprocess, backend)
     loaded.inputs = tile_inputs(loaded.inputs, batch_size, loaded.source)
     samples = samples_per_query(loaded.inputs, batch_size)
     prepared = prepare(loaded, backend, device=device, threads=threads,

@@ -86,24 +86,27 @@ def torch_cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def unavailable_reason(backend: str) -> str | None:
+    """None when ``backend`` can run here, else why not (imports only what it needs)."""
+    if backend == "eager":
+        return None
+    if backend in ("compile", "torchscript"):
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            return "PyTorch is not installed"
+        return None
+    providers = ort_available_providers()
+    if not providers:
+        return "onnxruntime is not installed"
+    if ORT_PROVIDERS[backend] not in providers:
+        return f"ONNX Runtime has no {ORT_PROVIDERS[backend]} here"
+    return None
+
+
 def available_backends() -> dict[str, str | None]:
     """Each back-end: None when it can run here, else why not."""
-    try:
-        import torch  # noqa: F401
-        torch_reason = None
-    except ImportError:
-        torch_reason = "PyTorch is not installed"
-    providers = ort_available_providers()
-    result: dict[str, str | None] = {"eager": None, "compile": torch_reason,
-                                     "torchscript": torch_reason}
-    for backend, provider in ORT_PROVIDERS.items():
-        if not providers:
-            result[backend] = "onnxruntime is not installed"
-        elif provider not in providers:
-            result[backend] = f"ONNX Runtime has no {provider} here"
-        else:
-            result[backend] = None
-    return result
+    return {backend: unavailable_reason(backend) for backend in BACKENDS}
 
 
 def _availability_text() -> str:
@@ -132,6 +135,18 @@ def _direct(model: Callable[..., Any], example: Any) -> tuple[Callable[..., Any]
     return model, (example,)
 
 
+def check_form(form: str, source: str, backend: str | None) -> None:
+    """Refuses a back-end the model's form cannot run on, before anything is loaded."""
+    if backend is None or backend.startswith("ort-") or backend not in BACKENDS:
+        return
+    if form == "onnx":
+        raise BenchError(f"{source}: an ONNX file runs only on the ONNX Runtime back-ends "
+                         f"(--backend ort-cpu, ort-cuda, ort-tensorrt), not on {backend}")
+    if form == "torchscript" and backend != "torchscript":
+        raise BenchError(f"{source}: a TorchScript model runs on the torchscript back-end "
+                         f"or, exported to ONNX, on ort-*; not on {backend}")
+
+
 def prepare(loaded: LoadedModel, backend: str | None, *, device: str = "cpu",
             threads: int | None = None, compile_backend: str = "inductor",
             compile_mode: str | None = None) -> Prepared:
@@ -139,7 +154,7 @@ def prepare(loaded: LoadedModel, backend: str | None, *, device: str = "cpu",
     if backend not in BACKENDS:
         raise BenchError(f"--backend {backend!r}: unknown back-end (one of {', '.join(BACKENDS)}); "
                          + _availability_text())
-    reason = available_backends()[backend]
+    reason = unavailable_reason(backend)
     if reason is not None:
         raise BenchError(f"--backend {backend}: {reason}; {_availability_text()}")
     if backend.startswith("ort-"):
@@ -147,18 +162,12 @@ def prepare(loaded: LoadedModel, backend: str | None, *, device: str = "cpu",
             raise BenchError(f"--device {device}: back-end {backend} decides the device itself "
                              "(ort-cpu: cpu; ort-cuda, ort-tensorrt: cuda)")
         return _prepare_onnxruntime(loaded, backend, threads)
-    if loaded.form == "onnx":
-        raise BenchError(f"{loaded.source}: an ONNX file runs only on the ONNX Runtime back-ends "
-                         f"(--backend ort-cpu, ort-cuda, ort-tensorrt), not on {backend}; "
-                         + _availability_text())
+    check_form(loaded.form, loaded.source, backend)
     if device not in ("cpu", "cuda"):
         raise BenchError(f"--device {device!r}: expected cpu or cuda")
     if device == "cuda" and not torch_cuda_available():
         raise BenchError(f"--device cuda: torch.cuda.is_available() is False here; "
                          + _availability_text())
-    if loaded.form == "torchscript" and backend != "torchscript":
-        raise BenchError(f"{loaded.source}: a TorchScript model runs on the torchscript back-end "
-                         f"or, exported to ONNX, on ort-*; not on {backend}")
     return _prepare_torch(loaded, backend, device, threads, compile_backend, compile_mode)
 
 

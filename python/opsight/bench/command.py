@@ -129,6 +129,7 @@ def main(arguments: list[str]) -> int:
         print(f"opsight bench: wrote {options.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+        sys.stdout.flush()
     if not result.passed:
         print(f"opsight bench: the p99 bound of {options.p99_bound_ms:g} ms was not held",
               file=sys.stderr)

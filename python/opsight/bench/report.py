@@ -166,7 +166,7 @@ class BenchResult:
                 op_unit, op_scale = _unit_for(max(row.get("self_ns") or 0 for row in shown)
                                               / max(self.operators_iterations, 1))
                 for row in shown:
-                    rows.append([row["name"], _number(row["count"] / max(self.operators_iterations, 1)),
+                    rows.append([row["name"], f'{row["count"] / max(self.operators_iterations, 1):.3g}',
                                  _number(row.get("total_ns", 0) / max(self.operators_iterations, 1), op_scale),
                                  _number(row.get("self_ns", 0) / max(self.operators_iterations, 1), op_scale),
                                  f"{(row.get('share') or 0) * 100:.1f}%"])

@@ -60,8 +60,11 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import copy
+import functools
 import importlib
+import importlib.util
 import io
 import json
 import math
@@ -103,7 +106,7 @@ def _compile_torchscript(graph_module, example_inputs):
                                strict=False)
 
 
-def _compile_onnxruntime(graph_module, example_inputs):
+def _compile_onnxruntime(graph_module, example_inputs, threads: int | None = None):
     import torch
 
     try:
@@ -117,13 +120,20 @@ def _compile_onnxruntime(graph_module, example_inputs):
                                "the ONNX export takes tensors only")
     names = [f"input_{index}" for index in range(len(example_inputs))]
     buffer = io.BytesIO()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _stdout_to_stderr():
         warnings.simplefilter("ignore")
         # The TorchScript-based exporter: the torch.export-based one (dynamo=True) needs
-        # the onnxscript package.
+        # the onnxscript package. On failure it prints the graph on fd 1: sent to stderr.
         torch.onnx.export(graph_module, tuple(example_inputs), buffer, dynamo=False,
                           input_names=names)
-    session = onnxruntime.InferenceSession(buffer.getvalue(),
+    options = onnxruntime.SessionOptions()
+    # ONNX Runtime's threads spin after a run by default, taking the cores from the
+    # back-end that runs next in the same call: they wait without spinning here.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if threads:
+        options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(buffer.getvalue(), options,
                                            providers=["CPUExecutionProvider"])
     kept = [(names.index(node.name), node.name) for node in session.get_inputs()]
 
@@ -142,7 +152,7 @@ _BUILTIN_COMPILERS: dict[str, Compiler] = {
 }
 
 
-def _resolve_backends(backends) -> list[tuple[str, Compiler]]:
+def _resolve_backends(backends, threads: int | None = None) -> list[tuple[str, Compiler]]:
     if isinstance(backends, str):
         backends = [name.strip() for name in backends.split(",") if name.strip()]
     items: Iterable = backends.items() if isinstance(backends, Mapping) else backends
@@ -150,6 +160,8 @@ def _resolve_backends(backends) -> list[tuple[str, Compiler]]:
     for item in items:
         if isinstance(item, str):
             name, compiler = item, _BUILTIN_COMPILERS.get(item)
+            if name == "onnxruntime" and threads:
+                compiler = functools.partial(_compile_onnxruntime, threads=threads)
             if compiler is None:
                 compiler = _dynamo_backend(item)
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) \
@@ -400,6 +412,9 @@ class CompareBackendsResult:
             if cost is not None:
                 line += f"  ${cost:,.4f} (at ${self.prices_per_hour[name]}/h)"
             lines.append(line)
+        if not self.measured_runs:
+            lines.append("No measured runs: every call was a warm-up, compiled something or "
+                         "took another path; raise repeats")
         if self.graph_break_reasons:
             lines.append("Graph break reasons:")
             lines.extend(f"    {reason}" for reason in self.graph_break_reasons)
@@ -537,7 +552,9 @@ class _Recorder:
         for name, compiler in self.backends:
             try:
                 module = graph_module if name == "eager" else _copy_module(graph_module)
-                compiled = compiler(module, list(example_inputs))
+                # Compilers that trace by running (TorchScript, ONNX) get copies of the
+                # inputs the graph writes into: the program's own tensors change once a call.
+                compiled = compiler(module, _copy_inputs(example_inputs, graph.mutated))
             except Exception as error:  # noqa: BLE001 - a failure of this back-end only
                 graph.compile_errors[name] = f"compilation failed: {_error_text(error)}"
                 continue
@@ -668,6 +685,7 @@ def compare_backends(
     rtol: float = 1e-3,
     atol: float = 1e-5,
     no_grad: bool = True,
+    threads: int | None = None,
 ) -> CompareBackendsResult:
     """Times ``fn(*example_inputs)`` with each graph dynamo captures run on each back-end.
 
@@ -675,7 +693,9 @@ def compare_backends(
     was compiled are discarded too. ``prices_per_hour`` maps back-end names to a price
     (e.g. the hourly price of the instance it would run on) for the cost per million calls.
     Outputs are compared with eager's within ``rtol``/``atol``. ``no_grad`` runs ``fn``
-    under ``torch.no_grad()`` (inference). See the module's documentation for the method.
+    under ``torch.no_grad()`` (inference). ``threads`` sets torch's intra-op threads for the
+    run (restored afterwards) and ONNX Runtime's, so that back-ends compare on equal cores
+    (default: each back-end's own default). See the module's documentation for the method.
     """
     import torch
     import torch._dynamo
@@ -689,7 +709,10 @@ def compare_backends(
         raise ValueError(f"compare_backends: warmups must be an integer >= 0, got {warmups!r}")
     if not isinstance(example_inputs, (tuple, list)):
         example_inputs = (example_inputs,)
-    resolved = _resolve_backends(backends)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"compare_backends: threads must be an integer >= 1, got {threads!r}")
+    resolved = _resolve_backends(backends, threads)
     names = [name for name, _ in resolved]
     prices: dict[str, float] = {}
     for name, price in (prices_per_hour or {}).items():
@@ -708,6 +731,9 @@ def compare_backends(
     recorder = _Recorder(resolved, rtol, atol, synchronize)
 
     torch._dynamo.reset()
+    previous_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
     breaks_before = dict(counters["graph_break"])
     compiled_fn = torch.compile(fn, backend=recorder, dynamic=False)
     invocations: list[tuple[str, _Invocation]] = []
@@ -732,6 +758,9 @@ def compare_backends(
     finally:
         breaks_after = dict(counters["graph_break"])
         torch._dynamo.reset()
+        environment = _environment(names)
+        environment["threads"] = threads  # None: each back-end's default
+        torch.set_num_threads(previous_threads)
 
     break_count, break_reasons = _graph_break_reasons(breaks_before, breaks_after)
     discarded = {"warm-up": 0, "compilation": 0, "other path": 0}
@@ -796,7 +825,7 @@ def compare_backends(
         graph_count=len(recorder.graphs), graph_break_count=break_count,
         graph_break_reasons=break_reasons, discarded_runs=discarded,
         measured_runs=len(measured), prices_per_hour=prices, rtol=rtol, atol=atol,
-        environment=_environment(names))
+        environment=environment)
 
 
 class _nothing:
@@ -856,6 +885,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--price", action="append", default=[], metavar="BACKEND=USD_PER_HOUR",
                         help="price per hour of a back-end, for the cost per million calls "
                              "(repeatable)")
+    parser.add_argument("--threads", type=int,
+                        help="intra-op threads of torch and ONNX Runtime (default: theirs)")
     parser.add_argument("--rtol", type=float, default=1e-3,
                         help="relative tolerance of the output check")
     parser.add_argument("--atol", type=float, default=1e-5,
@@ -870,8 +901,6 @@ def _load_factory(spec: str) -> Callable[[], Any]:
         raise _UsageError(f"{spec!r}: expected MODULE:FUNCTION (e.g. mymodels:make_predict)")
     try:
         if module_name.endswith(".py") or os.sep in module_name:
-            import importlib.util
-
             path = os.path.abspath(module_name)
             if not os.path.isfile(path):
                 raise _UsageError(f"{spec!r}: no file {module_name!r}")
@@ -922,6 +951,24 @@ def _parse_prices(items: list[str], names: list[str]) -> dict[str, float]:
     return prices
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no file descriptors to move (an embedding host): Python's only
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
 def command_main(arguments: list[str]) -> int:
     """``opsight compare-backends``: exit 0 ok, 1 the function or a capture failed,
     2 bad usage (the message names what is wrong)."""
@@ -936,6 +983,8 @@ def command_main(arguments: list[str]) -> int:
             raise _UsageError(f"--repeats {options.repeats}: must be >= 1")
         if options.warmups < 0:
             raise _UsageError(f"--warmups {options.warmups}: must be >= 0")
+        if options.threads is not None and options.threads < 1:
+            raise _UsageError(f"--threads {options.threads}: must be >= 1")
         names = [name.strip() for name in options.backends.split(",") if name.strip()]
         if not names:
             raise _UsageError("--backends: no back-end given")
@@ -957,24 +1006,29 @@ def command_main(arguments: list[str]) -> int:
         parser.print_usage(sys.stderr)
         print(f"{prefix}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
-    try:
-        made = factory()
-    except Exception as error:  # noqa: BLE001
-        print(f"{prefix}: {options.factory} raised {_error_text(error)}", file=sys.stderr)
-        return 1
-    if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
-        parser.print_usage(sys.stderr)
-        print(f"{prefix}: error: {options.factory} must return (fn, example_inputs), got "
-              f"{type(made).__name__}", file=sys.stderr)
-        return USAGE_ERROR
-    fn, example_inputs = made
-    try:
-        result = compare_backends(fn, example_inputs, names, repeats=options.repeats,
-                                  warmups=options.warmups, prices_per_hour=prices,
-                                  rtol=options.rtol, atol=options.atol)
-    except Exception as error:  # noqa: BLE001 - fn itself (or dynamo) failed
-        print(f"{prefix}: running the function failed: {_error_text(error)}", file=sys.stderr)
-        return 1
+    # What the program and torch print (the ONNX exporter prints failed graphs on fd 1)
+    # goes to stderr: stdout carries the report alone, so that --format json parses.
+    with _stdout_to_stderr():
+        try:
+            made = factory()
+        except Exception as error:  # noqa: BLE001
+            print(f"{prefix}: {options.factory} raised {_error_text(error)}", file=sys.stderr)
+            return 1
+        if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
+            parser.print_usage(sys.stderr)
+            print(f"{prefix}: error: {options.factory} must return (fn, example_inputs), got "
+                  f"{type(made).__name__}", file=sys.stderr)
+            return USAGE_ERROR
+        fn, example_inputs = made
+        try:
+            result = compare_backends(fn, example_inputs, names, repeats=options.repeats,
+                                      warmups=options.warmups, prices_per_hour=prices,
+                                      rtol=options.rtol, atol=options.atol,
+                                      threads=options.threads)
+        except Exception as error:  # noqa: BLE001 - fn itself (or dynamo) failed
+            print(f"{prefix}: running the function failed: {_error_text(error)}",
+                  file=sys.stderr)
+            return 1
     if options.format == "json":
         json.dump(result.to_dict(), sys.stdout, indent=2)
         sys.stdout.write("\n")
