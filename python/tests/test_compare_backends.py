@@ -173,6 +173,26 @@ def test_a_backend_that_fails_while_running_is_counted():
     assert result.total_ms("eager") is not None and result.total_ms("flaky") is None
 
 
+def test_a_graph_onnx_cannot_export_is_a_failure_of_that_backend_only():
+    pytest.importorskip("onnxruntime")
+
+    def spectrum(x):
+        y = torch.relu(x) + 1
+        torch._dynamo.graph_break()
+        return torch.fft.rfft(y).abs()  # the ONNX exporter has no fft
+
+    result = compare_backends(spectrum, (torch.randn(4, 8),), ["eager", "onnxruntime"],
+                              repeats=2, warmups=1)
+    first, second = [segment for segment in result.segments if segment.kind == "graph"]
+    assert first.backends["onnxruntime"].runs == 2
+    assert second.backends["onnxruntime"].runs == 0
+    assert second.backends["onnxruntime"].failures == 2
+    assert "fft" in second.backends["onnxruntime"].errors[0]
+    assert second.backends["eager"].runs == 2
+    assert result.graph_break_count == 1
+    assert any("graph_break" in reason for reason in result.graph_break_reasons)
+
+
 def test_runs_with_compilation_are_discarded():
     fn, inputs = make_function()
     result = compare_backends(fn, inputs, ["eager"], repeats=3, warmups=0)

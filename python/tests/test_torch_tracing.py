@@ -221,3 +221,19 @@ def test_opsight_torch_modules_only(tmp_path):
                        OPSIGHT_TORCH="modules")
     assert "module:Linear" in names
     assert not any(name.startswith("operator:") for name in names)
+
+
+def test_the_tree_folds_operators_below_a_depth(tmp_path):
+    profile = run_model(Net(), torch.randn(4, 16))
+    folded = profile.report("tree", max_depth=2)
+    assert "layer.0 (+" in folded and "nested)" in folded
+    assert "aten::" not in folded and "layer.0.attention" not in folded
+    assert "aten::addmm" in profile.report("tree")
+    path = tmp_path / "model.opsight"
+    profile.save(path)
+    from opsight.cli import core_command_path
+
+    result = subprocess.run([core_command_path(), "report", str(path), "--tree", "--depth", "3"],
+                            capture_output=True, text=True, check=True)
+    assert "layer.0.attention (+" in result.stdout
+    assert "aten::t" not in result.stdout

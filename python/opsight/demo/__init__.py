@@ -68,7 +68,7 @@ def main(arguments: list[str]) -> int:
           f"{config.hidden_size}, {config.num_heads} heads, random weights), batch {batch_size} "
           f"x {length} tokens, torch {torch.__version__}, {torch.get_num_threads()} threads\n")
 
-    @opsight.trace
+    @opsight.trace("tokenize")
     def tokenize(batch: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         ids = [[zlib.crc32(word.encode()) % config.vocab_size for word in text[:length]]
                for text in batch]
@@ -76,16 +76,16 @@ def main(arguments: list[str]) -> int:
         mask = [[1 if index < len(text) else 0 for index in range(length)] for text in batch]
         return torch.tensor(ids), torch.tensor(mask)
 
-    @opsight.trace
+    @opsight.trace("infer")
     def infer(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():
             return model(input_ids, attention_mask)
 
-    @opsight.trace
+    @opsight.trace("postprocess")
     def postprocess(logits: torch.Tensor) -> list[int]:
         return torch.softmax(logits, dim=-1).argmax(dim=-1).tolist()
 
-    @opsight.trace
+    @opsight.trace("handle_request")
     def handle_request(batch: list[list[str]]) -> list[int]:
         return postprocess(infer(*tokenize(batch)))
 
@@ -102,7 +102,7 @@ def main(arguments: list[str]) -> int:
 
     print("== One request: Python spans > modules (operators folded: opsight report "
           f"{options.output}.opsight --tree shows them) ==")
-    profile.print_tree(max_roots=1, max_depth=6)
+    profile.print_tree(max_roots=1, max_depth=5)
     print("\n== Where the requests' time goes (per request, p50 ... p99) ==")
     profile.print_breakdown("handle_request")
     print("\n== Top operators ==")
@@ -111,8 +111,6 @@ def main(arguments: list[str]) -> int:
     profile.print_summary(limit=12)
     print(f"\nwrote {options.output}.opsight and {options.output}.json (open it in "
           "https://ui.perfetto.dev)")
-    if profile.saved_run:
-        print(f"saved as run {profile.saved_run.get('id')} in {profile.saved_run.get('store')}")
 
     if options.bench_iterations:
         import opsight.bench

@@ -100,8 +100,21 @@ class _ModuleNames:
         # The prefix of the paths under a module: "" under an outermost module.
         self._prefix_under: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = \
             weakref.WeakKeyDictionary()
+        self._by_address: dict[int, tuple[weakref.ref, int]] = {}
 
     def name_id(self, module: torch.nn.Module, parent: torch.nn.Module | None) -> int:
+        # The hot path: a plain dict by id (a WeakKeyDictionary lookup makes a weak
+        # reference per call), checked against the weak reference it keeps.
+        found = self._by_address.get(id(module))
+        if found is not None and found[0]() is module:
+            return found[1]
+        name_id = self._slow_name_id(module, parent)
+        if len(self._by_address) >= 100_000:  # modules made and dropped in a loop
+            self._by_address.clear()
+        self._by_address[id(module)] = (weakref.ref(module), name_id)
+        return name_id
+
+    def _slow_name_id(self, module: torch.nn.Module, parent: torch.nn.Module | None) -> int:
         found = self._ids.get(module)
         if found is not None:
             return found
