@@ -13,7 +13,7 @@ Exit status: 0 ok; 1 unusable input or a failed check; 2 damaged input; 64 bad u
 ``opsight run`` exits with the traced program's own status.
 ``opsight bench`` (``opsight.bench.command``) exits 2 when the model cannot be loaded or
 run, 1 when the server scenario's p99 bound is not held.
-``opsight compare-backends`` exits 2 on bad usage (as argparse does), 1 when the function fails.
+``opsight compare-backends`` exits 1 when the function fails.
 """
 
 from __future__ import annotations
@@ -426,7 +426,7 @@ def main(arguments: list[str] | None = None) -> int:
     if arguments[0] == "bench":  # docs/bench.md
         from .bench.command import main as bench_main
         return bench_main(arguments[1:])
-    if arguments[0] == "compare-backends":  # docs/torch.md; exit 2 on bad usage
+    if arguments[0] == "compare-backends":  # docs/torch.md
         from .torch.compare_backends import command_main
         return command_main(arguments[1:])
     return _exec_core(arguments)

@@ -136,14 +136,14 @@ def test_every_model_form_under_every_scenario_reports_the_statistics(models, fo
     latencies = sorted(latencies_of(result))
     assert result.latency["min_ns"] == latencies[0] and result.latency["max_ns"] == latencies[-1]
     assert result.latency["p50_ns"] == pytest.approx(statistics.median(latencies))
-    assert result.latency["mean_ns"] == pytest.approx(statistics.fmean(latencies))
-    assert result.latency["stddev_ns"] == pytest.approx(statistics.stdev(latencies))
+    assert result.latency["mean_ns"] == pytest.approx(statistics.fmean(latencies), abs=0.06)
+    assert result.latency["stddev_ns"] == pytest.approx(statistics.stdev(latencies), abs=0.06)
     names = [phase["name"] for phase in result.phases]
     assert names == (["queue", "compute"] if scenario == "server" else ["compute"])
     for phase in result.phases:
         check_distribution(phase, 30)
     assert sum(phase["mean_ns"] for phase in result.phases) == pytest.approx(
-        result.latency["mean_ns"], rel=1e-9)
+        result.latency["mean_ns"], abs=0.5)
     assert result.throughput["queries_per_second"] > 0
     assert result.throughput["samples_per_second"] == pytest.approx(
         result.throughput["queries_per_second"] * result.samples_per_query)

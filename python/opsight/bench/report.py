@@ -123,7 +123,9 @@ class BenchResult:
                      f"{self.device}, scenario {self.scenario}")
         lines.append(f"  batch {self.batch_size} ({samples} per query), {threads}; warm-up "
                      f"{self.warmup['iterations']} queries in {self.warmup['seconds']:.3f} s; "
-                     f"{self.queries} timed queries in {self.elapsed_ns / 1e9:.3f} s")
+                     f"{self.queries} timed queries"
+                     + (f" ({self.counted} counted)" if self.flagged else "")
+                     + f" in {self.elapsed_ns / 1e9:.3f} s")
         compilations = self.warmup.get("compilations") or 0
         if self.flagged or compilations:
             lines.append(f"  compilation: {compilations} graph(s) compiled during warm-up; "

@@ -2,7 +2,7 @@
 
 Percentiles interpolate linearly between the two nearest ranks (numpy's default, R's type
 7): ``p`` of ``n`` sorted values sits at rank ``p/100 * (n - 1)``. ``stddev`` is the sample
-standard deviation (``n - 1``). All values are nanoseconds.
+standard deviation (``n - 1``). All values are nanoseconds, rounded to 0.1 ns.
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ def distribution(values: Sequence[int]) -> dict[str, float | int | None]:
     ordered = sorted(values)
     mean = math.fsum(ordered) / count
     variance = math.fsum((value - mean) ** 2 for value in ordered) / (count - 1) if count > 1 else 0.0
-    result: dict[str, float | int | None] = {"count": count, "mean_ns": mean, "min_ns": ordered[0]}
+    # Rounded to 0.1 ns, as the core's reports are.
+    result: dict[str, float | int | None] = {"count": count, "mean_ns": round(mean, 1),
+                                             "min_ns": ordered[0]}
     for key, value in PERCENTILES:
-        result[f"{key}_ns"] = percentile(ordered, value / 100.0)
+        result[f"{key}_ns"] = round(percentile(ordered, value / 100.0), 1)
     result["max_ns"] = ordered[-1]
-    result["stddev_ns"] = math.sqrt(variance)
+    result["stddev_ns"] = round(math.sqrt(variance), 1)
     return result
 
 

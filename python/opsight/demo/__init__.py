@@ -18,7 +18,7 @@ import argparse
 import sys
 import zlib
 
-USAGE_ERROR = 2
+USAGE_ERROR = 64  # as every opsight command (cli.py)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -46,7 +46,10 @@ def main(arguments: list[str]) -> int:
         from ..cli import _exec_core
 
         return _exec_core(["demo", *arguments[1:]])
-    options = _parser().parse_args(arguments)
+    try:
+        options = _parser().parse_args(arguments)
+    except SystemExit as exit_:  # argparse: --help (0) or bad usage, message printed
+        return 0 if not exit_.code else USAGE_ERROR
     if options.requests < 1 or options.bench_iterations < 0:
         print("opsight demo: --requests must be >= 1 and --bench-iterations >= 0", file=sys.stderr)
         return USAGE_ERROR

@@ -14,11 +14,20 @@ nested under the Python spans that called them, on the same clock::
 
 ``enable(shapes=True)`` adds each operator's input shapes; ``disable()`` stops it;
 ``OPSIGHT_TORCH`` (on, shapes, operators, modules, off) sets what sessions record by
-default. See docs/torch.md.
+default.
+
+``compare_backends(fn, example_inputs, backends=["eager", "inductor", ...])`` runs the
+graphs torch.compile extracts from ``fn`` on every back-end and reports, per segment
+(compiled graphs and the uncompiled Python between them), the time on each, the totals,
+the graph breaks and the cost per million requests (octoml-profile's table, run locally).
+See docs/torch.md.
 """
 
 from __future__ import annotations
 
 from ._tracing import TorchTracing, disable, enable, status
+from .compare_backends import (BUILTIN_BACKENDS, BackendStats, CompareBackendsResult, Segment,
+                               compare_backends)
 
-__all__ = ["TorchTracing", "disable", "enable", "status"]
+__all__ = ["BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment", "TorchTracing",
+           "compare_backends", "disable", "enable", "status"]

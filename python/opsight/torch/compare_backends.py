@@ -858,7 +858,7 @@ def _environment(names: list[str]) -> dict[str, Any]:
 
 # ---- opsight compare-backends ---------------------------------------------------------------
 
-USAGE_ERROR = 2
+USAGE_ERROR = 64  # as every opsight command (cli.py)
 
 
 class _UsageError(Exception):
@@ -971,12 +971,12 @@ def _stdout_to_stderr():
 
 def command_main(arguments: list[str]) -> int:
     """``opsight compare-backends``: exit 0 ok, 1 the function or a capture failed,
-    2 bad usage (the message names what is wrong)."""
+    64 bad usage (the message names what is wrong)."""
     parser = _parser()
     try:
         options = parser.parse_args(arguments)
-    except SystemExit as exit_:  # argparse: --help (0) or bad usage (2), message printed
-        return int(exit_.code or 0)
+    except SystemExit as exit_:  # argparse: --help (0) or bad usage, message printed
+        return 0 if not exit_.code else USAGE_ERROR
     prefix = "opsight compare-backends"
     try:
         if options.repeats < 1:
