@@ -159,8 +159,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=15)
-    parser.add_argument("--agreement-rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=1.0,
+    parser.add_argument("--agreement-rounds", type=int, default=15)
+    parser.add_argument("--seconds", type=float, default=0.3,
                         help="time per measurement in the agreement part")
     parser.add_argument("--skip-agreement", action="store_true")
     parser.add_argument("--json", help="also write the results here")

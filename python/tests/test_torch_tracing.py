@@ -42,9 +42,13 @@ def automatic_default():
     """Each test starts from the automatic default (no enable()/disable() in force)."""
     from opsight.torch import _tracing
 
+    def reset():
+        _tracing._apply(_tracing.TorchTracing(operators=False, modules=False))
+        _tracing._state.explicit = False
+
+    reset()
     yield
-    _tracing._apply(_tracing.TorchTracing(operators=False, modules=False))
-    _tracing._state.explicit = False
+    reset()
 
 
 def rows(profile) -> list[dict]:
@@ -237,3 +241,21 @@ def test_the_tree_folds_operators_below_a_depth(tmp_path):
                             capture_output=True, text=True, check=True)
     assert "layer.0.attention (+" in result.stdout
     assert "aten::t" not in result.stdout
+
+
+def test_tracing_block_puts_the_previous_choice_back():
+    with opsight.torch.tracing(shapes=True):
+        assert opsight.torch.status() == {"operators": True, "modules": True, "shapes": True,
+                                          "explicit": True}
+        profile = run_model(Net(), torch.randn(4, 16))
+    assert any(row.get("input_shapes") for row in rows(profile))
+    assert opsight.torch.status()["explicit"] is False  # the automatic default again
+    profile = run_model(Net(), torch.randn(4, 16))
+    assert any(row["name"] == "aten::linear" for row in rows(profile))
+    assert not any(row.get("input_shapes") for row in rows(profile))
+    opsight.torch.disable()
+    with opsight.torch.tracing(modules=False):
+        profile = run_model(Net(), torch.randn(4, 16))
+    assert not any(row["category"] == "module" for row in rows(profile))
+    assert opsight.torch.status() == {"operators": False, "modules": False, "shapes": False,
+                                      "explicit": True}

@@ -3,8 +3,9 @@
 :meth:`~opsight.Profile.operators` analysis (the same numbers as ``opsight report --ops``).
 
 PyTorch models use ``opsight.torch.enable(operators=True)``; ONNX Runtime models use
-``opsight.onnxruntime``. Where that integration is missing (or records no operator), the
-framework's own profiler stands in: ``torch.profiler`` (its Chrome trace) or ONNX Runtime's
+``opsight.onnxruntime`` (a session created under its ``instrumented()``, whose node
+events the profile merges when it stops). Where that integration is missing (or records no
+operator), the framework's own profiler stands in: ``torch.profiler`` (its Chrome trace) or ONNX Runtime's
 session profiling (its JSON profile), both read by opsight's trace readers, and the
 result's ``operators_source`` says which one was used.
 """
@@ -44,32 +45,93 @@ def _operators_in(profile: Any) -> list[dict[str, Any]]:
     return [row for row in profile.operators() if row.get("name") != "profiled query"]
 
 
-def _with_opsight(prepared: Prepared, iterations: int, module_name: str) -> OperatorProfile | None:
-    """The opsight integration, if it is there and records operators; else None."""
+def _with_opsight_torch(prepared: Prepared, iterations: int) -> OperatorProfile | None:
+    """``opsight.torch.enable(operators=True)`` in an opsight profile; None when that
+    integration is missing or records no operator. The integration's switch is put back as
+    it was afterwards."""
     import opsight
 
     try:
-        module = __import__(f"opsight.{module_name}", fromlist=["enable"])
-        enable = module.enable
-        disable = module.disable
+        from opsight import torch as integration
+        enable, disable, status = integration.enable, integration.disable, integration.status
     except (ImportError, AttributeError):
         return None
     try:
+        before = status()
         with opsight.profile(label="opsight bench operators") as profile:
-            if module_name == "torch":
-                enable(operators=True, modules=False, shapes=False)
-            else:
-                enable()
+            enable(operators=True, modules=False, shapes=False)
             try:
                 _profiled_queries(prepared, iterations)
             finally:
-                disable()
+                if before.get("explicit") and (before.get("operators") or before.get("modules")):
+                    enable(operators=before["operators"], modules=before["modules"],
+                           shapes=before.get("shapes", False))
+                else:
+                    disable()
+                    if not before.get("explicit"):
+                        with contextlib.suppress(AttributeError, ImportError):
+                            from opsight.torch import _tracing
+                            _tracing._state.explicit = False  # sessions choose by default again
         rows = _operators_in(profile)
-    except Exception:  # noqa: BLE001 - an integration still being written: fall back
+    except Exception:  # noqa: BLE001 - an integration still changing: fall back
         return None
     if not rows:
         return None
-    return OperatorProfile(rows, f"opsight.{module_name}", iterations, profile.trace)
+    return OperatorProfile(rows, "opsight.torch", iterations, profile.trace)
+
+
+def _compute_feeds(prepared: Prepared) -> Any:
+    """What the compute phase gets: the query input through the phases before it."""
+    feeds = prepared.query_input
+    for name, phase in prepared.phases:
+        if name == "compute":
+            break
+        feeds = phase(feeds)
+    return feeds
+
+
+def _run_session(session: Any, feeds: Any, iterations: int) -> None:
+    from .._span import Span
+
+    import onnxruntime
+
+    on_device = isinstance(feeds, dict) and any(isinstance(value, onnxruntime.OrtValue)
+                                                for value in feeds.values())
+    names = [item.name for item in session.get_outputs()]
+    for _ in range(iterations):
+        with Span("profiled query", category="bench"):
+            if on_device:  # OrtValues on the device
+                session.run_with_ort_values(names, feeds)
+            else:
+                session.run(None, feeds)
+
+
+def _with_opsight_onnxruntime(prepared: Prepared, iterations: int) -> OperatorProfile | None:
+    """A session created under ``opsight.onnxruntime.instrumented()`` runs the queries in an
+    opsight profile, which merges ONNX Runtime's node events when it stops; None when that
+    integration is missing or records no operator."""
+    import onnxruntime
+    import opsight
+
+    try:
+        from opsight import onnxruntime as integration
+        instrumented = integration.instrumented
+    except (ImportError, AttributeError):
+        return None
+    try:
+        feeds = _compute_feeds(prepared)
+        with opsight.profile(label="opsight bench operators") as profile:
+            with instrumented():
+                session = onnxruntime.InferenceSession(prepared.onnx_path,
+                                                       prepared.session_options(),
+                                                       providers=prepared.providers)
+                _run_session(session, feeds, iterations)
+        rows = _operators_in(profile)
+    except Exception:  # noqa: BLE001 - an integration still changing: fall back
+        return None
+    if not rows:
+        return None
+    return OperatorProfile(rows, "opsight.onnxruntime", iterations, profile.trace)
 
 
 def _with_torch_profiler(prepared: Prepared, iterations: int) -> OperatorProfile:
@@ -99,19 +161,7 @@ def _with_onnxruntime_profiling(prepared: Prepared, iterations: int) -> Operator
         options.profile_file_prefix = os.path.join(directory, "ort-profile")
         session = onnxruntime.InferenceSession(prepared.onnx_path, options,
                                                providers=prepared.providers)
-        # The same query with the profiling session in place of the timed one.
-        feeds = prepared.query_input
-        for name, phase in prepared.phases:
-            if name == "compute":
-                break
-            feeds = phase(feeds)
-        if isinstance(feeds, dict) and feeds and not hasattr(next(iter(feeds.values())), "numpy"):
-            for _ in range(iterations):
-                session.run(None, feeds)
-        else:  # OrtValues on the device
-            names = [item.name for item in session.get_outputs()]
-            for _ in range(iterations):
-                session.run_with_ort_values(names, feeds)
+        _run_session(session, _compute_feeds(prepared), iterations)
         path = session.end_profiling()
         rows = opsight.load(path).operators()
     return OperatorProfile(rows, "onnxruntime profiling", iterations,
@@ -143,7 +193,7 @@ def profile_operators(prepared: Prepared, iterations: int) -> OperatorProfile | 
         return None
     with prepared.run_context():
         if prepared.operator_kind == "torch":
-            return _with_opsight(prepared, iterations, "torch") or \
+            return _with_opsight_torch(prepared, iterations) or \
                 _with_torch_profiler(prepared, iterations)
-        return _with_opsight(prepared, iterations, "onnxruntime") or \
+        return _with_opsight_onnxruntime(prepared, iterations) or \
             _with_onnxruntime_profiling(prepared, iterations)

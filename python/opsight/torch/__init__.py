@@ -13,6 +13,7 @@ nested under the Python spans that called them, on the same clock::
     prof.print_operators()   # the operator table
 
 ``enable(shapes=True)`` adds each operator's input shapes; ``disable()`` stops it;
+``with opsight.torch.tracing(shapes=True):`` does either for a block only;
 ``OPSIGHT_TORCH`` (on, shapes, operators, modules, off) sets what sessions record by
 default.
 
@@ -25,9 +26,9 @@ See docs/torch.md.
 
 from __future__ import annotations
 
-from ._tracing import TorchTracing, disable, enable, status
+from ._tracing import TorchTracing, disable, enable, status, tracing
 from .compare_backends import (BUILTIN_BACKENDS, BackendStats, CompareBackendsResult, Segment,
                                compare_backends)
 
 __all__ = ["BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment", "TorchTracing",
-           "compare_backends", "disable", "enable", "status"]
+           "compare_backends", "disable", "enable", "status", "tracing"]

@@ -17,11 +17,12 @@ callback runs on whatever thread torch runs an operator on.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -215,6 +216,20 @@ def disable() -> None:
     until :func:`enable` is called; later sessions do not switch them on again."""
     _state.explicit = True
     _apply(TorchTracing(operators=False, modules=False))
+
+
+@contextlib.contextmanager
+def tracing(*, operators: bool = True, modules: bool = True,
+            shapes: bool = False) -> Iterator[None]:
+    """:func:`enable` for a block: afterwards, what was in force before (an earlier
+    enable()/disable(), or the sessions' automatic default) is back."""
+    applied, explicit = _state.applied, _state.explicit
+    enable(operators=operators, modules=modules, shapes=shapes)
+    try:
+        yield
+    finally:
+        _apply(applied)
+        _state.explicit = explicit
 
 
 def status() -> dict[str, bool]:
