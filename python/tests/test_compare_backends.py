@@ -300,13 +300,13 @@ def test_command_module_form_and_text(factory_file, monkeypatch, capsys):
     (["{factory}:not_a_pair"], "must return (fn, example_inputs)"),
     (["{factory}:make", "--format", "xml"], "invalid choice: 'xml'"),
 ])
-def test_command_bad_usage_exits_2(factory_file, capsys, arguments, message):
+def test_command_bad_usage_exits_64(factory_file, capsys, arguments, message):
     arguments = [argument.replace("{factory}", str(factory_file)) for argument in arguments]
-    assert command_main(arguments) == 2
+    assert command_main(arguments) == 64
     assert message in capsys.readouterr().err
 
 
-def test_command_via_opsight_exits_2_on_bad_usage():
+def test_command_via_opsight_exits_64_on_bad_usage():
     completed = subprocess.run([sys.executable, "-m", "opsight", "compare-backends", "x"],
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 64

@@ -53,27 +53,14 @@ def _with_opsight_torch(prepared: Prepared, iterations: int) -> OperatorProfile 
 
     try:
         from opsight import torch as integration
-        enable, disable, status = integration.enable, integration.disable, integration.status
+        scope = integration.tracing(operators=True, modules=False, shapes=False)
     except (ImportError, AttributeError):
         return None
     try:
-        before = status()
-        with opsight.profile(label="opsight bench operators") as profile:
-            enable(operators=True, modules=False, shapes=False)
-            try:
-                _profiled_queries(prepared, iterations)
-            finally:
-                if before.get("explicit") and (before.get("operators") or before.get("modules")):
-                    enable(operators=before["operators"], modules=before["modules"],
-                           shapes=before.get("shapes", False))
-                else:
-                    disable()
-                    if not before.get("explicit"):
-                        with contextlib.suppress(AttributeError, ImportError):
-                            from opsight.torch import _tracing
-                            _tracing._state.explicit = False  # sessions choose by default again
+        with scope, opsight.profile(label="opsight bench operators") as profile:
+            _profiled_queries(prepared, iterations)
         rows = _operators_in(profile)
-    except Exception:  # noqa: BLE001 - an integration still changing: fall back
+    except Exception:  # noqa: BLE001 - the caller falls back to torch.profiler and says so
         return None
     if not rows:
         return None
@@ -127,7 +114,7 @@ def _with_opsight_onnxruntime(prepared: Prepared, iterations: int) -> OperatorPr
                                                        providers=prepared.providers)
                 _run_session(session, feeds, iterations)
         rows = _operators_in(profile)
-    except Exception:  # noqa: BLE001 - an integration still changing: fall back
+    except Exception:  # noqa: BLE001 - the caller falls back to torch.profiler and says so
         return None
     if not rows:
         return None
