@@ -6,6 +6,8 @@ the same process; the figure is the median over rounds of (time per forward with
 tracer - time per forward without) / operators per forward:
 
   untraced             the model alone (the baseline of every ratio)
+  observer, no session opsight's RecordFunction callback installed, no session recording:
+                       what torch's own observer machinery costs (the floor)
   opsight operators    opsight.profile() with torch operators (modules off)
   opsight ops+modules  the default: operators and module calls
   opsight +shapes      operators with input shapes
@@ -43,12 +45,27 @@ def time_forwards(model: torch.nn.Module, inputs: torch.Tensor, iterations: int)
 
 
 def with_opsight(model, inputs, iterations, **what) -> float:
-    opsight.torch.enable(**what)
+    with opsight.torch.tracing(**what), opsight.profile(buffer_mb=512) as profile:
+        elapsed = time_forwards(model, inputs, iterations)
+    # The figure only counts if every operator was recorded.
+    categories = profile.trace.slice_columns()["category"]
+    recorded = sum(1 for category in categories if category == "operator")
+    if recorded < iterations * 300:
+        raise SystemExit(f"only {recorded} operators recorded for {iterations} forwards "
+                         f"({what}): the benchmark measured nothing")
+    return elapsed
+
+
+def with_idle_observer(model, inputs, iterations) -> float:
+    """torch's RecordFunction machinery with opsight's callback installed but no session
+    recording: the callback returns after one check. The floor any observer pays."""
+    from opsight import _torch_observer
+
+    _torch_observer.install(record_shapes=False)
     try:
-        with opsight.profile(buffer_mb=512):
-            return time_forwards(model, inputs, iterations)
+        return time_forwards(model, inputs, iterations)
     finally:
-        opsight.torch.disable()
+        _torch_observer.uninstall()
 
 
 def with_torch_profiler(model, inputs, iterations) -> float:
@@ -59,12 +76,8 @@ def with_torch_profiler(model, inputs, iterations) -> float:
 
 
 def operators_per_forward(model, inputs) -> float:
-    opsight.torch.enable(operators=True, modules=False)
-    try:
-        with opsight.profile() as profile:
-            time_forwards(model, inputs, 10)
-    finally:
-        opsight.torch.disable()
+    with opsight.torch.tracing(operators=True, modules=False), opsight.profile() as profile:
+        time_forwards(model, inputs, 10)
     categories = profile.trace.slice_columns()["category"]
     return sum(1 for category in categories if category == "operator") / 10
 
@@ -82,6 +95,7 @@ def main() -> None:
     operators = operators_per_forward(model, inputs)
     variants = {
         "untraced": lambda: time_forwards(model, inputs, arguments.iterations),
+        "observer, no session": lambda: with_idle_observer(model, inputs, arguments.iterations),
         "opsight operators": lambda: with_opsight(model, inputs, arguments.iterations,
                                                   operators=True, modules=False),
         "opsight ops+modules": lambda: with_opsight(model, inputs, arguments.iterations),

@@ -133,7 +133,7 @@ def test_nothing_stays_switched_on_after_the_session():
     run_model(Net(), torch.randn(4, 16))
     status = opsight.torch.status()
     assert not status["operators"] and not status["modules"]
-    assert not torch.nn.modules.module._global_forward_pre_hooks
+    assert torch.nn.Module.__call__ is torch.nn.Module._wrapped_call_impl
 
 
 def test_record_function_ranges_are_annotations():
@@ -259,3 +259,20 @@ def test_tracing_block_puts_the_previous_choice_back():
     assert not any(row["category"] == "module" for row in rows(profile))
     assert opsight.torch.status() == {"operators": False, "modules": False, "shapes": False,
                                       "explicit": True}
+
+
+def test_recording_puts_no_graph_break_into_a_compiled_model():
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(Net(), backend="eager")
+    with opsight.profile() as profile:
+        for _ in range(2):
+            compiled(torch.randn(4, 16))
+    assert dict(counters["graph_break"]) == {}
+    assert counters["stats"]["unique_graphs"] == 1
+    names = [row["name"] for row in rows(profile)]
+    assert "aten::addmm" in names  # the compiled graph's operators are recorded
+    assert any(name.startswith("Torch-Compiled Region") for name in names)
+    torch._dynamo.reset()

@@ -6,8 +6,8 @@ the installed torch: each ``aten::*`` operator a thread runs is a span (category
 ``operator``), nested under whatever span the thread had open, on opsight's clock.
 ``record_function`` ranges are spans of category ``annotation``.
 
-Modules: global forward pre-hooks and hooks (``torch.nn.modules.module``) make each
-``nn.Module`` call a span (category ``module``) named by the module's path from the
+Modules: ``nn.Module.__call__``, replaced while recording, makes each ``nn.Module`` call
+a span (category ``module``) named by the module's path from the
 outermost module called, e.g. ``encoder.layer.3.attention``; the outermost module's span
 is its class name.
 
@@ -53,7 +53,6 @@ class _State:
     def __init__(self) -> None:
         self.applied = TorchTracing(operators=False, modules=False)
         self.explicit = False  # enable() was called: sessions do not switch it off
-        self.hook_handles: list[Any] = []
         self.warned: set[str] = set()
 
 
@@ -149,31 +148,44 @@ def _stack() -> list:
     return stack
 
 
-def _before_forward(module: torch.nn.Module, args: Any) -> None:
+# While TorchDynamo traces a module (torch.compile), nothing is recorded: dynamo folds this
+# check to a constant, so recording never puts a graph break into a compiled model.
+_is_compiling = torch.compiler.is_compiling
+# nn.Module.__call__ as torch defines it, while ours stands in for it.
+_original_call: Any = None
+
+
+def _traced_call(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+    """nn.Module.__call__ with a span around it. A replacement of the class attribute
+    rather than global forward hooks: those move every module call onto torch's slow path,
+    which costs several times what this wrapper does (docs/torch.md, "Cost")."""
+    if _is_compiling() or not _native.recording():
+        return _original_call(self, *args, **kwargs)
     stack = _stack()
-    if not _native.recording():
-        stack.append((module, False))
-        return None
-    parent = stack[-1][0] if stack else None
     try:
-        name_id = _module_names.name_id(module, parent)
+        name_id = _module_names.name_id(self, stack[-1] if stack else None)
     except Exception:  # noqa: BLE001 - a module that cannot be named is not recorded
-        stack.append((module, False))
-        return None
-    stack.append((module, _native.begin(name_id)))
-    return None
-
-
-def _after_forward(module: torch.nn.Module, args: Any, output: Any) -> None:
-    stack = _stack()
-    # Pop to this module: a module whose forward raised before our hook ran leaves nothing.
-    while stack:
-        entry_module, recorded = stack.pop()
+        return _original_call(self, *args, **kwargs)
+    recorded = _native.begin(name_id)
+    stack.append(self)
+    try:
+        return _original_call(self, *args, **kwargs)
+    finally:
+        stack.pop()
         if recorded:
             _native.end()
-        if entry_module is module:
-            break
-    return None
+
+
+def _install_module_spans() -> None:
+    global _original_call
+    if torch.nn.Module.__call__ is not _traced_call:
+        _original_call = torch.nn.Module.__call__
+        torch.nn.Module.__call__ = _traced_call
+
+
+def _remove_module_spans() -> None:
+    if torch.nn.Module.__call__ is _traced_call:
+        torch.nn.Module.__call__ = _original_call
 
 
 # ---- switching ---------------------------------------------------------------------------
@@ -190,15 +202,9 @@ def _apply(wanted: TorchTracing) -> None:
             wanted = TorchTracing(operators=False, modules=wanted.modules)
     if wanted.modules != current.modules:
         if wanted.modules:
-            hooks = torch.nn.modules.module
-            _state.hook_handles = [
-                hooks.register_module_forward_pre_hook(_before_forward),
-                hooks.register_module_forward_hook(_after_forward, always_call=True),
-            ]
+            _install_module_spans()
         else:
-            for handle in _state.hook_handles:
-                handle.remove()
-            _state.hook_handles = []
+            _remove_module_spans()
     _state.applied = wanted
 
 
