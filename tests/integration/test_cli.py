@@ -152,8 +152,11 @@ def test_env_activation_writes_chrome_json_that_follows_the_format(build_program
     assert not (tmp_path / "run.json.opsight.tmp").exists()
 
 
-def test_demo_prints_tree_and_summary_and_writes_both_files(opsight_cli, tmp_path):
-    result = opsight_cli("demo", "-o", tmp_path / "demo", "--iterations", "2", timeout=60)
+def test_quickstart_demo_prints_tree_and_summary_and_writes_both_files(opsight_cli, tmp_path):
+    # `opsight demo` is the real-model demo (python/tests/test_demo.py); --quickstart runs
+    # the C++ quick-start program.
+    result = opsight_cli("demo", "--quickstart", "-o", tmp_path / "demo", "--iterations", "2",
+                         timeout=60)
     assert result.returncode == 0, result.stderr
     assert "func2" in result.stdout and "p99" in result.stdout and "overhead" in result.stdout
     assert (tmp_path / "demo.opsight").is_file()
