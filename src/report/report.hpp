@@ -50,8 +50,8 @@ struct ReportOptions {
   // or name (ascending). An invalid key is treated as "total"; check it first with
   // validate_sort_key().
   std::string sort = "total";
-  size_t limit = 0;         // rows of the summary and the table; 0 = all
-  size_t max_roots = 20;    // roots shown by the tree; 0 = all
+  size_t limit = 0;       // rows of the summary and the table; 0 = all
+  size_t max_roots = 20;  // roots shown by the tree; 0 = all
   // Levels the tree shows below each root (0 = all): deeper spans are left out and counted
   // on the deepest span shown ("+N nested"), e.g. 3 keeps a request's phases and modules
   // and folds the operators under them.
