@@ -147,7 +147,7 @@ def test_mismatching_outputs_are_reported():
 
 
 def test_a_backend_that_fails_while_running_is_counted():
-    from opsight.torch.compare_backends import _PRIMING_RUNS
+    from opsight.torch.compare_backends.measure import _PRIMING_RUNS
 
     calls = {}
 

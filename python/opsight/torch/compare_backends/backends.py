@@ -1,0 +1,140 @@
+"""The built-in back-ends of :func:`compare_backends` (eager, inductor, torchscript,
+onnxruntime), how back-end names and ``(name, compiler)`` pairs resolve to compilers, and
+``_stdout_to_stderr``, which the ONNX export and ``opsight compare-backends`` share."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import os
+import sys
+import warnings
+from typing import Any, Callable, Iterable, Mapping
+
+BUILTIN_BACKENDS = ("eager", "inductor", "torchscript", "onnxruntime")
+DEFAULT_BACKENDS = BUILTIN_BACKENDS
+
+Compiler = Callable[[Any, list], Callable[..., Any]]
+
+
+# ---- built-in back-ends ---------------------------------------------------------------------
+
+def _compile_eager(graph_module, example_inputs):
+    return graph_module
+
+
+def _compile_inductor(graph_module, example_inputs):
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx(graph_module, example_inputs)
+
+
+def _compile_torchscript(graph_module, example_inputs):
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.jit.trace(graph_module, tuple(example_inputs), check_trace=False,
+                               strict=False)
+
+
+def _compile_onnxruntime(graph_module, example_inputs, threads: int | None = None):
+    import torch
+
+    try:
+        import onnxruntime
+    except ImportError as error:
+        raise RuntimeError(f"onnxruntime is not installed ({error}); "
+                           "pip install onnxruntime") from None
+    for index, value in enumerate(example_inputs):
+        if not isinstance(value, torch.Tensor):
+            raise RuntimeError(f"graph input {index} is a {type(value).__name__}, not a tensor: "
+                               "the ONNX export takes tensors only")
+    names = [f"input_{index}" for index in range(len(example_inputs))]
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), _stdout_to_stderr():
+        warnings.simplefilter("ignore")
+        # The TorchScript-based exporter: the torch.export-based one (dynamo=True) needs
+        # the onnxscript package. On failure it prints the graph on fd 1: sent to stderr.
+        torch.onnx.export(graph_module, tuple(example_inputs), buffer, dynamo=False,
+                          input_names=names)
+    options = onnxruntime.SessionOptions()
+    # ONNX Runtime's threads spin after a run by default, taking the cores from the
+    # back-end that runs next in the same call: they wait without spinning here.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    if threads:
+        options.intra_op_num_threads = threads
+    session = onnxruntime.InferenceSession(buffer.getvalue(), options,
+                                           providers=["CPUExecutionProvider"])
+    kept = [(names.index(node.name), node.name) for node in session.get_inputs()]
+
+    def run(*arguments):
+        feed = {name: arguments[index].detach().cpu().numpy() for index, name in kept}
+        return [torch.from_numpy(output) for output in session.run(None, feed)]
+
+    return run
+
+
+_BUILTIN_COMPILERS: dict[str, Compiler] = {
+    "eager": _compile_eager,
+    "inductor": _compile_inductor,
+    "torchscript": _compile_torchscript,
+    "onnxruntime": _compile_onnxruntime,
+}
+
+
+def _resolve_backends(backends, threads: int | None = None) -> list[tuple[str, Compiler]]:
+    if isinstance(backends, str):
+        backends = [name.strip() for name in backends.split(",") if name.strip()]
+    items: Iterable = backends.items() if isinstance(backends, Mapping) else backends
+    resolved: list[tuple[str, Compiler]] = []
+    for item in items:
+        if isinstance(item, str):
+            name, compiler = item, _BUILTIN_COMPILERS.get(item)
+            if name == "onnxruntime" and threads:
+                compiler = functools.partial(_compile_onnxruntime, threads=threads)
+            if compiler is None:
+                compiler = _dynamo_backend(item)
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) \
+                and callable(item[1]):
+            name, compiler = item
+        else:
+            raise ValueError(f"compare_backends: a back-end is a name or a (name, compiler) "
+                             f"pair, got {item!r}")
+        if any(name == seen for seen, _ in resolved):
+            raise ValueError(f"compare_backends: back-end {name!r} is given twice")
+        resolved.append((name, compiler))
+    if not resolved:
+        raise ValueError("compare_backends: no back-end given")
+    return resolved
+
+
+def _dynamo_backend(name: str) -> Compiler:
+    import torch._dynamo
+
+    known = sorted(set(torch._dynamo.list_backends(exclude_tags=())) - {"inductor", "eager"})
+    if name not in known:
+        raise ValueError(f"compare_backends: unknown back-end {name!r} (built in: "
+                         f"{', '.join(BUILTIN_BACKENDS)}; torch.compile back-ends: "
+                         f"{', '.join(known)})")
+    return torch._dynamo.lookup_backend(name)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except OSError:  # no file descriptors to move (an embedding host): Python's only
+        saved = None
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        if saved is not None:
+            os.dup2(saved, 1)
+            os.close(saved)

@@ -1,0 +1,183 @@
+"""``opsight compare-backends MODULE:FUNCTION``: the command line around
+:func:`compare_backends` (arguments, loading the factory, prices, text or JSON output)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import math
+import os
+import sys
+from typing import Any, Callable
+
+from .backends import DEFAULT_BACKENDS, _resolve_backends, _stdout_to_stderr
+from .measure import _error_text, compare_backends
+
+
+# ---- opsight compare-backends ---------------------------------------------------------------
+
+USAGE_ERROR = 64  # as every opsight command (cli.py)
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="opsight compare-backends",
+        description="Time a function on several back-ends, graph by graph (torch.compile "
+                    "graphs and the Python between them), with totals and cost per million "
+                    "calls. MODULE:FUNCTION names a callable that returns (fn, example_inputs).",
+        epilog="Example: opsight compare-backends mymodels:make_predict --backends "
+               "eager,inductor,onnxruntime --repeats 20 --price inductor=0.126 --format json")
+    parser.add_argument("factory", metavar="MODULE:FUNCTION",
+                        help="a module (importable, or a .py file) and a callable in it "
+                             "returning (fn, example_inputs)")
+    parser.add_argument("--backends", default=",".join(DEFAULT_BACKENDS),
+                        help="comma-separated back-ends (default: %(default)s; also any "
+                             "torch.compile back-end name)")
+    parser.add_argument("--repeats", type=int, default=10, help="measured calls (default: 10)")
+    parser.add_argument("--warmups", type=int, default=1,
+                        help="discarded calls first (default: 1)")
+    parser.add_argument("--price", action="append", default=[], metavar="BACKEND=USD_PER_HOUR",
+                        help="price per hour of a back-end, for the cost per million calls "
+                             "(repeatable)")
+    parser.add_argument("--threads", type=int,
+                        help="intra-op threads of torch and ONNX Runtime (default: theirs)")
+    parser.add_argument("--rtol", type=float, default=1e-3,
+                        help="relative tolerance of the output check")
+    parser.add_argument("--atol", type=float, default=1e-5,
+                        help="absolute tolerance of the output check")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    return parser
+
+
+def _load_factory(spec: str) -> Callable[[], Any]:
+    module_name, colon, attribute = spec.rpartition(":")
+    if not colon or not module_name or not attribute:
+        raise _UsageError(f"{spec!r}: expected MODULE:FUNCTION (e.g. mymodels:make_predict)")
+    try:
+        if module_name.endswith(".py") or os.sep in module_name:
+            path = os.path.abspath(module_name)
+            if not os.path.isfile(path):
+                raise _UsageError(f"{spec!r}: no file {module_name!r}")
+            name = os.path.splitext(os.path.basename(path))[0]
+            specification = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(specification)
+            sys.modules[name] = module
+            sys.path.insert(0, os.path.dirname(path))
+            specification.loader.exec_module(module)
+        else:
+            if "" not in sys.path and os.getcwd() not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(module_name)
+    except _UsageError:
+        raise
+    except ImportError as error:
+        raise _UsageError(f"{spec!r}: cannot import module {module_name!r}: {error}") from None
+    except Exception as error:  # noqa: BLE001 - the module's own code failed
+        raise _UsageError(f"{spec!r}: importing {module_name!r} raised "
+                          f"{_error_text(error)}") from None
+    target: Any = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise _UsageError(f"{spec!r}: module {module_name!r} has no attribute "
+                              f"{attribute!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise _UsageError(f"{spec!r}: {attribute!r} is not callable")
+    return target
+
+
+def _parse_prices(items: list[str], names: list[str]) -> dict[str, float]:
+    prices = {}
+    for item in items:
+        name, equals, value = item.partition("=")
+        if not equals or not name:
+            raise _UsageError(f"--price {item!r}: expected BACKEND=USD_PER_HOUR")
+        if name not in names:
+            raise _UsageError(f"--price {item!r}: {name!r} is not one of --backends "
+                              f"({', '.join(names)})")
+        try:
+            price = float(value)
+        except ValueError:
+            raise _UsageError(f"--price {item!r}: {value!r} is not a number") from None
+        if not math.isfinite(price) or price < 0:
+            raise _UsageError(f"--price {item!r}: the price must be a number >= 0")
+        prices[name] = price
+    return prices
+
+
+def command_main(arguments: list[str]) -> int:
+    """``opsight compare-backends``: exit 0 ok, 1 the function or a capture failed,
+    64 bad usage (the message names what is wrong)."""
+    parser = _parser()
+    try:
+        options = parser.parse_args(arguments)
+    except SystemExit as exit_:  # argparse: --help (0) or bad usage, message printed
+        return 0 if not exit_.code else USAGE_ERROR
+    prefix = "opsight compare-backends"
+    try:
+        if options.repeats < 1:
+            raise _UsageError(f"--repeats {options.repeats}: must be >= 1")
+        if options.warmups < 0:
+            raise _UsageError(f"--warmups {options.warmups}: must be >= 0")
+        if options.threads is not None and options.threads < 1:
+            raise _UsageError(f"--threads {options.threads}: must be >= 1")
+        names = [name.strip() for name in options.backends.split(",") if name.strip()]
+        if not names:
+            raise _UsageError("--backends: no back-end given")
+        if len(set(names)) != len(names):
+            raise _UsageError(f"--backends {options.backends!r}: a back-end is given twice")
+        prices = _parse_prices(options.price, names)
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print(f"{prefix}: torch is not installed (pip install torch)", file=sys.stderr)
+            return 1
+        try:
+            _resolve_backends(names)
+        except ValueError as error:
+            raise _UsageError(f"--backends: {str(error).removeprefix('compare_backends: ')}") \
+                from None
+        factory = _load_factory(options.factory)
+    except _UsageError as error:
+        parser.print_usage(sys.stderr)
+        print(f"{prefix}: error: {error}", file=sys.stderr)
+        return USAGE_ERROR
+    # What the program and torch print (the ONNX exporter prints failed graphs on fd 1)
+    # goes to stderr: stdout carries the report alone, so that --format json parses.
+    with _stdout_to_stderr():
+        try:
+            made = factory()
+        except Exception as error:  # noqa: BLE001
+            print(f"{prefix}: {options.factory} raised {_error_text(error)}", file=sys.stderr)
+            return 1
+        if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
+            parser.print_usage(sys.stderr)
+            print(f"{prefix}: error: {options.factory} must return (fn, example_inputs), got "
+                  f"{type(made).__name__}", file=sys.stderr)
+            return USAGE_ERROR
+        fn, example_inputs = made
+        try:
+            result = compare_backends(fn, example_inputs, names, repeats=options.repeats,
+                                      warmups=options.warmups, prices_per_hour=prices,
+                                      rtol=options.rtol, atol=options.atol,
+                                      threads=options.threads)
+        except Exception as error:  # noqa: BLE001 - fn itself (or dynamo) failed
+            print(f"{prefix}: running the function failed: {_error_text(error)}",
+                  file=sys.stderr)
+            return 1
+    if options.format == "json":
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        result.print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(command_main(sys.argv[1:]))
