@@ -24,7 +24,6 @@ any thread that imports.
 from __future__ import annotations
 
 import fnmatch
-import importlib.abc
 import inspect
 import sys
 import threading
@@ -33,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from . import _native
+from ._import_hook import _ImportHook
 from ._wrapping import is_traced, wrap
 from .targets import Target
 
@@ -81,7 +81,7 @@ class Instrumenter:
         """Wraps the targets of modules already imported and hooks the imports of the rest."""
         with self._lock:
             if self._hook is None:
-                self._hook = _ImportHook(self)
+                self._hook = _ImportHook(self.wants_module, self.apply_to_module)
                 sys.meta_path.insert(0, self._hook)
             for module_name in list(self._by_module):
                 module = sys.modules.get(module_name)
@@ -290,56 +290,6 @@ class Instrumenter:
                 reason = f"{target.function!r} not found"
             result.append((target, reason))
         return result
-
-
-class _LoaderProxy(importlib.abc.Loader):
-    """Runs a module with its own loader, then wraps the module's targets."""
-
-    def __init__(self, loader: Any, instrumenter: Instrumenter) -> None:
-        self._loader = loader
-        self._instrumenter = instrumenter
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        self._loader.exec_module(module)
-        self._instrumenter.apply_to_module(module)
-
-    def __getattr__(self, attribute: str) -> Any:  # get_source, is_package, get_resource_reader...
-        return getattr(self._loader, attribute)
-
-
-class _ImportHook(importlib.abc.MetaPathFinder):
-    """Finds target modules with the finders after it and hands their loading to a
-    :class:`_LoaderProxy`."""
-
-    def __init__(self, instrumenter: Instrumenter) -> None:
-        self._instrumenter = instrumenter
-        self._busy = threading.local()
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if not self._instrumenter.wants_module(fullname) or getattr(self._busy, "active", False):
-            return None
-        self._busy.active = True
-        try:
-            for finder in sys.meta_path:
-                if finder is self:
-                    continue
-                find_spec = getattr(finder, "find_spec", None)
-                if find_spec is None:
-                    continue
-                spec = find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-            else:
-                return None
-        finally:
-            self._busy.active = False
-        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        spec.loader = _LoaderProxy(spec.loader, self._instrumenter)
-        return spec
 
 
 def set_enabled(enabled: bool) -> None:

@@ -13,17 +13,15 @@ This module imports nothing heavy: torch is never imported on the program's beha
 
 from __future__ import annotations
 
-import importlib.abc
 import os
 import sys
-import threading
 import types
 from typing import Any
 
 from . import _session_state
 
 _OFF_WORDS = {"off", "0", "false", "no", "none"}
-_watcher: "_TorchImportWatcher | None" = None
+_watcher: Any = None  # the post-import hook waiting for torch during a session
 
 
 def torch_mode() -> str:
@@ -53,7 +51,9 @@ def _on_session_start() -> None:
     if "torch" in sys.modules and getattr(sys.modules["torch"], "nn", None) is not None:
         _activate_torch()
     elif _watcher is None:
-        _watcher = _TorchImportWatcher()
+        from ._import_hook import _ImportHook
+
+        _watcher = _ImportHook(lambda name: name == "torch", _torch_imported)
         sys.meta_path.insert(0, _watcher)
 
 
@@ -67,48 +67,9 @@ def _on_session_stop() -> None:
         sys.modules["opsight.torch._tracing"].session_stopping()
 
 
-class _TorchLoader(importlib.abc.Loader):
-    """torch's own loader; once torch has run, switches the torch integration on."""
-
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        self._loader.exec_module(module)
-        if _session_state.session is not None:
-            _session_state._call(_activate_torch)
-
-    def __getattr__(self, attribute: str) -> Any:
-        return getattr(self._loader, attribute)
-
-
-class _TorchImportWatcher(importlib.abc.MetaPathFinder):
-    """Waits for ``import torch`` during a session (then steps aside)."""
-
-    def __init__(self) -> None:
-        self._busy = threading.local()
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != "torch" or getattr(self._busy, "active", False):
-            return None
-        self._busy.active = True
-        try:
-            for finder in sys.meta_path:
-                if finder is self or not hasattr(finder, "find_spec"):
-                    continue
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    break
-            else:
-                return None
-        finally:
-            self._busy.active = False
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _TorchLoader(spec.loader)
-        return spec
+def _torch_imported(module: types.ModuleType) -> None:
+    if _session_state.session is not None:
+        _session_state._call(_activate_torch)
 
 
 _session_state.add_listener(_on_session_start, _on_session_stop)
