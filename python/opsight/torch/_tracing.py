@@ -219,7 +219,8 @@ def enable(*, operators: bool = True, modules: bool = True, shapes: bool = False
 
 def disable() -> None:
     """Stops recording torch operators and module calls (removes the observer and puts
-    nn.Module.__call__ back) until :func:`enable` is called; later sessions do not switch them on again."""
+    nn.Module.__call__ back) until :func:`enable` is called; later sessions do not switch
+    them on again."""
     _state.explicit = True
     _apply(TorchTracing(operators=False, modules=False))
 
