@@ -165,6 +165,10 @@ struct SessionOptions {
   size_t buffer_bytes = size_t{64} << 20;
   // How often recorded events are streamed to the output.
   uint32_t flush_interval_ms = 100;
+  // When > 0, a background thread samples the process's RSS, CPU use and I/O rates and
+  // every GPU's utilization, memory, power and temperature this often, as counter tracks
+  // (docs/metrics.md). 0: no sampler.
+  uint32_t sample_interval_ms = 0;
 };
 
 // Records while alive. One session at a time per process: a second one reports an error

@@ -594,6 +594,11 @@ uint64_t events_dropped_so_far() {
   return dropped;
 }
 
+void add_thread_overhead_ticks(uint64_t ticks) {
+  if (t_thread_record != nullptr && !t_thread_exited)
+    t_thread_record->slow_path_ticks.fetch_add(ticks, std::memory_order_relaxed);
+}
+
 }  // namespace record
 
 // ---- The hot path's out-of-line half and the public functions ------------------------

@@ -61,6 +61,9 @@ struct RecordingOptions {
   uint32_t flush_interval_ms = 100;
   // Written into the run-info chunk (e.g. "command_line").
   std::vector<std::pair<std::string, std::string>> run_info;
+  // Called once when the session stops, after the last events: what it returns is written
+  // as a second run-info chunk (e.g. the measured cost of metrics). May be empty.
+  std::function<std::vector<std::pair<std::string, std::string>>()> final_run_info;
 };
 
 // Opens the sink a session records into; nullptr (with *error set) if it cannot.
@@ -83,6 +86,11 @@ struct StopResult {
 StopResult stop_recording();
 
 uint64_t events_dropped_so_far();
+
+// Adds time the calling thread spent on the tracer's behalf outside the recorder (reading
+// metrics for a span) to the thread's overhead, which the reports show. Does nothing on a
+// thread that has not recorded in this session.
+void add_thread_overhead_ticks(uint64_t ticks);
 
 // The calling process's command line, joined by spaces (from /proc/self/cmdline).
 std::string process_command_line();

@@ -38,25 +38,31 @@ format::ThreadStats stats_of(const ThreadRecord& thread) {
           thread.slow_path_ticks.load(std::memory_order_relaxed)};
 }
 
+void append_run_info_chunk(std::string& out,
+                           const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string payload;
+  format::append_pod(payload, static_cast<uint32_t>(entries.size()));
+  for (const auto& [key, value] : entries) {
+    format::append_sized_string(payload, key);
+    format::append_sized_string(payload, value);
+  }
+  format::append_chunk(out, format::ChunkType::kRunInfo, payload);
+}
+
 }  // namespace
 
 StreamWriter::StreamWriter(std::unique_ptr<ByteSink> sink, const RecordingOptions& options,
                            double event_cost_ns, double ticks_per_second)
     : sink_(std::move(sink)),
       flush_interval_ms_(std::max<uint32_t>(1, options.flush_interval_ms)),
-      event_cost_ns_(event_cost_ns) {
+      event_cost_ns_(event_cost_ns),
+      final_run_info_(options.final_run_info) {
   format::append_file_header(buffer_);
-  std::string payload;
   auto run_info = options.run_info;
   run_info.emplace_back("clock", clock_name());
   run_info.emplace_back("ticks_per_second", std::to_string(ticks_per_second));
   run_info.emplace_back("event_cost_ns", std::to_string(event_cost_ns));
-  format::append_pod(payload, static_cast<uint32_t>(run_info.size()));
-  for (const auto& [key, value] : run_info) {
-    format::append_sized_string(payload, key);
-    format::append_sized_string(payload, value);
-  }
-  format::append_chunk(buffer_, format::ChunkType::kRunInfo, payload);
+  append_run_info_chunk(buffer_, run_info);
   format::ClockSync sync = take_clock_sync();
   format::append_chunk(buffer_, format::ChunkType::kClockSync,
                        std::string_view(reinterpret_cast<const char*>(&sync), sizeof(sync)));
@@ -183,6 +189,11 @@ void StreamWriter::drain(bool final_round) {
   format::ClockSync sync = take_clock_sync();
   format::append_chunk(tail, format::ChunkType::kClockSync,
                        std::string_view(reinterpret_cast<const char*>(&sync), sizeof(sync)));
+  // Outside the registry lock: the callback may take locks of its own.
+  if (final_round && final_run_info_) {
+    auto entries = final_run_info_();
+    if (!entries.empty()) append_run_info_chunk(tail, entries);
+  }
   {
     std::lock_guard lock(reg.mutex);
     // Forget threads that have exited and have nothing left to stream, keeping their

@@ -40,6 +40,7 @@ class StreamWriter {
   std::unique_ptr<ByteSink> sink_;
   uint32_t flush_interval_ms_;
   double event_cost_ns_;
+  std::function<std::vector<std::pair<std::string, std::string>>()> final_run_info_;
   std::optional<std::string> error_;
   size_t names_written_ = 0;
   std::string buffer_;  // file header, run info, names, threads: whatever precedes events

@@ -5,6 +5,8 @@
 
 #include <cstdio>
 
+#include "collect/metric_costs.hpp"
+#include "collect/sampler.hpp"
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
 #include "record/recorder.hpp"
@@ -20,6 +22,7 @@ struct Session::State {
   std::string error;
   uint64_t events_dropped = 0;
   std::string native_bytes;
+  std::unique_ptr<collect::Sampler> sampler;
 };
 
 Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
@@ -37,6 +40,7 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   record::RecordingOptions recording;
   recording.buffer_bytes = state_->options.buffer_bytes;
   recording.flush_interval_ms = state_->options.flush_interval_ms;
+  recording.final_run_info = collect::metric_run_info;
   // The file is opened (and truncated) only once the recorder has accepted the session.
   auto open_sink = [this](std::string* error) -> std::unique_ptr<record::ByteSink> {
     if (state_->stream_path.empty()) return std::make_unique<record::MemorySink>();
@@ -46,8 +50,12 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
     state_->error = *problem;
     return;
   }
+  collect::reset_metric_costs();
   state_->running = true;
   state_->owner_pid = getpid();
+  if (state_->options.sample_interval_ms > 0)
+    state_->sampler = std::make_unique<collect::Sampler>(
+        collect::SamplerOptions{std::chrono::milliseconds(state_->options.sample_interval_ms)});
 }
 
 Session::~Session() { stop(); }
@@ -65,7 +73,11 @@ bool Session::stop() {
   state_->running = false;
   // In a forked child the recorder was switched off at fork and the output belongs to the
   // parent: finishing it here would clobber the parent's file.
-  if (getpid() != state_->owner_pid) return ok();
+  if (getpid() != state_->owner_pid) {
+    static_cast<void>(state_->sampler.release());  // its thread exists in the parent only
+    return ok();
+  }
+  state_->sampler.reset();  // its last samples land before the recording ends
   record::StopResult result = record::stop_recording();
   state_->events_dropped = result.events_dropped;
   if (result.error) state_->error = *result.error;
