@@ -49,10 +49,12 @@ _Callable = TypeVar("_Callable", bound=Callable[..., Any])
 @overload
 def trace(function: _Callable, /) -> _Callable: ...
 @overload
-def trace(name: str | None = None, /, *, category: str = "python") -> Callable[[_Callable], _Callable]: ...
+def trace(name: str | None = None, /, *, category: str = "python",
+          metrics: list[str] | tuple[str, ...] | None = None) -> Callable[[_Callable], _Callable]: ...
 
 
-def trace(function_or_name: Any = None, /, *, category: str = "python") -> Any:
+def trace(function_or_name: Any = None, /, *, category: str = "python",
+          metrics: list[str] | tuple[str, ...] | None = None) -> Any:
     """Records a span around each call of the decorated function.
 
     ``@opsight.trace`` names the span after the function's ``__qualname__``;
@@ -61,18 +63,20 @@ def trace(function_or_name: Any = None, /, *, category: str = "python") -> Any:
     asyncio task's own track), generators (one span per resume) and async generators (one
     span per step). Behaviour is unchanged: same results, same exceptions (recorded on the
     span as ``exception.type``/``exception.message``), ``functools.wraps`` metadata.
+    ``@opsight.trace(metrics=["cpu", "memory"])`` also measures those metrics per call
+    (docs/metrics.md).
     """
     # A classmethod object is not callable (a staticmethod is, since 3.10), yet
     # ``@opsight.trace`` above ``@classmethod`` must wrap it rather than take it for a name.
     if (callable(function_or_name) or isinstance(function_or_name, (staticmethod, classmethod))) \
             and not isinstance(function_or_name, str):
-        return _wrap(function_or_name, None, category)
+        return _wrap(function_or_name, None, category, metrics)
     name = function_or_name
     if name is not None and not isinstance(name, str):
         raise TypeError(f"opsight.trace: expected a callable or a span name, got {name!r}")
 
     def decorate(function: _Callable) -> _Callable:
-        return _wrap(function, name, category)
+        return _wrap(function, name, category, metrics)
 
     return decorate
 

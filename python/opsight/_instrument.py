@@ -225,7 +225,7 @@ class Instrumenter:
             span_name = getattr(inner, "__qualname__", name) if getattr(inner, "__name__", None) == name else name
         else:
             span_name = f"{owner.__qualname__}.{name}"
-        replacement = wrap(original, span_name)
+        replacement = wrap(original, span_name, metrics=target.metrics)
         owner_had_attribute = name in vars(owner)
         try:
             setattr(owner, name, replacement)

@@ -21,6 +21,7 @@ import time
 from typing import IO, Any, Callable
 
 from . import _native, _session_state
+from ._metrics import parse_metrics, set_session_metrics
 from ._analysis import TraceAnalyses
 from ._span import Span
 
@@ -41,6 +42,8 @@ class Profile(TraceAnalyses):
         store: bool | str | os.PathLike = False,
         name: str | None = None,
         tags: dict[str, str] | None = None,
+        metrics: list[str] | tuple[str, ...] | None = None,
+        sample_ms: int = 0,
     ) -> None:
         self.output = os.fspath(output) if output is not None else None
         # Run store (docs/store.md): True saves the trace as a run in the default store when
@@ -52,6 +55,14 @@ class Profile(TraceAnalyses):
         self.saved_run: dict[str, Any] | None = None
         self.buffer_mb = buffer_mb
         self.flush_interval_ms = flush_interval_ms
+        # Metrics every traced function and span measures while this profile records, and
+        # the background sampler's interval (0: off); docs/metrics.md.
+        self.metrics = tuple(metrics or ())
+        parse_metrics(self.metrics)  # an unknown name fails here, before anything starts
+        if not isinstance(sample_ms, int) or sample_ms < 0:
+            raise ValueError(f"opsight.profile: sample_ms must be an integer >= 0, got {sample_ms!r}")
+        self.sample_ms = sample_ms
+        self._previous_metrics: Any = None
         self.label = label
         self._session: Any = None
         self._trace: Any = None
@@ -66,9 +77,13 @@ class Profile(TraceAnalyses):
             self._outer_span = Span(self.label, category="record")
             self._outer_span.__enter__()
             return self
-        session = _native.Session(self.output or "", self.buffer_mb, self.flush_interval_ms)
+        session = _native.Session(self.output or "", self.buffer_mb, self.flush_interval_ms,
+                                  self.sample_ms)
         if not session.ok:
             raise RuntimeError(f"opsight.profile: {session.error}")
+        if self.metrics:
+            self._previous_metrics = _native.session_metrics()
+            set_session_metrics(self.metrics)
         self._session = session
         _session_state.session = session
         self._begin_ns = time.monotonic_ns()
@@ -86,6 +101,9 @@ class Profile(TraceAnalyses):
             _session_state.session_stopping()
             _session_state.session = None
         end_ns = time.monotonic_ns()
+        if self._previous_metrics is not None:
+            _native.set_session_metrics(*self._previous_metrics)
+            self._previous_metrics = None
         ok = session.stop()
         if session.events_dropped:
             print(

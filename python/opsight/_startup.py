@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -37,6 +38,23 @@ def _is_opsight_command() -> bool:
         if argument == "-m" and argv[index + 1] in ("opsight", "opsight.cli"):
             return True
     return False
+
+
+def _environment_integer(name: str, default: int, lowest: int, highest: int) -> int:
+    """The integer in environment variable ``name``, or ``default`` (with a warning if the
+    variable holds anything but an integer from ``lowest`` to ``highest``)."""
+    text = os.environ.get(name)
+    if not text:
+        return default
+    try:
+        value = int(text)
+        if lowest <= value <= highest:
+            return value
+    except ValueError:
+        pass
+    print(f"opsight: ignoring {name}={text} (not an integer from {lowest} to {highest})",
+          file=sys.stderr)
+    return default
 
 
 def output_path_for_this_process(path: str) -> str:
@@ -80,20 +98,20 @@ class _Activation:
         from . import _native, _session_state
 
         path = output_path_for_this_process(os.environ["OPSIGHT_OUTPUT"])
-        buffer_mb = 64
-        if "OPSIGHT_BUFFER_MB" in os.environ:
-            try:
-                buffer_mb = int(os.environ["OPSIGHT_BUFFER_MB"])
-                if not 1 <= buffer_mb <= 1 << 20:
-                    raise ValueError
-            except ValueError:
-                print(f"opsight: ignoring OPSIGHT_BUFFER_MB={os.environ['OPSIGHT_BUFFER_MB']} "
-                      "(not an integer from 1 to 1048576)", file=sys.stderr)
-                buffer_mb = 64
-        session = _native.Session(path, buffer_mb)
+        buffer_mb = _environment_integer("OPSIGHT_BUFFER_MB", 64, 1, 1 << 20)
+        sample_ms = _environment_integer("OPSIGHT_SAMPLE_MS", 0, 0, 3_600_000)
+        session = _native.Session(path, buffer_mb, sample_interval_ms=sample_ms)
         if not session.ok:
             print(f"opsight: OPSIGHT_OUTPUT: {session.error}", file=sys.stderr)
             return False
+        if os.environ.get("OPSIGHT_METRICS"):
+            from ._metrics import set_session_metrics
+
+            names = [name for name in re.split(r"[,;\s]+", os.environ["OPSIGHT_METRICS"]) if name]
+            try:
+                set_session_metrics(names)
+            except ValueError as error:
+                print(f"opsight: ignoring OPSIGHT_METRICS: {error}", file=sys.stderr)
         self.session = session
         _session_state.session = session
         self.finished = False

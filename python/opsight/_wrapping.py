@@ -26,9 +26,11 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from typing import Any, Callable
+import warnings
+from typing import Any, Callable, Iterable
 
 from . import _native
+from ._metrics import parse_metrics
 
 #: The category of spans of wrapped Python callables.
 PYTHON_CATEGORY = "python"
@@ -66,15 +68,24 @@ def unwrap(function: Any) -> Any:
     return function
 
 
-def wrap(function: Any, name: str | None = None, category: str = PYTHON_CATEGORY) -> Any:
-    """Returns a traced twin of ``function`` that records a span named ``name``."""
+def wrap(function: Any, name: str | None = None, category: str = PYTHON_CATEGORY,
+         metrics: Iterable[str] | None = None) -> Any:
+    """Returns a traced twin of ``function`` that records a span named ``name``.
+
+    ``metrics`` (names from opsight._metrics.METRIC_NAMES) are measured per call of plain
+    functions; generators and coroutines record latency only (their other metrics would
+    mix in whatever else their thread runs while they are suspended).
+    """
     if isinstance(function, (staticmethod, classmethod)):
-        return type(function)(wrap(function.__func__, name, category))
+        return type(function)(wrap(function.__func__, name, category, metrics))
     if is_traced(function):
         return function
     if not callable(function):
         raise TypeError(f"opsight: cannot trace {function!r}: it is not callable")
     span_name = name if name is not None else default_name(function)
+    if metrics and (inspect.iscoroutinefunction(function) or inspect.isasyncgenfunction(function)
+                    or inspect.isgeneratorfunction(function)):
+        _warn_latency_only(span_name, metrics)
     identifier = name_id(span_name, category)
     if inspect.iscoroutinefunction(function):
         wrapper = _wrap_coroutine_function(function, identifier)
@@ -85,13 +96,25 @@ def wrap(function: Any, name: str | None = None, category: str = PYTHON_CATEGORY
         if getattr(getattr(function, "__code__", None), "co_flags", 0) & inspect.CO_ITERABLE_COROUTINE:
             wrapper = types.coroutine(wrapper)  # a @types.coroutine generator stays awaitable
     else:
-        wrapper = _native.TracedFunction(function, identifier)
+        groups, heap = parse_metrics(metrics)
+        wrapper = _native.TracedFunction(function, identifier, groups, heap)
         _copy_metadata(wrapper, function)
         return wrapper
     _copy_metadata(wrapper, function)
     wrapper._opsight_wrapped = function
     wrapper._opsight_name_id = identifier
     return wrapper
+
+
+def _warn_latency_only(span_name: str, metrics: Iterable[str]) -> None:
+    asked = [metric for metric in metrics if metric != "latency"]
+    if asked:
+        warnings.warn(
+            f"opsight: {span_name} is a generator or coroutine function: it records latency "
+            f"only, not {', '.join(asked)} (docs/metrics.md)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _copy_metadata(wrapper: Any, function: Any) -> None:

@@ -23,6 +23,7 @@ import glob
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -122,6 +123,11 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="format of the printed reports (default: %(default)s)")
     parser.add_argument("--max-roots", type=int, default=20, help="roots shown by the tree")
     parser.add_argument("--buffer-mb", type=int, help="recording memory per process (MiB)")
+    parser.add_argument("--metrics", metavar="NAMES",
+                        help="metrics every traced function measures, e.g. cpu,memory "
+                             "(latency, cpu, memory, heap, disk, network, gpu; docs/metrics.md)")
+    parser.add_argument("--sample-ms", type=int, default=100, metavar="MS",
+                        help="sample process and GPU counters every MS ms (0: off; default 100)")
     parser.add_argument("--name", help="name of the run in the run store (default: the script's)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                         help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
@@ -207,6 +213,16 @@ def run_command(arguments: list[str]) -> int:
         environment["OPSIGHT_MAIN_ALIASES"] = os.path.splitext(os.path.basename(script))[0]
     if options.buffer_mb:
         environment["OPSIGHT_BUFFER_MB"] = str(options.buffer_mb)
+    environment["OPSIGHT_SAMPLE_MS"] = str(max(options.sample_ms, 0))
+    if options.metrics:
+        from ._metrics import metric_problem
+
+        names = [name for name in re.split(r"[,;\s]+", options.metrics) if name]
+        problems = [problem for problem in map(metric_problem, names) if problem]
+        if problems:
+            print(f"opsight run: --metrics: {problems[0]}", file=sys.stderr)
+            return USAGE_ERROR
+        environment["OPSIGHT_METRICS"] = ",".join(names)
     options.program_command = command
     options.script = script
     try:

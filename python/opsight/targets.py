@@ -38,6 +38,8 @@ from typing import Any, Iterator
 
 import yaml
 
+from ._metrics import metric_problem
+
 __all__ = ["Target", "TargetsError", "load_targets", "parse_targets", "FORMATS"]
 
 #: The formats ``parse_targets`` accepts for its ``format`` argument.
@@ -928,7 +930,7 @@ def _metric_problem(name: str, earlier: list[str]) -> str | None:
         return f"{name!r} is not a metric name (no spaces, ';' or ',')"
     if name in earlier:
         return f"metric {name!r} is listed twice"
-    return None
+    return metric_problem(name)
 
 
 def _check_duplicate(target: Target, seen: dict[tuple, Target]) -> None:

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
 
 namespace opsight::python {
@@ -89,6 +90,50 @@ struct TracedFunction {
   PyObject* dict;
   PyObject* weakrefs;
   NameId name_id;
+  uint32_t metrics;  // opsight::MetricGroup bits measured per call
+  bool heap;         // also the Python heap (tracemalloc, through the heap hooks)
+};
+
+// ---- Metrics ------------------------------------------------------------------------------
+
+// What every traced call measures on top of its own metrics (opsight.profile(metrics=...)).
+uint32_t g_session_metrics = 0;
+bool g_session_heap = false;
+// The Python heap metric's start() -> token and finish(token), from opsight._metrics.
+PyObject* g_heap_start = nullptr;
+PyObject* g_heap_finish = nullptr;
+
+// Calls `callable(argument)` (or with no argument) leaving any pending exception as it was;
+// returns the result (a new reference) or nullptr, never with an error set.
+PyObject* call_keeping_error(PyObject* callable, PyObject* argument) {
+  if (callable == nullptr) return nullptr;
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyObject* result =
+      argument == nullptr ? PyObject_CallNoArgs(callable) : PyObject_CallOneArg(callable, argument);
+  if (result == nullptr) PyErr_WriteUnraisable(callable);
+  PyErr_Restore(type, value, traceback);
+  return result;
+}
+
+// The readings a traced call takes at its start, finished before its span ends.
+struct CallMetrics {
+  opsight::MetricStart native;
+  PyObject* heap_token = nullptr;
+
+  void start(uint32_t metrics, bool heap) {
+    if (heap) heap_token = call_keeping_error(g_heap_start, nullptr);
+    if (metrics != 0) native = opsight::start_metrics(metrics);
+  }
+  void finish() {
+    opsight::finish_metrics(native);
+    if (heap_token != nullptr) {
+      Py_XDECREF(call_keeping_error(g_heap_finish, heap_token));
+      Py_DECREF(heap_token);
+    }
+  }
 };
 
 PyObject* traced_function_call(PyObject* callable, PyObject* const* args, size_t nargsf,
@@ -96,6 +141,17 @@ PyObject* traced_function_call(PyObject* callable, PyObject* const* args, size_t
   auto* self = reinterpret_cast<TracedFunction*>(callable);
   if (!tracing_active()) return PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
   bool recorded = opsight::begin(self->name_id);
+  uint32_t metrics = self->metrics | g_session_metrics;
+  bool heap = self->heap || g_session_heap;
+  if (recorded && (metrics != 0 || heap)) [[unlikely]] {
+    CallMetrics measured;
+    measured.start(metrics, heap);
+    PyObject* result = PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
+    if (result == nullptr) record_pending_exception();
+    measured.finish();
+    opsight::end();
+    return result;
+  }
   PyObject* result = PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
   if (recorded) {
     if (result == nullptr) record_pending_exception();
@@ -110,9 +166,12 @@ PyTypeObject g_traced_callable_type{};  // likewise
 PyObject* traced_function_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* wrapped = nullptr;
   unsigned int name_id = 0;
-  static const char* keywords[] = {"wrapped", "name_id", nullptr};
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI:TracedFunction", const_cast<char**>(keywords),
-                                   &wrapped, &name_id))
+  unsigned int metrics = 0;
+  int heap = 0;
+  static const char* keywords[] = {"wrapped", "name_id", "metrics", "heap", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OI|Ip:TracedFunction",
+                                   const_cast<char**>(keywords), &wrapped, &name_id, &metrics,
+                                   &heap))
     return nullptr;
   if (!PyCallable_Check(wrapped)) {
     PyErr_Format(PyExc_TypeError, "TracedFunction: %R is not callable", wrapped);
@@ -133,6 +192,8 @@ PyObject* traced_function_new(PyTypeObject* type, PyObject* args, PyObject* kwar
   self->dict = nullptr;
   self->weakrefs = nullptr;
   self->name_id = name_id;
+  self->metrics = metrics;
+  self->heap = heap != 0;
   PyObject_GC_Track(self);
   return reinterpret_cast<PyObject*>(self);
 }
@@ -723,6 +784,20 @@ bool ready_and_add(PyObject* module, PyTypeObject* type, const char* name) {
 
 void set_python_tracing_enabled(bool enabled) { g_tracing_enabled = enabled; }
 bool python_tracing_enabled() { return g_tracing_enabled; }
+
+void set_session_metrics(uint32_t metrics, bool heap) {
+  g_session_metrics = metrics;
+  g_session_heap = heap;
+}
+uint32_t session_metrics() { return g_session_metrics; }
+bool session_heap() { return g_session_heap; }
+
+void set_heap_hooks(PyObject* start, PyObject* finish) {
+  Py_XINCREF(start);
+  Py_XINCREF(finish);
+  Py_XSETREF(g_heap_start, start);
+  Py_XSETREF(g_heap_finish, finish);
+}
 void reset_task_tracks() { g_named_tracks.clear(); }
 
 bool add_traced_callable_types(PyObject* module) {

@@ -31,6 +31,15 @@ bool add_traced_callable_types(PyObject* module);
 void set_python_tracing_enabled(bool enabled);
 bool python_tracing_enabled();
 
+// Metrics every traced call measures on top of its own (opsight.MetricGroup bits, and the
+// Python heap), for opsight.profile(metrics=...). GIL-protected.
+void set_session_metrics(uint32_t metrics, bool heap);
+uint32_t session_metrics();
+bool session_heap();
+// The Python heap metric's start() -> token and finish(token) (opsight._metrics); both
+// called with the GIL, around the call, only when a call measures the heap.
+void set_heap_hooks(PyObject* start, PyObject* finish);
+
 // Forgets which asyncio tasks have a named track (a new session names them again).
 void reset_task_tracks();
 

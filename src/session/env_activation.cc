@@ -1,7 +1,8 @@
 // OPSIGHT_OUTPUT=path in the environment records the whole run of any program linked
 // with the opsight shared library, with no code change: a session starts when the library
 // loads and the file is written when the program exits (the Furiosa profiler's env
-// activation). OPSIGHT_BUFFER_MB bounds the memory it may use.
+// activation). OPSIGHT_BUFFER_MB bounds the memory it may use; OPSIGHT_SAMPLE_MS=N samples
+// process and GPU counters every N ms (docs/metrics.md).
 //
 // Child processes inherit the variable. So that a traced child never overwrites its
 // parent's file, "%p" in the path becomes the process id, and a process that finds
@@ -14,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "opsight/opsight.hpp"
@@ -54,6 +56,20 @@ std::string output_path_for_this_process(std::string path) {
   return path;
 }
 
+// The integer in environment variable `name` if it is one from `lowest` to `highest`;
+// nullopt (with a warning when the variable is set) otherwise.
+std::optional<unsigned long long> environment_integer(const char* name, unsigned long long lowest,
+                                                      unsigned long long highest) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return std::nullopt;
+  char* end = nullptr;
+  unsigned long long value = std::strtoull(text, &end, 10);
+  if (end != text && *end == '\0' && value >= lowest && value <= highest) return value;
+  std::fprintf(stderr, "opsight: ignoring %s=%s (not an integer from %llu to %llu)\n", name, text,
+               lowest, highest);
+  return std::nullopt;
+}
+
 __attribute__((constructor)) void start_environment_session() {
   const char* output = std::getenv("OPSIGHT_OUTPUT");
   if (output == nullptr || *output == '\0') return;
@@ -61,16 +77,10 @@ __attribute__((constructor)) void start_environment_session() {
   options.output = output_path_for_this_process(output);
   if (std::getenv("OPSIGHT_OUTPUT_OWNER") == nullptr)
     setenv("OPSIGHT_OUTPUT_OWNER", std::to_string(getpid()).c_str(), 1);
-  if (const char* buffer_mb = std::getenv("OPSIGHT_BUFFER_MB")) {
-    char* end = nullptr;
-    unsigned long long megabytes = std::strtoull(buffer_mb, &end, 10);
-    if (end != buffer_mb && *end == '\0' && megabytes > 0 && megabytes <= (1ull << 20))
-      options.buffer_bytes = static_cast<size_t>(megabytes) << 20;
-    else
-      std::fprintf(stderr,
-                   "opsight: ignoring OPSIGHT_BUFFER_MB=%s (not an integer from 1 to 1048576)\n",
-                   buffer_mb);
-  }
+  if (auto megabytes = environment_integer("OPSIGHT_BUFFER_MB", 1, 1ull << 20))
+    options.buffer_bytes = static_cast<size_t>(*megabytes) << 20;
+  if (auto sample_ms = environment_integer("OPSIGHT_SAMPLE_MS", 0, 3'600'000))
+    options.sample_interval_ms = static_cast<uint32_t>(*sample_ms);
   auto* session = new Session(options);
   if (!session->ok()) {
     std::fprintf(stderr, "opsight: OPSIGHT_OUTPUT: %s\n", session->error().c_str());

@@ -1,0 +1,261 @@
+"""Metrics beyond latency for Python spans: names, the Python heap, socket byte counting.
+
+A span asks for metrics by name (``latency``, ``cpu``, ``memory``, ``heap``, ``disk``,
+``network``, ``gpu``). ``cpu``, ``memory``, ``disk``, ``network`` and ``gpu`` are read by
+the core (``opsight::start_metrics``); ``heap`` is Python's own allocator as tracemalloc
+sees it, measured here; ``network`` needs the bytes counted, which this module does by
+wrapping the Python socket methods (the kernel keeps no per-process socket counters).
+docs/metrics.md says what each measures, how exactly and at what cost.
+"""
+
+from __future__ import annotations
+
+import difflib
+import socket
+import threading
+import warnings
+from typing import Any, Iterable
+
+from . import _native
+
+# Every metric a span can ask for, in the order they are documented.
+METRIC_NAMES = ("latency", "cpu", "memory", "heap", "disk", "network", "gpu")
+
+
+def metric_problem(name: Any) -> str | None:
+    """Why ``name`` is not a metric name, or None if it is one."""
+    if not isinstance(name, str):
+        return f"expected a metric name (a string), got {type(name).__name__}"
+    if name in METRIC_NAMES:
+        return None
+    close = difflib.get_close_matches(name, METRIC_NAMES, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown metric '{name}'{hint}; expected one of {', '.join(METRIC_NAMES)}"
+
+
+def parse_metrics(names: Iterable[str] | str | None) -> tuple[int, bool]:
+    """``["cpu", "heap"]`` -> (the core's group bits, whether the heap is measured).
+
+    Raises ValueError naming an unknown metric. Asking for ``network`` starts counting
+    socket bytes; asking for ``heap`` starts tracemalloc (see :func:`_start_heap_tracing`).
+    """
+    if names is None:
+        return 0, False
+    if isinstance(names, str):
+        names = [names]
+    groups = 0
+    heap = False
+    for name in names:
+        problem = metric_problem(name)
+        if problem:
+            raise ValueError(f"opsight: {problem}")
+        if name == "heap":
+            heap = True
+        elif name != "latency":
+            groups |= _native.metric_group_from_name(name)
+    if groups & _native.metric_group_from_name("network"):
+        count_socket_bytes()
+    if heap:
+        _start_heap_tracing()
+    return groups, heap
+
+
+def set_session_metrics(names: Iterable[str] | str | None) -> None:
+    """Makes every traced function and span measure ``names`` too (until reset with None)."""
+    groups, heap = parse_metrics(names)
+    _native.set_session_metrics(groups, heap)
+
+
+class SpanMetrics:
+    """The readings one span took at its start; :meth:`finish` adds the metrics to it."""
+
+    __slots__ = ("_native_start", "_heap_token")
+
+    def __init__(self, groups: int, heap: bool) -> None:
+        session_groups, session_heap = _native.session_metrics()
+        groups |= session_groups
+        self._heap_token = _heap_start() if (heap or session_heap) else None
+        self._native_start = _native.start_metrics(groups) if groups else None
+
+    def finish(self) -> None:
+        if self._native_start is not None:
+            _native.finish_metrics(self._native_start)
+        if self._heap_token is not None:
+            _heap_finish(self._heap_token)
+
+
+def wants_metrics(groups: int, heap: bool) -> bool:
+    """Whether a span with these metrics (plus the session's) measures anything."""
+    session_groups, session_heap = _native.session_metrics()
+    return bool(groups or heap or session_groups or session_heap)
+
+
+# --- The Python heap (tracemalloc) -------------------------------------------------------
+#
+# tracemalloc keeps one peak for the whole interpreter, which can be reset. As with the
+# core's RSS peak, a span resets it at its start, and every reset and every end first folds
+# the peak reached so far into all open heap spans, so nested and concurrent spans keep
+# exact peaks.
+
+_heap_lock = threading.Lock()
+_open_heap_peaks: dict[int, int] = {}  # token -> the peak of traced memory seen so far
+_next_heap_token = 0
+_heap_started_by_opsight = False
+
+
+def _start_heap_tracing() -> None:
+    global _heap_started_by_opsight
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        tracemalloc.start()
+        _heap_started_by_opsight = True
+        warnings.warn(
+            "opsight: the heap metric started tracemalloc, which slows Python allocations "
+            "down (see docs/metrics.md)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    _native.set_heap_hooks(_heap_start, _heap_finish)
+
+
+def _fold(peak: int) -> None:
+    for token, seen in _open_heap_peaks.items():
+        if peak > seen:
+            _open_heap_peaks[token] = peak
+
+
+def _heap_start() -> Any:
+    import tracemalloc
+
+    global _next_heap_token
+    began = _native.metric_ticks()
+    if not tracemalloc.is_tracing():
+        return None
+    with _heap_lock:
+        current, peak = tracemalloc.get_traced_memory()
+        _fold(peak)
+        tracemalloc.reset_peak()
+        _next_heap_token += 1
+        token = _next_heap_token
+        _open_heap_peaks[token] = current
+    _native.account_metric_cost("heap", 1, _native.metric_ticks() - began)
+    return (token, current)
+
+
+def _heap_finish(started: Any) -> None:
+    import tracemalloc
+
+    if started is None:
+        return
+    began = _native.metric_ticks()
+    token, start_bytes = started
+    current, peak = tracemalloc.get_traced_memory()
+    with _heap_lock:
+        _fold(peak)
+        span_peak = max(_open_heap_peaks.pop(token, current), current)
+    _native.add_arg("metric.heap_delta_bytes", current - start_bytes)
+    _native.add_arg("metric.heap_peak_bytes", span_peak - start_bytes)
+    _native.account_metric_cost("heap", 1, _native.metric_ticks() - began)
+
+
+# --- Socket bytes ------------------------------------------------------------------------
+#
+# Every send and receive method of socket.socket (and ssl.SSLSocket, whose methods
+# override them) is wrapped to count the bytes it moved on the calling thread. This sees
+# all I/O done through Python sockets (asyncio, http.client, requests, urllib3, ...); it
+# does not see sockets that native code drives itself (gRPC's C core, NCCL, libcurl).
+
+_SEND_METHODS = ("send", "sendto", "sendmsg")
+_RECEIVE_METHODS = ("recv", "recvfrom", "recvmsg")
+_RECEIVE_INTO_METHODS = ("recv_into", "recvfrom_into", "recvmsg_into")
+_counting_lock = threading.Lock()
+_counted_classes: list[type] = []
+
+
+def _byte_count(data: Any) -> int:
+    try:
+        return memoryview(data).nbytes
+    except TypeError:
+        return len(data)
+
+
+def _counted_here(sock: Any, encrypted_only: bool) -> bool:
+    # An SSLSocket that is not (yet) encrypted passes its I/O on to socket.socket's
+    # methods, which count it already.
+    return not encrypted_only or getattr(sock, "_sslobj", None) is not None
+
+
+def _counting_send(original: Any, encrypted_only: bool) -> Any:
+    def send(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        if isinstance(result, int) and result > 0 and _counted_here(self, encrypted_only):
+            _native.count_network_bytes(result, 0)
+        return result
+
+    return send
+
+
+def _counting_sendall(original: Any, encrypted_only: bool) -> Any:
+    def sendall(self, data, *args, **kwargs):
+        result = original(self, data, *args, **kwargs)
+        if _counted_here(self, encrypted_only):
+            _native.count_network_bytes(_byte_count(data), 0)
+        return result
+
+    return sendall
+
+
+def _counting_receive(original: Any, encrypted_only: bool) -> Any:
+    def receive(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        data = result[0] if isinstance(result, tuple) else result
+        if data and _counted_here(self, encrypted_only):
+            _native.count_network_bytes(0, len(data))
+        return result
+
+    return receive
+
+
+def _counting_receive_into(original: Any, encrypted_only: bool) -> Any:
+    def receive_into(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        count = result[0] if isinstance(result, tuple) else result
+        if isinstance(count, int) and count > 0 and _counted_here(self, encrypted_only):
+            _native.count_network_bytes(0, count)
+        return result
+
+    return receive_into
+
+
+def count_socket_bytes() -> None:
+    """Starts counting the bytes of every Python socket (once; stays for the process)."""
+    import ssl
+
+    with _counting_lock:
+        for cls in (socket.socket, ssl.SSLSocket):
+            if cls in _counted_classes:
+                continue
+            for name, make in (
+                *((method, _counting_send) for method in _SEND_METHODS),
+                ("sendall", _counting_sendall),
+                *((method, _counting_receive) for method in _RECEIVE_METHODS),
+                *((method, _counting_receive_into) for method in _RECEIVE_INTO_METHODS),
+            ):
+                encrypted_only = cls is not socket.socket
+                # SSLSocket's own methods only: those it inherits are counted already.
+                original = getattr(cls, name, None) if not encrypted_only else cls.__dict__.get(name)
+                if original is None:
+                    continue
+                wrapper = make(original, encrypted_only)
+                wrapper.__name__ = name
+                wrapper.__qualname__ = f"{cls.__name__}.{name}"
+                wrapper.__doc__ = getattr(original, "__doc__", None)
+                wrapper._opsight_counts_bytes = True
+                setattr(cls, name, wrapper)
+            _counted_classes.append(cls)
+
+
+def counting_socket_bytes() -> bool:
+    """Whether socket bytes are being counted."""
+    return socket.socket in _counted_classes
