@@ -141,6 +141,35 @@ class TraceAnalyses:
     def print_critical_path(self, *, limit: int = 0, file: IO[str] | None = None) -> None:
         self._print("critical_path", file, limit=limit)
 
+    # ---- metrics beyond latency (docs/metrics.md) ---------------------------------------
+    def span_metrics(self) -> list[dict[str, Any]]:
+        """Per span name and metric (``opsight report --metrics``): ``name``, ``metric``
+        (without the ``metric.`` prefix: ``cpu_ns``, ``rss_delta_bytes``...), ``unit``,
+        ``count``, ``total``, ``mean``, ``min``, ``p50``, ``p90``, ``p99``, ``max`` in the
+        metric's unit. Empty when no span carries metrics."""
+        return self._data("metrics")["span_metrics"]
+
+    #: ``metrics()`` is ``span_metrics()``.
+    metrics = span_metrics
+
+    def counters(self) -> list[dict[str, Any]]:
+        """Per counter track the sampler (or ``opsight.counter``) recorded: ``name``,
+        ``pid``, ``unit``, ``samples``, ``min``, ``mean`` (time-weighted), ``max``,
+        ``last``, ``first_ns`` and ``last_ns`` (from the start of the trace)."""
+        return self._data("metrics")["counters"]
+
+    def counters_dataframe(self) -> Any:
+        """One row per counter sample, in time order: ``ts_ns`` (the trace's clock, as the
+        ``start`` column of :meth:`dataframe`), ``track``, ``pid``, ``unit``, ``value``.
+        ``frame.pivot_table(index="ts_ns", columns="track", values="value")`` gives one
+        column per track."""
+        return _pandas().DataFrame(self.trace.counter_columns())
+
+    def print_metrics(self, *, limit: int = 0, file: IO[str] | None = None) -> None:
+        """Counter tracks, the metrics per span and what they cost, as text (``opsight
+        report --metrics``)."""
+        self._print("metrics", file, limit=limit)
+
 
 class TraceFile(TraceAnalyses):
     """A trace read from a file (``.opsight``, Chrome JSON, PyTorch profiler, ONNX Runtime)
@@ -169,7 +198,12 @@ class TraceFile(TraceAnalyses):
         under each (0: all; deeper spans are folded into a "+N nested" count)."""
         self._print("tree", file, max_roots=max_roots, max_depth=max_depth)
 
+
     def dataframe(self) -> Any:
+        """One row per span: trace_id, span_id, parent_span_id, name, category, thread, pid,
+        tid, start, end, dur (ns), depth, unfinished, then one column per attribute, and one
+        float column per metric named without its prefix (``cpu_ns``, ``rss_delta_bytes``,
+        ...; NaN where a span has none)."""
         from ._profile import spans_dataframe
         return spans_dataframe(self.trace)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import difflib
 import socket
+import sys
 import threading
-import warnings
 from typing import Any, Iterable
 
 from . import _native
@@ -110,12 +110,8 @@ def _start_heap_tracing() -> None:
     if not tracemalloc.is_tracing():
         tracemalloc.start()
         _heap_started_by_opsight = True
-        warnings.warn(
-            "opsight: the heap metric started tracemalloc, which slows Python allocations "
-            "down (see docs/metrics.md)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        print("opsight: the heap metric started tracemalloc, which slows Python "
+              "allocations down (docs/metrics.md)", file=sys.stderr)
     _native.set_heap_hooks(_heap_start, _heap_finish)
 
 

@@ -57,8 +57,8 @@ class Profile(TraceAnalyses):
         self.flush_interval_ms = flush_interval_ms
         # Metrics every traced function and span measures while this profile records, and
         # the background sampler's interval (0: off); docs/metrics.md.
-        self.metrics = tuple(metrics or ())
-        parse_metrics(self.metrics)  # an unknown name fails here, before anything starts
+        self.metric_names = tuple(metrics or ())
+        parse_metrics(self.metric_names)  # an unknown name fails here, before anything starts
         if not isinstance(sample_ms, int) or sample_ms < 0:
             raise ValueError(f"opsight.profile: sample_ms must be an integer >= 0, got {sample_ms!r}")
         self.sample_ms = sample_ms
@@ -81,9 +81,9 @@ class Profile(TraceAnalyses):
                                   self.sample_ms)
         if not session.ok:
             raise RuntimeError(f"opsight.profile: {session.error}")
-        if self.metrics:
+        if self.metric_names:
             self._previous_metrics = _native.session_metrics()
-            set_session_metrics(self.metrics)
+            set_session_metrics(self.metric_names)
         self._session = session
         _session_state.session = session
         self._begin_ns = time.monotonic_ns()
@@ -285,7 +285,7 @@ def spans_dataframe(trace: Any) -> Any:
         import pandas
     except ImportError as error:  # pragma: no cover - depends on the environment
         raise ImportError("opsight: dataframe() needs pandas (pip install pandas)") from error
-    columns = trace.slice_columns()
+    columns = trace.slice_columns(metric_columns=True)  # metrics: float columns, NaN if absent
     attributes = columns.pop("attributes")
     trace_id = columns.pop("trace_id")
     frame = pandas.DataFrame(columns)

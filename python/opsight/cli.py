@@ -43,10 +43,11 @@ Commands:
   bench    Benchmark a model (TorchScript, ONNX, module:factory) on a back-end and scenario:
            opsight bench model.onnx --backend ort-cpu --scenario server --qps 100 (docs/bench.md)
   report   Report a trace file or a stored run: --summary, --tree, --table, --merged-tree,
-           --breakdown SPAN, --ops, --critical-path
+           --breakdown SPAN, --ops, --critical-path, --metrics (counter tracks, span metrics)
   compare  Compare two runs or files per span and code path: opsight compare A B --fail-on-regression 5%
   compare-backends  Time a torch function on several back-ends, graph by graph, with cost per
            request: opsight compare-backends mymodels:make_predict --backends eager,inductor
+  devices  List the GPUs: memory, utilization, temperature, power, health (docs/devices.md)
   convert  Convert between .opsight and Chrome JSON
   demo     Profile and benchmark a small BERT-style model (--quickstart: the C++ example)
   save     Store trace file(s) as a run in the run store ($OPSIGHT_HOME, default ~/.opsight)

@@ -4,22 +4,29 @@
 // bound with nanobind. The Python package (python/opsight/) is the only intended caller.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "analyze/compare.hpp"
+#include "analyze/metrics.hpp"
 #include "io/io.hpp"
+#include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
 #include "recorder_api.h"
 #include "report/report.hpp"
 #include "store/run_store.hpp"
+#include "trace/metric_names.hpp"
 #include "trace/trace.hpp"
 #include "traced_callables.hpp"
 
@@ -74,9 +81,10 @@ std::string render(const LoadedTrace& loaded, std::string_view view, std::string
   }
   if (view == "operators") return report::render_operators(loaded.trace, options);
   if (view == "critical_path") return report::render_critical_path(loaded.trace, options);
-  throw std::invalid_argument(
-      "unknown report '" + std::string(view) +
-      "' (expected summary, tree, table, merged_tree, breakdown, operators or critical_path)");
+  if (view == "metrics") return report::render_metrics(loaded.trace, options);
+  throw std::invalid_argument("unknown report '" + std::string(view) +
+                              "' (expected summary, tree, table, merged_tree, breakdown, "
+                              "operators, critical_path or metrics)");
 }
 
 std::string compare_traces(const LoadedTrace& a, const LoadedTrace& b, double alpha,
@@ -123,14 +131,21 @@ nb::object arg_to_python(const trace::Trace& trace, const trace::ArgValue& value
 }
 
 // One entry per slice, as columns (lists) for a pandas DataFrame; attributes become one
-// column each, None where a slice lacks it.
-nb::dict slice_columns(const LoadedTrace& loaded) {
+// column each, None where a slice lacks it. With `metric_columns`, metrics ("metric.cpu_ns")
+// become float columns instead, named without the prefix ("cpu_ns"), NaN where a slice
+// lacks them (a metric whose name another attribute has keeps its prefix); without, they
+// are attributes like any other.
+nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
   const trace::Trace& trace = loaded.trace;
   const trace::SliceTable& slices = trace.slices;
   const size_t rows = slices.size();
   nb::list span_id, parent_span_id, name, category, thread, pid, tid, start, end, dur, depth,
       unfinished;
   nb::dict attributes;
+  const analyze::SliceMetricIndex metric_index(trace);
+  std::vector<std::vector<double>> metric_values(
+      metric_columns ? metric_index.names().size() : 0,
+      std::vector<double>(rows, std::numeric_limits<double>::quiet_NaN()));
   for (size_t row = 0; row < rows; ++row) {
     span_id.append(trace::span_id_to_hex(slices.span_id[row]));
     trace::RowIndex parent = slices.parent[row];
@@ -156,6 +171,13 @@ nb::dict slice_columns(const LoadedTrace& loaded) {
     depth.append(slices.depth[row]);
     unfinished.append((slices.flags[row] & trace::kSliceUnfinished) != 0);
     for (trace::RowIndex arg = slices.args_begin[row]; arg < slices.args_begin[row + 1]; ++arg) {
+      uint32_t metric = metric_index.metric_of_key(trace.slice_args.key[arg]);
+      if (metric_columns && metric != analyze::SliceMetricIndex::kNotAMetric) {
+        if (auto value = analyze::numeric_arg_value(trace.slice_args.value[arg])) {
+          metric_values[metric][row] = *value;
+          continue;
+        }
+      }
       std::string_view key = trace.strings.get(trace.slice_args.key[arg]);
       nb::str key_object(key.data(), key.size());
       if (!attributes.contains(key_object)) {
@@ -172,6 +194,15 @@ nb::dict slice_columns(const LoadedTrace& loaded) {
     nb::list column = nb::borrow<nb::list>(item.second);
     while (column.size() < rows) column.append(nb::none());
   }
+  for (size_t metric = 0; metric < metric_values.size(); ++metric) {
+    const std::string& metric_name = metric_index.names()[metric];
+    nb::str column_name(metric_name.c_str(), metric_name.size());
+    if (attributes.contains(column_name))
+      column_name = nb::str((std::string(trace::kMetricArgPrefix) + metric_name).c_str());
+    nb::list column;
+    for (double value : metric_values[metric]) column.append(nb::float_(value));
+    attributes[column_name] = column;
+  }
   nb::dict columns;
   columns["trace_id"] = trace.run.trace_id.to_hex();
   columns["span_id"] = span_id;
@@ -187,6 +218,46 @@ nb::dict slice_columns(const LoadedTrace& loaded) {
   columns["depth"] = depth;
   columns["unfinished"] = unfinished;
   columns["attributes"] = attributes;
+  return columns;
+}
+
+// Trace.counter_columns: one entry per counter sample, in time order (ties: track order),
+// as columns for a pandas DataFrame: ts_ns (the trace's clock, as slices' start), track
+// (its name), pid, unit (the track's, else the name's suffix: trace::metric_unit), value.
+nb::dict counter_columns(const LoadedTrace& loaded) {
+  const trace::Trace& trace = loaded.trace;
+  const trace::CounterTable& counters = trace.counters;
+  std::vector<size_t> order;
+  order.reserve(counters.size());
+  for (size_t row = 0; row < counters.size(); ++row)
+    if (counters.counter_track[row] < trace.counter_tracks.size()) order.push_back(row);
+  std::stable_sort(order.begin(), order.end(), [&counters](size_t a, size_t b) {
+    return std::tie(counters.ts[a], counters.counter_track[a]) <
+           std::tie(counters.ts[b], counters.counter_track[b]);
+  });
+  std::vector<nb::str> track_names, units;
+  for (const trace::CounterTrack& track : trace.counter_tracks) {
+    std::string_view track_name = trace.str(track.name);
+    std::string_view unit = trace.str(track.unit);
+    if (unit.empty()) unit = trace::metric_unit(track_name);
+    track_names.emplace_back(track_name.data(), track_name.size());
+    units.emplace_back(unit.data(), unit.size());
+  }
+  nb::list ts_ns, track, pid, unit, value;
+  for (size_t row : order) {
+    uint32_t index = counters.counter_track[row];
+    ts_ns.append(counters.ts[row]);
+    track.append(track_names[index]);
+    pid.append(trace.counter_tracks[index].pid);
+    unit.append(units[index]);
+    value.append(counters.value[row]);
+  }
+  nb::dict columns;
+  columns["ts_ns"] = ts_ns;
+  columns["track"] = track;
+  columns["pid"] = pid;
+  columns["unit"] = unit;
+  columns["value"] = value;
   return columns;
 }
 
@@ -302,20 +373,42 @@ NB_MODULE(_native, m) {
   m.def("set_thread_name", [](std::string_view name) { opsight::set_thread_name(name); });
   m.def("recording", [] { return opsight::recording(); });
   m.def("set_tracing_enabled", &set_python_tracing_enabled, nb::arg("enabled"));
+
+  // Metrics (opsight._metrics wraps these).
+  nb::class_<opsight::MetricStart>(m, "MetricStart")
+      .def_ro("groups", &opsight::MetricStart::groups);
+  m.def("start_metrics", &opsight::start_metrics, nb::arg("groups"));
+  m.def("finish_metrics", &opsight::finish_metrics, nb::arg("start"));
+  m.def("metric_group_from_name", &opsight::metric_group_from_name, nb::arg("name"));
+  m.def("count_network_bytes", &opsight::count_network_bytes, nb::arg("sent"), nb::arg("received"));
+  m.def("metric_ticks", [] { return opsight::internal::now_ticks(); });
+  m.def("account_metric_cost", &opsight::internal::account_metric_cost, nb::arg("group"),
+        nb::arg("readings"), nb::arg("ticks"));
+  m.def("set_session_metrics", &opsight::python::set_session_metrics, nb::arg("groups"),
+        nb::arg("heap"));
+  m.def("session_metrics", [] {
+    return std::make_pair(opsight::python::session_metrics(), opsight::python::session_heap());
+  });
+  m.def("set_heap_hooks", [](nb::object start, nb::object finish) {
+    opsight::python::set_heap_hooks(start.ptr(), finish.ptr());
+  });
   m.def("tracing_enabled", &python_tracing_enabled);
 
   nb::class_<Session>(m, "Session")
       .def(
           "__init__",
-          [](Session* self, const std::string& output, size_t buffer_mb, uint32_t flush_ms) {
+          [](Session* self, const std::string& output, size_t buffer_mb, uint32_t flush_ms,
+             uint32_t sample_ms) {
             SessionOptions options;
             options.output = output;
             options.buffer_bytes = buffer_mb << 20;
             options.flush_interval_ms = flush_ms;
+            options.sample_interval_ms = sample_ms;
             reset_task_tracks();
             new (self) Session(options);
           },
-          nb::arg("output") = "", nb::arg("buffer_mb") = 64, nb::arg("flush_interval_ms") = 100)
+          nb::arg("output") = "", nb::arg("buffer_mb") = 64, nb::arg("flush_interval_ms") = 100,
+          nb::arg("sample_interval_ms") = 0)
       .def("pause", &Session::pause)
       .def("resume", &Session::resume)
       .def("stop", &Session::stop, nb::call_guard<nb::gil_scoped_release>())
@@ -334,7 +427,8 @@ NB_MODULE(_native, m) {
            nb::arg("sort") = "total", nb::arg("limit") = 0, nb::arg("max_roots") = 20,
            nb::arg("span") = "", nb::arg("by_category") = false,
            nb::arg("categories") = std::vector<std::string>{}, nb::arg("max_depth") = 0)
-      .def("slice_columns", &slice_columns)
+      .def("slice_columns", &slice_columns, nb::arg("metric_columns") = false)
+      .def("counter_columns", &counter_columns)
       .def("append", &append_shifted, nb::arg("other"), nb::arg("shift_ns") = 0,
            nb::call_guard<nb::gil_scoped_release>(),
            "Appends other's events, their timestamps plus shift_ns, to this trace (threads "

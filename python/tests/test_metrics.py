@@ -10,7 +10,6 @@ import json
 import socket
 import threading
 import time
-import warnings
 
 import pytest
 
@@ -83,7 +82,6 @@ def loopback_exchange(payload: bytes, reply_bytes: int) -> bytes:
     return answer
 
 
-@pytest.mark.filterwarnings("ignore:opsight. the heap metric started tracemalloc")
 def test_decorator_metrics_measure_real_cpu_disk_and_memory(tmp_path):
     path = tmp_path / "data.bin"
     size = 3 * MIB + 17
@@ -101,12 +99,10 @@ def test_decorator_metrics_measure_real_cpu_disk_and_memory(tmp_path):
     def allocate():
         return bytearray(64 * MIB)  # zero-filled: touched, resident
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # tracemalloc started
-        with opsight.profile() as prof:
-            burn()
-            assert write_and_read() == size
-            kept = allocate()
+    with opsight.profile() as prof:
+        burn()
+        assert write_and_read() == size
+        kept = allocate()
     spans = metrics_by_span(prof.trace)
     assert spans["test_decorator_metrics_measure_real_cpu_disk_and_memory.<locals>.burn"][0]["cpu_ns"] >= 49e6
     disk = spans["test_decorator_metrics_measure_real_cpu_disk_and_memory.<locals>.write_and_read"][0]
@@ -135,15 +131,13 @@ def test_span_network_metrics_count_loopback_bytes():
 
 
 def test_peaks_of_nested_heap_spans_are_kept():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        with opsight.profile() as prof:
-            with opsight.span("outer", metrics=["heap"]):
-                with opsight.span("inner", metrics=["heap"]):
-                    transient = bytearray(32 * MIB)
-                    del transient
-                with opsight.span("after", metrics=["heap"]):
-                    pass
+    with opsight.profile() as prof:
+        with opsight.span("outer", metrics=["heap"]):
+            with opsight.span("inner", metrics=["heap"]):
+                transient = bytearray(32 * MIB)
+                del transient
+            with opsight.span("after", metrics=["heap"]):
+                pass
     spans = metrics_by_span(prof.trace)
     assert spans["inner"][0]["heap_peak_bytes"] >= 32 * MIB
     assert spans["inner"][0]["heap_delta_bytes"] < 1 * MIB

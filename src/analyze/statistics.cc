@@ -265,6 +265,7 @@ OverheadSummary summarize_overhead(const trace::Trace& trace) {
   summary.share = summary.traced_ns > 0 ? static_cast<double>(summary.overhead_ns) /
                                               static_cast<double>(summary.traced_ns)
                                         : 0.0;
+  summary.metric_cost = parse_metric_cost(trace.run);
   return summary;
 }
 

@@ -26,6 +26,7 @@
 #include <span>
 #include <vector>
 
+#include "analyze/metrics.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::analyze {
@@ -94,6 +95,9 @@ struct OverheadSummary {
   int64_t traced_ns = 0;        // traced_time_ns(trace)
   double share = 0.0;           // overhead_ns / traced_ns as a fraction; 0 when traced_ns is 0
   uint64_t events_dropped = 0;  // run.events_dropped, or the sum over tracks if it is 0
+  // What metrics cost (RunInfo::extra "metric_cost.*"); empty when the trace has no such
+  // figures. The per-span groups are part of overhead_ns; the sampler is not.
+  MetricCost metric_cost;
 };
 
 OverheadSummary summarize_overhead(const trace::Trace& trace);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "analyze/compare.hpp"
+#include "cli/output.hpp"
 #include "cli/trace_source.hpp"
 #include "report/report.hpp"
 
@@ -13,10 +14,6 @@ namespace opsight::cli {
 namespace {
 
 constexpr int kExitUsage = 64;
-
-void print_error(const std::string& message) {
-  std::fprintf(stderr, "opsight: error: %s\n", message.c_str());
-}
 
 }  // namespace
 

@@ -1,6 +1,7 @@
 // The `opsight` command: report, convert and demo here; save, runs, show and rm in
-// store_commands.cc; compare in compare_command.cc. `report` and `convert` take several
-// input files (the files the processes of one run wrote) and merge them into one trace.
+// store_commands.cc; compare in compare_command.cc; devices in devices_command.cc.
+// `report` and `convert` take several input files (the files the processes of one run
+// wrote) and merge them into one trace.
 //
 // Exit status: 0 success; 1 the input could not be used (missing, unreadable or not a
 // trace) or the output could not be written; 2 the input was damaged (cut short by a
@@ -20,6 +21,8 @@
 #include <vector>
 
 #include "cli/compare_command.hpp"
+#include "cli/devices_command.hpp"
+#include "cli/output.hpp"
 #include "cli/store_commands.hpp"
 #include "cli/trace_source.hpp"
 #include "io/io.hpp"
@@ -30,23 +33,12 @@ extern char** environ;
 
 namespace {
 
+using opsight::cli::print_error;
+using opsight::cli::write_stdout;
+
 constexpr int kExitError = 1;
 constexpr int kExitDamaged = 2;
 constexpr int kExitUsage = 64;
-
-// Writes a report to stdout; false (after saying so) if it could not be written.
-bool write_stdout(const std::string& text) {
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
-    std::fprintf(stderr, "opsight: error: cannot write to standard output: %s\n",
-                 std::strerror(errno));
-    return false;
-  }
-  return true;
-}
-
-void print_error(const std::string& message) {
-  std::fprintf(stderr, "opsight: error: %s\n", message.c_str());
-}
 
 // Reads the traces for a command, merged into one when there are several. Returns nullopt
 // (after printing the error) if one of them is unusable; sets *damaged and prints a
@@ -86,6 +78,7 @@ struct ReportCommand {
   std::vector<std::string> files;
   bool summary = false, tree = false, table = false;
   bool merged_tree = false, operators = false, critical_path = false;
+  bool metrics = false;
   std::string breakdown_span;
   bool breakdown_by_category = false;
   std::vector<std::string> operator_categories;
@@ -117,7 +110,8 @@ int run_report(const ReportCommand& command) {
   const bool breakdown = !command.breakdown_span.empty();
   bool summary = command.summary;
   int views = int{summary} + int{command.tree} + int{command.table} + int{command.merged_tree} +
-              int{breakdown} + int{command.operators} + int{command.critical_path};
+              int{breakdown} + int{command.operators} + int{command.critical_path} +
+              int{command.metrics};
   if (views == 0) {
     summary = true;
     views = 1;
@@ -125,7 +119,7 @@ int run_report(const ReportCommand& command) {
   if (views > 1 && options.format != opsight::report::OutputFormat::kText) {
     print_error("--format " + command.format +
                 " takes one view: choose one of --summary, --tree, --table, --merged-tree, "
-                "--breakdown, --ops, --critical-path");
+                "--breakdown, --ops, --critical-path, --metrics");
     return kExitUsage;
   }
   bool damaged = false;
@@ -162,6 +156,7 @@ int run_report(const ReportCommand& command) {
   if (breakdown) add_view(opsight::report::render_breakdown(*trace, options));
   if (command.operators) add_view(opsight::report::render_operators(*trace, options));
   if (command.critical_path) add_view(opsight::report::render_critical_path(*trace, options));
+  if (command.metrics) add_view(opsight::report::render_metrics(*trace, options));
   if (!write_stdout(out)) return kExitError;
   return damaged ? kExitDamaged : 0;
 }
@@ -325,6 +320,9 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   report_command->add_flag("--critical-path", report.critical_path,
                            "The chain of spans that sets the end-to-end time, by span name");
+  report_command->add_flag("--metrics", report.metrics,
+                           "Counter tracks (samples, min, time-weighted mean, max), per span "
+                           "name and metric (count, mean, p50, p99, max), and their cost");
   report_command->add_option("--format", report.format, "Output format")
       ->check(CLI::IsMember({"text", "json", "csv"}))
       ->capture_default_str();
@@ -364,6 +362,7 @@ int main(int argc, char** argv) {
 
   opsight::cli::StoreCommands store_commands(app);  // save, runs, show, rm
   opsight::cli::CompareCommand compare_command(app);
+  opsight::cli::DevicesCommand devices_command(app);
 
   try {
     app.parse(argc, argv);
@@ -385,6 +384,7 @@ int main(int argc, char** argv) {
     if (*demo_command) return run_demo(demo_prefix, demo_iterations);
     if (auto status = store_commands.run()) return *status;
     if (auto status = compare_command.run()) return *status;
+    if (auto status = devices_command.run()) return *status;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
     return kExitError;

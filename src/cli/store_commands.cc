@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/output.hpp"
 #include "io/io.hpp"
 #include "report/report.hpp"
 #include "store/run_store.hpp"
@@ -23,18 +24,6 @@ constexpr int kExitOk = 0;
 constexpr int kExitError = 1;
 constexpr int kExitDamaged = 2;
 constexpr int kExitUsage = 64;
-
-void print_error(const std::string& message) {
-  std::fprintf(stderr, "opsight: error: %s\n", message.c_str());
-}
-
-bool write_stdout(const std::string& text) {
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
-    print_error(std::string("cannot write to standard output: ") + std::strerror(errno));
-    return false;
-  }
-  return true;
-}
 
 int64_t unix_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

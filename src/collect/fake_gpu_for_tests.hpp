@@ -85,10 +85,9 @@ class FakeGpuSource final : public GpuSource {
     reading.index = index;
     std::vector<GpuReadFailure> failures;
     if (index >= gpus_.size()) {
-      failures.push_back({"nvmlDeviceGetHandleByIndex_v2", "no GPU with index " +
-                                                               std::to_string(index) +
-                                                               " (the fake has " +
-                                                               std::to_string(gpus_.size()) + ")"});
+      failures.push_back({"nvmlDeviceGetHandleByIndex_v2",
+                          "no GPU with index " + std::to_string(index) + " (the fake has " +
+                              std::to_string(gpus_.size()) + ")"});
     } else {
       reading = gpus_[index].reading;
       for (GpuQuery query : kAllGpuQueries) {

@@ -121,7 +121,8 @@ class NvmlGpuSource final : public GpuSource {
     auto check = [&](GpuQuery query, NvmlReturn status) {
       if (status == kNvmlSuccess) return true;
       if (status != kNvmlErrorNotSupported)
-        failures.push_back({std::string(nvml_function_name(query)), error_text(functions_, status)});
+        failures.push_back(
+            {std::string(nvml_function_name(query)), error_text(functions_, status)});
       return false;
     };
     char name[nvml::kNameLength] = {};

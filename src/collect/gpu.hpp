@@ -50,14 +50,14 @@ class GpuSource {
 
 // The reads behind a GpuReading, each one NVML call; a failed one empties its fields.
 enum class GpuQuery {
-  kName,                  // name
-  kUuid,                  // uuid
-  kMemory,                // memory_used_bytes, memory_total_bytes
-  kUtilization,           // utilization_percent, memory_utilization_percent
-  kTemperature,           // temperature_celsius
-  kSlowdownTemperature,   // slowdown_temperature_celsius
-  kPower,                 // power_watts
-  kPowerLimit,            // power_limit_watts
+  kName,                 // name
+  kUuid,                 // uuid
+  kMemory,               // memory_used_bytes, memory_total_bytes
+  kUtilization,          // utilization_percent, memory_utilization_percent
+  kTemperature,          // temperature_celsius
+  kSlowdownTemperature,  // slowdown_temperature_celsius
+  kPower,                // power_watts
+  kPowerLimit,           // power_limit_watts
 };
 inline constexpr GpuQuery kAllGpuQueries[] = {
     GpuQuery::kName,        GpuQuery::kUuid,        GpuQuery::kMemory,

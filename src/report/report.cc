@@ -43,6 +43,53 @@ std::string format_duration(double nanoseconds) {
   return fmt::format("{:.3f} s", nanoseconds / 1e9);
 }
 
+std::string format_bytes(double bytes) {
+  if (!std::isfinite(bytes)) return "n/a";
+  std::string_view sign = bytes < 0 ? "-" : "";
+  double magnitude = std::fabs(bytes);
+  if (magnitude < 1023.5) return fmt::format("{}{:.0f} B", sign, magnitude);
+  constexpr std::array<std::string_view, 5> kUnits = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = magnitude / 1024.0;
+  size_t unit = 0;
+  // Moved up when one decimal would print 1024.0.
+  while (value >= 1023.95 && unit + 1 < kUnits.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return fmt::format("{}{:.1f} {}", sign, value, kUnits[unit]);
+}
+
+namespace {
+
+// A number with three significant digits ("2.50", "12.5", "512"), whole numbers as such.
+std::string format_plain_number(double value) {
+  if (value == std::floor(value) && std::fabs(value) < 1e15) return fmt::format("{:.0f}", value);
+  double magnitude = std::fabs(value);
+  if (magnitude < 9.995) return fmt::format("{:.2f}", value);
+  if (magnitude < 99.95) return fmt::format("{:.1f}", value);
+  return fmt::format("{:.0f}", value);
+}
+
+}  // namespace
+
+std::string format_metric_value(double value, std::string_view unit, bool with_sign) {
+  if (!std::isfinite(value)) return "n/a";
+  std::string_view sign = with_sign && value > 0 ? "+" : "";
+  constexpr std::string_view kRate = "/s";
+  if (unit.size() >= kRate.size() && unit.substr(unit.size() - kRate.size()) == kRate) {
+    std::string_view base = unit.substr(0, unit.size() - kRate.size());
+    if (base.empty()) return fmt::format("{}{}/s", sign, format_plain_number(value));
+    return fmt::format("{}/s", format_metric_value(value, base, with_sign));
+  }
+  if (unit == "ns") return fmt::format("{}{}", sign, format_duration(value));
+  if (unit == "bytes") return fmt::format("{}{}", sign, format_bytes(value));
+  if (unit == "percent") return fmt::format("{}{:.1f}%", sign, value);
+  if (unit == "watts") return fmt::format("{}{:.1f} W", sign, value);
+  if (unit == "celsius") return fmt::format("{}{:.1f} °C", sign, value);
+  if (unit.empty()) return fmt::format("{}{}", sign, format_plain_number(value));
+  return fmt::format("{}{} {}", sign, format_plain_number(value), unit);
+}
+
 std::string format_share(double fraction) {
   double percent = fraction * 100.0;
   if (percent > 0.0 && percent < 0.05) return "<0.1%";
@@ -58,17 +105,41 @@ std::string format_small_percent(double fraction) {
   return fmt::format("{:.{}f}%", percent, decimals);
 }
 
+namespace {
+
+// What the metrics cost, as the overhead line's parentheses continue: "; metrics 1.00 ms
+// of it: memory 700 µs, cpu 300 µs; sampler 90.0 µs on its own thread", or "".
+std::string metric_cost_clause(const analyze::MetricCost& cost) {
+  std::string clause;
+  if (!cost.span_groups.empty()) {
+    clause += fmt::format("; metrics {} of it: ",
+                          format_duration(static_cast<double>(cost.span_total_ns)));
+    for (size_t i = 0; i < cost.span_groups.size(); ++i) {
+      if (i > 0) clause += ", ";
+      clause += fmt::format("{} {}", cost.span_groups[i].group,
+                            format_duration(static_cast<double>(cost.span_groups[i].total_ns)));
+    }
+  }
+  if (cost.sampler)
+    clause += fmt::format("; sampler {} on its own thread",
+                          format_duration(static_cast<double>(cost.sampler->total_ns)));
+  return clause;
+}
+
+}  // namespace
+
 std::string format_overhead_line(const analyze::OverheadSummary& overhead) {
   std::string drops = fmt::format("{} event{} dropped", overhead.events_dropped,
                                   overhead.events_dropped == 1 ? "" : "s");
   if (!overhead.overhead_known)
     return fmt::format("tracer overhead: not recorded in this trace, {}", drops);
   std::string cost = format_duration(static_cast<double>(overhead.overhead_ns));
+  std::string metrics = metric_cost_clause(overhead.metric_cost);
   if (overhead.traced_ns <= 0)
-    return fmt::format("tracer overhead: {} (no traced time), {}", cost, drops);
-  return fmt::format("tracer overhead: {} ({} of {} traced), {}", cost,
+    return fmt::format("tracer overhead: {} (no traced time{}), {}", cost, metrics, drops);
+  return fmt::format("tracer overhead: {} ({} of {} traced{}), {}", cost,
                      format_small_percent(overhead.share),
-                     format_duration(static_cast<double>(overhead.traced_ns)), drops);
+                     format_duration(static_cast<double>(overhead.traced_ns)), metrics, drops);
 }
 
 std::string format_header_line(std::string_view report_name, const trace::Trace& trace,
@@ -201,6 +272,19 @@ void add_overhead_fields(Json& object, const analyze::OverheadSummary& overhead)
   object["overhead_known"] = overhead.overhead_known;
   object["overhead_share"] = overhead.share;
   object["events_dropped"] = overhead.events_dropped;
+  if (!overhead.metric_cost.empty()) add_metric_cost_field(object, overhead.metric_cost);
+}
+
+void add_metric_cost_field(Json& object, const analyze::MetricCost& cost) {
+  Json fields = Json::object();
+  fields["span_metrics_ns"] = cost.span_total_ns;
+  Json groups = Json::object();
+  for (const analyze::MetricCostEntry& group : cost.span_groups)
+    groups[group.group] = {{"readings", group.readings}, {"total_ns", group.total_ns}};
+  fields["groups"] = std::move(groups);
+  if (cost.sampler)
+    fields["sampler"] = {{"samples", cost.sampler->readings}, {"total_ns", cost.sampler->total_ns}};
+  object["metric_cost"] = std::move(fields);
 }
 
 std::string dump_json(const Json& value) {

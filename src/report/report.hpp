@@ -15,6 +15,14 @@
 //   render_operators     the operator table (count, total, self, share, mean, percentiles).
 //   render_critical_path where the end-to-end time goes along the critical path.
 //   render_comparison    an A/B comparison (opsight compare): per name and per code path.
+//   render_metrics       metrics beyond latency: counter tracks (samples, min, time-weighted
+//                        mean, max), per span name and metric (count, mean, percentiles,
+//                        max), and what recording them cost.
+//
+// Spans that carry metrics ("metric.*" arguments, trace/metric_names.hpp) show them in the
+// tree (a compact text column, a "metrics" object in JSON, one CSV column per metric) and
+// in the text summary (a "metrics per span" table after the latency table); a trace
+// without metrics renders exactly as it did before metrics existed.
 //
 // Every text report opens with one header line (source, slice count, time span) and ends
 // with the tracer's own overhead and the events it dropped, always (HiQ's "transparent"
@@ -76,6 +84,7 @@ std::string render_merged_tree(const trace::Trace& trace, const ReportOptions& o
 std::string render_breakdown(const trace::Trace& trace, const ReportOptions& options);
 std::string render_operators(const trace::Trace& trace, const ReportOptions& options);
 std::string render_critical_path(const trace::Trace& trace, const ReportOptions& options);
+std::string render_metrics(const trace::Trace& trace, const ReportOptions& options);
 
 // opsight compare: `a_label`/`b_label` name the two sides ("run 12 (nightly)", a file);
 // regressions at or above `fail_threshold` (a fraction; negative: none asked for) are
@@ -90,6 +99,17 @@ std::string render_comparison(const analyze::Comparison& comparison, std::string
 // "3.21 ms", "4.005 s" (three significant digits in µs and ms, milliseconds in s).
 std::string format_duration(double nanoseconds);
 
+// A byte count with a binary unit: "512 B", "4.0 KiB", "12.0 MiB", "1.2 GiB" (one decimal
+// from KiB on); negative values keep their sign.
+std::string format_bytes(double bytes);
+
+// A metric or counter value in the unit its name gives (trace::metric_unit): "ns" as a
+// duration, "bytes" as format_bytes, "percent" as "87.5%", "watts" as "250.0 W",
+// "celsius" as "61.5 °C", a rate "<unit>/s" as the unit's form plus "/s", a plain number
+// with three significant digits ("2.50", "512"), any other unit after the number.
+// `with_sign` puts "+" before positive values (changes: "rss +12.0 MiB").
+std::string format_metric_value(double value, std::string_view unit, bool with_sign = false);
+
 // A fraction as a percentage with one decimal ("62.5%"); "<0.1%" for tiny non-zero values.
 std::string format_share(double fraction);
 
@@ -97,7 +117,9 @@ std::string format_share(double fraction);
 // "0.50%", "12.34%"), as the overhead line needs.
 std::string format_small_percent(double fraction);
 
-// "tracer overhead: 12.3 µs (0.00031% of 4.005 s traced), 0 events dropped".
+// "tracer overhead: 12.3 µs (0.00031% of 4.005 s traced), 0 events dropped". When the
+// trace measured what its metrics cost, the parentheses say so: "(0.031% of 4.005 s traced;
+// metrics 1.00 ms of it: memory 700 µs, cpu 300 µs; sampler 90.0 µs on its own thread)".
 std::string format_overhead_line(const analyze::OverheadSummary& overhead);
 
 // "opsight summary: run.opsight, 3 slices, 4.005 s".

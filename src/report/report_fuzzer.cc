@@ -64,6 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)report::render_breakdown(trace, options);
     (void)report::render_operators(trace, options);
     (void)report::render_critical_path(trace, options);
+    (void)report::render_metrics(trace, options);
   }
   analyze::Comparison comparison = analyze::compare_traces(trace, trace);
   for (const analyze::ComparedRow& row : comparison.names)

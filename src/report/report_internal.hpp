@@ -5,11 +5,13 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "analyze/distribution.hpp"
+#include "analyze/metrics.hpp"
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "trace/trace.hpp"
@@ -47,8 +49,13 @@ std::string csv_number(double value);
 // Shortest round-trip form of a double (shares).
 std::string csv_double(double value);
 
-// Adds traced_ns, overhead_ns, overhead_known, overhead_share and events_dropped.
+// Adds traced_ns, overhead_ns, overhead_known, overhead_share and events_dropped, and
+// metric_cost when the trace measured what its metrics cost.
 void add_overhead_fields(Json& object, const analyze::OverheadSummary& overhead);
+
+// Adds "metric_cost": {"span_metrics_ns", "groups": {GROUP: {"readings", "total_ns"}},
+// "sampler": {"samples", "total_ns"} (when a sampler ran)}.
+void add_metric_cost_field(Json& object, const analyze::MetricCost& cost);
 
 // Serialises with two-space indentation and a final newline; invalid UTF-8 in names is
 // replaced rather than thrown.
@@ -61,6 +68,34 @@ void sort_name_statistics(std::vector<analyze::NameStatistics>& names, const tra
 // The fields of a distribution: count, total_ns, min_ns, mean_ns, p50_ns, p75_ns, p90_ns,
 // p95_ns, p97_ns, p99_ns, p999_ns, max_ns, stddev_ns.
 void add_distribution_fields(Json& object, const analyze::Distribution& distribution);
+
+// ---- Span metrics (metrics_report.cc) ----------------------------------------------------
+
+// Whether a metric is a change, shown with a sign ("rss +12.0 MiB"): its name has "delta".
+bool is_change_metric(std::string_view metric_name);
+
+// One slice's metrics in a few words, in display order: "cpu 10.1 ms · rss +12.0 MiB (peak
+// 1.2 GiB) · read 4.0 MiB · sent 1.0 KiB". A peak or level is shown in parentheses after
+// the change it belongs to, rss_start/rss_end are left out beside rss_delta, and a metric
+// opsight does not know is shown by its name without the unit suffix ("tokens 512").
+std::string compact_metrics(const analyze::SliceMetricIndex& index,
+                            std::span<const analyze::MetricReading> readings);
+
+// A metric value for JSON and CSV: an integer when the argument was one, else the number.
+Json metric_json_value(const analyze::MetricReading& reading);
+std::string metric_csv_value(const analyze::MetricReading& reading);
+
+// The statistics of the span names in `names`, in that order, each name's metrics in
+// display order; `statistics` as compute_span_metric_statistics returns them.
+std::vector<analyze::SpanMetricStatistics> span_metrics_of_names(
+    std::span<const analyze::SpanMetricStatistics> statistics,
+    std::span<const trace::StringId> names);
+
+// The "metrics per span" text table: name (on the first row of its metrics), metric,
+// count, mean, p50, p99, max, in the metric's unit.
+void render_span_metric_table(const trace::Trace& trace,
+                              std::span<const analyze::SpanMetricStatistics> rows,
+                              std::string& out);
 
 // Builds the "├─ " / "│  " prefixes of a pre-order sequence of tree nodes, given each
 // node's depth and number of children. Past kMaxDrawnDepth levels the rest is summed up as

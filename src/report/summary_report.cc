@@ -1,6 +1,9 @@
-// The percentile summary: one row per span name.
+// The percentile summary: one row per span name. When spans carry metrics, the text form
+// goes on with a "metrics per span" table for the names shown; the JSON list and the CSV
+// (documented interfaces) stay as they are: `report --metrics` has the metrics as data.
 #include <fmt/format.h>
 
+#include "analyze/metrics.hpp"
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "report/report_internal.hpp"
@@ -15,6 +18,21 @@ using internal::Json;
 constexpr std::string_view kSummaryCsvHeader =
     "name,category,count,total_ns,self_ns,min_ns,mean_ns,p50_ns,p90_ns,p95_ns,p97_ns,p99_ns,"
     "p999_ns,max_ns,stddev_ns";
+
+// The "metrics per span" table of the names in `rows`, when any of them has metrics.
+void add_span_metrics_text(const trace::Trace& trace,
+                           const std::vector<analyze::NameStatistics>& rows, std::string& out) {
+  const analyze::SliceMetricIndex index(trace);
+  if (index.empty()) return;
+  std::vector<trace::StringId> names;
+  names.reserve(rows.size());
+  for (const analyze::NameStatistics& row : rows) names.push_back(row.name);
+  std::vector<analyze::SpanMetricStatistics> metrics =
+      internal::span_metrics_of_names(analyze::compute_span_metric_statistics(trace, index), names);
+  if (metrics.empty()) return;
+  out += "metrics per span\n";
+  internal::render_span_metric_table(trace, metrics, out);
+}
 
 std::string summary_text(const trace::Trace& trace, const ReportOptions& options,
                          const std::vector<analyze::NameStatistics>& rows, size_t omitted) {
@@ -39,6 +57,7 @@ std::string summary_text(const trace::Trace& trace, const ReportOptions& options
     }
     table.render(out);
     if (omitted > 0) out += fmt::format("… {} more name{}\n", omitted, omitted == 1 ? "" : "s");
+    add_span_metrics_text(trace, rows, out);
   }
   out += format_overhead_line(analyze::summarize_overhead(trace)) + "\n";
   return out;

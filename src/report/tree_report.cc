@@ -1,11 +1,16 @@
 // The call tree: every root span and its descendants, box-drawn (HiQ's tree). A root on an
 // async lane (an asyncio task...) is labelled with the lane's name: "handle [Task-3]".
+// Spans that carry metrics show them: a last text column ("cpu 10.1 ms · rss +12.0 MiB"),
+// a "metrics" object in JSON, a column per metric in CSV; a trace without metrics renders
+// as it did before metrics existed.
 #include <fmt/format.h>
 
 #include "analyze/call_tree.hpp"
+#include "analyze/metrics.hpp"
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "report/report_internal.hpp"
+#include "trace/metric_names.hpp"
 
 namespace opsight::report {
 
@@ -54,10 +59,14 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
     out += "no spans in this trace\n";
   } else {
     const int64_t trace_start = trace.time_bounds().first;
+    const analyze::SliceMetricIndex metrics(trace);
     using Align = internal::TextTable::Align;
     internal::TextTable table(
-        {Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight});
-    table.add_row({"span", "duration", "of parent", "start", "end"});
+        {Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kLeft});
+    if (metrics.empty())
+      table.add_row({"span", "duration", "of parent", "start", "end"});
+    else
+      table.add_row({"span", "duration", "of parent", "start", "end", "metrics"});
     for (trace::RowIndex root : roots.rows) {
       internal::TreePrefixes prefixes;
       for (const ShownNode& shown : shown_nodes(forest, trace, root, options.max_depth)) {
@@ -75,7 +84,8 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
         table.add_row({std::move(label), format_duration(static_cast<double>(node.duration_ns)),
                        node.depth == 0 ? std::string() : format_share(node.share_of_parent),
                        format_duration(static_cast<double>(node.start_ns - trace_start)),
-                       format_duration(static_cast<double>(node.end_ns - trace_start))});
+                       format_duration(static_cast<double>(node.end_ns - trace_start)),
+                       internal::compact_metrics(metrics, metrics.readings_of(node.row))});
       }
     }
     table.render(out);
@@ -95,6 +105,7 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
   document["slice_count"] = trace.slices.size();
   document["trace_start_ns"] = trace_start;
   document["roots"] = Json::array();
+  const analyze::SliceMetricIndex metrics(trace);
   // Built iteratively from the pre-order sequence: arrays_by_depth[d] is the array that
   // receives nodes of depth d (the roots array, or the last node's "children").
   std::vector<Json*> arrays_by_depth;
@@ -117,6 +128,12 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
         entry["share_of_parent"] = nullptr;
       else
         entry["share_of_parent"] = node.share_of_parent;
+      std::vector<analyze::MetricReading> readings = metrics.readings_of(node.row);
+      if (!readings.empty()) {
+        Json& values = entry["metrics"] = Json::object();
+        for (const analyze::MetricReading& reading : readings)
+          values[metrics.names()[reading.metric]] = internal::metric_json_value(reading);
+      }
       entry["children"] = Json::array();
       if (shown.descendants_omitted > 0) entry["descendants_omitted"] = shown.descendants_omitted;
       Json& array = *arrays_by_depth[node.depth];
@@ -134,7 +151,12 @@ std::string tree_csv(const trace::Trace& trace, const ReportOptions& options) {
   analyze::CallForest forest = analyze::CallForest::build(trace);
   ShownRoots roots = shown_roots(forest, options.max_roots);
   const int64_t trace_start = trace.time_bounds().first;
-  std::string out = "depth,path,start_ns,end_ns,dur_ns,self_ns,share_of_parent\r\n";
+  const analyze::SliceMetricIndex metrics(trace);
+  std::string out = "depth,path,start_ns,end_ns,dur_ns,self_ns,share_of_parent";
+  for (const std::string& name : metrics.names())
+    out += "," + csv_field(std::string(trace::kMetricArgPrefix) + name);
+  out += "\r\n";
+  std::vector<std::string> metric_cells(metrics.names().size());
   std::vector<std::string_view> path;
   for (trace::RowIndex root : roots.rows) {
     for (const ShownNode& shown : shown_nodes(forest, trace, root, options.max_depth)) {
@@ -149,9 +171,16 @@ std::string tree_csv(const trace::Trace& trace, const ReportOptions& options) {
           "{}", fmt::join(path.end() - static_cast<ptrdiff_t>(std::min(path.size(), kMaxPathNames)),
                           path.end(), "/"));
       out += fmt::format(
-          "{},{},{},{},{},{},{}\r\n", node.depth, csv_field(joined), node.start_ns - trace_start,
+          "{},{},{},{},{},{},{}", node.depth, csv_field(joined), node.start_ns - trace_start,
           node.end_ns - trace_start, node.duration_ns, node.self_ns,
           node.depth == 0 ? std::string() : internal::csv_double(node.share_of_parent));
+      if (!metric_cells.empty()) {
+        std::fill(metric_cells.begin(), metric_cells.end(), std::string());
+        for (const analyze::MetricReading& reading : metrics.readings_of(node.row))
+          metric_cells[reading.metric] = internal::metric_csv_value(reading);
+        out += fmt::format(",{}", fmt::join(metric_cells, ","));
+      }
+      out += "\r\n";
     }
   }
   return out;
