@@ -376,8 +376,11 @@ def test_error_wrong_type_json_points_at_the_field():
          "item 1: expected a non-empty string"),
         ('{"module": "a", "function": "f", "metrics": ["a b"]}', 1, "metrics",
          "item 1: 'a b' is not a metric name (no spaces, ';' or ',')"),
-        ('{"module": "a", "function": "f", "metrics": ["x", "x"]}', 1, "metrics",
-         "item 2: metric 'x' is listed twice"),
+        ('{"module": "a", "function": "f", "metrics": ["cpu", "cpu"]}', 1, "metrics",
+         "item 2: metric 'cpu' is listed twice"),
+        ('{"module": "a", "function": "f", "metrics": ["latency", "memroy"]}', 1, "metrics",
+         "item 2: unknown metric 'memroy' (did you mean 'memory'?); expected one of latency, "
+         "cpu, memory, heap, disk, network, gpu"),
         ('{"module": "a", "function": "f", "function": "g"}', 1, "function",
          "given twice (first at line 1)"),
     ],
