@@ -70,7 +70,7 @@ std::string temperature_text(const collect::GpuReading& gpu) {
                     [](uint32_t value) { return fmt::format("{} °C", value); });
 }
 
-// The reason without its "no GPU: " lead, for "no GPU found (<reason>)".
+// The reason without its "no GPU: " lead, for "no GPU found: <reason>".
 std::string bare_reason(const std::string& reason) {
   constexpr std::string_view kLead = "no GPU: ";
   if (reason.starts_with(kLead)) return reason.substr(kLead.size());
@@ -217,7 +217,7 @@ DeviceListing list_devices(collect::GpuSource* source, const std::string& no_gpu
 }
 
 std::string render_devices_text(const DeviceListing& listing) {
-  if (listing.gpus.empty()) return "no GPU found (" + bare_reason(listing.no_gpu_reason) + ")\n";
+  if (listing.gpus.empty()) return "no GPU found: " + bare_reason(listing.no_gpu_reason) + "\n";
   const std::vector<std::string> header = {"GPU",      "name", "memory used / total", "util",
                                            "mem busy", "temp", "power / limit",       "health"};
   std::vector<std::vector<std::string>> rows = {header};

@@ -1,6 +1,6 @@
 """`opsight devices`, by the real CLI:
 
-- on this machine, as it is: without an NVIDIA driver it must say "no GPU found (...)" and
+- on this machine, as it is: without an NVIDIA driver it must say "no GPU found: ..." and
   exit 0 (text) and give "gpus": [] with the reason (JSON); with a driver it must list the
   GPUs. Whether the driver is there is decided independently of opsight, by loading
   libnvidia-ml.so.1 with ctypes, and the branch taken is printed (pytest -s shows it);
@@ -77,7 +77,7 @@ def test_devices_on_this_machine_text(opsight_cli):
         print("[devices] no NVIDIA driver branch: libnvidia-ml.so.1 does not load; expecting "
               "'no GPU found'")
         assert result.stdout == \
-            "no GPU found (libnvidia-ml.so.1 not found (no NVIDIA driver))\n"
+            "no GPU found: libnvidia-ml.so.1 not found (no NVIDIA driver)\n"
         assert result.stderr == ""
 
 
