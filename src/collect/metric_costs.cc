@@ -23,6 +23,7 @@ struct GroupCost {
 struct Costs {
   std::array<GroupCost, static_cast<size_t>(CostGroup::kCount)> groups;
   std::mutex notes_mutex;
+  std::atomic<bool> gpu_unavailable_noted{false};  // lets every span after the first skip the lock
   std::string gpu_unavailable;
   int64_t sampler_interval_ns = 0;
   format::ClockSync session_start{};
@@ -51,14 +52,17 @@ void reset_metric_costs() {
   }
   std::lock_guard lock(all.notes_mutex);
   all.gpu_unavailable.clear();
+  all.gpu_unavailable_noted.store(false);
   all.sampler_interval_ns = 0;
   all.session_start = record::take_clock_sync();
 }
 
-void note_gpu_unavailable(std::string reason) {
+void note_gpu_unavailable(const std::string& reason) {
   Costs& all = costs();
+  if (all.gpu_unavailable_noted.load(std::memory_order_relaxed)) return;
   std::lock_guard lock(all.notes_mutex);
-  if (all.gpu_unavailable.empty()) all.gpu_unavailable = std::move(reason);
+  if (all.gpu_unavailable.empty()) all.gpu_unavailable = reason;
+  all.gpu_unavailable_noted.store(true, std::memory_order_relaxed);
 }
 
 void note_sampler_interval_ns(int64_t interval_ns) {

@@ -25,7 +25,7 @@ void add_metric_cost(CostGroup group, uint64_t readings, uint64_t ticks);
 // Forgets all costs and notes of the previous session.
 void reset_metric_costs();
 // Remembers why GPU metrics are absent, for the run information (kept once).
-void note_gpu_unavailable(std::string reason);
+void note_gpu_unavailable(const std::string& reason);
 // Remembers the sampler's interval, for the run information.
 void note_sampler_interval_ns(int64_t interval_ns);
 
