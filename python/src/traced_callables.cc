@@ -107,14 +107,22 @@ PyObject* g_heap_finish = nullptr;
 // returns the result (a new reference) or nullptr, never with an error set.
 PyObject* call_keeping_error(PyObject* callable, PyObject* argument) {
   if (callable == nullptr) return nullptr;
+#if PY_VERSION_HEX >= 0x030C0000
+  PyObject* pending = PyErr_GetRaisedException();
+#else
   PyObject* type = nullptr;
   PyObject* value = nullptr;
   PyObject* traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
+#endif
   PyObject* result =
       argument == nullptr ? PyObject_CallNoArgs(callable) : PyObject_CallOneArg(callable, argument);
   if (result == nullptr) PyErr_WriteUnraisable(callable);
+#if PY_VERSION_HEX >= 0x030C0000
+  PyErr_SetRaisedException(pending);
+#else
   PyErr_Restore(type, value, traceback);
+#endif
   return result;
 }
 

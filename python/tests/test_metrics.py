@@ -302,3 +302,20 @@ def test_targets_file_metrics_end_to_end(tmp_path):
     assert spans["talk"][0]["net_received_bytes"] == 777
     # opsight run samples counters every 100 ms by default.
     assert "sampler_interval_ns" in run_info(trace)
+
+
+def test_a_call_that_raises_keeps_its_exception_and_its_metrics():
+    @opsight.trace(metrics=["cpu", "heap"])
+    def fails():
+        burn_cpu(0.005)
+        raise ValueError("bad batch")
+
+    with opsight.profile() as prof:
+        with pytest.raises(ValueError, match="bad batch"):
+            fails()
+    columns = prof.trace.slice_columns()
+    row = columns["name"].index(
+        "test_a_call_that_raises_keeps_its_exception_and_its_metrics.<locals>.fails")
+    assert columns["attributes"]["exception.type"][row] == "ValueError"
+    assert columns["attributes"]["metric.cpu_ns"][row] >= 4e6
+    assert columns["attributes"]["metric.heap_delta_bytes"][row] is not None
