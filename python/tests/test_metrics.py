@@ -319,3 +319,41 @@ def test_a_call_that_raises_keeps_its_exception_and_its_metrics():
     assert columns["attributes"]["exception.type"][row] == "ValueError"
     assert columns["attributes"]["metric.cpu_ns"][row] >= 4e6
     assert columns["attributes"]["metric.heap_delta_bytes"][row] is not None
+
+
+@pytest.mark.parametrize("mode", ["reset", "passive"])
+def test_rss_peak_mode_and_the_programs_own_high_water_mark(tmp_path, mode):
+    """By default a memory span resets the kernel's RSS high-water mark (exact peaks; the
+    program's own VmHWM changes). OPSIGHT_RSS_PEAK=passive leaves the mark alone."""
+    app = write(tmp_path, "app.py", """
+        import opsight
+
+        def high_water_bytes():
+            with open("/proc/self/status") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+
+        big = bytearray(200 * 1024 * 1024)
+        del big
+        before = high_water_bytes()
+        with opsight.profile() as prof:
+            with opsight.span("small", metrics=["memory"]):
+                pass
+        after = high_water_bytes()
+        columns = prof.trace.slice_columns()
+        peak = columns["attributes"]["metric.rss_peak_bytes"][columns["name"].index("small")]
+        print(before, after, peak)
+    """)
+    from conftest import run, PYTHON
+
+    environment = {"OPSIGHT_RSS_PEAK": "passive"} if mode == "passive" else {}
+    completed = run([PYTHON, str(app)], tmp_path, **environment)
+    assert completed.returncode == 0, completed.stderr
+    before, after, peak = map(int, completed.stdout.split())
+    assert before >= 200 * MIB
+    assert peak < 150 * MIB, "the span never held the 200 MiB"
+    if mode == "passive":
+        assert after >= before
+    else:
+        assert after < before - 100 * MIB

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@ namespace {
 // overlap (nested, or on other threads) keep exact peaks, every reset and every end first
 // folds the mark reached so far into all open spans. Where the reset is forbidden, a span's
 // peak is the mark at its end if the span raised it, otherwise the larger of its start and
-// end RSS (a lower bound). Thread-safety: all methods lock.
+// end RSS (a lower bound); OPSIGHT_RSS_PEAK=passive asks for that mode. Thread-safety: all
+// methods lock.
 class ResidentPeakTracker {
  public:
   struct Opened {
@@ -92,7 +94,14 @@ class ResidentPeakTracker {
   std::mutex mutex_;
   std::vector<OpenSpan> open_;
   uint32_t next_slot_ = 1;
-  bool reset_possible_ = true;
+  // OPSIGHT_RSS_PEAK=passive leaves the kernel's mark alone (the traced program's own
+  // getrusage ru_maxrss and VmHWM then stay as they would be untraced).
+  bool reset_possible_ = !passive_requested();
+
+  static bool passive_requested() {
+    const char* mode = std::getenv("OPSIGHT_RSS_PEAK");
+    return mode != nullptr && std::string_view(mode) == "passive";
+  }
 };
 
 ResidentPeakTracker& peak_tracker() {
