@@ -76,22 +76,33 @@ class Profile(TraceAnalyses):
         if _session_state.session is not None:
             self._outer_span = Span(self.label, category="record")
             self._outer_span.__enter__()
+            self._apply_metrics()
             return self
         session = _native.Session(self.output or "", self.buffer_mb, self.flush_interval_ms,
                                   self.sample_ms)
         if not session.ok:
             raise RuntimeError(f"opsight.profile: {session.error}")
-        if self.metric_names:
-            self._previous_metrics = _native.session_metrics()
-            set_session_metrics(self.metric_names)
+        self._apply_metrics()
         self._session = session
         _session_state.session = session
         self._begin_ns = time.monotonic_ns()
         _session_state.session_started()
         return self
 
+    def _apply_metrics(self) -> None:
+        """Makes every traced call measure this profile's metrics until it stops."""
+        if self.metric_names:
+            self._previous_metrics = _native.session_metrics()
+            set_session_metrics(self.metric_names)
+
+    def _restore_metrics(self) -> None:
+        if self._previous_metrics is not None:
+            _native.set_session_metrics(*self._previous_metrics)
+            self._previous_metrics = None
+
     def stop(self) -> None:
         if self._outer_span is not None:
+            self._restore_metrics()
             self._outer_span.__exit__(None, None, None)
             return
         if self._session is None or self._trace is not None:
@@ -101,9 +112,7 @@ class Profile(TraceAnalyses):
             _session_state.session_stopping()
             _session_state.session = None
         end_ns = time.monotonic_ns()
-        if self._previous_metrics is not None:
-            _native.set_session_metrics(*self._previous_metrics)
-            self._previous_metrics = None
+        self._restore_metrics()
         ok = session.stop()
         if session.events_dropped:
             print(

@@ -357,3 +357,18 @@ def test_rss_peak_mode_and_the_programs_own_high_water_mark(tmp_path, mode):
         assert after >= before
     else:
         assert after < before - 100 * MIB
+
+
+def test_a_profile_inside_a_running_session_applies_its_metrics_to_its_block():
+    @opsight.trace
+    def work():
+        burn_cpu(0.005)
+
+    name = "test_a_profile_inside_a_running_session_applies_its_metrics_to_its_block.<locals>.work"
+    with opsight.profile() as outer:
+        work()
+        with opsight.profile(metrics=["cpu"]):
+            work()
+        work()
+    calls = metrics_by_span(outer.trace)[name]
+    assert [("cpu_ns" in call) for call in calls] == [False, True, False]
