@@ -303,6 +303,13 @@ void finish_metrics(const MetricStart& start) {
 
 namespace internal {
 
+// A group bit's position is its CostGroup (kMetricCpu = 1 << kCpu, ...).
+static_assert(kMetricCpu == 1u << static_cast<int>(collect::CostGroup::kCpu) &&
+              kMetricMemory == 1u << static_cast<int>(collect::CostGroup::kMemory) &&
+              kMetricDisk == 1u << static_cast<int>(collect::CostGroup::kDisk) &&
+              kMetricNetwork == 1u << static_cast<int>(collect::CostGroup::kNetwork) &&
+              kMetricGpu == 1u << static_cast<int>(collect::CostGroup::kGpu));
+
 void account_metric_cost(std::string_view group, uint64_t readings, uint64_t ticks) {
   using namespace collect;
   CostGroup cost_group = group == "heap" ? CostGroup::kHeap : CostGroup::kCount;
