@@ -62,6 +62,17 @@ void append_sized_string(std::string& out, std::string_view text) {
   out.append(text);
 }
 
+void append_run_info_chunk(std::string& out,
+                           const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::string payload;
+  append_pod(payload, static_cast<uint32_t>(entries.size()));
+  for (const auto& [key, value] : entries) {
+    append_sized_string(payload, key);
+    append_sized_string(payload, value);
+  }
+  append_chunk(out, ChunkType::kRunInfo, payload);
+}
+
 std::optional<ChunkView> read_chunk(std::string_view file, uint64_t offset, std::string* problem) {
   if (offset > file.size() || file.size() - offset < sizeof(ChunkHeader)) {
     *problem = "chunk header cut short";

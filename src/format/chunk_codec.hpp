@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "opsight/internal/native_layout.hpp"
 
@@ -36,6 +38,9 @@ void append_pod(std::string& out, const T& value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof(T));
 }
 void append_sized_string(std::string& out, std::string_view text);  // u32 length + bytes
+// Appends a whole kRunInfo chunk holding `entries` (key/value strings, in order).
+void append_run_info_chunk(std::string& out,
+                           const std::vector<std::pair<std::string, std::string>>& entries);
 
 // Validates the chunk header at `offset` of `file`. Returns the payload view, or nullopt
 // with *problem set ("chunk header cut short", "bad chunk header checksum", ...).

@@ -117,13 +117,7 @@ std::string write_native(const trace::Trace& trace) {
       {"ticks_per_second", "1000000000"},       {"source_format", run.source_format},
   };
   for (const auto& entry : run.extra) info.push_back(entry);
-  std::string payload;
-  format::append_pod(payload, static_cast<uint32_t>(info.size()));
-  for (const auto& [key, value] : info) {
-    format::append_sized_string(payload, key);
-    format::append_sized_string(payload, value);
-  }
-  format::append_chunk(out, format::ChunkType::kRunInfo, payload);
+  format::append_run_info_chunk(out, info);
 
   // Clock: ticks are ns; two points one second apart give slope 1.
   auto [first_ns, last_ns] = trace.time_bounds();

@@ -38,17 +38,6 @@ format::ThreadStats stats_of(const ThreadRecord& thread) {
           thread.slow_path_ticks.load(std::memory_order_relaxed)};
 }
 
-void append_run_info_chunk(std::string& out,
-                           const std::vector<std::pair<std::string, std::string>>& entries) {
-  std::string payload;
-  format::append_pod(payload, static_cast<uint32_t>(entries.size()));
-  for (const auto& [key, value] : entries) {
-    format::append_sized_string(payload, key);
-    format::append_sized_string(payload, value);
-  }
-  format::append_chunk(out, format::ChunkType::kRunInfo, payload);
-}
-
 }  // namespace
 
 StreamWriter::StreamWriter(std::unique_ptr<ByteSink> sink, const RecordingOptions& options,
@@ -62,7 +51,7 @@ StreamWriter::StreamWriter(std::unique_ptr<ByteSink> sink, const RecordingOption
   run_info.emplace_back("clock", clock_name());
   run_info.emplace_back("ticks_per_second", std::to_string(ticks_per_second));
   run_info.emplace_back("event_cost_ns", std::to_string(event_cost_ns));
-  append_run_info_chunk(buffer_, run_info);
+  format::append_run_info_chunk(buffer_, run_info);
   format::ClockSync sync = take_clock_sync();
   format::append_chunk(buffer_, format::ChunkType::kClockSync,
                        std::string_view(reinterpret_cast<const char*>(&sync), sizeof(sync)));
@@ -192,7 +181,7 @@ void StreamWriter::drain(bool final_round) {
   // Outside the registry lock: the callback may take locks of its own.
   if (final_round && final_run_info_) {
     auto entries = final_run_info_();
-    if (!entries.empty()) append_run_info_chunk(tail, entries);
+    if (!entries.empty()) format::append_run_info_chunk(tail, entries);
   }
   {
     std::lock_guard lock(reg.mutex);
