@@ -39,15 +39,6 @@ bool has_metric_prefix(std::string_view key) {
 // The percentiles a SpanMetricStatistics carries, in percent, ascending.
 constexpr std::array<double, 3> kMetricPercentiles = {50.0, 90.0, 99.0};
 
-// Fractional metrics are summarized in thousandths of their unit (see the header).
-constexpr double kFractionalScale = 1000.0;
-
-int64_t to_scaled_integer(double value, double scale) {
-  double scaled = std::round(value * scale);
-  constexpr double kLimit = 9.2e18;  // just inside the int64 range
-  return static_cast<int64_t>(std::clamp(scaled, -kLimit, kLimit));
-}
-
 // Summarizes the values of one (span name, metric) group; `values` is not empty.
 void summarize_metric_values(std::span<const double> values, SpanMetricStatistics& entry) {
   entry.count = values.size();
@@ -62,14 +53,12 @@ void summarize_metric_values(std::span<const double> values, SpanMetricStatistic
   }
   entry.total = static_cast<double>(sum);
   entry.mean = static_cast<double>(sum / static_cast<long double>(values.size()));
-  const double scale = entry.integral ? 1.0 : kFractionalScale;
-  std::vector<int64_t> scaled(values.size());
-  for (size_t i = 0; i < values.size(); ++i) scaled[i] = to_scaled_integer(values[i], scale);
+  std::vector<double> unsorted(values.begin(), values.end());
   std::array<double, kMetricPercentiles.size()> percentiles{};
-  percentiles_of_unsorted(scaled, kMetricPercentiles, percentiles);
-  entry.p50 = percentiles[0] / scale;
-  entry.p90 = percentiles[1] / scale;
-  entry.p99 = percentiles[2] / scale;
+  percentiles_of_unsorted(std::span<double>(unsorted), kMetricPercentiles, percentiles);
+  entry.p50 = percentiles[0];
+  entry.p90 = percentiles[1];
+  entry.p99 = percentiles[2];
 }
 
 // Step-function mean of samples ordered by time (see the header).

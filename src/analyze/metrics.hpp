@@ -14,10 +14,9 @@
 //     an integer or a floating-point number (strings and booleans under the prefix are
 //     ignored); its name is the key without the prefix, its unit the name's suffix
 //     (trace::metric_unit).
-//   - percentiles use the same method as every other analysis (numpy's 'linear', see
-//     statistics.hpp). They are exact for whole-numbered metrics (ns, bytes); a metric with
-//     a fractional value (watts, percent) is summarized in thousandths of its unit, so its
-//     percentiles are exact to 0.001 of the unit.
+//   - percentiles use the same method and code as every other analysis (numpy's 'linear',
+//     percentiles_of_unsorted in statistics.hpp), on the values as recorded, fractional
+//     ones (watts, percent) included.
 //   - the mean of a counter is time-weighted: each sample holds until the next one (a step
 //     function, as counter tracks are drawn), averaged over first to last sample; with one
 //     sample, or all samples at one instant, it is their plain mean.

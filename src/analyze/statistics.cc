@@ -81,7 +81,10 @@ void resolve_mixed_categories(const trace::SliceTable& slices,
 
 }  // namespace
 
-double percentile_of_sorted(std::span<const int64_t> sorted_values, double q) {
+// Integer (durations, bytes) and floating-point (watts, percent) values share one
+// implementation.
+template <typename Value>
+double percentile_of_sorted_values(std::span<const Value> sorted_values, double q) {
   if (sorted_values.empty()) return 0.0;
   Rank rank = rank_of_percentile(sorted_values.size(), q);
   auto lower = static_cast<double>(sorted_values[rank.lower]);
@@ -90,8 +93,9 @@ double percentile_of_sorted(std::span<const int64_t> sorted_values, double q) {
   return interpolate(lower, upper, rank.fraction);
 }
 
-void percentiles_of_unsorted(std::span<int64_t> values, std::span<const double> percents,
-                             std::span<double> results) {
+template <typename Value>
+void select_percentiles(std::span<Value> values, std::span<const double> percents,
+                        std::span<double> results) {
   const size_t count = values.size();
   if (count == 0) {
     for (size_t i = 0; i < percents.size() && i < results.size(); ++i) results[i] = 0.0;
@@ -101,7 +105,7 @@ void percentiles_of_unsorted(std::span<int64_t> values, std::span<const double> 
   if (count <= 32) {
     std::sort(values.begin(), values.end());
     for (size_t i = 0; i < percents.size() && i < results.size(); ++i)
-      results[i] = percentile_of_sorted(values, percents[i]);
+      results[i] = percentile_of_sorted_values(std::span<const Value>(values), percents[i]);
     return;
   }
   // Invariant: values[0, placed) are all <= values[placed, count), and the last position
@@ -130,6 +134,19 @@ void percentiles_of_unsorted(std::span<int64_t> values, std::span<const double> 
     }
     results[i] = interpolate(lower, static_cast<double>(values[upper_rank]), rank.fraction);
   }
+}
+
+double percentile_of_sorted(std::span<const int64_t> sorted_values, double q) {
+  return percentile_of_sorted_values(sorted_values, q);
+}
+
+void percentiles_of_unsorted(std::span<int64_t> values, std::span<const double> percents,
+                             std::span<double> results) {
+  select_percentiles(values, percents, results);
+}
+void percentiles_of_unsorted(std::span<double> values, std::span<const double> percents,
+                             std::span<double> results) {
+  select_percentiles(values, percents, results);
 }
 
 int64_t traced_time_ns(const trace::Trace& trace) {

@@ -44,6 +44,8 @@ double percentile_of_sorted(std::span<const int64_t> sorted_values, double q);
 // `results` receives one value per percent (results.size() >= percents.size()).
 void percentiles_of_unsorted(std::span<int64_t> values, std::span<const double> percents,
                              std::span<double> results);
+void percentiles_of_unsorted(std::span<double> values, std::span<const double> percents,
+                             std::span<double> results);
 
 // Statistics of every slice that carries one name.
 struct NameStatistics {
