@@ -107,6 +107,9 @@ class NativeDecoder {
           read_stats(*chunk);
           saw_stats = true;
           break;
+        case format::ChunkType::kDropsSoFar:  // the latest counts until the footer comes
+          read_stats(*chunk);
+          break;
         default:
           break;  // a chunk type from a newer writer: skip it
       }
@@ -249,6 +252,7 @@ class NativeDecoder {
     if (cursor.failed) return;
     result_.trace.run.events_dropped = stats.events_dropped;
     if (stats.event_cost_ns > 0) event_cost_ns_ = stats.event_cost_ns;
+    thread_stats_.clear();  // each stats chunk holds whole counts, not increments
     for (uint64_t i = 0; i < stats.thread_count && !cursor.failed; ++i) {
       auto thread = cursor.take<format::ThreadStats>();
       if (cursor.failed || thread.thread_index > kMaxIndex) break;
@@ -504,26 +508,24 @@ class NativeDecoder {
         trace.tracks[own.track].name = trace.intern(state.name);
     }
     int64_t total_overhead = 0;
+    // Without the footer (a crash), every thread's overhead is estimated from the events
+    // seen; the footer, or else the last kDropsSoFar, adds drops and slow-path time.
+    for (auto& state : threads_) {
+      if (!state.lanes[0].has_track) continue;
+      trace::Track& track = trace.tracks[state.lanes[0].track];
+      track.events_recorded = state.events;
+      track.overhead_ns =
+          static_cast<int64_t>(std::llround(static_cast<double>(state.events) * event_cost_ns_));
+    }
     for (const auto& stats : thread_stats_) {
       auto position = thread_positions_.find(stats.thread_index);
       if (position == thread_positions_.end() || !threads_[position->second].lanes[0].has_track)
         continue;
-      ThreadState& state = threads_[position->second];
-      trace::Track& track = trace.tracks[state.lanes[0].track];
-      track.events_recorded = state.events;
+      trace::Track& track = trace.tracks[threads_[position->second].lanes[0].track];
       track.events_dropped = stats.events_dropped;
-      track.overhead_ns =
-          static_cast<int64_t>(std::llround(static_cast<double>(state.events) * event_cost_ns_ +
-                                            static_cast<double>(stats.slow_path_ticks) * slope_));
-    }
-    if (thread_stats_.empty()) {  // no footer (crash): estimate from the events seen
-      for (auto& state : threads_) {
-        if (!state.lanes[0].has_track) continue;
-        trace::Track& track = trace.tracks[state.lanes[0].track];
-        track.events_recorded = state.events;
-        track.overhead_ns =
-            static_cast<int64_t>(std::llround(static_cast<double>(state.events) * event_cost_ns_));
-      }
+      track.overhead_ns = static_cast<int64_t>(
+          std::llround(static_cast<double>(track.events_recorded) * event_cost_ns_ +
+                       static_cast<double>(stats.slow_path_ticks) * slope_));
     }
     for (const auto& track : trace.tracks) total_overhead += track.overhead_ns;
     trace.run.overhead_ns = total_overhead;

@@ -232,6 +232,31 @@ TEST(Native, AnEndWrittenLateAfterDropsMarksItsSpanUnfinished) {
   EXPECT_EQ(slices.parent[2], opsight::trace::kNoRow);  // nesting recovered after it
 }
 
+// A process killed mid-session has no footer; the last kDropsSoFar still gives its drops,
+// and a later one supersedes an earlier one (each holds whole counts).
+TEST(Native, DropsSoFarReportDropsOfAFileWithoutItsFooter) {
+  using namespace opsight::format;
+  std::string bytes = file_with_events(
+      {slot(10, SlotKind::kBegin, 1), slot(20, SlotKind::kEnd), slot(30, SlotKind::kBegin, 1)});
+  auto append_drops = [&](uint64_t dropped) {
+    std::string payload;
+    append_pod(payload, SessionStats{25, 1, dropped, 0});
+    append_pod(payload, ThreadStats{0, 0, 3, dropped, 0});
+    append_chunk(bytes, ChunkType::kDropsSoFar, payload);
+  };
+  append_drops(7);
+  append_drops(40);
+  auto result = opsight::io::read_native(bytes);
+  ASSERT_TRUE(result.damage.has_value());  // still no end
+  EXPECT_NE(result.damage->message.find("no end"), std::string::npos);
+  EXPECT_FALSE(result.trace.run.complete);
+  EXPECT_EQ(result.trace.run.events_dropped, 40u);
+  ASSERT_FALSE(result.trace.tracks.empty());
+  EXPECT_EQ(result.trace.tracks[0].events_dropped, 40u);
+  EXPECT_EQ(result.trace.tracks[0].events_recorded, 3u);
+  EXPECT_EQ(result.trace.slices.size(), 2u);  // the open span is kept, unfinished
+}
+
 TEST(Native, ImpossibleIdsAreDamageNotCrashes) {
   using opsight::format::SlotKind;
   auto huge_name =

@@ -81,15 +81,20 @@ void flood() {
   }
 }
 
-opsight::format::SessionStats footer_of(std::string_view bytes) {
-  opsight::format::SessionStats stats{};
+// The SessionStats of every chunk of `type`, in file order.
+std::vector<opsight::format::SessionStats> stats_chunks(std::string_view bytes, ChunkType type) {
+  std::vector<opsight::format::SessionStats> found;
   uint64_t offset = sizeof(opsight::format::FileHeader);
   std::string problem;
   while (auto chunk = opsight::format::read_chunk(bytes, offset, &problem)) {
-    if (chunk->type == ChunkType::kStats) std::memcpy(&stats, chunk->payload.data(), sizeof(stats));
+    if (chunk->type == type) {
+      opsight::format::SessionStats stats{};
+      std::memcpy(&stats, chunk->payload.data(), sizeof(stats));
+      found.push_back(stats);
+    }
     offset = chunk->payload_offset + chunk->payload.size();
   }
-  return stats;
+  return found;
 }
 
 TEST(Recorder, ASlowWriterMakesThreadsDropAndEveryDropIsCountedEvenOfExitedThreads) {
@@ -107,9 +112,19 @@ TEST(Recorder, ASlowWriterMakesThreadsDropAndEveryDropIsCountedEvenOfExitedThrea
   ASSERT_TRUE(result.sink);
   EXPECT_GT(dropped_while_running, 0u);
   EXPECT_EQ(result.events_dropped, dropped_while_running);
-  auto stats = footer_of(static_cast<opsight::record::MemorySink&>(*result.sink).bytes());
-  EXPECT_EQ(stats.events_dropped, dropped_while_running);
-  EXPECT_GE(stats.thread_count, 4u);
+  std::string_view bytes = static_cast<opsight::record::MemorySink&>(*result.sink).bytes();
+  auto footer = stats_chunks(bytes, ChunkType::kStats);
+  ASSERT_EQ(footer.size(), 1u);
+  EXPECT_EQ(footer[0].events_dropped, dropped_while_running);
+  EXPECT_GE(footer[0].thread_count, 4u);
+  // The drops were also written as they grew, for a file whose footer never comes: counts
+  // that only rise, each below or at the final one.
+  auto so_far = stats_chunks(bytes, ChunkType::kDropsSoFar);
+  ASSERT_FALSE(so_far.empty());
+  EXPECT_GT(so_far.front().events_dropped, 0u);
+  for (size_t i = 1; i < so_far.size(); ++i)
+    EXPECT_GT(so_far[i].events_dropped, so_far[i - 1].events_dropped);
+  EXPECT_LE(so_far.back().events_dropped, dropped_while_running);
 }
 
 TEST(Recorder, FileSinkReportsUnwritablePath) {

@@ -200,7 +200,12 @@ void StreamWriter::drain(bool final_round) {
         return true;
       });
     }
-    if (final_round) {
+    // The footer at the end; before it, the same counts whenever drops grew, so that a
+    // process killed mid-session leaves a file that still says what it lost.
+    uint64_t dropped = reg.exited_events_dropped;
+    for (auto& thread : reg.threads)
+      dropped += thread->events_dropped.load(std::memory_order_relaxed);
+    if (final_round || dropped > drops_written_) {
       format::SessionStats stats{sync.ticks, 0, 0, event_cost_ns_};
       std::vector<format::ThreadStats> per_thread = reg.exited_thread_stats;
       for (auto& thread : reg.threads)
@@ -210,7 +215,9 @@ void StreamWriter::drain(bool final_round) {
       size_t header = format::begin_chunk(tail);
       format::append_pod(tail, stats);
       for (const auto& entry : per_thread) format::append_pod(tail, entry);
-      format::end_chunk(tail, header, format::ChunkType::kStats);
+      format::end_chunk(tail, header,
+                        final_round ? format::ChunkType::kStats : format::ChunkType::kDropsSoFar);
+      drops_written_ = dropped;
     }
   }
 

@@ -1,7 +1,8 @@
 // Streams a session's events to its ByteSink in the native format, from a background
 // thread: every flush interval (or when a chunk is handed over) it drains full chunks and
 // the committed part of live ones, and appends kNames, kThread, kEvents and kClockSync
-// chunks. finish() does a last round and appends the kStats footer.
+// chunks, and kDropsSoFar when events were dropped since the last round. finish() does a
+// last round and appends the kStats footer.
 //
 // Thread-safety: constructed, notified and finished from the session's owner; the drain
 // runs on the writer's own thread and takes the registry lock only to snapshot.
@@ -43,8 +44,9 @@ class StreamWriter {
   std::function<std::vector<std::pair<std::string, std::string>>()> final_run_info_;
   std::optional<std::string> error_;
   size_t names_written_ = 0;
-  std::string buffer_;  // file header, run info, names, threads: whatever precedes events
-  std::string tail_;    // the clock sync and, at the end, the footer
+  uint64_t drops_written_ = 0;  // the drop count of the last kDropsSoFar chunk
+  std::string buffer_;          // file header, run info, names, threads: whatever precedes events
+  std::string tail_;            // the clock sync and, at the end, the footer
   // One kEvents chunk: its chunk header and EventsHeader, and the slots it covers.
   struct EventsPiece {
     char header[32];

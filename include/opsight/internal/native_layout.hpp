@@ -27,12 +27,14 @@ struct FileHeader {
 static_assert(sizeof(FileHeader) == 16);
 
 enum class ChunkType : uint32_t {
-  kRunInfo = 1,    // key/value strings: "host", "command_line", "pid", ...
-  kClockSync = 2,  // ClockSync records: pairs of (ticks, monotonic ns, realtime ns)
-  kNames = 3,      // NameRecord entries: interned span names with category and source
-  kThread = 4,     // ThreadRecord: a thread's index, pid, tid and name
-  kEvents = 5,     // EventsHeader then 16-byte Slots of one thread, in time order
-  kStats = 6,      // the footer: ThreadStats per thread and the session's totals
+  kRunInfo = 1,     // key/value strings: "host", "command_line", "pid", ...
+  kClockSync = 2,   // ClockSync records: pairs of (ticks, monotonic ns, realtime ns)
+  kNames = 3,       // NameRecord entries: interned span names with category and source
+  kThread = 4,      // ThreadRecord: a thread's index, pid, tid and name
+  kEvents = 5,      // EventsHeader then 16-byte Slots of one thread, in time order
+  kStats = 6,       // the footer: ThreadStats per thread and the session's totals
+  kDropsSoFar = 7,  // kStats's payload, written mid-session whenever drops grew, so a file
+                    // cut short (SIGKILL) still reports the drops up to its last flush
 };
 
 struct ChunkHeader {
