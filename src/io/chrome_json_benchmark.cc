@@ -19,9 +19,11 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "io/chrome_json_repair.hpp"
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 
@@ -129,16 +131,33 @@ void BM_WriteChromeJson(benchmark::State& state) {
 }
 BENCHMARK(BM_WriteChromeJson)->Unit(benchmark::kMillisecond);
 
+// Bytes the slice table holds (capacity, not size) per slice: the memory bound.
+template <typename T>
+size_t column_bytes(const trace::Column<T>& column) {
+  return column.capacity() * sizeof(T);
+}
+double slice_bytes_per_slice(const trace::SliceTable& slices) {
+  size_t bytes = column_bytes(slices.ts) + column_bytes(slices.dur) + column_bytes(slices.name) +
+                 column_bytes(slices.category) + column_bytes(slices.track) +
+                 column_bytes(slices.depth) + column_bytes(slices.flags) +
+                 column_bytes(slices.parent) + column_bytes(slices.span_id) +
+                 column_bytes(slices.args_begin);
+  return static_cast<double>(bytes) / static_cast<double>(std::max<size_t>(1, slices.size()));
+}
+
 // threads: 0 for read_chrome_json's own choice, else the count passed to it.
 void read_benchmark(benchmark::State& state, const std::string& json, int threads = 0) {
   size_t slices = 0;
+  double bytes_per_slice = 0;
   for (auto _ : state) {
     ReadResult result = threads == 0 ? read_chrome_json(json) : read_chrome_json(json, threads);
     slices = result.trace.slices.size();
+    bytes_per_slice = slice_bytes_per_slice(result.trace.slices);
     benchmark::DoNotOptimize(slices);
   }
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
   state.counters["slices"] = static_cast<double>(slices);
+  state.counters["slice_bytes_per_slice"] = bytes_per_slice;
   state.counters["MB"] = static_cast<double>(json.size()) / 1e6;
 }
 
@@ -158,6 +177,99 @@ void simdjson_baseline(benchmark::State& state, const std::string& json) {
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
 }
 
+// Touches every value under `value` as a reader that validates everything must: numbers
+// parsed, strings unescaped, containers walked. Returns a checksum so nothing is elided.
+uint64_t walk_on_demand(simdjson::ondemand::value value) {
+  using simdjson::ondemand::json_type;
+  json_type type;
+  if (value.type().get(type)) return 0;
+  switch (type) {
+    case json_type::object: {
+      uint64_t sum = 0;
+      for (auto field : value.get_object()) {
+        std::string_view key;
+        if (field.unescaped_key().get(key)) return 0;
+        sum += key.size() + walk_on_demand(field.value());
+      }
+      return sum;
+    }
+    case json_type::array: {
+      uint64_t sum = 0;
+      for (auto element : value.get_array()) sum += walk_on_demand(element.value());
+      return sum;
+    }
+    case json_type::number: {
+      double number = 0;
+      if (value.get_double().get(number)) return 0;
+      return static_cast<uint64_t>(number);
+    }
+    case json_type::string: {
+      std::string_view text;
+      if (value.get_string().get(text)) return 0;
+      return text.size();
+    }
+    case json_type::boolean: {
+      bool flag = false;
+      if (value.get_bool().get(flag)) return 0;
+      return flag ? 1 : 0;
+    }
+    case json_type::null:
+      return value.is_null() ? 1 : 0;
+  }
+  return 0;
+}
+
+// simdjson On-Demand over the same bytes, every value touched (what a strict reader built
+// on On-Demand would pay before building any row), parser and input reused.
+void simdjson_on_demand_baseline(benchmark::State& state, const std::string& json) {
+  simdjson::ondemand::parser parser(json.size() + 4096);
+  simdjson::padded_string padded(json);
+  for (auto _ : state) {
+    auto document = parser.iterate(padded);
+    uint64_t sum = walk_on_demand(document.get_value());
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
+}
+
+// The same, window by window as the reader cuts the event array (about 1 MiB of whole
+// events each, copied into a padded "[...]"): the parse stays in cache.
+void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::string& json) {
+  auto array = chrome_json::find_event_array(json);
+  auto windows = chrome_json::split_array_elements(json, array.value_or(0), 1 << 20);
+  if (!windows) {
+    state.SkipWithError("the benchmark's JSON has no event array");
+    return;
+  }
+  simdjson::ondemand::parser parser;
+  std::string window_text;
+  for (auto _ : state) {
+    uint64_t sum = 0;
+    for (auto [begin, end] : windows->windows) {
+      window_text.assign("[");
+      window_text.append(json, begin, end - begin);
+      window_text.append("]");
+      window_text.append(simdjson::SIMDJSON_PADDING, ' ');
+      auto document = parser.iterate(window_text.data(), end - begin + 2, window_text.size());
+      sum += walk_on_demand(document.get_value());
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
+}
+
+// Stage 1 only (On-Demand's structural index of the whole input, nothing walked): the
+// figure simdjson's "gigabytes per second" refers to.
+void simdjson_stage1_baseline(benchmark::State& state, const std::string& json) {
+  simdjson::ondemand::parser parser(json.size() + 4096);
+  simdjson::padded_string padded(json);
+  for (auto _ : state) {
+    auto document = parser.iterate(padded);
+    benchmark::DoNotOptimize(document);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
+}
+
 void BM_ReadChromeJson(benchmark::State& state) { read_benchmark(state, synthetic_json()); }
 BENCHMARK(BM_ReadChromeJson)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -168,6 +280,21 @@ BENCHMARK(BM_ReadChromeJsonOneThread)->Unit(benchmark::kMillisecond)->UseRealTim
 
 void BM_SimdjsonParseOnly(benchmark::State& state) { simdjson_baseline(state, synthetic_json()); }
 BENCHMARK(BM_SimdjsonParseOnly)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SimdjsonOnDemandWalk(benchmark::State& state) {
+  simdjson_on_demand_baseline(state, synthetic_json());
+}
+BENCHMARK(BM_SimdjsonOnDemandWalk)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SimdjsonOnDemandWalkWindows(benchmark::State& state) {
+  simdjson_on_demand_windows_baseline(state, synthetic_json());
+}
+BENCHMARK(BM_SimdjsonOnDemandWalkWindows)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SimdjsonStage1Only(benchmark::State& state) {
+  simdjson_stage1_baseline(state, synthetic_json());
+}
+BENCHMARK(BM_SimdjsonStage1Only)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_ReadPyTorchLikeJson(benchmark::State& state) { read_benchmark(state, pytorch_like_json()); }
 BENCHMARK(BM_ReadPyTorchLikeJson)->Unit(benchmark::kMillisecond)->UseRealTime();

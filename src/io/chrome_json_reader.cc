@@ -3,9 +3,10 @@
 //
 // The event array is cut into windows of about 1 MiB of whole events (a vectorised scan
 // of quotes and brackets, chrome_json_repair.cc), each window is parsed with simdjson's
-// DOM parser (validating it entirely) and its events are turned into rows of the trace
-// tables; on a machine with two cores the windows are parsed on a helper thread while the
-// calling thread builds the rows of the previous ones:
+// DOM parser (validating it entirely; chrome_json_windows.cc) and its events are turned
+// into rows of the trace tables here (value conversions in chrome_json_values.cc); on a
+// machine with two cores the windows are parsed on a helper thread while the calling
+// thread builds the rows of the previous ones:
 //   X          -> a slice (ts, dur)               B/E -> a slice, paired per thread on a stack
 //   i/I        -> an instant                      C   -> one counter sample per numeric arg
 //   M          -> process / thread names          anything else -> counted and skipped
@@ -23,8 +24,8 @@
 //
 // Files of the PyTorch profiler and ONNX Runtime are recognised (run.source_format) once
 // every event is read, and their categories are then mapped to the canonical ones of
-// trace/categories.hpp, the mapping recorded in run.extra["category_map"]
-// (docs/reports.md, "Foreign traces").
+// trace/categories.hpp (chrome_json_categories.cc), the mapping recorded in
+// run.extra["category_map"] (docs/reports.md, "Foreign traces").
 //
 // Thread-safety: read_chrome_json is reentrant; it shares nothing between calls (each
 // calling thread keeps its own parsers, which a read's helper thread borrows).
@@ -55,7 +56,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "io/chrome_json_categories.hpp"
 #include "io/chrome_json_repair.hpp"
+#include "io/chrome_json_values.hpp"
+#include "io/chrome_json_windows.hpp"
 #include "io/io.hpp"
 #include "trace/categories.hpp"
 #include "trace/trace.hpp"
@@ -63,431 +67,10 @@
 namespace opsight::io {
 namespace {
 
-using simdjson::dom::element;
-using simdjson::dom::element_type;
-
-using chrome_json::describe_invalid_json;
-using chrome_json::find_event_array;
-using chrome_json::find_event_offset;
-using chrome_json::find_repair_point;
-using chrome_json::kMaxNestingDepth;
-using chrome_json::RepairPoint;
-using chrome_json::skip_whitespace;
-using chrome_json::split_array_elements;
+// The reader's own parts: repair, values, windows and categories.
+using namespace chrome_json;
 // Top-level keys that are not scalars are kept in run.extra as compact JSON up to this size.
 constexpr size_t kMaxExtraJsonBytes = 4096;
-
-// ---- Values -----------------------------------------------------------------------------
-
-// Microseconds (JSON number) to nanoseconds. A decimal with at most three fractional digits
-// is recovered exactly (not just llround(us * 1000), which can be 1 ns off once the double
-// has fewer than ~1e-3 us of precision left, i.e. beyond ~2^42 us).
-bool microseconds_to_ns(element value, int64_t* out) {
-  switch (value.type()) {
-    case element_type::INT64: {
-      int64_t micros = 0;
-      if (value.get(micros) != simdjson::SUCCESS) return false;
-      return !__builtin_mul_overflow(micros, int64_t{1000}, out);
-    }
-    case element_type::DOUBLE: {
-      double micros = 0;
-      if (value.get(micros) != simdjson::SUCCESS) return false;
-      if (!(std::fabs(micros) < 9.2e15)) return false;  // also rejects NaN
-      int64_t nanos = std::llround(micros * 1000.0);
-      if (std::fabs(micros) < 9.0e12 && static_cast<double>(nanos) / 1000.0 != micros) {
-        if (static_cast<double>(nanos - 1) / 1000.0 == micros) {
-          nanos -= 1;
-        } else if (static_cast<double>(nanos + 1) / 1000.0 == micros) {
-          nanos += 1;
-        }
-      }
-      *out = nanos;
-      return true;
-    }
-    default:
-      return false;  // uint64 (beyond int64 us is beyond int64 ns), strings, ...
-  }
-}
-
-std::optional<double> numeric_value(element value) {
-  switch (value.type()) {
-    case element_type::INT64:
-      return static_cast<double>(value.get_int64().value_unsafe());
-    case element_type::UINT64:
-      return static_cast<double>(value.get_uint64().value_unsafe());
-    case element_type::DOUBLE:
-      return value.get_double().value_unsafe();
-    case element_type::BOOL:
-      return value.get_bool().value_unsafe() ? 1.0 : 0.0;
-    default:
-      return std::nullopt;
-  }
-}
-
-// Value of each hex digit, -1 for any other byte.
-constexpr std::array<int8_t, 256> kHexDigitValues = [] {
-  std::array<int8_t, 256> values{};
-  values.fill(-1);
-  for (int digit = 0; digit < 10; ++digit) values['0' + digit] = static_cast<int8_t>(digit);
-  for (int digit = 0; digit < 6; ++digit) {
-    values['a' + digit] = static_cast<int8_t>(10 + digit);
-    values['A' + digit] = static_cast<int8_t>(10 + digit);
-  }
-  return values;
-}();
-
-// The value of 8 hex digits held in `chars` (the first digit in the lowest byte), checked
-// and converted 8 bytes at a time (SWAR); nullopt if any byte is not a hex digit.
-std::optional<uint32_t> parse_hex8(uint64_t chars) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHighBits = 0x8080808080808080ULL;
-  if ((chars & kHighBits) != 0) return std::nullopt;  // bytes >= 0x80 break the tricks below
-  // High bit of each byte set where low <= byte <= high (every byte below 0x80, so the
-  // additions never carry into the next byte).
-  auto in_range = [](uint64_t bytes, uint64_t low, uint64_t high) {
-    uint64_t at_least_low = bytes + (0x80 - low) * kOnes;
-    uint64_t above_high = bytes + (0x7F - high) * kOnes;
-    return at_least_low & ~above_high & kHighBits;
-  };
-  uint64_t digits = in_range(chars, '0', '9');
-  uint64_t letters = in_range(chars | (0x20 * kOnes), 'a', 'f');  // 'A'-'F' folded to 'a'-'f'
-  if ((digits | letters) != kHighBits) return std::nullopt;
-  uint64_t nibbles = (chars & (0x0F * kOnes)) + (letters >> 7) * 9;  // '0'->0, 'a'->10
-  // Gather the nibbles, first digit most significant: pairs, then quads, then all eight.
-  nibbles = ((nibbles & 0x000F000F000F000FULL) << 4) | ((nibbles & 0x0F000F000F000F00ULL) >> 8);
-  nibbles = ((nibbles & 0x000000FF000000FFULL) << 8) | ((nibbles & 0x00FF000000FF0000ULL) >> 16);
-  nibbles = ((nibbles & 0x000000000000FFFFULL) << 16) | ((nibbles & 0x0000FFFF00000000ULL) >> 32);
-  return static_cast<uint32_t>(nibbles);
-}
-
-// Span ids are 16 hex digits on every event of opsight's files: those are converted 8 at a
-// time; other lengths a table lookup per digit, with one check of the sign bits at the end.
-std::optional<uint64_t> parse_hex64(std::string_view text) {
-  if (text.size() == 16) {
-    uint64_t high_chars = 0;
-    uint64_t low_chars = 0;
-    std::memcpy(&high_chars, text.data(), 8);
-    std::memcpy(&low_chars, text.data() + 8, 8);
-    if constexpr (std::endian::native == std::endian::little) {
-      auto high = parse_hex8(high_chars);
-      auto low = parse_hex8(low_chars);
-      if (!high || !low) return std::nullopt;
-      return (static_cast<uint64_t>(*high) << 32) | *low;
-    }
-  }
-  if (text.empty() || text.size() > 16) return std::nullopt;
-  uint64_t value = 0;
-  int8_t invalid = 0;
-  for (char c : text) {
-    int8_t digit = kHexDigitValues[static_cast<uint8_t>(c)];
-    invalid = static_cast<int8_t>(invalid | digit);
-    value = (value << 4) | static_cast<uint64_t>(digit & 0xF);
-  }
-  if (invalid < 0) return std::nullopt;
-  return value;
-}
-
-// Whether `text` is `literal`: a comparison of known length, which compiles to a few
-// loads and compares instead of a call of memcmp.
-template <size_t N>
-bool equals_literal(std::string_view text, const char (&literal)[N]) {
-  return text.size() == N - 1 && std::memcmp(text.data(), literal, N - 1) == 0;
-}
-
-// end - start, never negative, saturating instead of overflowing on extreme input.
-int64_t duration_between(int64_t start, int64_t end) {
-  int64_t duration = 0;
-  if (end <= start) return 0;
-  if (__builtin_sub_overflow(end, start, &duration)) return std::numeric_limits<int64_t>::max();
-  return duration;
-}
-
-std::string scalar_to_string(element value) {
-  switch (value.type()) {
-    case element_type::STRING:
-      return std::string(value.get_string().value_unsafe());
-    case element_type::INT64:
-      return std::to_string(value.get_int64().value_unsafe());
-    case element_type::UINT64:
-      return std::to_string(value.get_uint64().value_unsafe());
-    case element_type::BOOL:
-      return value.get_bool().value_unsafe() ? "true" : "false";
-    case element_type::NULL_VALUE:
-      return "null";
-    default:
-      return simdjson::minify(value);  // doubles (shortest form), arrays, objects
-  }
-}
-
-// A growable byte buffer for compact JSON text, reused across values: appending a byte is
-// a capacity check and a store (std::string also writes a terminator every time).
-class TextBuffer {
- public:
-  void clear() { size_ = 0; }
-  std::string_view view() const { return {bytes_.get(), size_}; }
-  void put(char c) {
-    if (size_ == capacity_) grow(size_ + 1);
-    bytes_[size_++] = c;
-  }
-  void put(std::string_view text) {
-    if (size_ + text.size() > capacity_) grow(size_ + text.size());
-    if (!text.empty()) std::memcpy(bytes_.get() + size_, text.data(), text.size());
-    size_ += text.size();
-  }
-
- private:
-  void grow(size_t needed) {
-    size_t capacity = std::max<size_t>({needed, capacity_ * 2, 256});
-    auto bytes = std::make_unique<char[]>(capacity);
-    if (size_ > 0) std::memcpy(bytes.get(), bytes_.get(), size_);
-    bytes_ = std::move(bytes);
-    capacity_ = capacity;
-  }
-
-  std::unique_ptr<char[]> bytes_;
-  size_t size_ = 0;
-  size_t capacity_ = 0;
-};
-
-// A string as JSON, when it needs no escaping: printable ASCII without quotes or
-// backslashes. Returns false for anything else.
-bool append_plain_json_string(std::string_view text, TextBuffer& out) {
-  for (char c : text) {
-    auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte >= 0x7F || c == '"' || c == '\\') return false;
-  }
-  out.put('"');
-  out.put(text);
-  out.put('"');
-  return true;
-}
-
-// Appends `value` as compact JSON, byte for byte what simdjson::minify writes, into a
-// buffer the caller reuses: PyTorch puts nested arrays ("Input Dims", "Input Strides") in
-// the args of every operator, and minify's own string builder (a byte at a time, a fresh
-// allocation per value) was a quarter of the reader's time on such files. Handles
-// integers, booleans, null, strings that need no escaping, and arrays and objects of
-// those; returns false (with `out` partly written) at anything else (doubles, whose
-// shortest form is simdjson's to choose, and strings to escape): the caller then asks
-// simdjson::minify.
-bool append_compact_json(element value, TextBuffer& out) {
-  switch (value.type()) {
-    case element_type::ARRAY: {
-      simdjson::dom::array items = value.get_array().value_unsafe();
-      out.put('[');
-      bool first = true;
-      for (element item : items) {
-        if (!first) out.put(',');
-        first = false;
-        if (!append_compact_json(item, out)) return false;
-      }
-      out.put(']');
-      return true;
-    }
-    case element_type::OBJECT: {
-      simdjson::dom::object members = value.get_object().value_unsafe();
-      out.put('{');
-      bool first = true;
-      for (auto [key, item] : members) {
-        if (!first) out.put(',');
-        first = false;
-        if (!append_plain_json_string(key, out)) return false;
-        out.put(':');
-        if (!append_compact_json(item, out)) return false;
-      }
-      out.put('}');
-      return true;
-    }
-    case element_type::INT64: {
-      char digits[24];
-      auto written =
-          std::to_chars(digits, digits + sizeof digits, value.get_int64().value_unsafe());
-      out.put(std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
-      return true;
-    }
-    case element_type::UINT64: {
-      char digits[24];
-      auto written =
-          std::to_chars(digits, digits + sizeof digits, value.get_uint64().value_unsafe());
-      out.put(std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
-      return true;
-    }
-    case element_type::BOOL:
-      out.put(value.get_bool().value_unsafe() ? "true" : "false");
-      return true;
-    case element_type::NULL_VALUE:
-      out.put("null");
-      return true;
-    case element_type::STRING:
-      return append_plain_json_string(value.get_string().value_unsafe(), out);
-    default:
-      return false;
-  }
-}
-
-// The object behind an element of type OBJECT (a copy, so it outlives the temporary
-// simdjson_result that get_object() returns).
-simdjson::dom::object object_of(element value) {
-  simdjson::dom::object object;
-  if (value.get(object) != simdjson::SUCCESS) return {};
-  return object;
-}
-
-bool is_scalar(element value) {
-  return value.type() != element_type::ARRAY && value.type() != element_type::OBJECT;
-}
-
-// ---- Category mapping ----------------------------------------------------------------------
-
-// How a tool's own category maps to a canonical one (trace/categories.hpp). A rule with a
-// name pattern applies only to slices whose name matches it; the first rule that matches a
-// (category, name) pair wins, and a category no rule matches is kept as written.
-struct CategoryRule {
-  enum class NameMatch : uint8_t { kAny, kPrefix, kSuffix };
-  std::string_view source;
-  std::string_view canonical;
-  NameMatch match = NameMatch::kAny;
-  std::string_view pattern;  // for kPrefix / kSuffix
-};
-
-using Match = CategoryRule::NameMatch;
-
-// PyTorch profiler (Kineto) categories: the current names, plus the capitalised ones the
-// first Kineto releases (PyTorch 1.8) wrote.
-constexpr CategoryRule kPyTorchCategoryRules[] = {
-    {"cpu_op", trace::kCategoryOperator, Match::kAny, {}},
-    {"Operator", trace::kCategoryOperator, Match::kAny, {}},
-    {"kernel", trace::kCategoryGpuKernel, Match::kAny, {}},
-    {"Kernel", trace::kCategoryGpuKernel, Match::kAny, {}},
-    {"gpu_memcpy", trace::kCategoryGpuMemcpy, Match::kAny, {}},
-    {"Memcpy", trace::kCategoryGpuMemcpy, Match::kAny, {}},
-    {"gpu_memset", trace::kCategoryGpuMemset, Match::kAny, {}},
-    {"Memset", trace::kCategoryGpuMemset, Match::kAny, {}},
-    {"cuda_runtime", trace::kCategoryCudaRuntime, Match::kAny, {}},
-    {"cuda_driver", trace::kCategoryCudaRuntime, Match::kAny, {}},
-    {"Runtime", trace::kCategoryCudaRuntime, Match::kAny, {}},
-    {"python_function", trace::kCategoryModule, Match::kPrefix, "nn.Module: "},
-    {"python_function", trace::kCategoryPython, Match::kAny, {}},
-    {"user_annotation", trace::kCategoryAnnotation, Match::kAny, {}},
-    {"gpu_user_annotation", trace::kCategoryAnnotation, Match::kAny, {}},
-    {"Trace", trace::kCategoryProfiler, Match::kAny, {}},
-    {"overhead", trace::kCategoryProfiler, Match::kAny, {}},
-};
-
-// ONNX Runtime profile categories (its EventCategory: Session, Node, Kernel, Api). A Node
-// event that is neither a kernel's time nor a fence keeps its category.
-constexpr CategoryRule kOnnxRuntimeCategoryRules[] = {
-    {"Session", trace::kCategorySession, Match::kAny, {}},
-    {"Node", trace::kCategoryOperator, Match::kSuffix, "_kernel_time"},
-    {"Node", trace::kCategoryOperatorFence, Match::kSuffix, "_fence_before"},
-    {"Node", trace::kCategoryOperatorFence, Match::kSuffix, "_fence_after"},
-    {"Kernel", trace::kCategoryGpuKernel, Match::kAny, {}},
-    {"Api", trace::kCategoryCudaRuntime, Match::kAny, {}},
-};
-
-bool rule_matches_name(const CategoryRule& rule, std::string_view name) {
-  switch (rule.match) {
-    case Match::kAny:
-      return true;
-    case Match::kPrefix:
-      return name.substr(0, rule.pattern.size()) == rule.pattern;
-    case Match::kSuffix:
-      return name.size() >= rule.pattern.size() &&
-             name.substr(name.size() - rule.pattern.size()) == rule.pattern;
-  }
-  return false;
-}
-
-// Rewrites the category column of slices and instants by `rules`, after every event was
-// read (the source format is known only then), and records the entries that applied to at
-// least one row in run.extra under trace::kCategoryMapKey. One pass over the category
-// column; names are looked at only for categories with a name-dependent rule, once each.
-class CategoryMapper {
- public:
-  CategoryMapper(trace::Trace& trace, const CategoryRule* rules, size_t rule_count)
-      : trace_(trace), rules_(rules, rules + rule_count), used_(rule_count, false) {
-    for (size_t rule = 0; rule < rule_count; ++rule) {
-      auto source = trace.strings.find(rules_[rule].source);
-      if (!source) continue;
-      if (*source >= first_rule_of_category_.size())
-        first_rule_of_category_.resize(*source + 1, kNoRule);
-      if (first_rule_of_category_[*source] == kNoRule)
-        first_rule_of_category_[*source] = static_cast<uint32_t>(rule);
-      source_ids_.push_back(*source);
-    }
-  }
-
-  void apply() {
-    if (source_ids_.empty()) return;
-    for (const CategoryRule& rule : rules_) canonical_ids_.push_back(trace_.intern(rule.canonical));
-    remap(trace_.slices.category, trace_.slices.name);
-    remap(trace_.instants.category, trace_.instants.name);
-    std::string map;
-    for (size_t rule = 0; rule < rules_.size(); ++rule) {
-      // A category already canonical (cuda_runtime, gpu_memcpy...) is not listed.
-      if (!used_[rule] || rules_[rule].source == rules_[rule].canonical) continue;
-      if (!map.empty()) map += ',';
-      map += rules_[rule].source;
-      if (rules_[rule].match != Match::kAny) {
-        map += '[';
-        if (rules_[rule].match == Match::kSuffix) map += '*';
-        map += rules_[rule].pattern;
-        if (rules_[rule].match == Match::kPrefix) map += '*';
-        map += ']';
-      }
-      map += '=';
-      map += rules_[rule].canonical;
-    }
-    if (!map.empty()) trace_.run.extra.emplace_back(trace::kCategoryMapKey, std::move(map));
-  }
-
- private:
-  static constexpr uint32_t kNoRule = std::numeric_limits<uint32_t>::max();
-
-  // The rule for (category, name), kNoRule if none; `category` has at least one rule.
-  uint32_t rule_for(trace::StringId category, trace::StringId name) {
-    uint32_t first = first_rule_of_category_[category];
-    if (rules_[first].match == Match::kAny) return first;
-    uint64_t key = (static_cast<uint64_t>(category) << 32) | name;
-    if (auto found = rule_by_category_and_name_.find(key);
-        found != rule_by_category_and_name_.end())
-      return found->second;
-    uint32_t chosen = kNoRule;
-    std::string_view name_text = trace_.str(name);
-    for (uint32_t rule = first; rule < rules_.size(); ++rule) {
-      if (rules_[rule].source != rules_[first].source) continue;
-      if (rule_matches_name(rules_[rule], name_text)) {
-        chosen = rule;
-        break;
-      }
-    }
-    rule_by_category_and_name_.emplace(key, chosen);
-    return chosen;
-  }
-
-  template <typename Column>
-  void remap(Column& categories, const Column& names) {
-    const size_t known = first_rule_of_category_.size();
-    for (size_t row = 0; row < categories.size(); ++row) {
-      trace::StringId category = categories[row];
-      if (category >= known || first_rule_of_category_[category] == kNoRule) continue;
-      uint32_t rule = rule_for(category, names[row]);
-      if (rule == kNoRule) continue;
-      categories[row] = canonical_ids_[rule];
-      used_[rule] = true;
-    }
-  }
-
-  trace::Trace& trace_;
-  std::vector<CategoryRule> rules_;
-  std::vector<bool> used_;
-  std::vector<uint32_t> first_rule_of_category_;  // by category StringId
-  std::vector<trace::StringId> source_ids_;
-  std::vector<trace::StringId> canonical_ids_;  // by rule
-  std::unordered_map<uint64_t, uint32_t> rule_by_category_and_name_;
-};
-
-// ---- The model builder -------------------------------------------------------------------
 
 // Async key of the lanes that hold a PyTorch trace's Python functions ("python" in ASCII).
 constexpr uint64_t kPythonLaneKey = 0x707974686f6e;
@@ -632,7 +215,7 @@ class ChromeTraceBuilder {
     // traces, page faults that take longer than the parse. Slices are bounded by the event
     // count; args are estimated from the first events.
     const size_t event_count = std::max(events.size(), expected_events);
-    if (first_index == 0) reserve_slices(event_count);
+    if (first_index == 0) ensure_slice_room(events.size(), event_count);
     constexpr size_t kSampleEvents = 1024;
     size_t index = 0;
     for (element event : events) {
@@ -647,7 +230,15 @@ class ChromeTraceBuilder {
     }
   }
 
-  void reserve_slices(size_t count) { trace_.slices.reserve(count); }
+  // Makes room for `coming` more slices without a doubling: when they would not fit, the
+  // columns grow to `expected_total` (at least by an eighth, so a file whose density keeps
+  // rising grows them a bounded number of times).
+  void ensure_slice_room(size_t coming, size_t expected_total) {
+    size_t capacity = trace_.slices.ts.capacity();
+    size_t needed = trace_.slices.size() + coming;
+    if (needed <= capacity) return;
+    trace_.slices.reserve(std::max({needed, expected_total, capacity + capacity / 8}));
+  }
 
   void finish(bool object_form) {
     close_unfinished_slices();
@@ -656,11 +247,10 @@ class ChromeTraceBuilder {
       if (object_form && looks_like_pytorch_) {
         trace_.run.source_format = "pytorch-profiler";
         move_python_functions_to_lanes();
-        CategoryMapper(trace_, kPyTorchCategoryRules, std::size(kPyTorchCategoryRules)).apply();
+        map_pytorch_categories(trace_);
       } else if (!object_form && saw_onnxruntime_category_) {
         trace_.run.source_format = "onnxruntime";
-        CategoryMapper(trace_, kOnnxRuntimeCategoryRules, std::size(kOnnxRuntimeCategoryRules))
-            .apply();
+        map_onnxruntime_categories(trace_);
       } else {
         trace_.run.source_format = "chrome-json";
       }
@@ -1124,146 +714,6 @@ class ChromeTraceBuilder {
   uint64_t unfinished_slices_ = 0;
 };
 
-// Copies `text` (plus `suffix`) into a buffer padded as simdjson requires.
-std::unique_ptr<char[]> padded_copy(std::string_view text, std::string_view suffix,
-                                    size_t* length) {
-  *length = text.size() + suffix.size();
-  std::unique_ptr<char[]> buffer(new char[*length + simdjson::SIMDJSON_PADDING]);
-  if (!text.empty()) std::memcpy(buffer.get(), text.data(), text.size());
-  if (!suffix.empty()) std::memcpy(buffer.get() + text.size(), suffix.data(), suffix.size());
-  std::memset(buffer.get() + *length, 0, simdjson::SIMDJSON_PADDING);
-  return buffer;
-}
-
-// A reusable buffer padded as simdjson requires, and a parser: the fast path parses the
-// event array a window at a time, so both stay small, warm in cache, and free of the page
-// faults a whole-document parse costs (most of its time on large files).
-struct WindowParser {
-  simdjson::dom::parser parser;
-  std::string buffer;
-
-  simdjson::error_code parse(std::string_view prefix, std::string_view body,
-                             std::string_view suffix, element* root) {
-    buffer.clear();
-    buffer.reserve(prefix.size() + body.size() + suffix.size() + simdjson::SIMDJSON_PADDING);
-    buffer.append(prefix).append(body).append(suffix);
-    size_t length = buffer.size();
-    buffer.append(simdjson::SIMDJSON_PADDING, '\0');
-    return parser.parse(buffer.data(), length, false).get(*root);
-  }
-};
-
-constexpr size_t kWindowBytes = size_t{1} << 20;
-// Windows parsed ahead of the one being turned into rows, when parsing runs on a helper
-// thread (each holds a parser and its ~1 MiB window: a few MB of tape).
-constexpr size_t kParsersInFlight = 3;
-
-// Parsers are kept per calling thread and reused across reads (their buffers then stay
-// allocated and warm); a helper thread borrows them for the duration of one read.
-std::array<WindowParser, kParsersInFlight>& window_parsers() {
-  static thread_local std::array<WindowParser, kParsersInFlight> parsers;
-  return parsers;
-}
-
-// Parses the windows of the event array, each wrapped as a document of its own, either on
-// the calling thread as they are asked for, or on a helper thread that runs up to
-// kParsersInFlight windows ahead (the calling thread meanwhile builds the model from the
-// windows already parsed: the two halves take about as long, so two cores halve the time).
-//
-// Thread-safety: next() and release() are called by the thread that made the pipeline;
-// the helper thread only touches the parsers of windows not yet handed out.
-class WindowPipeline {
- public:
-  WindowPipeline(std::string_view text, const std::vector<std::pair<size_t, size_t>>& windows,
-                 std::string_view prefix, std::string_view suffix, bool object_form,
-                 bool use_helper_thread)
-      : text_(text),
-        windows_(windows),
-        prefix_(prefix),
-        suffix_(suffix),
-        object_form_(object_form),
-        parsers_(window_parsers()) {
-    if (use_helper_thread && windows_.size() > 1) helper_ = std::thread([this] { parse_ahead(); });
-  }
-  WindowPipeline(const WindowPipeline&) = delete;
-  WindowPipeline& operator=(const WindowPipeline&) = delete;
-
-  ~WindowPipeline() {
-    if (!helper_.joinable()) return;
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    helper_.join();
-  }
-
-  // The events of window `index` (windows are asked for in order), or nullopt if that
-  // window is not a valid array of JSON values. Call release() once done with them.
-  std::optional<simdjson::dom::array> next(size_t index) {
-    WindowParser& slot = parsers_[index % kParsersInFlight];
-    if (!helper_.joinable()) return parse(slot, index);
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return parsed_ > index; });
-    return results_[index % kParsersInFlight];
-  }
-
-  void release(size_t index) {
-    if (!helper_.joinable()) return;
-    {
-      std::lock_guard lock(mutex_);
-      released_ = index + 1;
-    }
-    changed_.notify_all();
-  }
-
- private:
-  std::optional<simdjson::dom::array> parse(WindowParser& slot, size_t index) {
-    auto [begin, end] = windows_[index];
-    element root;
-    simdjson::dom::array events;
-    if (slot.parse(prefix_, text_.substr(begin, end - begin), suffix_, &root) != simdjson::SUCCESS)
-      return std::nullopt;
-    if (object_form_ ? root[""].get(events) != simdjson::SUCCESS
-                     : root.get(events) != simdjson::SUCCESS)
-      return std::nullopt;
-    return events;
-  }
-
-  void parse_ahead() {
-    for (size_t index = 0; index < windows_.size(); ++index) {
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || index < released_ + kParsersInFlight; });
-        if (stopping_) return;
-      }
-      auto events = parse(parsers_[index % kParsersInFlight], index);
-      {
-        std::lock_guard lock(mutex_);
-        results_[index % kParsersInFlight] = events;
-        parsed_ = index + 1;
-      }
-      changed_.notify_all();
-      if (!events) return;  // the reader gives up at the first bad window
-    }
-  }
-
-  std::string_view text_;
-  const std::vector<std::pair<size_t, size_t>>& windows_;
-  std::string_view prefix_;
-  std::string_view suffix_;
-  bool object_form_;
-  std::array<WindowParser, kParsersInFlight>& parsers_;
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  size_t parsed_ = 0;    // windows parsed by the helper (guarded by mutex_)
-  size_t released_ = 0;  // windows the reader is done with (guarded by mutex_)
-  bool stopping_ = false;
-  std::array<std::optional<simdjson::dom::array>, kParsersInFlight> results_;
-  std::thread helper_;  // last: started once everything above is initialised
-};
-
 // The fast path for a complete, well-formed document: the top level is parsed with the
 // event array emptied, then the events a window of about 1 MiB at a time. Returns nullopt
 // whenever anything is unusual (cut input, invalid JSON, no traceEvents...), and the whole
@@ -1296,15 +746,21 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
     for (size_t window = 0; window < split->windows.size(); ++window) {
       std::optional<simdjson::dom::array> events = pipeline.next(window);
       if (!events) return std::nullopt;
-      size_t expected_events = 0;
-      if (window == 0) {
-        // Estimate from the first window's density (an event is > 16 bytes): growing the
-        // columns by doubling costs copies and faults, and leaves up to half unused.
-        auto [begin, end] = split->windows[0];
-        expected_events =
-            std::min(events->size() * (text.size() / std::max<size_t>(1, end - begin) + 1),
-                     text.size() / 16);
-      }
+      // The slice columns are sized from the density of the events read so far: growing
+      // them by doubling costs copies and faults and leaves up to half of them unused
+      // (96 bytes per 48-byte slice), so they grow only when a window would not fit, to
+      // what the rest of the array needs at the density seen (an event is > 16 bytes).
+      auto [begin, end] = split->windows[window];
+      size_t array_begin = split->windows[0].first;
+      double events_per_byte = static_cast<double>(index + events->size()) /
+                               static_cast<double>(std::max<size_t>(1, end - array_begin));
+      size_t bytes_left = split->array_end > end ? split->array_end - end : 0;
+      size_t expected_events =
+          index + events->size() +
+          std::min(
+              static_cast<size_t>(std::ceil(events_per_byte * static_cast<double>(bytes_left))),
+              bytes_left / 16);
+      builder.ensure_slice_room(events->size(), expected_events);
       builder.read_events(*events, index, expected_events);
       index += events->size();
       pipeline.release(window);
