@@ -118,6 +118,21 @@ TEST(Native, RoundTripKeepsEverything) {
   EXPECT_TRUE(read.run.complete);
 }
 
+// A Chrome JSON file keeps the tracer's overhead only as a run total (otherData): converted
+// to .opsight and read back, the total is the same.
+TEST(Native, ARunLevelOverheadWithoutTrackOverheadSurvivesConversion) {
+  Trace original = sample_trace();
+  for (auto& track : original.tracks) track.overhead_ns = 0;
+  original.run.overhead_ns = 98765;
+  auto result = opsight::io::read_native(opsight::io::write_native(original));
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.trace.run.overhead_ns, 98765);
+  // Per-track overhead that already accounts for the total is not counted twice.
+  original.tracks[0].overhead_ns = 98765;
+  result = opsight::io::read_native(opsight::io::write_native(original));
+  EXPECT_EQ(result.trace.run.overhead_ns, 98765);
+}
+
 TEST(Native, EveryTruncationReadsAPrefixAndNeverCrashes) {
   std::string bytes = opsight::io::write_native(sample_trace());
   size_t previous_slices = 0;
