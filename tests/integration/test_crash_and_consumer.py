@@ -15,23 +15,30 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-def test_sigkill_leaves_a_file_readable_up_to_its_last_whole_chunk(opsight_cli, build_program, tmp_path):
-    program = build_program("opsight_record_until_killed")
-    output = tmp_path / "killed.opsight"
-    env = dict(os.environ, OPSIGHT_OUTPUT=str(output))
+def run_then_kill(program, env, outer_spans, linger_s):
+    """Runs the victim until it reports `outer_spans` finished (or 30 s pass), lets it run
+    `linger_s` more, then SIGKILLs it. Returns the last count it printed."""
     victim = subprocess.Popen([str(program)], env=env, stdout=subprocess.PIPE, text=True)
     try:
         finished = 0
         deadline = time.monotonic() + 30
-        while finished < 200 and time.monotonic() < deadline:  # at least several flushes
+        while finished < outer_spans and time.monotonic() < deadline:
             line = victim.stdout.readline()
             if line:
                 finished = int(line)
-        time.sleep(0.3)
+        time.sleep(linger_s)
     finally:
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
     assert victim.returncode == -signal.SIGKILL
+    return finished
+
+
+def test_sigkill_leaves_a_file_readable_up_to_its_last_whole_chunk(opsight_cli, build_program, tmp_path):
+    program = build_program("opsight_record_until_killed")
+    output = tmp_path / "killed.opsight"
+    env = dict(os.environ, OPSIGHT_OUTPUT=str(output))
+    finished = run_then_kill(program, env, outer_spans=200, linger_s=0.3)  # several flushes
     assert finished >= 200
 
     result = opsight_cli("report", output, "--summary", "--format", "json")
@@ -72,18 +79,9 @@ def test_a_killed_process_that_dropped_events_leaves_a_file_that_counts_them(ops
     drainer = threading.Thread(target=drain_slowly)
     drainer.start()
     env = dict(os.environ, OPSIGHT_OUTPUT=str(pipe), OPSIGHT_BUFFER_MB="1")
-    victim = subprocess.Popen([str(program)], env=env, stdout=subprocess.PIPE, text=True)
     try:
-        finished = 0
-        deadline = time.monotonic() + 30
-        while finished < 2000 and time.monotonic() < deadline:
-            line = victim.stdout.readline()
-            if line:
-                finished = int(line)
-        time.sleep(0.5)
+        run_then_kill(program, env, outer_spans=2000, linger_s=0.5)
     finally:
-        victim.send_signal(signal.SIGKILL)
-        victim.wait(timeout=10)
         try:  # if the victim never opened the pipe, let the drainer see an empty stream
             os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
         except OSError:
