@@ -258,6 +258,33 @@ void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::str
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
 }
 
+// The DOM parse the reader does, window by window (each about 1 MiB of whole events,
+// wrapped as "[...]"), with no model built: the reader's per-core parse ceiling.
+void simdjson_dom_windows_baseline(benchmark::State& state, const std::string& json) {
+  auto array = chrome_json::find_event_array(json);
+  auto windows = chrome_json::split_array_elements(json, array.value_or(0), 1 << 20);
+  if (!windows) {
+    state.SkipWithError("the benchmark's JSON has no event array");
+    return;
+  }
+  simdjson::dom::parser parser;
+  std::string window_text;
+  for (auto _ : state) {
+    size_t events = 0;
+    for (auto [begin, end] : windows->windows) {
+      window_text.assign("[");
+      window_text.append(json, begin, end - begin);
+      window_text.append("]");
+      window_text.append(simdjson::SIMDJSON_PADDING, ' ');
+      simdjson::dom::array parsed;
+      if (parser.parse(window_text.data(), end - begin + 2, false).get(parsed) == simdjson::SUCCESS)
+        events += parsed.size();
+    }
+    benchmark::DoNotOptimize(events);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
+}
+
 // Stage 1 only (On-Demand's structural index of the whole input, nothing walked): the
 // figure simdjson's "gigabytes per second" refers to.
 void simdjson_stage1_baseline(benchmark::State& state, const std::string& json) {
@@ -290,6 +317,16 @@ void BM_SimdjsonOnDemandWalkWindows(benchmark::State& state) {
   simdjson_on_demand_windows_baseline(state, synthetic_json());
 }
 BENCHMARK(BM_SimdjsonOnDemandWalkWindows)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SimdjsonParseWindows(benchmark::State& state) {
+  simdjson_dom_windows_baseline(state, synthetic_json());
+}
+BENCHMARK(BM_SimdjsonParseWindows)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SimdjsonParseWindowsPyTorchLike(benchmark::State& state) {
+  simdjson_dom_windows_baseline(state, pytorch_like_json());
+}
+BENCHMARK(BM_SimdjsonParseWindowsPyTorchLike)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_SimdjsonStage1Only(benchmark::State& state) {
   simdjson_stage1_baseline(state, synthetic_json());
