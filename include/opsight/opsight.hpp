@@ -100,6 +100,14 @@ OPSIGHT_API void set_thread_name(std::string_view name);
 // not part of a task.
 OPSIGHT_API void switch_track(uint64_t key, std::string_view name = {});
 
+namespace internal {
+// For front ends whose hooks cost time the recorder cannot see (the torch operator
+// observer: torch's RecordFunction machinery runs only because a callback is installed):
+// adds `nanoseconds` to the calling thread's tracer overhead, which the reports' overhead
+// line shows. Does nothing on a thread that never recorded.
+OPSIGHT_API void add_overhead_ns(double nanoseconds);
+}  // namespace internal
+
 // A scoped span from a static call site; what OPSIGHT_SPAN expands to.
 class SpanScope {
  public:

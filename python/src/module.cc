@@ -346,6 +346,7 @@ const OpsightRecorderApi kRecorderApi = {
     [](const char* key, size_t key_size, int64_t value) {
       opsight::add_arg(std::string_view(key, key_size), value);
     },
+    [](double nanoseconds) { opsight::internal::add_overhead_ns(nanoseconds); },
 };
 
 }  // namespace

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OPSIGHT_RECORDER_API_VERSION 1
+#define OPSIGHT_RECORDER_API_VERSION 2
 #define OPSIGHT_RECORDER_API_CAPSULE "opsight._native._recorder_api"
 
 #ifdef __cplusplus
@@ -36,6 +36,9 @@ typedef struct OpsightRecorderApi {
   /* Attributes of the calling thread's innermost open span. */
   void (*add_arg_string)(const char* key, size_t key_size, const char* value, size_t value_size);
   void (*add_arg_int)(const char* key, size_t key_size, int64_t value);
+  /* Adds nanoseconds to the calling thread's tracer overhead: time the caller's hooks
+   * cost that the recorder cannot see (the reports' overhead line shows it). */
+  void (*add_overhead_ns)(double nanoseconds);
 } OpsightRecorderApi;
 
 #ifdef __cplusplus

@@ -110,6 +110,25 @@ def test_operators_are_counted_in_the_operator_table():
     assert "Net" not in table and "infer" not in table  # modules and Python spans are not operators
 
 
+def test_the_overhead_includes_what_torch_spends_because_operators_are_observed():
+    # torch builds a RecordFunction for every operator only because the observer is
+    # installed; install() measures that floor and each recorded operator charges it.
+    from opsight import _torch_observer as observer
+
+    x = torch.ones(4)
+    opsight.torch.enable()
+    with opsight.profile() as profile:
+        for _ in range(500):
+            torch.neg(x)
+    floor_ns = observer.floor_ns()
+    assert 0 < floor_ns < 100_000, floor_ns  # a few hundred ns where it was measured
+    operators = sum(1 for row in rows(profile) if row["category"] == "operator")
+    assert operators >= 500
+    overhead_ns = profile.trace.run_info()["overhead_ns"]
+    # Before, only the recorder's own events (about 2 x 50 ns per operator) were counted.
+    assert overhead_ns >= operators * floor_ns * 0.99, (overhead_ns, operators, floor_ns)
+
+
 def test_input_shapes_on_request():
     opsight.torch.enable(shapes=True)
     profile = run_model(Net(), torch.randn(4, 16))

@@ -439,6 +439,13 @@ namespace {
 
 // Cost of one recorded event on this machine, by timing the real hot path into a scratch
 // chunk. Counts toward the overhead every report shows.
+// The recorder's clock, chosen and measured once per process (at the first session).
+double session_ticks_per_second() {
+  select_clock();
+  static const double ticks_per_second = measure_ticks_per_second(2'000'000);
+  return ticks_per_second;
+}
+
 double calibrate_event_cost_ns(double ticks_per_second) {
   static constexpr uint32_t kPairs = 2000;
   auto scratch = std::unique_ptr<Chunk>(new Chunk);
@@ -504,8 +511,7 @@ std::optional<std::string> start_recording(const SinkFactory& open_sink, Recordi
   std::unique_ptr<ByteSink> sink = open_sink(&sink_error);
   if (!sink) return sink_error;
 
-  select_clock();
-  static const double ticks_per_second = measure_ticks_per_second(2'000'000);
+  const double ticks_per_second = session_ticks_per_second();
   {
     std::lock_guard lock(reg.mutex);
     reg.max_chunks = std::max<size_t>(2, options.buffer_bytes / sizeof(Chunk));
@@ -806,6 +812,12 @@ void set_thread_name(std::string_view name) {
       record::t_thread_record != nullptr ? *record::t_thread_record : record::register_thread(reg);
   thread.name = std::string(name);
   thread.name_changed = true;
+}
+
+void internal::add_overhead_ns(double nanoseconds) {
+  if (!(nanoseconds > 0) || record::t_thread_record == nullptr) return;
+  double ticks = nanoseconds * record::session_ticks_per_second() / 1e9;
+  record::add_thread_overhead_ticks(static_cast<uint64_t>(std::llround(ticks)));
 }
 
 }  // namespace opsight

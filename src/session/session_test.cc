@@ -76,6 +76,20 @@ TEST(Session, NestedStaticSpansKeepTheirStructureAndDurations) {
   EXPECT_EQ(trace.tracks[0].events_recorded, 6u);
 }
 
+// A front end's own hook cost (the torch observer's RecordFunction floor) joins the
+// overhead of the thread that paid it.
+TEST(Session, OverheadTicksAddedByAFrontEndAreReported) {
+  Trace plain = record_in_memory([] { OPSIGHT_SPAN("op"); });
+  Trace charged = record_in_memory([] {
+    OPSIGHT_SPAN("op");
+    opsight::internal::add_overhead_ns(25'000'000.0);
+  });
+  ASSERT_EQ(charged.tracks.size(), 1u);
+  int64_t added = charged.run.overhead_ns - plain.run.overhead_ns;
+  EXPECT_GE(added, 24'000'000);  // 25 ms, give or take the two runs' own few events
+  EXPECT_LE(added, 26'000'000);
+}
+
 TEST(Session, RuntimeNamesArgsInstantsAndCounters) {
   Trace trace = record_in_memory([] {
     opsight::Span span("step 7");
