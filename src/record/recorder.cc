@@ -437,8 +437,6 @@ std::string process_command_line() {
 
 namespace {
 
-// Cost of one recorded event on this machine, by timing the real hot path into a scratch
-// chunk. Counts toward the overhead every report shows.
 // The recorder's clock, chosen and measured once per process (at the first session).
 double session_ticks_per_second() {
   select_clock();
@@ -446,6 +444,8 @@ double session_ticks_per_second() {
   return ticks_per_second;
 }
 
+// Cost of one recorded event on this machine, by timing the real hot path into a scratch
+// chunk. Counts toward the overhead every report shows.
 double calibrate_event_cost_ns(double ticks_per_second) {
   static constexpr uint32_t kPairs = 2000;
   auto scratch = std::unique_ptr<Chunk>(new Chunk);
