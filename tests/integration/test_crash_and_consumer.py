@@ -80,7 +80,7 @@ def test_a_killed_process_that_dropped_events_leaves_a_file_that_counts_them(ops
     drainer.start()
     env = dict(os.environ, OPSIGHT_OUTPUT=str(pipe), OPSIGHT_BUFFER_MB="1")
     try:
-        run_then_kill(program, env, outer_spans=2000, linger_s=0.5)
+        run_then_kill(program, env, outer_spans=2000, linger_s=1.0)  # several flush rounds
     finally:
         try:  # if the victim never opened the pipe, let the drainer see an empty stream
             os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
