@@ -24,6 +24,7 @@
 #include <string>
 
 #include "io/chrome_json_repair.hpp"
+#include "io/chrome_json_windows.hpp"
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 
@@ -236,7 +237,8 @@ void simdjson_on_demand_baseline(benchmark::State& state, const std::string& jso
 // events each, copied into a padded "[...]"): the parse stays in cache.
 void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::string& json) {
   auto array = chrome_json::find_event_array(json);
-  auto windows = chrome_json::split_array_elements(json, array.value_or(0), 1 << 20);
+  auto windows =
+      chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
   if (!windows) {
     state.SkipWithError("the benchmark's JSON has no event array");
     return;
@@ -262,7 +264,8 @@ void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::str
 // wrapped as "[...]"), with no model built: the reader's per-core parse ceiling.
 void simdjson_dom_windows_baseline(benchmark::State& state, const std::string& json) {
   auto array = chrome_json::find_event_array(json);
-  auto windows = chrome_json::split_array_elements(json, array.value_or(0), 1 << 20);
+  auto windows =
+      chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
   if (!windows) {
     state.SkipWithError("the benchmark's JSON has no event array");
     return;

@@ -34,10 +34,10 @@ struct WindowParser {
                              std::string_view suffix, simdjson::dom::element* root);
 };
 
-constexpr size_t kWindowBytes = size_t{1} << 20;
+inline constexpr size_t kWindowBytes = size_t{1} << 20;
 // Windows parsed ahead of the one being turned into rows, when parsing runs on a helper
 // thread (each holds a parser and its ~1 MiB window: a few MB of tape).
-constexpr size_t kParsersInFlight = 3;
+inline constexpr size_t kParsersInFlight = 3;
 
 // Parsers are kept per calling thread and reused across reads (their buffers then stay
 // allocated and warm); a helper thread borrows them for the duration of one read.
