@@ -233,9 +233,11 @@ void simdjson_on_demand_baseline(benchmark::State& state, const std::string& jso
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
 }
 
-// The same, window by window as the reader cuts the event array (about 1 MiB of whole
-// events each, copied into a padded "[...]"): the parse stays in cache.
-void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::string& json) {
+// Runs `parse_window(text, length)` over the event array window by window as the reader
+// cuts it (about 1 MiB of whole events each, copied into a padded "[...]", `length` bytes
+// before the padding), timing every pass; the sum of what it returns is kept.
+template <typename ParseWindow>
+void windows_baseline(benchmark::State& state, const std::string& json, ParseWindow parse_window) {
   auto array = chrome_json::find_event_array(json);
   auto windows =
       chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
@@ -243,7 +245,6 @@ void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::str
     state.SkipWithError("the benchmark's JSON has no event array");
     return;
   }
-  simdjson::ondemand::parser parser;
   std::string window_text;
   for (auto _ : state) {
     uint64_t sum = 0;
@@ -252,40 +253,31 @@ void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::str
       window_text.append(json, begin, end - begin);
       window_text.append("]");
       window_text.append(simdjson::SIMDJSON_PADDING, ' ');
-      auto document = parser.iterate(window_text.data(), end - begin + 2, window_text.size());
-      sum += walk_on_demand(document.get_value());
+      sum += parse_window(window_text, end - begin + 2);
     }
     benchmark::DoNotOptimize(sum);
   }
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
 }
 
-// The DOM parse the reader does, window by window (each about 1 MiB of whole events,
-// wrapped as "[...]"), with no model built: the reader's per-core parse ceiling.
+// On-Demand, window by window: the parse stays in cache.
+void simdjson_on_demand_windows_baseline(benchmark::State& state, const std::string& json) {
+  simdjson::ondemand::parser parser;
+  windows_baseline(state, json, [&](const std::string& text, size_t length) {
+    auto document = parser.iterate(text.data(), length, text.size());
+    return walk_on_demand(document.get_value());
+  });
+}
+
+// The DOM parse the reader does, window by window, with no model built: the reader's
+// per-core parse ceiling.
 void simdjson_dom_windows_baseline(benchmark::State& state, const std::string& json) {
-  auto array = chrome_json::find_event_array(json);
-  auto windows =
-      chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
-  if (!windows) {
-    state.SkipWithError("the benchmark's JSON has no event array");
-    return;
-  }
   simdjson::dom::parser parser;
-  std::string window_text;
-  for (auto _ : state) {
-    size_t events = 0;
-    for (auto [begin, end] : windows->windows) {
-      window_text.assign("[");
-      window_text.append(json, begin, end - begin);
-      window_text.append("]");
-      window_text.append(simdjson::SIMDJSON_PADDING, ' ');
-      simdjson::dom::array parsed;
-      if (parser.parse(window_text.data(), end - begin + 2, false).get(parsed) == simdjson::SUCCESS)
-        events += parsed.size();
-    }
-    benchmark::DoNotOptimize(events);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
+  windows_baseline(state, json, [&](const std::string& text, size_t length) -> uint64_t {
+    simdjson::dom::array parsed;
+    if (parser.parse(text.data(), length, false).get(parsed) != simdjson::SUCCESS) return 0;
+    return parsed.size();
+  });
 }
 
 // Stage 1 only (On-Demand's structural index of the whole input, nothing walked): the
