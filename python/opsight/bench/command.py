@@ -1,7 +1,9 @@
 """``opsight bench MODEL``: the command line over :func:`opsight.bench.run` (docs/bench.md).
 
-Exit status: 0 ok; 1 the server scenario's p99 bound was not held; 2 the model cannot be
-loaded or run on the back-end (the message names it); 64 bad usage.
+Exit status, as every opsight command: 0 ok; 1 unusable input (the model cannot be loaded or
+run on the back-end, the output cannot be written: the message names it); 3 a check asked
+for failed (the server scenario's p99 bound was not held, as `opsight compare
+--fail-on-regression` exits 3 on a regression); 64 bad usage.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ import os
 import sys
 
 USAGE_ERROR = 64
-MODEL_ERROR = 2
-BOUND_FAILED = 1
+MODEL_ERROR = 1
+BOUND_FAILED = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -125,7 +127,7 @@ def main(arguments: list[str]) -> int:
                 file.write(text)
         except OSError as error:
             print(f"opsight bench: cannot write {options.output}: {error}", file=sys.stderr)
-            return 1
+            return MODEL_ERROR
         print(f"opsight bench: wrote {options.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
