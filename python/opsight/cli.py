@@ -11,8 +11,9 @@ which this one replaces itself with.
 
 Exit status: 0 ok; 1 unusable input or a failed check; 2 damaged input; 64 bad usage.
 ``opsight run`` exits with the traced program's own status.
-``opsight bench`` (``opsight.bench.command``) exits 2 when the model cannot be loaded or
-run, 1 when the server scenario's p99 bound is not held.
+``opsight bench`` (``opsight.bench.command``) exits 1 when the model cannot be loaded or
+run, 3 when the server scenario's p99 bound is not held (as ``opsight compare
+--fail-on-regression`` on a regression).
 ``opsight compare-backends`` exits 1 when the function fails.
 """
 
