@@ -90,11 +90,25 @@ class _Activation:
         self.finished = False
         self.finish_lock = threading.Lock()  # one finish() at a time (exit path, SIGTERM)
         self.main_in_finish = False  # the main thread is inside finish()
-        self.pending_signal = None  # a SIGTERM that interrupted it there
+        self.starting = False  # inside start_session(): the native session may exist already
+        self.pending_signal = None  # a SIGTERM that interrupted either of them
         self.termination_handler = None  # see finish_on_termination
         self.termination_pipe = None
 
     def start_session(self) -> bool:
+        """Starts the session. A SIGTERM that comes meanwhile (a pool ending a worker that
+        is still starting) waits until the session is known, so that finish() writes the
+        file whole before the process dies of it: between the native session's start and
+        the line that keeps it, finish() would find no session and leave its file cut."""
+        self.starting = True
+        try:
+            return self._start_session()
+        finally:
+            self.starting = False
+            if self.pending_signal is not None:
+                self.finish()  # dies of the signal once the file is written
+
+    def _start_session(self) -> bool:
         from . import _native, _session_state
 
         path = output_path_for_this_process(os.environ["OPSIGHT_OUTPUT"])
@@ -187,6 +201,8 @@ class _Activation:
             with self.finish_lock:
                 if self.finished:
                     return
+                if self.starting:
+                    return  # the SIGTERM watcher, early: start_session() finishes when done
                 self.finished = True
                 self._finish()
         finally:
@@ -251,6 +267,7 @@ class _Activation:
         _session_state.session = None
         self.finish_lock = threading.Lock()  # another thread may have held it at the fork
         self.main_in_finish = False
+        self.starting = False
         self.pending_signal = None
         if "multiprocessing" in sys.modules:
             # before the session starts: a SIGTERM in between would leave a cut file
@@ -311,10 +328,11 @@ class _Activation:
         self.termination_pipe = (read_end, write_end)
 
         def finish_then_die(number, frame):
-            if self.main_in_finish:
+            if self.main_in_finish or self.starting:
                 # The worker was already leaving (a pool sends SIGTERM to workers that have
-                # not exited yet) and this handler interrupted finish(): dying now would cut
-                # the file it is writing. finish() dies of the signal when it is done.
+                # not exited yet) and this handler interrupted finish(), or it is still
+                # starting: dying now would cut the file. finish(), or start_session()
+                # once the session is kept, dies of the signal when the file is written.
                 self.pending_signal = number
                 return
             signal.signal(number, signal.SIG_IGN)  # a second SIGTERM must not cut the write

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import PYTHON, opsight_run, run, spans_of, write
+from conftest import OPSIGHT, PYTHON, opsight_run, run, spans_of, write
 
 DECORATED = """
     import os
@@ -278,6 +278,40 @@ def test_terminated_child_keeps_its_spans_and_dies_of_sigterm(tmp_path, method):
     assert "no end" not in completed.stderr
     frame = spans_of(tmp_path / "run.opsight")
     assert list(frame.loc[frame["pid"] == int(pid), "name"]) == ["compute"]
+
+
+def test_a_sigterm_while_the_session_starts_still_leaves_a_whole_file(tmp_path):
+    # A pool may end a worker at any moment, also between the native session's start and
+    # the line that keeps it, where finish() would find no session: the signal must wait
+    # until start_session() is done, and the file come out whole.
+    output = tmp_path / "starting.opsight"
+    write(tmp_path, "starting.py", f"""
+        import os, signal, time
+        import opsight._startup as startup
+        from opsight import _native
+
+        os.environ["OPSIGHT_OUTPUT"] = {str(output)!r}
+        os.environ["OPSIGHT_OUTPUT_OWNER"] = str(os.getpid())
+        real_session = _native.Session
+
+        def session_then_sigterm(*args, **kwargs):
+            session = real_session(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGTERM)  # as a pool's terminate() would
+            time.sleep(0.3)  # the handler and its watcher thread both run in here
+            return session
+
+        _native.Session = session_then_sigterm
+        activation = startup._Activation()
+        activation.finish_on_termination()
+        activation.start_session()
+        print("survived the signal")
+    """)
+    completed = run([PYTHON, "starting.py"], tmp_path)
+    assert completed.returncode == -15, (completed.stdout, completed.stderr)  # as untraced
+    assert "survived" not in completed.stdout
+    report = run([OPSIGHT, "report", str(output), "--summary"], tmp_path)
+    assert report.returncode == 0, report.stderr  # the footer is there: nothing cut
+    assert "no end" not in report.stderr
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
