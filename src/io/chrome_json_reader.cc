@@ -215,7 +215,7 @@ class ChromeTraceBuilder {
     // traces, page faults that take longer than the parse. Slices are bounded by the event
     // count; args are estimated from the first events.
     const size_t event_count = std::max(events.size(), expected_events);
-    if (first_index == 0) ensure_slice_room(events.size(), event_count);
+    ensure_slice_room(events.size(), event_count);
     constexpr size_t kSampleEvents = 1024;
     size_t index = 0;
     for (element event : events) {
@@ -760,7 +760,6 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
           std::min(
               static_cast<size_t>(std::ceil(events_per_byte * static_cast<double>(bytes_left))),
               bytes_left / 16);
-      builder.ensure_slice_room(events->size(), expected_events);
       builder.read_events(*events, index, expected_events);
       index += events->size();
       pipeline.release(window);

@@ -3,6 +3,16 @@
 #include <charconv>
 
 namespace opsight::io::chrome_json {
+namespace {
+
+template <typename Integer>
+void put_integer(Integer number, TextBuffer& out) {
+  char digits[24];
+  auto written = std::to_chars(digits, digits + sizeof digits, number);
+  out.put(std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
+}
+
+}  // namespace
 
 std::string scalar_to_string(element value) {
   switch (value.type()) {
@@ -60,20 +70,12 @@ bool append_compact_json(element value, TextBuffer& out) {
       out.put('}');
       return true;
     }
-    case element_type::INT64: {
-      char digits[24];
-      auto written =
-          std::to_chars(digits, digits + sizeof digits, value.get_int64().value_unsafe());
-      out.put(std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
+    case element_type::INT64:
+      put_integer(value.get_int64().value_unsafe(), out);
       return true;
-    }
-    case element_type::UINT64: {
-      char digits[24];
-      auto written =
-          std::to_chars(digits, digits + sizeof digits, value.get_uint64().value_unsafe());
-      out.put(std::string_view(digits, static_cast<size_t>(written.ptr - digits)));
+    case element_type::UINT64:
+      put_integer(value.get_uint64().value_unsafe(), out);
       return true;
-    }
     case element_type::BOOL:
       out.put(value.get_bool().value_unsafe() ? "true" : "false");
       return true;

@@ -348,6 +348,12 @@ void Registry::return_chunk(Chunk* chunk) {
   recount_available();
 }
 
+uint64_t Registry::events_dropped() const {
+  uint64_t dropped = exited_events_dropped;
+  for (const auto& thread : threads) dropped += thread->events_dropped.load();
+  return dropped;
+}
+
 void Registry::recount_available() {
   size_t in_flight = chunks_in_flight();
   chunks_available.store(max_chunks > in_flight ? max_chunks - in_flight : 0,
@@ -582,8 +588,7 @@ StopResult stop_recording() {
   {
     std::lock_guard lock(reg.mutex);
     reg.session_running.store(false);
-    dropped = reg.exited_events_dropped;
-    for (auto& thread : reg.threads) dropped += thread->events_dropped.load();
+    dropped = reg.events_dropped();
     std::erase_if(reg.threads, [](const auto& thread) { return !thread->alive; });
   }
   delete g_writer;
@@ -595,9 +600,7 @@ StopResult stop_recording() {
 uint64_t events_dropped_so_far() {
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);
-  uint64_t dropped = reg.exited_events_dropped;
-  for (auto& thread : reg.threads) dropped += thread->events_dropped.load();
-  return dropped;
+  return reg.events_dropped();
 }
 
 void add_thread_overhead_ticks(uint64_t ticks) {

@@ -87,6 +87,8 @@ struct Registry {
   void recount_available();
   size_t chunks_in_use() const;
   size_t chunks_in_flight() const;
+  // Events dropped this session, by live threads and by those already forgotten.
+  uint64_t events_dropped() const;
   // Frees pooled chunks until at most `limit` exist (or none are free).
   void release_free_chunks_above(size_t limit);
 };

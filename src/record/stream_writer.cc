@@ -202,9 +202,7 @@ void StreamWriter::drain(bool final_round) {
     }
     // The footer at the end; before it, the same counts whenever drops grew, so that a
     // process killed mid-session leaves a file that still says what it lost.
-    uint64_t dropped = reg.exited_events_dropped;
-    for (auto& thread : reg.threads)
-      dropped += thread->events_dropped.load(std::memory_order_relaxed);
+    uint64_t dropped = reg.events_dropped();
     if (final_round || dropped > drops_written_) {
       format::SessionStats stats{sync.ticks, 0, 0, event_cost_ns_};
       std::vector<format::ThreadStats> per_thread = reg.exited_thread_stats;
