@@ -43,13 +43,15 @@ asan-test:
 	cmake --build --preset asan -j $(JOBS)
 	$(CTEST) --test-dir build/asan
 
-# TSan over the recorder's multi-thread tests and the metric sources (sampler, peaks).
+# TSan over the recorder's multi-thread tests, the metric sources (sampler, peaks) and the
+# Chrome JSON reader's two threads.
 tsan-test:
 	cmake --preset tsan
-	cmake --build --preset tsan -j $(JOBS) --target opsight_record_tests opsight_session_tests opsight_collect_tests
+	cmake --build --preset tsan -j $(JOBS) --target opsight_record_tests opsight_session_tests opsight_collect_tests opsight_io_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/record/opsight_record_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/session/opsight_session_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/collect/opsight_collect_tests
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/io/opsight_io_tests --gtest_filter='ChromeJsonReader.HelperThread*'
 
 # libFuzzer over the native and Chrome JSON readers, FUZZ_SECONDS each, from the seed corpus.
 fuzz-test:

@@ -6,6 +6,9 @@
 //   BM_ReadChromeJsonOneThread the same with read_chrome_json(bytes, 1): all on one thread
 //   BM_SimdjsonParseOnly       baseline: simdjson DOM-parsing the same bytes with a warm
 //                              parser, no model built
+//   BM_SimdjsonParseWindows    baseline: the DOM parse the reader does, window by window
+//   BM_SimdjsonParseWindowsTwoThreads  the same on two threads (every other window each):
+//                              the ceiling of the reader's two threads on this machine
 //   BM_ReadPyTorchLikeJson     read_chrome_json of a Kineto-like file (cpu_op X events with
 //                              "External id", "Input Dims", ... args), 1M events
 //   BM_ReadPyTorchLikeJsonOneThread  the same on one thread
@@ -22,6 +25,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 #include "io/chrome_json_repair.hpp"
 #include "io/chrome_json_windows.hpp"
@@ -280,6 +284,41 @@ void simdjson_dom_windows_baseline(benchmark::State& state, const std::string& j
   });
 }
 
+// The same DOM parse on two threads, each parsing every other window with a parser of its
+// own, no model built: what two cores of this machine can parse together, the ceiling of
+// a two-thread reader (the reader shares its windows between its threads the same way).
+void simdjson_dom_windows_two_threads_baseline(benchmark::State& state, const std::string& json) {
+  auto array = chrome_json::find_event_array(json);
+  auto windows =
+      chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
+  if (!windows) {
+    state.SkipWithError("the benchmark's JSON has no event array");
+    return;
+  }
+  auto parse_every_other = [&](size_t first, uint64_t* sum) {
+    simdjson::dom::parser parser;
+    std::string window_text;
+    for (size_t index = first; index < windows->windows.size(); index += 2) {
+      auto [begin, end] = windows->windows[index];
+      window_text.assign("[");
+      window_text.append(json, begin, end - begin);
+      window_text.append("]");
+      window_text.append(simdjson::SIMDJSON_PADDING, ' ');
+      simdjson::dom::array parsed;
+      if (parser.parse(window_text.data(), end - begin + 2, false).get(parsed) == simdjson::SUCCESS)
+        *sum += parsed.size();
+    }
+  };
+  for (auto _ : state) {
+    uint64_t sums[2] = {};
+    std::thread helper(parse_every_other, 1, &sums[1]);
+    parse_every_other(0, &sums[0]);
+    helper.join();
+    benchmark::DoNotOptimize(sums);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
+}
+
 // Stage 1 only (On-Demand's structural index of the whole input, nothing walked): the
 // figure simdjson's "gigabytes per second" refers to.
 void simdjson_stage1_baseline(benchmark::State& state, const std::string& json) {
@@ -317,6 +356,11 @@ void BM_SimdjsonParseWindows(benchmark::State& state) {
   simdjson_dom_windows_baseline(state, synthetic_json());
 }
 BENCHMARK(BM_SimdjsonParseWindows)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SimdjsonParseWindowsTwoThreads(benchmark::State& state) {
+  simdjson_dom_windows_two_threads_baseline(state, synthetic_json());
+}
+BENCHMARK(BM_SimdjsonParseWindowsTwoThreads)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_SimdjsonParseWindowsPyTorchLike(benchmark::State& state) {
   simdjson_dom_windows_baseline(state, pytorch_like_json());

@@ -2,11 +2,11 @@
 // the PyTorch profiler (Kineto), ONNX Runtime and opsight's own writer produce).
 //
 // The event array is cut into windows of about 1 MiB of whole events (a vectorised scan
-// of quotes and brackets, chrome_json_repair.cc), each window is parsed with simdjson's
-// DOM parser (validating it entirely; chrome_json_windows.cc) and its events are turned
-// into rows of the trace tables here (value conversions in chrome_json_values.cc); on a
-// machine with two cores the windows are parsed on a helper thread while the calling
-// thread builds the rows of the previous ones:
+// of quotes and brackets, chrome_json_repair.cc). Each window is parsed with simdjson's
+// DOM parser (validating it entirely) and its events decoded into compact records with
+// strings local to the window (chrome_json_decode.cc); on a machine with two cores both
+// threads parse and decode windows (chrome_json_windows.cc). The calling thread merges the
+// records into the trace tables here, in file order:
 //   X          -> a slice (ts, dur)               B/E -> a slice, paired per thread on a stack
 //   i/I        -> an instant                      C   -> one counter sample per numeric arg
 //   M          -> process / thread names          anything else -> counted and skipped
@@ -30,26 +30,20 @@
 // Thread-safety: read_chrome_json is reentrant; it shares nothing between calls (each
 // calling thread keeps its own parsers, which a read's helper thread borrows).
 #include <simdjson.h>
-// xxHash compiled into this file (header-only mode): the intern cache hashes a short string
-// per name, category and argument key of every event, and a call into the shared library
-// cost more than the hash itself.
+// xxHash compiled into this file (header-only mode): the intern cache hashes every distinct
+// string of every window (most are short, and a call into the shared library cost more
+// than the hash itself).
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <algorithm>
-#include <array>
-#include <bit>
-#include <charconv>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <limits>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -57,6 +51,7 @@
 #include <vector>
 
 #include "io/chrome_json_categories.hpp"
+#include "io/chrome_json_decode.hpp"
 #include "io/chrome_json_repair.hpp"
 #include "io/chrome_json_values.hpp"
 #include "io/chrome_json_windows.hpp"
@@ -75,37 +70,8 @@ constexpr size_t kMaxExtraJsonBytes = 4096;
 // Async key of the lanes that hold a PyTorch trace's Python functions ("python" in ASCII).
 constexpr uint64_t kPythonLaneKey = 0x707974686f6e;
 
-// Whether two strings are equal, compared 8 bytes at a time with loads that stay inside
-// both (the last 8 bytes overlap the previous chunk): most names and keys are short, and
-// this is cheaper than a call of memcmp.
-inline bool same_text(std::string_view a, std::string_view b) {
-  const size_t size = a.size();
-  if (size != b.size()) return false;
-  auto load64 = [](const char* at) {
-    uint64_t word;
-    std::memcpy(&word, at, 8);
-    return word;
-  };
-  auto load32 = [](const char* at) {
-    uint32_t word;
-    std::memcpy(&word, at, 4);
-    return word;
-  };
-  if (size >= 8) {
-    for (size_t offset = 0; offset + 8 < size; offset += 8)
-      if (load64(a.data() + offset) != load64(b.data() + offset)) return false;
-    return load64(a.data() + size - 8) == load64(b.data() + size - 8);
-  }
-  if (size >= 4)
-    return load32(a.data()) == load32(b.data()) &&
-           load32(a.data() + size - 4) == load32(b.data() + size - 4);
-  for (size_t offset = 0; offset < size; ++offset)
-    if (a[offset] != b[offset]) return false;
-  return true;
-}
-
-// A small open-addressing cache in front of StringTable::intern: the same few names,
-// categories and arg keys repeat on every event, and XXH3 on a short string plus one
+// A small open-addressing cache in front of StringTable::intern: the same names,
+// categories and arg keys recur in every window, and XXH3 on a short string plus one
 // probe is cheaper than the general-purpose unordered_map behind the StringTable.
 class InternCache {
  public:
@@ -152,24 +118,6 @@ class InternCache {
   size_t used_ = 0;
 };
 
-// The fields of one event, gathered in one pass over its members (their order is free).
-struct EventFields {
-  std::string_view phase;
-  std::string_view name;
-  std::string_view category;
-  element ts;
-  element dur;
-  element pid;
-  element tid;
-  element args;
-  bool has_phase = false;
-  bool has_ts = false;
-  bool has_dur = false;
-  bool has_pid = false;
-  bool has_tid = false;
-  bool has_args = false;
-};
-
 class ChromeTraceBuilder {
  public:
   ChromeTraceBuilder(trace::Trace& trace, std::string_view text, size_t offset_base)
@@ -206,40 +154,44 @@ class ChromeTraceBuilder {
     }
   }
 
-  // Reads `events`, whose first element is event number `first_index` of the file;
-  // `expected_events` is what the whole file is estimated to hold (when read a window at
-  // a time, more than `events`).
-  void read_events(simdjson::dom::array events, size_t first_index = 0,
-                   size_t expected_events = 0) {
-    // Reserve the columns up front: growing them by doubling costs copies and, for large
-    // traces, page faults that take longer than the parse. Slices are bounded by the event
-    // count; args are estimated from the first events.
-    const size_t event_count = std::max(events.size(), expected_events);
-    ensure_slice_room(events.size(), event_count);
-    constexpr size_t kSampleEvents = 1024;
+  // What the events need to be decoded: known once the top level is read.
+  EventDecoder decoder() const { return EventDecoder(written_by_opsight_, time_base_ns_); }
+
+  // Reads every event of `events` (a whole document's array: the careful path), decoding
+  // it a chunk at a time.
+  void read_events(simdjson::dom::array events) {
+    ensure_slice_room(events.size(), events.size());
+    constexpr size_t kChunkEvents = 4096;
+    EventDecoder event_decoder = decoder();
+    DecodedEvents chunk;
     size_t index = 0;
     for (element event : events) {
-      read_event(event, first_index + index);
-      ++index;
-      if (first_index == 0 && index == kSampleEvents && event_count > 2 * kSampleEvents) {
-        size_t expected = trace_.slice_args.size() * (event_count / kSampleEvents + 1);
-        trace_.slice_args.owner.reserve(expected);
-        trace_.slice_args.key.reserve(expected);
-        trace_.slice_args.value.reserve(expected);
+      event_decoder.decode(event, chunk);
+      if (chunk.events.size() == kChunkEvents) {
+        merge(chunk, index, events.size());
+        index += chunk.events.size();
+        chunk.clear();
       }
     }
+    merge(chunk, index, events.size());
   }
 
-  // Makes room for `coming` more slices without a doubling: when they would not fit, the
-  // columns grow to `expected_total` (at least by an eighth, so a file whose density keeps
-  // rising grows them a bounded number of times).
-  void ensure_slice_room(size_t coming, size_t expected_total) {
-    size_t capacity = trace_.slices.ts.capacity();
-    size_t needed = trace_.slices.size() + coming;
-    if (needed <= capacity) return;
-    trace_.slices.reserve(std::max({needed, expected_total, capacity + capacity / 8}));
+  // Applies the records of `window`, whose first event is event number `first_index` of
+  // the file, in order; `expected_events` is what the whole file is estimated to hold.
+  void merge(const DecodedEvents& window, size_t first_index, size_t expected_events) {
+    global_ids_.resize(window.strings.size());
+    for (uint32_t local = 0; local < window.strings.size(); ++local)
+      global_ids_[local] = strings_.intern(window.strings.get(local));
+    saw_onnxruntime_category_ |= window.saw_onnxruntime_category;
+    reserve_rows(window, first_index, expected_events);
+    uint32_t arg = 0;
+    for (size_t position = 0; position < window.events.size(); ++position) {
+      const DecodedEvent& event = window.events[position];
+      std::span<const DecodedArg> args(window.args.data() + arg, event.args_end - arg);
+      arg = event.args_end;
+      merge_event(event, args, window.strings, first_index + position);
+    }
   }
-
   void finish(bool object_form) {
     close_unfinished_slices();
     name_tracks_from_string_ids();
@@ -337,28 +289,6 @@ class ChromeTraceBuilder {
     first_invalid_event_ = std::move(description);
   }
 
-  // A pid or tid: a number, or a string that names a process/thread. A string of digits
-  // is that number; any other string gets a stable number derived from its hash, and
-  // becomes the process/thread name unless a metadata event names it.
-  int64_t resolve_id(element value, bool present, bool is_process) {
-    if (!present) return 0;
-    switch (value.type()) {
-      case element_type::INT64:
-        return value.get_int64().value_unsafe();
-      case element_type::UINT64:
-        return static_cast<int64_t>(value.get_uint64().value_unsafe());
-      case element_type::DOUBLE: {
-        double number = value.get_double().value_unsafe();
-        if (std::fabs(number) < 9.2e18) return static_cast<int64_t>(number);
-        return 0;
-      }
-      case element_type::STRING:
-        return id_from_string(value.get_string().value_unsafe(), is_process);
-      default:
-        return 0;
-    }
-  }
-
   int64_t id_from_string(std::string_view text, bool is_process) {
     auto& known = is_process ? process_ids_by_string_ : thread_ids_by_string_;
     if (auto found = known.find(std::string(text)); found != known.end()) return found->second;
@@ -408,244 +338,155 @@ class ChromeTraceBuilder {
     if (ns > last_ts_by_track_[track]) last_ts_by_track_[track] = ns;
   }
 
-  trace::ArgValue to_arg_value(element value) {
-    trace::ArgValue arg;
-    switch (value.type()) {
-      case element_type::INT64:
-        arg.type = trace::ArgType::kInt;
-        arg.int_value = value.get_int64().value_unsafe();
-        break;
-      case element_type::UINT64: {
-        uint64_t number = value.get_uint64().value_unsafe();
-        if (number <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-          arg.type = trace::ArgType::kInt;
-          arg.int_value = static_cast<int64_t>(number);
-        } else {
-          arg.type = trace::ArgType::kDouble;
-          arg.double_value = static_cast<double>(number);
-        }
-        break;
-      }
-      case element_type::DOUBLE:
-        arg.type = trace::ArgType::kDouble;
-        arg.double_value = value.get_double().value_unsafe();
-        break;
-      case element_type::BOOL:
-        arg.type = trace::ArgType::kBool;
-        arg.int_value = value.get_bool().value_unsafe() ? 1 : 0;
-        break;
-      case element_type::STRING:
-        arg.type = trace::ArgType::kString;
-        arg.string_value = strings_.intern(value.get_string().value_unsafe());
-        break;
-      case element_type::NULL_VALUE:
-        arg.type = trace::ArgType::kString;
-        arg.string_value = strings_.intern("null");
-        break;
-      default:  // nested array or object: kept as compact JSON text
-        arg.type = trace::ArgType::kString;
-        compact_json_.clear();
-        arg.string_value = append_compact_json(value, compact_json_)
-                               ? strings_.intern(compact_json_.view())
-                               : strings_.intern(simdjson::minify(value));
-        break;
-    }
-    return arg;
-  }
-
-  // Adds every member of an "args" object as an argument of `row`. For files written by
-  // opsight, "opsight.span_id" is the slice's id and "opsight.parent_span_id" is implied by
-  // the nesting.
-  void add_args(trace::ArgTable& table, trace::RowIndex row, const EventFields& fields,
-                uint64_t* span_id) {
-    if (!fields.has_args || fields.args.type() != element_type::OBJECT) return;
-    const bool own_markers = span_id != nullptr && written_by_opsight_;
-    for (auto [key, value] : object_of(fields.args)) {
-      if (own_markers && key.size() > 8 && std::memcmp(key.data(), "opsight.", 8) == 0) {
-        std::string_view marker = key.substr(8);
-        if (equals_literal(marker, "unfinished") && value.type() == element_type::BOOL) {
-          if (value.get_bool().value_unsafe()) trace_.slices.flags[row] |= trace::kSliceUnfinished;
-          continue;
-        }
-        bool is_span_id = equals_literal(marker, "span_id");
-        if ((is_span_id || equals_literal(marker, "parent_span_id")) &&
-            value.type() == element_type::STRING) {
-          if (auto id = parse_hex64(value.get_string().value_unsafe())) {
-            if (is_span_id) *span_id = *id;
-            continue;
-          }
-        }
-      }
-      table.add(row, strings_.intern(key), to_arg_value(value));
+  // Sizes the slice and slice-arg columns before `window` is merged: growing them by doubling
+  // costs copies and faults and leaves up to half of them unused (96 bytes per 48-byte
+  // slice), so they grow only when a window would not fit, to what the rest of the file
+  // needs at the density seen so far (rows per event, events as estimated).
+  void reserve_rows(const DecodedEvents& window, size_t first_index, size_t expected_events) {
+    slices_seen_ += window.slices;
+    size_t events_seen = std::max<size_t>(1, first_index + window.events.size());
+    size_t expected_total = std::max(expected_events, events_seen);
+    auto expected_rows = [&](size_t rows_seen) {
+      return static_cast<size_t>(
+          std::ceil(static_cast<double>(rows_seen) / static_cast<double>(events_seen) *
+                    static_cast<double>(expected_total)));
+    };
+    ensure_slice_room(window.slices, expected_rows(slices_seen_));
+    auto& args = trace_.slice_args;
+    size_t needed = args.size() + window.slice_args;
+    if (needed > args.owner.capacity()) {
+      size_t total = std::max({needed, expected_rows(needed), args.owner.capacity() * 9 / 8});
+      args.owner.reserve(total);
+      args.key.reserve(total);
+      args.value.reserve(total);
     }
   }
 
-  void read_event(element event, size_t index) {
-    if (event.type() != element_type::OBJECT) {
-      note_invalid_event(index, "not a JSON object");
-      return;
-    }
-    EventFields fields;
-    for (auto [key, value] : object_of(event)) {
-      switch (key.size()) {
-        case 2:
-          if (equals_literal(key, "ph")) {
-            fields.has_phase = value.get(fields.phase) == simdjson::SUCCESS;
-          } else if (equals_literal(key, "ts")) {
-            fields.ts = value;
-            fields.has_ts = true;
-          }
-          break;
-        case 3:
-          if (equals_literal(key, "cat")) {
-            if (value.get(fields.category) != simdjson::SUCCESS) fields.category = {};
-          } else if (equals_literal(key, "dur")) {
-            fields.dur = value;
-            fields.has_dur = true;
-          } else if (equals_literal(key, "pid")) {
-            fields.pid = value;
-            fields.has_pid = true;
-          } else if (equals_literal(key, "tid")) {
-            fields.tid = value;
-            fields.has_tid = true;
-          }
-          break;
-        case 4:
-          if (equals_literal(key, "name")) {
-            if (value.get(fields.name) != simdjson::SUCCESS) fields.name = {};
-          } else if (equals_literal(key, "args")) {
-            fields.args = value;
-            fields.has_args = true;
-          }
-          break;
-        default:
-          break;
+  // Makes room for `coming` more slices without a doubling: when they would not fit, the
+  // columns grow to `expected_total` (at least by an eighth, so a file whose density keeps
+  // rising grows them a bounded number of times).
+  void ensure_slice_room(size_t coming, size_t expected_total) {
+    size_t capacity = trace_.slices.ts.capacity();
+    size_t needed = trace_.slices.size() + coming;
+    if (needed <= capacity) return;
+    trace_.slices.reserve(std::max({needed, expected_total, capacity + capacity / 8}));
+  }
+
+  // A pid or tid as decoded: its number, or the number given to its text.
+  int64_t id_of(int64_t number, uint32_t text, bool is_text, const LocalStrings& strings,
+                bool is_process) {
+    return is_text ? id_from_string(strings.get(text), is_process) : number;
+  }
+
+  trace::ArgValue global_arg(trace::ArgValue value) const {
+    if (value.type == trace::ArgType::kString) value.string_value = global_ids_[value.string_value];
+    return value;
+  }
+
+  void add_args(trace::ArgTable& table, trace::RowIndex row, std::span<const DecodedArg> args) {
+    for (const DecodedArg& arg : args) table.add(row, global_ids_[arg.key], global_arg(arg.value));
+  }
+
+  void merge_event(const DecodedEvent& event, std::span<const DecodedArg> args,
+                   const LocalStrings& strings, size_t index) {
+    switch (event.kind) {
+      case EventKind::kInvalid:
+        note_invalid_event(index, describe(event.problem));
+        return;
+      case EventKind::kSkipped:
+        ++skipped_by_phase_[std::string(strings.get(event.name))];
+        return;
+      case EventKind::kIgnored:
+        return;
+      case EventKind::kProcessName: {
+        int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
+        trace_.process(pid).name = global_ids_[event.name];
+        return;
       }
-    }
-    if (!fields.has_phase || fields.phase.empty()) {
-      note_invalid_event(index, "no \"ph\" (phase) string");
-      return;
-    }
-    char phase = fields.phase.size() == 1 ? fields.phase[0] : '\0';
-    switch (phase) {
-      case 'X':
-      case 'B':
-      case 'E':
-      case 'i':
-      case 'I':
-      case 'C':
-        break;
-      case 'M':
-        read_metadata_event(fields);
+      case EventKind::kThreadName:
+        merge_thread_name(event, args, strings);
+        return;
+      case EventKind::kCounter:
+        merge_counter(event, args, strings);
         return;
       default:
-        ++skipped_by_phase_[std::string(fields.phase)];
-        return;
+        break;
     }
-    int64_t ts = 0;
-    if (!fields.has_ts || !microseconds_to_ns(fields.ts, &ts) ||
-        __builtin_add_overflow(ts, time_base_ns_, &ts)) {
-      note_invalid_event(
-          index, fields.has_ts ? "\"ts\" is not a number of microseconds in range" : "no \"ts\"");
-      return;
-    }
-    int64_t pid = resolve_id(fields.pid, fields.has_pid, true);
-    if (phase == 'C') {
-      read_counter_event(fields, pid, ts);
-      return;
-    }
-    int64_t tid = resolve_id(fields.tid, fields.has_tid, false);
+    int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
+    int64_t tid = id_of(event.tid, event.tid_text, event.flags & kTidIsText, strings, false);
     trace::TrackId track = track_for(pid, tid);
-    saw_time(track, ts);
-    if (phase == 'X') {
-      int64_t dur = 0;
-      if (fields.has_dur && !microseconds_to_ns(fields.dur, &dur)) {
-        note_invalid_event(index, "\"dur\" is not a number of microseconds in range");
+    saw_time(track, event.ts);
+    auto& slices = trace_.slices;
+    switch (event.kind) {
+      case EventKind::kSlice: {
+        saw_time(track, event.ts + event.dur);
+        auto row = slices.add(
+            event.ts, event.dur, global_ids_[event.name], global_ids_[event.category], track,
+            (event.flags & kUnfinished) != 0 ? trace::kSliceUnfinished : 0, event.span_id);
+        add_args(trace_.slice_args, row, args);
         return;
       }
-      if (dur < 0) dur = 0;
-      if (ts > std::numeric_limits<int64_t>::max() - dur)
-        dur = std::numeric_limits<int64_t>::max() - ts;
-      saw_time(track, ts + dur);
-      if (equals_literal(fields.category, "Session") || equals_literal(fields.category, "Node"))
-        saw_onnxruntime_category_ = true;
-      auto row = trace_.slices.add(ts, dur, strings_.intern(fields.name),
-                                   strings_.intern(fields.category), track);
-      uint64_t span_id = 0;
-      add_args(trace_.slice_args, row, fields, &span_id);
-      trace_.slices.span_id[row] = span_id;
-    } else if (phase == 'B') {
-      auto row = trace_.slices.add(ts, 0, strings_.intern(fields.name),
-                                   strings_.intern(fields.category), track);
-      uint64_t span_id = 0;
-      add_args(trace_.slice_args, row, fields, &span_id);
-      trace_.slices.span_id[row] = span_id;
-      open_slices_by_track_[track].push_back(row);
-    } else if (phase == 'E') {
-      auto& open = open_slices_by_track_[track];
-      if (open.empty()) {
-        ++unmatched_end_events_;
+      case EventKind::kBegin: {
+        auto row = slices.add(event.ts, 0, global_ids_[event.name], global_ids_[event.category],
+                              track, (event.flags & kUnfinished) != 0 ? trace::kSliceUnfinished : 0,
+                              event.span_id);
+        add_args(trace_.slice_args, row, args);
+        open_slices_by_track_[track].push_back(row);
         return;
       }
-      trace::RowIndex row = open.back();
-      open.pop_back();
-      trace_.slices.dur[row] = duration_between(trace_.slices.ts[row], ts);
-      add_args(trace_.slice_args, row, fields, nullptr);  // "E" args merge into the slice
-    } else {                                              // 'i' or 'I'
-      auto row = trace_.instants.add(ts, strings_.intern(fields.name),
-                                     strings_.intern(fields.category), track);
-      add_args(trace_.instant_args, row, fields, nullptr);
+      case EventKind::kEnd: {
+        auto& open = open_slices_by_track_[track];
+        if (open.empty()) {
+          ++unmatched_end_events_;
+          return;
+        }
+        trace::RowIndex row = open.back();
+        open.pop_back();
+        slices.dur[row] = duration_between(slices.ts[row], event.ts);
+        add_args(trace_.slice_args, row, args);  // "E" args merge into the slice
+        return;
+      }
+      default: {  // kInstant
+        auto row = trace_.instants.add(event.ts, global_ids_[event.name],
+                                       global_ids_[event.category], track);
+        add_args(trace_.instant_args, row, args);
+        return;
+      }
     }
   }
 
-  void read_counter_event(const EventFields& fields, int64_t pid, int64_t ts) {
-    if (!fields.has_args || fields.args.type() != element_type::OBJECT) return;
-    auto args = object_of(fields.args);
-    size_t numeric = 0;
-    for (auto [key, value] : args) numeric += numeric_value(value).has_value();
-    bool several = numeric > 1;  // {"value": 5, "unit": "MB"} is one track, "name"
-    for (auto [key, value] : args) {
-      std::optional<double> sample = numeric_value(value);
-      if (!sample) continue;
-      std::string track_name(fields.name);
-      if (several) {
+  // One counter track per numeric arg when there are several ("name.key"), else "name".
+  void merge_counter(const DecodedEvent& event, std::span<const DecodedArg> samples,
+                     const LocalStrings& strings) {
+    int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
+    for (const DecodedArg& sample : samples) {
+      std::string track_name(strings.get(event.name));
+      if (samples.size() > 1) {
         track_name += '.';
-        track_name += key;
+        track_name += strings.get(sample.key);
       }
-      trace_.counters.add(ts, trace_.counter_track(pid, track_name), *sample);
+      trace_.counters.add(event.ts, trace_.counter_track(pid, track_name),
+                          sample.value.double_value);
     }
   }
 
-  void read_metadata_event(const EventFields& fields) {
-    if (fields.name != "process_name" && fields.name != "thread_name") return;
-    if (!fields.has_args || fields.args.type() != element_type::OBJECT) return;
-    std::string_view name;
-    if (fields.args["name"].get(name) != simdjson::SUCCESS) return;
-    int64_t pid = resolve_id(fields.pid, fields.has_pid, true);
-    if (fields.name == "process_name") {
-      trace_.process(pid).name = trace_.intern(name);
-    } else {
-      int64_t tid = resolve_id(fields.tid, fields.has_tid, false);
-      if (written_by_opsight_ && read_async_lane(fields.args, pid, tid, name)) return;
-      trace_.tracks[track_for(pid, tid)].name = trace_.intern(name);
+  // A thread's name, or, in opsight's files, the name of an async lane (a key and the
+  // lane's thread's tid: see EventDecoder) not seen before any event used its tid.
+  void merge_thread_name(const DecodedEvent& event, std::span<const DecodedArg> args,
+                         const LocalStrings& strings) {
+    int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
+    int64_t tid = id_of(event.tid, event.tid_text, event.flags & kTidIsText, strings, false);
+    if (event.span_id != 0 && args.size() == 1 && async_lanes_.count({pid, tid}) == 0) {
+      trace::ArgValue thread = args[0].value;
+      int64_t thread_tid = thread.type == trace::ArgType::kString
+                               ? id_from_string(strings.get(thread.string_value), false)
+                               : thread.int_value;
+      async_lanes_.emplace(std::pair{pid, tid}, trace_.async_track(pid, thread_tid, event.span_id,
+                                                                   strings.get(event.name)));
+      has_cached_track_ = false;
+      return;
     }
-  }
-
-  // opsight's writer gives an async lane a synthetic tid and names it with a thread_name
-  // event that also carries the lane's key and its thread's real tid. Returns whether
-  // `args` described one (before any event used that tid).
-  bool read_async_lane(element args, int64_t pid, int64_t written_tid, std::string_view name) {
-    std::string_view key_text;
-    element thread_tid;
-    if (args["opsight.async_key"].get(key_text) != simdjson::SUCCESS ||
-        args["opsight.tid"].get(thread_tid) != simdjson::SUCCESS)
-      return false;
-    auto key = parse_hex64(key_text);
-    if (!key || *key == 0 || async_lanes_.count({pid, written_tid}) != 0) return false;
-    int64_t tid = resolve_id(thread_tid, true, false);
-    async_lanes_.emplace(std::pair{pid, written_tid}, trace_.async_track(pid, tid, *key, name));
-    has_cached_track_ = false;
-    return true;
+    trace_.tracks[track_for(pid, tid)].name = global_ids_[event.name];
   }
 
   // The PyTorch profiler's Python functions (with_stack=True) and its operators and
@@ -686,7 +527,8 @@ class ChromeTraceBuilder {
   std::string_view text_;
   size_t offset_base_;
   InternCache strings_;
-  TextBuffer compact_json_;  // reused by to_arg_value for nested values
+  std::vector<trace::StringId> global_ids_;  // of the window being merged, by local id
+  size_t slices_seen_ = 0;                   // X and B events merged
 
   bool looks_like_pytorch_ = false;
   bool saw_onnxruntime_category_ = false;
@@ -741,27 +583,26 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
     // Each window is wrapped at the depth its events have in the document, so nesting
     // limits apply as they would to a whole-document parse.
     WindowPipeline pipeline(text, split->windows, object_form ? "{\"\":[" : "[",
-                            object_form ? "]}" : "]", object_form, parse_on_helper_thread);
+                            object_form ? "]}" : "]", object_form, builder.decoder(),
+                            parse_on_helper_thread);
     size_t index = 0;
+    const size_t array_begin = split->windows.empty() ? 0 : split->windows[0].first;
     for (size_t window = 0; window < split->windows.size(); ++window) {
-      std::optional<simdjson::dom::array> events = pipeline.next(window);
-      if (!events) return std::nullopt;
-      // The slice columns are sized from the density of the events read so far: growing
-      // them by doubling costs copies and faults and leaves up to half of them unused
-      // (96 bytes per 48-byte slice), so they grow only when a window would not fit, to
-      // what the rest of the array needs at the density seen (an event is > 16 bytes).
-      auto [begin, end] = split->windows[window];
-      size_t array_begin = split->windows[0].first;
-      double events_per_byte = static_cast<double>(index + events->size()) /
+      const DecodedEvents* events = pipeline.next(window);
+      if (events == nullptr) return std::nullopt;
+      // The events the whole array holds, estimated from the density so far (an event is
+      // more than 16 bytes).
+      size_t end = split->windows[window].second;
+      double events_per_byte = static_cast<double>(index + events->events.size()) /
                                static_cast<double>(std::max<size_t>(1, end - array_begin));
       size_t bytes_left = split->array_end > end ? split->array_end - end : 0;
       size_t expected_events =
-          index + events->size() +
+          index + events->events.size() +
           std::min(
               static_cast<size_t>(std::ceil(events_per_byte * static_cast<double>(bytes_left))),
               bytes_left / 16);
-      builder.read_events(*events, index, expected_events);
-      index += events->size();
+      builder.merge(*events, index, expected_events);
+      index += events->events.size();
       pipeline.release(window);
     }
   }

@@ -841,10 +841,10 @@ TEST(ChromeJsonReader, SpanIdsOfEveryHexDigitAndNonDigit) {
   }
 }
 
-// Inputs of several 1 MiB windows are parsed on a helper thread while the calling thread
-// builds the model: the result must be the one a single thread gets, slice for slice,
-// including begin/end pairs that span windows, and a bad window must still give the byte
-// offset of the problem.
+// Inputs of several 1 MiB windows are parsed and decoded on both threads while the calling
+// thread merges them into the model: the result must be the one a single thread gets,
+// slice for slice, including begin/end pairs that span windows, and a bad window must
+// still give the byte offset of the problem.
 TEST(ChromeJsonReader, HelperThreadReadsWhatOneThreadReads) {
   std::string json = R"({"traceEvents":[)";
   constexpr int kEvents = 60000;  // about 4.7 MB: five windows
@@ -877,16 +877,20 @@ TEST(ChromeJsonReader, HelperThreadReadsWhatOneThreadReads) {
   EXPECT_EQ(slice_rows(one.trace), slice_rows(two.trace));
   EXPECT_EQ(one.trace.run.extra, two.trace.run.extra);
 
-  std::string broken = json;
-  size_t bad = broken.find(R"("ts":450000)");  // in the fourth window
-  ASSERT_NE(bad, std::string::npos);
-  broken[bad + 5] = 'x';
-  auto broken_one = read_chrome_json(broken, 1);
-  auto broken_two = read_chrome_json(broken, 2);
-  ASSERT_FALSE(broken_one.ok());
-  ASSERT_FALSE(broken_two.ok());
-  EXPECT_EQ(broken_one.error->byte_offset, bad + 5);
-  EXPECT_EQ(broken_two.error->byte_offset, bad + 5);
+  // A bad window anywhere (the first, one the helper may be decoding while the caller
+  // merges, the last) stops the read, and the careful path names the byte.
+  for (int bad_event : {10, 36001, 59990}) {
+    std::string broken = json;
+    size_t bad = broken.find(R"("ts":)" + std::to_string(bad_event * 10) + ".5");
+    ASSERT_NE(bad, std::string::npos) << bad_event;
+    broken[bad + 5] = 'x';
+    auto broken_one = read_chrome_json(broken, 1);
+    auto broken_two = read_chrome_json(broken, 2);
+    ASSERT_FALSE(broken_one.ok()) << bad_event;
+    ASSERT_FALSE(broken_two.ok()) << bad_event;
+    EXPECT_EQ(broken_one.error->byte_offset, bad + 5) << bad_event;
+    EXPECT_EQ(broken_two.error->byte_offset, bad + 5) << bad_event;
+  }
 }
 
 TEST(ChromeJsonReader, FuzzRegressions) {

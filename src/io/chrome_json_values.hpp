@@ -131,6 +131,35 @@ inline std::optional<uint64_t> parse_hex64(std::string_view text) {
   return value;
 }
 
+// Whether two strings are equal, compared 8 bytes at a time with loads that stay inside
+// both (the last 8 bytes overlap the previous chunk): most names and keys are short, and
+// this is cheaper than a call of memcmp.
+inline bool same_text(std::string_view a, std::string_view b) {
+  const size_t size = a.size();
+  if (size != b.size()) return false;
+  auto load64 = [](const char* at) {
+    uint64_t word;
+    std::memcpy(&word, at, 8);
+    return word;
+  };
+  auto load32 = [](const char* at) {
+    uint32_t word;
+    std::memcpy(&word, at, 4);
+    return word;
+  };
+  if (size >= 8) {
+    for (size_t offset = 0; offset + 8 < size; offset += 8)
+      if (load64(a.data() + offset) != load64(b.data() + offset)) return false;
+    return load64(a.data() + size - 8) == load64(b.data() + size - 8);
+  }
+  if (size >= 4)
+    return load32(a.data()) == load32(b.data()) &&
+           load32(a.data() + size - 4) == load32(b.data() + size - 4);
+  for (size_t offset = 0; offset < size; ++offset)
+    if (a[offset] != b[offset]) return false;
+  return true;
+}
+
 // Whether `text` is `literal`: a comparison of known length, which compiles to a few
 // loads and compares instead of a call of memcmp.
 template <size_t N>

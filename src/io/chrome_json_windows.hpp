@@ -1,6 +1,6 @@
 // The windows of the Chrome JSON reader's fast path: the event array is cut into windows of
 // about 1 MiB of whole events, each parsed as a document of its own by a warm simdjson
-// parser, either on the calling thread or ahead of it on a helper thread.
+// parser and decoded (chrome_json_decode.hpp), on the calling thread or on a helper thread.
 #pragma once
 
 #include <simdjson.h>
@@ -8,6 +8,7 @@
 #include <array>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -16,6 +17,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "io/chrome_json_decode.hpp"
 
 namespace opsight::io::chrome_json {
 
@@ -35,110 +38,69 @@ struct WindowParser {
 };
 
 inline constexpr size_t kWindowBytes = size_t{1} << 20;
-// Windows parsed ahead of the one being turned into rows, when parsing runs on a helper
-// thread (each holds a parser and its ~1 MiB window: a few MB of tape).
-inline constexpr size_t kParsersInFlight = 3;
+// Threads that parse and decode windows: the calling thread and one helper.
+inline constexpr size_t kDecodingThreads = 2;
+// Windows decoded and not yet merged, at most (each holds its events' records: a few
+// hundred KB for a 1 MiB window).
+inline constexpr size_t kWindowsInFlight = 4;
 
 // Parsers are kept per calling thread and reused across reads (their buffers then stay
-// allocated and warm); a helper thread borrows them for the duration of one read.
-std::array<WindowParser, kParsersInFlight>& window_parsers();
+// allocated and warm): [0] is the calling thread's, [1] is lent to a read's helper thread.
+std::array<WindowParser, kDecodingThreads>& window_parsers();
 
-// Parses the windows of the event array, each wrapped as a document of its own, either on
-// the calling thread as they are asked for, or on a helper thread that runs up to
-// kParsersInFlight windows ahead (the calling thread meanwhile builds the model from the
-// windows already parsed: the two halves take about as long, so two cores halve the time).
+// Parses and decodes the windows of the event array, each wrapped as a document of its
+// own, and hands their DecodedEvents out in file order. With a helper thread, both threads
+// take the next window not yet taken, up to kWindowsInFlight ahead of the one being
+// merged: the calling thread merges window n (next() then release()) and, while window n
+// is still being decoded by the helper, decodes a later one itself. The work is then
+// shared whatever the split between decoding and merging costs.
 //
 // Thread-safety: next() and release() are called by the thread that made the pipeline;
-// the helper thread only touches the parsers of windows not yet handed out.
+// the helper thread only writes the slots of windows it took, which the caller reads only
+// once they are marked decoded (under the mutex).
 class WindowPipeline {
  public:
   WindowPipeline(std::string_view text, const std::vector<std::pair<size_t, size_t>>& windows,
                  std::string_view prefix, std::string_view suffix, bool object_form,
-                 bool use_helper_thread)
-      : text_(text),
-        windows_(windows),
-        prefix_(prefix),
-        suffix_(suffix),
-        object_form_(object_form),
-        parsers_(window_parsers()) {
-    if (use_helper_thread && windows_.size() > 1) helper_ = std::thread([this] { parse_ahead(); });
-  }
+                 const EventDecoder& decoder, bool use_helper_thread);
   WindowPipeline(const WindowPipeline&) = delete;
   WindowPipeline& operator=(const WindowPipeline&) = delete;
+  ~WindowPipeline();
 
-  ~WindowPipeline() {
-    if (!helper_.joinable()) return;
-    {
-      std::lock_guard lock(mutex_);
-      stopping_ = true;
-    }
-    changed_.notify_all();
-    helper_.join();
-  }
-
-  // The events of window `index` (windows are asked for in order), or nullopt if that
-  // window is not a valid array of JSON values. Call release() once done with them.
-  std::optional<simdjson::dom::array> next(size_t index) {
-    WindowParser& slot = parsers_[index % kParsersInFlight];
-    if (!helper_.joinable()) return parse(slot, index);
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [&] { return parsed_ > index; });
-    return results_[index % kParsersInFlight];
-  }
-
-  void release(size_t index) {
-    if (!helper_.joinable()) return;
-    {
-      std::lock_guard lock(mutex_);
-      released_ = index + 1;
-    }
-    changed_.notify_all();
-  }
+  // The decoded events of window `index` (windows are asked for in order), or nullptr if
+  // that window is not a valid array of JSON values. Call release() once done with them.
+  const DecodedEvents* next(size_t index);
+  void release(size_t index);
 
  private:
-  std::optional<simdjson::dom::array> parse(WindowParser& slot, size_t index) {
-    auto [begin, end] = windows_[index];
-    simdjson::dom::element root;
-    simdjson::dom::array events;
-    if (slot.parse(prefix_, text_.substr(begin, end - begin), suffix_, &root) != simdjson::SUCCESS)
-      return std::nullopt;
-    if (object_form_ ? root[""].get(events) != simdjson::SUCCESS
-                     : root.get(events) != simdjson::SUCCESS)
-      return std::nullopt;
-    return events;
-  }
+  struct Slot {
+    DecodedEvents events;
+    size_t window = SIZE_MAX;  // the window whose events it holds, once decoded
+    bool ok = false;
+  };
 
-  void parse_ahead() {
-    for (size_t index = 0; index < windows_.size(); ++index) {
-      {
-        std::unique_lock lock(mutex_);
-        changed_.wait(lock, [&] { return stopping_ || index < released_ + kParsersInFlight; });
-        if (stopping_) return;
-      }
-      auto events = parse(parsers_[index % kParsersInFlight], index);
-      {
-        std::lock_guard lock(mutex_);
-        results_[index % kParsersInFlight] = events;
-        parsed_ = index + 1;
-      }
-      changed_.notify_all();
-      if (!events) return;  // the reader gives up at the first bad window
-    }
-  }
+  // Parses window `index` with `parser` and decodes its events into its slot.
+  bool decode(size_t index, WindowParser& parser, EventDecoder& decoder);
+  // Takes the next window if one is left and its slot is free (call with mutex_ held).
+  std::optional<size_t> take_window();
+  void work_as_helper();
 
   std::string_view text_;
   const std::vector<std::pair<size_t, size_t>>& windows_;
   std::string_view prefix_;
   std::string_view suffix_;
   bool object_form_;
-  std::array<WindowParser, kParsersInFlight>& parsers_;
+  std::array<WindowParser, kDecodingThreads>& parsers_;
+  EventDecoder caller_decoder_;
+  EventDecoder helper_decoder_;
+  std::array<Slot, kWindowsInFlight> slots_;
 
   std::mutex mutex_;
   std::condition_variable changed_;
-  size_t parsed_ = 0;    // windows parsed by the helper (guarded by mutex_)
-  size_t released_ = 0;  // windows the reader is done with (guarded by mutex_)
+  size_t taken_ = 0;     // windows taken by either thread (guarded by mutex_)
+  size_t released_ = 0;  // windows merged (guarded by mutex_)
+  bool failed_ = false;  // a window was not valid: nothing more is taken
   bool stopping_ = false;
-  std::array<std::optional<simdjson::dom::array>, kParsersInFlight> results_;
   std::thread helper_;  // last: started once everything above is initialised
 };
 

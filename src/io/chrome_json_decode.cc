@@ -1,0 +1,367 @@
+#include "io/chrome_json_decode.hpp"
+
+// xxHash compiled into this file (header-only mode): the local string table hashes a short
+// string per name, category and argument key of every event, and a call into the shared
+// library cost more than the hash itself.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace opsight::io::chrome_json {
+namespace {
+
+constexpr size_t kInitialSlots = 256;
+
+// The fields of one event, gathered in one pass over its members (their order is free).
+struct EventFields {
+  std::string_view phase;
+  std::string_view name;
+  std::string_view category;
+  element ts;
+  element dur;
+  element pid;
+  element tid;
+  element args;
+  bool has_phase = false;
+  bool has_ts = false;
+  bool has_dur = false;
+  bool has_pid = false;
+  bool has_tid = false;
+  bool has_args = false;
+};
+
+void gather_fields(simdjson::dom::object event, EventFields& fields) {
+  for (auto [key, value] : event) {
+    switch (key.size()) {
+      case 2:
+        if (equals_literal(key, "ph")) {
+          fields.has_phase = value.get(fields.phase) == simdjson::SUCCESS;
+        } else if (equals_literal(key, "ts")) {
+          fields.ts = value;
+          fields.has_ts = true;
+        }
+        break;
+      case 3:
+        if (equals_literal(key, "cat")) {
+          if (value.get(fields.category) != simdjson::SUCCESS) fields.category = {};
+        } else if (equals_literal(key, "dur")) {
+          fields.dur = value;
+          fields.has_dur = true;
+        } else if (equals_literal(key, "pid")) {
+          fields.pid = value;
+          fields.has_pid = true;
+        } else if (equals_literal(key, "tid")) {
+          fields.tid = value;
+          fields.has_tid = true;
+        }
+        break;
+      case 4:
+        if (equals_literal(key, "name")) {
+          if (value.get(fields.name) != simdjson::SUCCESS) fields.name = {};
+        } else if (equals_literal(key, "args")) {
+          fields.args = value;
+          fields.has_args = true;
+        }
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// A pid or tid: a number (a double is truncated, one out of range is 0), or a string,
+// which is kept as text for the merge to give a number (its digits, or one derived from a
+// hash that must not clash with the others: that needs the whole file's state).
+// Anything else, or a missing one, is 0.
+void resolve_id(element value, bool present, int64_t* number, uint32_t* text, uint8_t text_flag,
+                uint8_t* flags, LocalStrings& strings) {
+  *number = 0;
+  if (!present) return;
+  switch (value.type()) {
+    case element_type::INT64:
+      *number = value.get_int64().value_unsafe();
+      return;
+    case element_type::UINT64:
+      *number = static_cast<int64_t>(value.get_uint64().value_unsafe());
+      return;
+    case element_type::DOUBLE: {
+      double decimal = value.get_double().value_unsafe();
+      if (std::fabs(decimal) < 9.2e18) *number = static_cast<int64_t>(decimal);
+      return;
+    }
+    case element_type::STRING:
+      *text = strings.intern(value.get_string().value_unsafe());
+      *flags |= text_flag;
+      return;
+    default:
+      return;
+  }
+}
+
+// process_name / thread_name: {"name": "..."}. opsight's writer gives an async lane a
+// synthetic tid and names it with a thread_name event whose args also hold the lane's key
+// ("opsight.async_key", hex) and its thread's real tid ("opsight.tid"): the key goes to
+// span_id and the tid to the event's one arg (kInt, or kString for a tid given as text).
+void decode_metadata(const EventFields& fields, bool written_by_opsight, DecodedEvent& event,
+                     DecodedEvents& out) {
+  event.kind = EventKind::kIgnored;
+  const bool process_name = fields.name == "process_name";
+  if (!process_name && fields.name != "thread_name") return;
+  if (!fields.has_args || fields.args.type() != element_type::OBJECT) return;
+  std::string_view name;
+  if (fields.args["name"].get(name) != simdjson::SUCCESS) return;
+  LocalStrings& strings = out.strings;
+  event.kind = process_name ? EventKind::kProcessName : EventKind::kThreadName;
+  event.name = strings.intern(name);
+  resolve_id(fields.pid, fields.has_pid, &event.pid, &event.pid_text, kPidIsText, &event.flags,
+             strings);
+  if (process_name) return;
+  resolve_id(fields.tid, fields.has_tid, &event.tid, &event.tid_text, kTidIsText, &event.flags,
+             strings);
+  std::string_view key_text;
+  element thread_tid;
+  if (!written_by_opsight || fields.args["opsight.async_key"].get(key_text) != simdjson::SUCCESS ||
+      fields.args["opsight.tid"].get(thread_tid) != simdjson::SUCCESS)
+    return;
+  auto key = parse_hex64(key_text);
+  if (!key || *key == 0) return;
+  event.span_id = *key;
+  int64_t number = 0;
+  uint32_t text = 0;
+  uint8_t flags = 0;
+  resolve_id(thread_tid, true, &number, &text, 1, &flags, strings);
+  trace::ArgValue tid;
+  if (flags != 0) {
+    tid.type = trace::ArgType::kString;
+    tid.string_value = text;
+  } else {
+    tid.int_value = number;
+  }
+  out.args.push_back({0, tid});
+}
+
+}  // namespace
+
+const char* describe(EventProblem problem) {
+  switch (problem) {
+    case EventProblem::kNotAnObject:
+      return "not a JSON object";
+    case EventProblem::kNoPhase:
+      return "no \"ph\" (phase) string";
+    case EventProblem::kNoTs:
+      return "no \"ts\"";
+    case EventProblem::kBadTs:
+      return "\"ts\" is not a number of microseconds in range";
+    case EventProblem::kBadDur:
+      return "\"dur\" is not a number of microseconds in range";
+    case EventProblem::kNone:
+      break;
+  }
+  return "malformed event";
+}
+
+LocalStrings::LocalStrings() { clear(); }
+
+void LocalStrings::clear() {
+  bytes_.clear();
+  spans_.clear();
+  spans_.emplace_back(0, 0);
+  if (slots_.size() == kInitialSlots) {
+    std::fill(slots_.begin(), slots_.end(), Slot{});
+  } else {
+    slots_.assign(kInitialSlots, Slot{});
+  }
+}
+
+uint32_t LocalStrings::intern(std::string_view text) {
+  if (text.empty()) return 0;
+  uint64_t hash = XXH3_64bits(text.data(), text.size());
+  size_t mask = slots_.size() - 1;
+  for (size_t index = hash & mask;; index = (index + 1) & mask) {
+    Slot& slot = slots_[index];
+    if (slot.id == 0) {
+      auto id = static_cast<uint32_t>(spans_.size());
+      spans_.emplace_back(static_cast<uint32_t>(bytes_.size()), static_cast<uint32_t>(text.size()));
+      bytes_.append(text);
+      slot.hash = hash;
+      slot.id = id;
+      if (spans_.size() * 2 > slots_.size()) grow();
+      return id;
+    }
+    if (slot.hash == hash && same_text(get(slot.id), text)) return slot.id;
+  }
+}
+
+void LocalStrings::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  slots_.assign(old.size() * 2, Slot{});
+  size_t mask = slots_.size() - 1;
+  for (const Slot& slot : old) {
+    if (slot.id == 0) continue;
+    size_t index = slot.hash & mask;
+    while (slots_[index].id != 0) index = (index + 1) & mask;
+    slots_[index] = slot;
+  }
+}
+
+void EventDecoder::decode(element value, DecodedEvents& out) {
+  DecodedEvent& event = out.events.emplace_back();
+  auto invalid = [&](EventProblem problem) {
+    event.kind = EventKind::kInvalid;
+    event.problem = problem;
+    event.args_end = static_cast<uint32_t>(out.args.size());
+  };
+  if (value.type() != element_type::OBJECT) return invalid(EventProblem::kNotAnObject);
+  EventFields fields;
+  gather_fields(object_of(value), fields);
+  if (!fields.has_phase || fields.phase.empty()) return invalid(EventProblem::kNoPhase);
+  LocalStrings& strings = out.strings;
+  char phase = fields.phase.size() == 1 ? fields.phase[0] : '\0';
+  switch (phase) {
+    case 'X':
+      event.kind = EventKind::kSlice;
+      break;
+    case 'B':
+      event.kind = EventKind::kBegin;
+      break;
+    case 'E':
+      event.kind = EventKind::kEnd;
+      break;
+    case 'i':
+    case 'I':
+      event.kind = EventKind::kInstant;
+      break;
+    case 'C':
+      event.kind = EventKind::kCounter;
+      break;
+    case 'M':
+      decode_metadata(fields, written_by_opsight_, event, out);
+      event.args_end = static_cast<uint32_t>(out.args.size());
+      return;
+    default:
+      event.kind = EventKind::kSkipped;
+      event.name = strings.intern(fields.phase);
+      event.args_end = static_cast<uint32_t>(out.args.size());
+      return;
+  }
+  if (!fields.has_ts) return invalid(EventProblem::kNoTs);
+  if (!microseconds_to_ns(fields.ts, &event.ts) ||
+      __builtin_add_overflow(event.ts, time_base_ns_, &event.ts))
+    return invalid(EventProblem::kBadTs);
+  if (event.kind == EventKind::kSlice && fields.has_dur) {
+    if (!microseconds_to_ns(fields.dur, &event.dur)) return invalid(EventProblem::kBadDur);
+    if (event.dur < 0) event.dur = 0;
+    if (event.ts > std::numeric_limits<int64_t>::max() - event.dur)
+      event.dur = std::numeric_limits<int64_t>::max() - event.ts;
+  }
+  resolve_id(fields.pid, fields.has_pid, &event.pid, &event.pid_text, kPidIsText, &event.flags,
+             strings);
+  event.name = strings.intern(fields.name);
+  if (event.kind == EventKind::kCounter) {
+    if (fields.has_args && fields.args.type() == element_type::OBJECT)
+      decode_counter_args(fields.args, out);
+    event.args_end = static_cast<uint32_t>(out.args.size());
+    return;
+  }
+  resolve_id(fields.tid, fields.has_tid, &event.tid, &event.tid_text, kTidIsText, &event.flags,
+             strings);
+  event.category = strings.intern(fields.category);
+  if (event.kind == EventKind::kSlice &&
+      (equals_literal(fields.category, "Session") || equals_literal(fields.category, "Node")))
+    out.saw_onnxruntime_category = true;
+  const bool opens_a_slice = event.kind == EventKind::kSlice || event.kind == EventKind::kBegin;
+  out.slices += opens_a_slice;
+  if (fields.has_args && fields.args.type() == element_type::OBJECT) {
+    size_t args_before = out.args.size();
+    decode_args(fields.args, opens_a_slice && written_by_opsight_, event, out);
+    if (event.kind != EventKind::kInstant) out.slice_args += out.args.size() - args_before;
+  }
+  event.args_end = static_cast<uint32_t>(out.args.size());
+}
+
+// Every member of an "args" object becomes an argument. In files opsight wrote, on the
+// event that opens a slice, "opsight.span_id" is the slice's id, "opsight.unfinished" a
+// flag, and "opsight.parent_span_id" is implied by the nesting.
+void EventDecoder::decode_args(element args, bool own_markers, DecodedEvent& event,
+                               DecodedEvents& out) {
+  for (auto [key, value] : object_of(args)) {
+    if (own_markers && key.size() > 8 && std::memcmp(key.data(), "opsight.", 8) == 0) {
+      std::string_view marker = key.substr(8);
+      if (equals_literal(marker, "unfinished") && value.type() == element_type::BOOL) {
+        if (value.get_bool().value_unsafe()) event.flags |= kUnfinished;
+        continue;
+      }
+      bool is_span_id = equals_literal(marker, "span_id");
+      if ((is_span_id || equals_literal(marker, "parent_span_id")) &&
+          value.type() == element_type::STRING) {
+        if (auto id = parse_hex64(value.get_string().value_unsafe())) {
+          if (is_span_id) event.span_id = *id;
+          continue;
+        }
+      }
+    }
+    out.args.push_back({out.strings.intern(key), to_arg_value(value, out.strings)});
+  }
+}
+
+// A counter event's numeric args, each a sample ({"value": 5, "unit": "MB"} is one).
+void EventDecoder::decode_counter_args(element args, DecodedEvents& out) {
+  for (auto [key, value] : object_of(args)) {
+    std::optional<double> sample = numeric_value(value);
+    if (!sample) continue;
+    trace::ArgValue arg;
+    arg.type = trace::ArgType::kDouble;
+    arg.double_value = *sample;
+    out.args.push_back({out.strings.intern(key), arg});
+  }
+}
+
+trace::ArgValue EventDecoder::to_arg_value(element value, LocalStrings& strings) {
+  trace::ArgValue arg;
+  switch (value.type()) {
+    case element_type::INT64:
+      arg.type = trace::ArgType::kInt;
+      arg.int_value = value.get_int64().value_unsafe();
+      break;
+    case element_type::UINT64: {
+      uint64_t number = value.get_uint64().value_unsafe();
+      if (number <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        arg.type = trace::ArgType::kInt;
+        arg.int_value = static_cast<int64_t>(number);
+      } else {
+        arg.type = trace::ArgType::kDouble;
+        arg.double_value = static_cast<double>(number);
+      }
+      break;
+    }
+    case element_type::DOUBLE:
+      arg.type = trace::ArgType::kDouble;
+      arg.double_value = value.get_double().value_unsafe();
+      break;
+    case element_type::BOOL:
+      arg.type = trace::ArgType::kBool;
+      arg.int_value = value.get_bool().value_unsafe() ? 1 : 0;
+      break;
+    case element_type::STRING:
+      arg.type = trace::ArgType::kString;
+      arg.string_value = strings.intern(value.get_string().value_unsafe());
+      break;
+    case element_type::NULL_VALUE:
+      arg.type = trace::ArgType::kString;
+      arg.string_value = strings.intern("null");
+      break;
+    default:  // nested array or object: kept as compact JSON text
+      arg.type = trace::ArgType::kString;
+      compact_json_.clear();
+      arg.string_value = append_compact_json(value, compact_json_)
+                             ? strings.intern(compact_json_.view())
+                             : strings.intern(simdjson::minify(value));
+      break;
+  }
+  return arg;
+}
+
+}  // namespace opsight::io::chrome_json
