@@ -12,8 +12,8 @@
 namespace opsight::analyze {
 namespace {
 
-trace::ArgValue int_arg(int64_t value) { return {trace::ArgType::kInt, value, 0.0, 0}; }
-trace::ArgValue double_arg(double value) { return {trace::ArgType::kDouble, 0, value, 0}; }
+trace::ArgValue int_arg(int64_t value) { return trace::ArgValue::of_int(value); }
+trace::ArgValue double_arg(double value) { return trace::ArgValue::of_double(value); }
 
 // load x3 with cpu_ns 10/30/20, rss_delta_bytes on two, gpu_power_watts (fractional) on
 // two; a child step with a user metric; a slice with a plain argument and a non-numeric
@@ -40,7 +40,7 @@ trace::Trace metric_trace() {
   trace.slice_args.add(third, cpu, int_arg(20));
   trace.slice_args.add(third, rss, int_arg(1024));
   trace.slice_args.add(third, trace.intern("metric.note"),
-                       {trace::ArgType::kString, 0, 0.0, trace.intern("text")});
+                       trace::ArgValue::of_string(trace.intern("text")));
   trace.slice_args.add(other, trace.intern("plain"), int_arg(5));
   trace.slice_args.add(other, trace.intern("metric."), int_arg(1));
   trace.run.source_format = "opsight";

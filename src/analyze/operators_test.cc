@@ -24,7 +24,7 @@ TEST(OperatorTable, GroupsByOpNameArgOrNameWithSelfShares) {
       trace.slices.add(1000, 40, trace.intern("/0/Gemm_kernel_time"), op, track);
   trace::RowIndex gemm1 =
       trace.slices.add(2000, 60, trace.intern("/1/Gemm_kernel_time"), op, track);
-  trace::ArgValue gemm{trace::ArgType::kString, 0, 0.0, trace.intern("Gemm")};
+  trace::ArgValue gemm = trace::ArgValue::of_string(trace.intern("Gemm"));
   trace.slice_args.add(gemm0, op_name, gemm);
   trace.slice_args.add(gemm1, op_name, gemm);
   trace.finalize();

@@ -63,8 +63,8 @@ trace::Trace make_synthetic_trace(size_t slice_count) {
     auto add = [&](int64_t ts, int64_t dur, std::string_view name, std::string_view category) {
       auto row = trace.slices.add(ts, dur, trace.intern(name), trace.intern(category), track);
       trace.slice_args.add(row, batch_key,
-                           {trace::ArgType::kInt, static_cast<int64_t>(tree % 64), 0, 0});
-      trace.slice_args.add(row, shape_key, {trace::ArgType::kString, 0, 0, shape});
+                           trace::ArgValue::of_int(static_cast<int64_t>(tree % 64)));
+      trace.slice_args.add(row, shape_key, trace::ArgValue::of_string(shape));
       ++made;
       return row;
     };
@@ -74,7 +74,7 @@ trace::Trace make_synthetic_trace(size_t slice_count) {
       auto row = add(start + 200 + op * 2'000, 1'500 + static_cast<int64_t>(tree % 13),
                      operator_names[op], "cpu_op");
       trace.slice_args.add(row, flops_key,
-                           {trace::ArgType::kDouble, 0, 1.5e6 + static_cast<double>(op), 0});
+                           trace::ArgValue::of_double(1.5e6 + static_cast<double>(op)));
     }
     clock[thread] += 12'000;
   }
@@ -150,19 +150,29 @@ double slice_bytes_per_slice(const trace::SliceTable& slices) {
   return static_cast<double>(bytes) / static_cast<double>(std::max<size_t>(1, slices.size()));
 }
 
+// Bytes the slice-argument table holds (capacity) per slice.
+double arg_bytes_per_slice(const trace::Trace& trace) {
+  const trace::ArgTable& args = trace.slice_args;
+  size_t bytes = column_bytes(args.owner) + column_bytes(args.key) + column_bytes(args.value);
+  return static_cast<double>(bytes) / static_cast<double>(std::max<size_t>(1, trace.slices.size()));
+}
+
 // threads: 0 for read_chrome_json's own choice, else the count passed to it.
 void read_benchmark(benchmark::State& state, const std::string& json, int threads = 0) {
   size_t slices = 0;
   double bytes_per_slice = 0;
+  double arg_bytes = 0;
   for (auto _ : state) {
     ReadResult result = threads == 0 ? read_chrome_json(json) : read_chrome_json(json, threads);
     slices = result.trace.slices.size();
     bytes_per_slice = slice_bytes_per_slice(result.trace.slices);
+    arg_bytes = arg_bytes_per_slice(result.trace);
     benchmark::DoNotOptimize(slices);
   }
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
   state.counters["slices"] = static_cast<double>(slices);
   state.counters["slice_bytes_per_slice"] = bytes_per_slice;
+  state.counters["arg_bytes_per_slice"] = arg_bytes;
   state.counters["MB"] = static_cast<double>(json.size()) / 1e6;
 }
 

@@ -631,15 +631,15 @@ Trace make_sample_trace() {
   auto worker = trace.thread_track(77, 80);
   auto root = trace.slices.add(4403183387073872, 5000, trace.intern("request"), trace.intern("py"),
                                main_track);
-  trace.slice_args.add(root, trace.intern("batch"), {trace::ArgType::kInt, 8, 0, 0});
-  trace.slice_args.add(root, trace.intern("ratio"), {trace::ArgType::kDouble, 0, 1.0, 0});
+  trace.slice_args.add(root, trace.intern("batch"), trace::ArgValue::of_int(8));
+  trace.slice_args.add(root, trace.intern("ratio"), trace::ArgValue::of_double(1.0));
   trace.slice_args.add(root, trace.intern("path"),
-                       {trace::ArgType::kString, 0, 0, trace.intern("a\"b\\c\n\t\x02\xC3\xA9")});
-  trace.slice_args.add(root, trace.intern("ok"), {trace::ArgType::kBool, 1, 0, 0});
+                       trace::ArgValue::of_string(trace.intern("a\"b\\c\n\t\x02\xC3\xA9")));
+  trace.slice_args.add(root, trace.intern("ok"), trace::ArgValue::of_bool(true));
   trace.slices.add(4403183387073873, 1, trace.intern("step"), 0, main_track);
   trace.slices.add(-1500, 999, trace.intern("negative"), 0, worker, trace::kSliceUnfinished);
   auto mark = trace.instants.add(12, trace.intern("mark"), trace.intern("c"), worker);
-  trace.instant_args.add(mark, trace.intern("third"), {trace::ArgType::kDouble, 0, 1.0 / 3, 0});
+  trace.instant_args.add(mark, trace.intern("third"), trace::ArgValue::of_double(1.0 / 3));
   auto memory = trace.counter_track(77, "memory");
   trace.counters.add(10, memory, 1.5e9);
   trace.counters.add(20, memory, 2);
@@ -748,8 +748,8 @@ TEST(ChromeJsonWriter, UnfinalizedTraceAndEmptyTrace) {
   auto track = raw.thread_track(1, 1);
   raw.slices.add(0, 10, raw.intern("a"), 0, track);
   raw.slices.add(20, 10, raw.intern("b"), 0, track);
-  raw.slice_args.add(1, raw.intern("k"), {trace::ArgType::kInt, 2, 0, 0});
-  raw.slice_args.add(0, raw.intern("k"), {trace::ArgType::kInt, 1, 0, 0});
+  raw.slice_args.add(1, raw.intern("k"), trace::ArgValue::of_int(2));
+  raw.slice_args.add(0, raw.intern("k"), trace::ArgValue::of_int(1));
   auto back = read_ok(write_chrome_json(raw));
   EXPECT_EQ(slice_rows(back.trace), "1/1 0+10 depth=0 a {k=1}\n1/1 20+10 depth=0 b {k=2}\n");
 }
@@ -917,8 +917,8 @@ TEST(ChromeJsonWriter, ArgsNamedLikeTheWritersOwnSurviveARoundTrip) {
   auto row = trace.slices.add(0, 10, trace.intern("a"), 0, track);
   trace.slices.add(20, 10, trace.intern("b"), 0, track);
   trace.slice_args.add(row, trace.intern("span_id"),
-                       {trace::ArgType::kString, 0, 0, trace.intern("00000000000000aa")});
-  trace.slice_args.add(row, trace.intern("parent_span_id"), {trace::ArgType::kInt, 5, 0, 0});
+                       trace::ArgValue::of_string(trace.intern("00000000000000aa")));
+  trace.slice_args.add(row, trace.intern("parent_span_id"), trace::ArgValue::of_int(5));
   trace.finalize();
   auto back = read_chrome_json(write_chrome_json(trace));
   ASSERT_TRUE(back.ok());

@@ -27,7 +27,7 @@ const opsight::trace::Trace& million_slice_trace() {
         built.slices.add(ts + 100, 3000, names[(i + 1) % 16], 0, track);
         built.slices.add(ts + 200, 2000, names[(i + 2) % 16], 0, track);
         built.slices.add(ts + 300, 1000, names[(i + 3) % 16], 0, track);
-        if (i % 2 == 0) built.slice_args.add(root, key, {opsight::trace::ArgType::kInt, i, 0, 0});
+        if (i % 2 == 0) built.slice_args.add(root, key, opsight::trace::ArgValue::of_int(i));
         ts += 5000;
       }
     }

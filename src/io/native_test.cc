@@ -36,13 +36,13 @@ Trace sample_trace() {
       trace.slices.add(5000, 4000, trace.intern("model"), trace.intern("torch"), main_track);
   trace.slices.add(5500, 0, trace.intern("empty"), 0, main_track);
   trace.slices.add(1500, 500, trace.intern("poll"), 0, worker);
-  trace.slice_args.add(request, trace.intern("batch"), ArgValue{ArgType::kInt, 8, 0, 0});
+  trace.slice_args.add(request, trace.intern("batch"), ArgValue::of_int(8));
   trace.slice_args.add(request, trace.intern("route"),
-                       ArgValue{ArgType::kString, 0, 0, trace.intern("/v1/predict")});
-  trace.slice_args.add(model, trace.intern("flops"), ArgValue{ArgType::kDouble, 0, 2.5e9, 0});
-  trace.slice_args.add(model, trace.intern("cached"), ArgValue{ArgType::kBool, 1, 0, 0});
+                       ArgValue::of_string(trace.intern("/v1/predict")));
+  trace.slice_args.add(model, trace.intern("flops"), ArgValue::of_double(2.5e9));
+  trace.slice_args.add(model, trace.intern("cached"), ArgValue::of_bool(true));
   auto instant = trace.instants.add(6000, trace.intern("cache miss"), 0, main_track);
-  trace.instant_args.add(instant, trace.intern("key"), ArgValue{ArgType::kInt, 99, 0, 0});
+  trace.instant_args.add(instant, trace.intern("key"), ArgValue::of_int(99));
   trace.counters.add(1000, trace.counter_track(42, "rss_bytes", "bytes"), 1.5e6);
   trace.counters.add(9000, trace.counter_track(42, "rss_bytes", "bytes"), 2.5e6);
   trace.finalize();

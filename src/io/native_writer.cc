@@ -87,12 +87,15 @@ void add_args(EventsEncoder& events, const trace::Trace& trace, const trace::Arg
   for (RowIndex arg = begin[row]; arg < begin[row + 1]; ++arg) {
     std::string_view key = trace.str(args.key[arg]).substr(0, format::kMaxInlineString);
     const trace::ArgValue& value = args.value[arg];
-    uint64_t bits = static_cast<uint64_t>(value.int_value);
+    uint64_t bits = 0;
     std::string_view text;
-    if (value.type == trace::ArgType::kDouble) std::memcpy(&bits, &value.double_value, 8);
-    if (value.type == trace::ArgType::kString) {
+    if (value.type == trace::ArgType::kDouble) {
+      std::memcpy(&bits, &value.double_value, 8);
+    } else if (value.type == trace::ArgType::kString) {
       text = trace.str(value.string_value).substr(0, format::kMaxInlineString);
       bits = text.size();
+    } else {
+      bits = static_cast<uint64_t>(value.int_value);
     }
     std::string bytes(key);
     bytes.append(text);

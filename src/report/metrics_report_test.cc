@@ -13,8 +13,8 @@ namespace {
 constexpr int64_t kMillisecond = 1'000'000;
 constexpr int64_t kMebibyte = 1 << 20;
 
-trace::ArgValue int_arg(int64_t value) { return {trace::ArgType::kInt, value, 0.0, 0}; }
-trace::ArgValue double_arg(double value) { return {trace::ArgType::kDouble, 0, value, 0}; }
+trace::ArgValue int_arg(int64_t value) { return trace::ArgValue::of_int(value); }
+trace::ArgValue double_arg(double value) { return trace::ArgValue::of_double(value); }
 
 // train (20 ms) with load_batch (memory, cpu, disk, network metrics) and step (cpu, GPU
 // power, a user metric), then idle without metrics; two counter tracks; metric costs.

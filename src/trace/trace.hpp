@@ -132,13 +132,42 @@ struct CounterTrack {
 
 enum class ArgType : uint8_t { kInt = 0, kDouble = 1, kString = 2, kBool = 3 };
 
-// One key/value attribute of a slice or an instant.
+// One key/value attribute of a slice or an instant: its type and the one value that type
+// reads, in 16 bytes (a trace holds one per argument, and the PyTorch profiler writes seven
+// per operator). Read only the member that `type` names.
 struct ArgValue {
   ArgType type = ArgType::kInt;
-  int64_t int_value = 0;      // kInt, kBool
-  double double_value = 0.0;  // kDouble
-  StringId string_value = 0;  // kString
+  union {
+    int64_t int_value = 0;  // kInt, kBool (0 or 1)
+    double double_value;    // kDouble
+    StringId string_value;  // kString
+  };
+
+  static ArgValue of_int(int64_t value) {
+    ArgValue arg;
+    arg.int_value = value;
+    return arg;
+  }
+  static ArgValue of_bool(bool value) {
+    ArgValue arg;
+    arg.type = ArgType::kBool;
+    arg.int_value = value ? 1 : 0;
+    return arg;
+  }
+  static ArgValue of_double(double value) {
+    ArgValue arg;
+    arg.type = ArgType::kDouble;
+    arg.double_value = value;
+    return arg;
+  }
+  static ArgValue of_string(StringId value) {
+    ArgValue arg;
+    arg.type = ArgType::kString;
+    arg.string_value = value;
+    return arg;
+  }
 };
+static_assert(sizeof(ArgValue) == 16);
 
 // Columnar table of arguments, owned by rows of another table (see ArgOwner).
 struct ArgTable {

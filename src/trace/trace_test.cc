@@ -55,7 +55,7 @@ TEST(Trace, FinalizeSortsPerTrackAndNests) {
   trace.slices.add(100, 400, name("root"), 0, a);
   trace.slices.add(100, 150, name("child1"), 0, a);
   trace.slices.add(120, 10, name("grandchild"), 0, a);
-  trace.slice_args.add(0, name("k"), ArgValue{ArgType::kInt, 7, 0, 0});  // on child2
+  trace.slice_args.add(0, name("k"), ArgValue::of_int(7));  // on child2
   trace.finalize();
 
   std::vector<std::string> order;
@@ -133,12 +133,11 @@ Trace process_trace(int64_t pid, int64_t start) {
       trace.slices.add(start, 100, trace.intern("request"), trace.intern("http"), thread);
   auto step = trace.slices.add(start + 10, 50, trace.intern("step"), 0, thread);
   trace.slices.add(start + 20, 30, trace.intern("task"), 0, lane);
-  trace.slice_args.add(step, trace.intern("pid"), ArgValue{ArgType::kInt, pid, 0, 0});
+  trace.slice_args.add(step, trace.intern("pid"), ArgValue::of_int(pid));
   trace.slice_args.add(request, trace.intern("route"),
-                       ArgValue{ArgType::kString, 0, 0, trace.intern("/p" + std::to_string(pid))});
+                       ArgValue::of_string(trace.intern("/p" + std::to_string(pid))));
   auto mark = trace.instants.add(start + 5, trace.intern("mark"), 0, thread);
-  trace.instant_args.add(mark, trace.intern("why"),
-                         ArgValue{ArgType::kString, 0, 0, trace.intern("because")});
+  trace.instant_args.add(mark, trace.intern("why"), ArgValue::of_string(trace.intern("because")));
   trace.counters.add(start, trace.counter_track(pid, "rss", "bytes"), static_cast<double>(pid));
   trace.run.command_line = "cmd " + std::to_string(pid);
   trace.run.host = "host " + std::to_string(pid);
@@ -343,12 +342,12 @@ TEST(KeepTimeWindow, DropsWhatStartsOutsideAndNestsTheRestAgain) {
   auto parent = trace.slices.add(100, 5000, trace.intern("outer"), 0, thread);
   auto child = trace.slices.add(2000, 100, trace.intern("model_run"), 0, thread);
   auto late = trace.slices.add(9000, 10, trace.intern("late"), 0, thread);
-  trace.slice_args.add(before, trace.intern("k"), ArgValue{ArgType::kInt, 1, 0, 0});
-  trace.slice_args.add(child, trace.intern("k"), ArgValue{ArgType::kInt, 2, 0, 0});
-  trace.slice_args.add(late, trace.intern("k"), ArgValue{ArgType::kInt, 3, 0, 0});
+  trace.slice_args.add(before, trace.intern("k"), ArgValue::of_int(1));
+  trace.slice_args.add(child, trace.intern("k"), ArgValue::of_int(2));
+  trace.slice_args.add(late, trace.intern("k"), ArgValue::of_int(3));
   trace.instants.add(50, trace.intern("early mark"), 0, thread);
   auto kept_mark = trace.instants.add(3000, trace.intern("mark"), 0, thread);
-  trace.instant_args.add(kept_mark, trace.intern("why"), ArgValue{ArgType::kInt, 9, 0, 0});
+  trace.instant_args.add(kept_mark, trace.intern("why"), ArgValue::of_int(9));
   auto rss = trace.counter_track(1, "rss");
   trace.counters.add(10, rss, 1.0);
   trace.counters.add(2500, rss, 2.0);
