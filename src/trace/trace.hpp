@@ -4,7 +4,8 @@
 // A Trace is a set of columnar tables (struct of arrays, like Perfetto's trace processor):
 // slices (spans with a duration), instants, counter samples, their arguments, plus the
 // tracks they sit on (one per thread), processes, and the run's metadata. All strings are
-// interned once in a StringTable and referenced by StringId, so a slice costs 48 bytes.
+// interned once in a StringTable and referenced by StringId, so a slice costs 48 bytes and
+// an argument 24.
 //
 // Timestamps are int64 nanoseconds in the trace's own time base (for opsight's own traces:
 // CLOCK_MONOTONIC); RunInfo::unix_offset_ns converts them to wall time when it is known.
