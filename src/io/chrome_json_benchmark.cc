@@ -2,7 +2,7 @@
 //
 //   BM_WriteChromeJson         write_chrome_json of a synthetic 1M-slice trace
 //   BM_ReadChromeJson          read_chrome_json of that writer's output (on a machine with
-//                              two cores or more, JSON parsed on a helper thread)
+//                              two cores or more, windows parsed and decoded on two threads)
 //   BM_ReadChromeJsonOneThread the same with read_chrome_json(bytes, 1): all on one thread
 //   BM_SimdjsonParseOnly       baseline: simdjson DOM-parsing the same bytes with a warm
 //                              parser, no model built
@@ -16,8 +16,10 @@
 //
 // The reader/baseline ratio is the cost of building the trace tables on top of parsing.
 // Reads are timed in wall-clock time (UseRealTime): the reader's helper thread does half
-// the work, which the calling thread's CPU time would not count.
-// Run: build/release/src/io/opsight_io_benchmarks --benchmark_filter=Chrome
+// the work, which the calling thread's CPU time would not count. Counters: the slice and
+// slice-argument tables' allocated bytes per slice (slice_bytes_per_slice,
+// arg_bytes_per_slice).
+// Run: build/release/src/io/opsight_io_benchmarks --benchmark_filter='Read.*Json|Simdjson'
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 #include <simdjson.h>
