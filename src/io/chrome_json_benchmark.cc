@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -249,28 +250,38 @@ void simdjson_on_demand_baseline(benchmark::State& state, const std::string& jso
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
 }
 
+// The event array's windows as the reader cuts them, or nullopt (and the benchmark fails).
+std::optional<chrome_json::ArrayWindows> benchmark_windows(benchmark::State& state,
+                                                           const std::string& json) {
+  auto array = chrome_json::find_event_array(json);
+  auto windows =
+      chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
+  if (!windows) state.SkipWithError("the benchmark's JSON has no event array");
+  return windows;
+}
+
+// Copies window [begin, end) of `json` into `text` as the padded document "[...]", as the
+// reader does; returns its length before the padding.
+size_t copy_window(const std::string& json, size_t begin, size_t end, std::string& text) {
+  text.assign("[");
+  text.append(json, begin, end - begin);
+  text.append("]");
+  text.append(simdjson::SIMDJSON_PADDING, ' ');
+  return end - begin + 2;
+}
+
 // Runs `parse_window(text, length)` over the event array window by window as the reader
 // cuts it (about 1 MiB of whole events each, copied into a padded "[...]", `length` bytes
 // before the padding), timing every pass; the sum of what it returns is kept.
 template <typename ParseWindow>
 void windows_baseline(benchmark::State& state, const std::string& json, ParseWindow parse_window) {
-  auto array = chrome_json::find_event_array(json);
-  auto windows =
-      chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
-  if (!windows) {
-    state.SkipWithError("the benchmark's JSON has no event array");
-    return;
-  }
+  auto windows = benchmark_windows(state, json);
+  if (!windows) return;
   std::string window_text;
   for (auto _ : state) {
     uint64_t sum = 0;
-    for (auto [begin, end] : windows->windows) {
-      window_text.assign("[");
-      window_text.append(json, begin, end - begin);
-      window_text.append("]");
-      window_text.append(simdjson::SIMDJSON_PADDING, ' ');
-      sum += parse_window(window_text, end - begin + 2);
-    }
+    for (auto [begin, end] : windows->windows)
+      sum += parse_window(window_text, copy_window(json, begin, end, window_text));
     benchmark::DoNotOptimize(sum);
   }
   state.SetBytesProcessed(static_cast<int64_t>(json.size() * state.iterations()));
@@ -300,24 +311,16 @@ void simdjson_dom_windows_baseline(benchmark::State& state, const std::string& j
 // own, no model built: what two cores of this machine can parse together, the ceiling of
 // a two-thread reader (the reader shares its windows between its threads the same way).
 void simdjson_dom_windows_two_threads_baseline(benchmark::State& state, const std::string& json) {
-  auto array = chrome_json::find_event_array(json);
-  auto windows =
-      chrome_json::split_array_elements(json, array.value_or(0), chrome_json::kWindowBytes);
-  if (!windows) {
-    state.SkipWithError("the benchmark's JSON has no event array");
-    return;
-  }
+  auto windows = benchmark_windows(state, json);
+  if (!windows) return;
   auto parse_every_other = [&](size_t first, uint64_t* sum) {
     simdjson::dom::parser parser;
     std::string window_text;
     for (size_t index = first; index < windows->windows.size(); index += 2) {
       auto [begin, end] = windows->windows[index];
-      window_text.assign("[");
-      window_text.append(json, begin, end - begin);
-      window_text.append("]");
-      window_text.append(simdjson::SIMDJSON_PADDING, ' ');
+      size_t length = copy_window(json, begin, end, window_text);
       simdjson::dom::array parsed;
-      if (parser.parse(window_text.data(), end - begin + 2, false).get(parsed) == simdjson::SUCCESS)
+      if (parser.parse(window_text.data(), length, false).get(parsed) == simdjson::SUCCESS)
         *sum += parsed.size();
     }
   };

@@ -163,48 +163,26 @@ const char* describe(EventProblem problem) {
   return "malformed event";
 }
 
-LocalStrings::LocalStrings() { clear(); }
+LocalStrings::LocalStrings() : index_(kInitialSlots) { clear(); }
 
 void LocalStrings::clear() {
   bytes_.clear();
   spans_.clear();
   spans_.emplace_back(0, 0);
-  if (slots_.size() == kInitialSlots) {
-    std::fill(slots_.begin(), slots_.end(), Slot{});
-  } else {
-    slots_.assign(kInitialSlots, Slot{});
-  }
+  index_.clear();
 }
 
 uint32_t LocalStrings::intern(std::string_view text) {
   if (text.empty()) return 0;
-  uint64_t hash = XXH3_64bits(text.data(), text.size());
-  size_t mask = slots_.size() - 1;
-  for (size_t index = hash & mask;; index = (index + 1) & mask) {
-    Slot& slot = slots_[index];
-    if (slot.id == 0) {
-      auto id = static_cast<uint32_t>(spans_.size());
-      spans_.emplace_back(static_cast<uint32_t>(bytes_.size()), static_cast<uint32_t>(text.size()));
-      bytes_.append(text);
-      slot.hash = hash;
-      slot.id = id;
-      if (spans_.size() * 2 > slots_.size()) grow();
-      return id;
-    }
-    if (slot.hash == hash && same_text(get(slot.id), text)) return slot.id;
-  }
-}
-
-void LocalStrings::grow() {
-  std::vector<Slot> old = std::move(slots_);
-  slots_.assign(old.size() * 2, Slot{});
-  size_t mask = slots_.size() - 1;
-  for (const Slot& slot : old) {
-    if (slot.id == 0) continue;
-    size_t index = slot.hash & mask;
-    while (slots_[index].id != 0) index = (index + 1) & mask;
-    slots_[index] = slot;
-  }
+  return index_.find_or_add(
+      text, XXH3_64bits(text.data(), text.size()), [this](uint32_t id) { return get(id); },
+      [&] {
+        auto id = static_cast<uint32_t>(spans_.size());
+        spans_.emplace_back(static_cast<uint32_t>(bytes_.size()),
+                            static_cast<uint32_t>(text.size()));
+        bytes_.append(text);
+        return id;
+      });
 }
 
 void EventDecoder::decode(element value, DecodedEvents& out) {

@@ -41,15 +41,9 @@ class LocalStrings {
   void clear();
 
  private:
-  struct Slot {
-    uint64_t hash = 0;
-    uint32_t id = 0;  // 0: free
-  };
-  void grow();
-
   std::string bytes_;
   std::vector<std::pair<uint32_t, uint32_t>> spans_;  // offset and length in bytes_, by id
-  std::vector<Slot> slots_;
+  StringIdIndex index_;
 };
 
 enum class EventKind : uint8_t {

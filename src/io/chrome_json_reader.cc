@@ -75,47 +75,20 @@ constexpr uint64_t kPythonLaneKey = 0x707974686f6e;
 // probe is cheaper than the general-purpose unordered_map behind the StringTable.
 class InternCache {
  public:
-  explicit InternCache(trace::Trace& trace) : trace_(trace), slots_(kInitialSlots) {}
+  explicit InternCache(trace::Trace& trace) : trace_(trace), index_(kInitialSlots) {}
 
   trace::StringId intern(std::string_view text) {
     if (text.empty()) return 0;
-    uint64_t hash = XXH3_64bits(text.data(), text.size());
-    size_t mask = slots_.size() - 1;
-    for (size_t index = hash & mask;; index = (index + 1) & mask) {
-      Slot& slot = slots_[index];
-      if (slot.id == 0) {
-        trace::StringId id = trace_.intern(text);
-        slot.hash = hash;
-        slot.id = id;
-        if (++used_ * 2 > slots_.size()) grow();
-        return id;
-      }
-      if (slot.hash == hash && same_text(trace_.str(slot.id), text)) return slot.id;
-    }
+    return index_.find_or_add(
+        text, XXH3_64bits(text.data(), text.size()),
+        [this](trace::StringId id) { return trace_.str(id); }, [&] { return trace_.intern(text); });
   }
 
  private:
   static constexpr size_t kInitialSlots = 1024;
-  struct Slot {
-    uint64_t hash = 0;
-    trace::StringId id = 0;
-  };
-
-  void grow() {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.size() * 2, Slot{});
-    size_t mask = slots_.size() - 1;
-    for (const Slot& slot : old) {
-      if (slot.id == 0) continue;
-      size_t index = slot.hash & mask;
-      while (slots_[index].id != 0) index = (index + 1) & mask;
-      slots_[index] = slot;
-    }
-  }
 
   trace::Trace& trace_;
-  std::vector<Slot> slots_;
-  size_t used_ = 0;
+  StringIdIndex index_;
 };
 
 class ChromeTraceBuilder {

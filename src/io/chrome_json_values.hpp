@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace opsight::io::chrome_json {
 
@@ -159,6 +160,66 @@ inline bool same_text(std::string_view a, std::string_view b) {
     if (a[offset] != b[offset]) return false;
   return true;
 }
+
+// An open-addressing index of strings by their hash, for tables that number their
+// strings densely from 1 (0 marks a free slot): the table keeps the texts, and the index
+// asks it for one (`text_of(id)`) only to tell apart strings of the same hash. Used by the
+// window-local strings of the decoders and by the reader's cache in front of the trace's
+// string table.
+class StringIdIndex {
+ public:
+  explicit StringIdIndex(size_t initial_slots)
+      : initial_slots_(initial_slots), slots_(initial_slots) {}
+
+  // The id of `text` (whose hash is `hash`), or, for a string not seen yet, the id that
+  // `add()` gives it.
+  template <typename TextOf, typename Add>
+  uint32_t find_or_add(std::string_view text, uint64_t hash, TextOf text_of, Add add) {
+    size_t mask = slots_.size() - 1;
+    for (size_t index = hash & mask;; index = (index + 1) & mask) {
+      Slot& slot = slots_[index];
+      if (slot.id == 0) {
+        uint32_t id = add();
+        slot.hash = hash;
+        slot.id = id;
+        if (++used_ * 2 > slots_.size()) grow();
+        return id;
+      }
+      if (slot.hash == hash && same_text(text_of(slot.id), text)) return slot.id;
+    }
+  }
+
+  void clear() {
+    if (slots_.size() == initial_slots_) {
+      std::fill(slots_.begin(), slots_.end(), Slot{});
+    } else {
+      slots_.assign(initial_slots_, Slot{});
+    }
+    used_ = 0;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t id = 0;  // 0: free
+  };
+
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, Slot{});
+    size_t mask = slots_.size() - 1;
+    for (const Slot& slot : old) {
+      if (slot.id == 0) continue;
+      size_t index = slot.hash & mask;
+      while (slots_[index].id != 0) index = (index + 1) & mask;
+      slots_[index] = slot;
+    }
+  }
+
+  size_t initial_slots_;
+  std::vector<Slot> slots_;
+  size_t used_ = 0;
+};
 
 // Whether `text` is `literal`: a comparison of known length, which compiles to a few
 // loads and compares instead of a call of memcmp.

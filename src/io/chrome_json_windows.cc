@@ -60,6 +60,13 @@ std::optional<size_t> WindowPipeline::take_window() {
   return taken_++;
 }
 
+void WindowPipeline::mark_decoded(size_t window, bool ok) {
+  Slot& slot = slots_[window % kWindowsInFlight];
+  slot.ok = ok;
+  slot.window = window;
+  if (!ok) failed_ = true;
+}
+
 const DecodedEvents* WindowPipeline::next(size_t index) {
   Slot& slot = slots_[index % kWindowsInFlight];
   std::unique_lock lock(mutex_);
@@ -68,10 +75,7 @@ const DecodedEvents* WindowPipeline::next(size_t index) {
       lock.unlock();
       bool ok = decode(*window, parsers_[0], caller_decoder_);
       lock.lock();
-      Slot& taken = slots_[*window % kWindowsInFlight];
-      taken.ok = ok;
-      taken.window = *window;
-      if (!ok) failed_ = true;
+      mark_decoded(*window, ok);
       continue;
     }
     if (failed_ && index >= taken_) return nullptr;  // never taken: an earlier window failed
@@ -117,10 +121,7 @@ void WindowPipeline::work_as_helper() {
     lock.unlock();
     bool ok = decode(*window, parsers_[1], helper_decoder_);
     lock.lock();
-    Slot& slot = slots_[*window % kWindowsInFlight];
-    slot.ok = ok;
-    slot.window = *window;
-    if (!ok) failed_ = true;
+    mark_decoded(*window, ok);
     changed_.notify_all();
   }
 }

@@ -83,6 +83,8 @@ class WindowPipeline {
   bool decode(size_t index, WindowParser& parser, EventDecoder& decoder);
   // Takes the next window if one is left and its slot is free (call with mutex_ held).
   std::optional<size_t> take_window();
+  // Hands a decoded window's slot to next() (call with mutex_ held).
+  void mark_decoded(size_t window, bool ok);
   void work_as_helper();
 
   std::string_view text_;
