@@ -119,7 +119,13 @@ void WindowPipeline::work_as_helper() {
     });
     if (!window) return;
     lock.unlock();
-    bool ok = decode(*window, parsers_[1], helper_decoder_);
+    bool ok = false;
+    try {
+      ok = decode(*window, parsers_[1], helper_decoder_);
+    } catch (...) {
+      // Out of memory, most likely: the window counts as failed, and the reader's careful
+      // path then reads the input again on the calling thread (or says why it cannot).
+    }
     lock.lock();
     mark_decoded(*window, ok);
     changed_.notify_all();
