@@ -94,6 +94,8 @@ struct DecodedEvent {
   EventProblem problem = EventProblem::kNone;
 };
 
+static_assert(sizeof(DecodedEvent) == 64);
+
 struct DecodedArg {
   uint32_t key = 0;       // local string id
   trace::ArgValue value;  // kString values hold a local string id
