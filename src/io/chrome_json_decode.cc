@@ -133,14 +133,8 @@ void decode_metadata(const EventFields& fields, bool written_by_opsight, Decoded
   uint32_t text = 0;
   uint8_t flags = 0;
   resolve_id(thread_tid, true, &number, &text, 1, &flags, strings);
-  trace::ArgValue tid;
-  if (flags != 0) {
-    tid.type = trace::ArgType::kString;
-    tid.string_value = text;
-  } else {
-    tid.int_value = number;
-  }
-  out.args.push_back({0, tid});
+  out.args.push_back(
+      {0, flags != 0 ? trace::ArgValue::of_string(text) : trace::ArgValue::of_int(number)});
 }
 
 }  // namespace
@@ -187,10 +181,14 @@ uint32_t LocalStrings::intern(std::string_view text) {
 
 void EventDecoder::decode(element value, DecodedEvents& out) {
   DecodedEvent& event = out.events.emplace_back();
+  decode_event(value, event, out);
+  event.args_end = static_cast<uint32_t>(out.args.size());
+}
+
+void EventDecoder::decode_event(element value, DecodedEvent& event, DecodedEvents& out) {
   auto invalid = [&](EventProblem problem) {
     event.kind = EventKind::kInvalid;
     event.problem = problem;
-    event.args_end = static_cast<uint32_t>(out.args.size());
   };
   if (value.type() != element_type::OBJECT) return invalid(EventProblem::kNotAnObject);
   EventFields fields;
@@ -217,12 +215,10 @@ void EventDecoder::decode(element value, DecodedEvents& out) {
       break;
     case 'M':
       decode_metadata(fields, written_by_opsight_, event, out);
-      event.args_end = static_cast<uint32_t>(out.args.size());
       return;
     default:
       event.kind = EventKind::kSkipped;
       event.name = strings.intern(fields.phase);
-      event.args_end = static_cast<uint32_t>(out.args.size());
       return;
   }
   if (!fields.has_ts) return invalid(EventProblem::kNoTs);
@@ -241,7 +237,6 @@ void EventDecoder::decode(element value, DecodedEvents& out) {
   if (event.kind == EventKind::kCounter) {
     if (fields.has_args && fields.args.type() == element_type::OBJECT)
       decode_counter_args(fields.args, out);
-    event.args_end = static_cast<uint32_t>(out.args.size());
     return;
   }
   resolve_id(fields.tid, fields.has_tid, &event.tid, &event.tid_text, kTidIsText, &event.flags,
@@ -257,7 +252,6 @@ void EventDecoder::decode(element value, DecodedEvents& out) {
     decode_args(fields.args, opens_a_slice && written_by_opsight_, event, out);
     if (event.kind != EventKind::kInstant) out.slice_args += out.args.size() - args_before;
   }
-  event.args_end = static_cast<uint32_t>(out.args.size());
 }
 
 // Every member of an "args" object becomes an argument. In files opsight wrote, on the
@@ -290,56 +284,35 @@ void EventDecoder::decode_counter_args(element args, DecodedEvents& out) {
   for (auto [key, value] : object_of(args)) {
     std::optional<double> sample = numeric_value(value);
     if (!sample) continue;
-    trace::ArgValue arg;
-    arg.type = trace::ArgType::kDouble;
-    arg.double_value = *sample;
-    out.args.push_back({out.strings.intern(key), arg});
+    out.args.push_back({out.strings.intern(key), trace::ArgValue::of_double(*sample)});
   }
 }
 
 trace::ArgValue EventDecoder::to_arg_value(element value, LocalStrings& strings) {
-  trace::ArgValue arg;
+  using trace::ArgValue;
   switch (value.type()) {
     case element_type::INT64:
-      arg.type = trace::ArgType::kInt;
-      arg.int_value = value.get_int64().value_unsafe();
-      break;
+      return ArgValue::of_int(value.get_int64().value_unsafe());
     case element_type::UINT64: {
       uint64_t number = value.get_uint64().value_unsafe();
-      if (number <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        arg.type = trace::ArgType::kInt;
-        arg.int_value = static_cast<int64_t>(number);
-      } else {
-        arg.type = trace::ArgType::kDouble;
-        arg.double_value = static_cast<double>(number);
-      }
-      break;
+      if (number <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return ArgValue::of_int(static_cast<int64_t>(number));
+      return ArgValue::of_double(static_cast<double>(number));
     }
     case element_type::DOUBLE:
-      arg.type = trace::ArgType::kDouble;
-      arg.double_value = value.get_double().value_unsafe();
-      break;
+      return ArgValue::of_double(value.get_double().value_unsafe());
     case element_type::BOOL:
-      arg.type = trace::ArgType::kBool;
-      arg.int_value = value.get_bool().value_unsafe() ? 1 : 0;
-      break;
+      return ArgValue::of_bool(value.get_bool().value_unsafe());
     case element_type::STRING:
-      arg.type = trace::ArgType::kString;
-      arg.string_value = strings.intern(value.get_string().value_unsafe());
-      break;
+      return ArgValue::of_string(strings.intern(value.get_string().value_unsafe()));
     case element_type::NULL_VALUE:
-      arg.type = trace::ArgType::kString;
-      arg.string_value = strings.intern("null");
-      break;
+      return ArgValue::of_string(strings.intern("null"));
     default:  // nested array or object: kept as compact JSON text
-      arg.type = trace::ArgType::kString;
       compact_json_.clear();
-      arg.string_value = append_compact_json(value, compact_json_)
-                             ? strings.intern(compact_json_.view())
-                             : strings.intern(simdjson::minify(value));
-      break;
+      return ArgValue::of_string(append_compact_json(value, compact_json_)
+                                     ? strings.intern(compact_json_.view())
+                                     : strings.intern(simdjson::minify(value)));
   }
-  return arg;
 }
 
 }  // namespace opsight::io::chrome_json

@@ -136,6 +136,8 @@ class EventDecoder {
   void decode(element event, DecodedEvents& out);
 
  private:
+  // Fills `event` (already appended to out.events) and appends its args.
+  void decode_event(element value, DecodedEvent& event, DecodedEvents& out);
   void decode_args(element args, bool own_markers, DecodedEvent& event, DecodedEvents& out);
   void decode_counter_args(element args, DecodedEvents& out);
   trace::ArgValue to_arg_value(element value, LocalStrings& strings);

@@ -133,7 +133,6 @@ class ChromeTraceBuilder {
   // Reads every event of `events` (a whole document's array: the careful path), decoding
   // it a chunk at a time.
   void read_events(simdjson::dom::array events) {
-    ensure_slice_room(events.size(), events.size());
     constexpr size_t kChunkEvents = 4096;
     EventDecoder event_decoder = decoder();
     DecodedEvents chunk;
