@@ -141,7 +141,7 @@ class Profile(TraceAnalyses):
         import shlex
         import tempfile
 
-        from .cli import save_run
+        from ._store import save_run
 
         script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
         name = self.name or (self.label if self.label != "opsight.profile" else script or self.label)

@@ -189,7 +189,7 @@ def _result(loaded: LoadedModel, prepared: Any, scenario: str, batch_size: int, 
         notes.append(operator_profile.note)
     if counted == 0:
         notes.append("no query was counted: every timed query was flagged")
-    from ..cli import package_versions
+    from .._store import package_versions
     return BenchResult(
         model=loaded.name, source=loaded.source, form=loaded.form, backend=prepared.backend,
         device=prepared.device, scenario=scenario, batch_size=batch_size,

@@ -60,7 +60,7 @@ def chrome_events(timings: Timings, attributes: dict[str, Any],
 def save(timings: Timings, *, name: str, tags: dict[str, Any], extra_tags: list[str],
          operator_trace: Any, store: str | os.PathLike | None) -> dict[str, Any] | None:
     """Saves the run; returns the stored run (``id``...) or None (a warning was printed)."""
-    from ..cli import save_run
+    from .._store import save_run
 
     try:
         with tempfile.TemporaryDirectory(prefix="opsight-bench-") as directory:

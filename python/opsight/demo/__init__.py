@@ -43,9 +43,9 @@ def _texts(count: int) -> list[list[str]]:
 
 def main(arguments: list[str]) -> int:
     if arguments[:1] == ["--quickstart"]:
-        from ..cli import _exec_core
+        from .._core_command import exec_core
 
-        return _exec_core(["demo", *arguments[1:]])
+        return exec_core(["demo", *arguments[1:]])
     try:
         options = _parser().parse_args(arguments)
     except SystemExit as exit_:  # argparse: --help (0) or bad usage, message printed
