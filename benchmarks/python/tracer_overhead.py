@@ -186,7 +186,7 @@ def build_variants(module: types.ModuleType, tools: set[str]) -> list[Variant]:
 
 def opsight_variants(module: types.ModuleType) -> list[Variant]:
     import opsight
-    from opsight._instrument import Instrumenter
+    from opsight._capture.instrument import Instrumenter
     from opsight.targets import parse_targets
 
     def traced_instance() -> Any:

@@ -25,15 +25,19 @@ outside) switch tracing at run time.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, TypeVar, overload
 
 from . import _native
-from ._analysis import TraceFile, compare, compare_report, load
-from ._instrument import set_enabled as _set_enabled
-from ._profile import Profile, profile, spans_dataframe
-from ._span import Span, span
-from ._wrapping import wrap as _wrap
+from ._capture.instrument import set_enabled as _set_enabled
+from ._capture.span import Span, span
+from ._capture.wrapping import wrap as _wrap
+from ._results import TraceFile, compare, compare_report, load, spans_dataframe
+from ._session import integrations as _integrations
+from ._session.profile import Profile, profile
+from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .targets import Target, TargetsError, load_targets
+from .torch._integration import TorchIntegration as _TorchIntegration
 
 __version__ = _native.version()
 
@@ -107,5 +111,13 @@ def counter(name: str, value: float) -> None:
 
 
 def read_trace(path: str) -> Any:
-    """Reads a ``.opsight`` or Chrome JSON trace (``render``, ``slice_columns``, ``write``)."""
+    """Deprecated: use :func:`opsight.load`, the one reader (files and stored runs), whose
+    result has every report; ``opsight.load(path).trace`` is what this returned."""
+    warnings.warn("opsight.read_trace is deprecated: use opsight.load(path) (its .trace is the "
+                  "same object)", DeprecationWarning, stacklevel=2)
     return _native.read_trace(path)
+
+
+# The integrations take part in every session from here (opsight._session.integrations).
+_integrations.register(_TorchIntegration())
+_integrations.register(_OnnxRuntimeIntegration())

@@ -3,6 +3,6 @@ main.py ARGS`` runs main.py traced)."""
 
 import sys
 
-from .cli import main
+from ._cli import main
 
 sys.exit(main())

@@ -4,13 +4,12 @@ demo. Saving never fails the caller: a problem is a warning on stderr."""
 
 from __future__ import annotations
 
-import json
 import os
 import platform
-import subprocess
 import sys
+from typing import Any
 
-from ._core_command import core_command_path
+import opsight._native as _native
 
 _KNOWN_PACKAGES = (("torch", ("torch",)), ("onnxruntime", ("onnxruntime", "onnxruntime-gpu")),
                    ("numpy", ("numpy",)), ("transformers", ("transformers",)))
@@ -43,69 +42,56 @@ def package_versions() -> list[tuple[str, str]]:
     return versions
 
 
-def save_run(files: list[str], *, name: str | None = None, tags=(), command: str | None = None,
-             cwd: str | None = None, store: str | os.PathLike | None = None,
-             prefix: str = "opsight", timeout: float = 300) -> dict | None:
-    """See :func:`_save_run`; never raises (saving must not change a program's outcome)."""
+def save_run(files: list[str] | None = None, *, trace: Any = None, name: str | None = None,
+             tags: Any = (), command: str | None = None, cwd: str | None = None,
+             store: str | os.PathLike | None = None, prefix: str = "opsight") -> dict | None:
+    """Saves one run in the run store: trace ``files`` (one run's processes, merged) or a
+    ``trace`` in memory (an ``opsight._native.Trace``), labelled with ``name``, ``tags``
+    (``"key=value"`` strings or a mapping) and ``command``, with the host's metadata and
+    :func:`package_versions`. Returns the saved run (``id``, ``uuid``, ``name``, ``tags``,
+    ``slices``, ``store``...) and says where on stderr; returns None after a warning on
+    stderr when it could not save: saving never fails the caller."""
     try:
-        return _save_run(files, name=name, tags=tags, command=command, cwd=cwd, store=store,
-                         prefix=prefix, timeout=timeout)
+        return _save_run(files, trace, name=name, tags=tags, command=command, cwd=cwd,
+                         store=store, prefix=prefix)
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - a warning, never a failure
         print(f"{prefix}: warning: the run was not saved in the run store: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
         return None
 
 
-def _save_run(files: list[str], *, name: str | None, tags, command: str | None,
-              cwd: str | None, store: str | os.PathLike | None, prefix: str,
-              timeout: float) -> dict | None:
-    """Stores trace files (merged) as one run with ``opsight save``; returns the saved run
-    (``id``, ``uuid``, ``store``... as ``opsight save --format json`` prints it), or None
-    after printing a warning on stderr: saving never fails the caller.
-
-    ``tags``: ``"key=value"`` strings or a mapping."""
+def _tag_pairs(tags: Any) -> list[tuple[str, str]]:
     if isinstance(tags, dict):
-        tags = [f"{key}={value}" for key, value in tags.items()]
+        return [(str(key), str(value)) for key, value in tags.items()]
+    pairs = []
+    for tag in tags:
+        key, _, value = str(tag).partition("=")
+        if not key:
+            raise ValueError(f"tag {tag!r}: expected KEY=VALUE or KEY")
+        pairs.append((key, value))
+    return pairs
+
+
+def _save_run(files: list[str] | None, trace: Any, *, name: str | None, tags: Any,
+              command: str | None, cwd: str | None, store: str | os.PathLike | None,
+              prefix: str) -> dict | None:
     if cwd is None:
         try:
             cwd = os.getcwd()
         except OSError:  # the program removed its working directory
             cwd = ""
-    arguments = [core_command_path(), "save", *files, "--format", "json"]
-    if cwd:
-        arguments += ["--cwd", cwd]
-    if name:
-        arguments += ["--name", name]
-    if command is not None:
-        arguments += ["--command", command]
-    if store is not None:
-        arguments += ["--store", os.fspath(store)]
-    for tag in tags:
-        arguments += ["--tag", str(tag)]
-    for package, version in package_versions():
-        arguments += ["--package", f"{package}={version}"]
-    try:
-        completed = subprocess.run(arguments, capture_output=True, text=True, errors="replace",
-                                   timeout=timeout)
-    except (OSError, subprocess.SubprocessError) as error:
-        print(f"{prefix}: warning: the run was not saved in the run store: {error}",
-              file=sys.stderr)
-        return None
-    # Errors are summed up below; damaged inputs were already reported by the caller.
-    sys.stderr.write("".join(line + "\n" for line in completed.stderr.splitlines()
-                             if not line.startswith("opsight: error:")
-                             and not line.endswith("(saving what was read before it)")))
-    saved = None
-    if completed.returncode in (0, 2):
-        try:
-            saved = json.loads(completed.stdout)
-        except ValueError:
-            saved = None
+    options = dict(store_path=os.fspath(store) if store is not None else "", name=name or "",
+                   command=command or "", working_directory=cwd, tags=_tag_pairs(tags),
+                   versions=package_versions())
+    if trace is not None:
+        outcome = _native.save_trace(trace, **options)
+    else:
+        outcome = _native.save_trace_files(list(files or ()), **options)
+    for note in outcome["notes"]:
+        print(f"{prefix}: {note}", file=sys.stderr)
+    saved = outcome["run"]
     if saved is None:
-        errors = [line.removeprefix("opsight: error: ")
-                  for line in completed.stderr.splitlines() if line.startswith("opsight: error:")]
-        reason = "; ".join(errors) or f"opsight save exited with status {completed.returncode}"
-        print(f"{prefix}: warning: the run was not saved in the run store: {reason}",
+        print(f"{prefix}: warning: the run was not saved in the run store: {outcome['error']}",
               file=sys.stderr)
         return None
     where = saved["store"]
@@ -115,5 +101,3 @@ def _save_run(files: list[str], *, name: str | None, tags, command: str | None,
     print(f"{prefix}: saved as run {saved['id']} in {where} (opsight show {saved['id']})",
           file=sys.stderr)
     return saved
-
-

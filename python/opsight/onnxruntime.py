@@ -51,8 +51,8 @@ import weakref
 from typing import Any, Iterator
 
 from . import _native
-from ._profile import add_finisher
-from ._wrapping import name_id
+from ._capture.wrapping import name_id
+from ._session.integrations import Integration
 
 __all__ = ["instrument", "uninstrument", "instrumented", "is_instrumented", "alignments",
            "RUN_METHODS"]
@@ -280,7 +280,6 @@ def instrument(span_name: str | None = None) -> None:
             had_it = attribute in vars(session_class)
             setattr(session_class, attribute, make(original))
             _patches.append((session_class, attribute, original, had_it))
-        add_finisher(_finish)
 
 
 def uninstrument() -> None:
@@ -330,6 +329,25 @@ def apply_target(module: Any, target: Any) -> bool:
     return True
 
 
+class OnnxRuntimeIntegration(Integration):
+    """ONNX Runtime in every recording session (``opsight._session.integrations``):
+    ``OPSIGHT_ONNXRUNTIME=1`` instruments it when a session starts; a targets entry naming
+    ``InferenceSession.run`` instruments it instead of wrapping ``run``; the profiles of the
+    instrumented sessions that ran are merged when the recording stops."""
+
+    name = "opsight.onnxruntime"
+
+    def on_start(self) -> None:
+        if os.environ.get("OPSIGHT_ONNXRUNTIME", "").strip().lower() in ("1", "on", "true", "yes"):
+            instrument_when_imported()
+
+    def finished_traces(self, begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
+        return _finish(begin_ns, end_ns)
+
+    def wrap_target(self, module: Any, target: Any) -> bool:
+        return module.__name__.split(".")[0] == "onnxruntime" and apply_target(module, target)
+
+
 def instrument_when_imported() -> None:
     """``OPSIGHT_ONNXRUNTIME=1``: instruments now if onnxruntime is imported, else right
     after the program imports it (onnxruntime is never imported on its behalf)."""
@@ -339,7 +357,7 @@ def instrument_when_imported() -> None:
         instrument()
         return
     if _watcher is None:
-        from ._instrument import Instrumenter
+        from ._capture.instrument import Instrumenter
         from .targets import Target
 
         _watcher = Instrumenter([Target(module="onnxruntime", class_name="InferenceSession",
@@ -369,7 +387,7 @@ def alignments() -> list[dict[str, Any]]:
 
 
 def _finish(begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
-    """The finisher (opsight._profile): the profiles of the sessions that ran during the
+    """The integration's finished traces: the profiles of the sessions that ran during the
     recording, each with its shift onto CLOCK_MONOTONIC."""
     with _lock:
         due = [record for record in _sessions if record.calls and not record.merged]

@@ -26,6 +26,8 @@
 #include "recorder_api.h"
 #include "report/report.hpp"
 #include "store/run_store.hpp"
+#include "store/save_run.hpp"
+#include "store/trace_source.hpp"
 #include "trace/metric_names.hpp"
 #include "trace/trace.hpp"
 #include "traced_callables.hpp"
@@ -71,20 +73,13 @@ std::string render(const LoadedTrace& loaded, std::string_view view, std::string
   options.breakdown_span = span;
   options.breakdown_by_category = by_category;
   options.operator_categories = categories;
-  if (view == "summary") return report::render_summary(loaded.trace, options);
-  if (view == "tree") return report::render_tree(loaded.trace, options);
-  if (view == "table") return report::render_table(loaded.trace, options);
-  if (view == "merged_tree") return report::render_merged_tree(loaded.trace, options);
-  if (view == "breakdown") {
-    if (span.empty()) throw std::invalid_argument("the breakdown needs the name of a span");
-    return report::render_breakdown(loaded.trace, options);
-  }
-  if (view == "operators") return report::render_operators(loaded.trace, options);
-  if (view == "critical_path") return report::render_critical_path(loaded.trace, options);
-  if (view == "metrics") return report::render_metrics(loaded.trace, options);
-  throw std::invalid_argument("unknown report '" + std::string(view) +
-                              "' (expected summary, tree, table, merged_tree, breakdown, "
-                              "operators, critical_path or metrics)");
+  const report::ReportView* found = report::find_report_view(view);
+  if (found == nullptr)
+    throw std::invalid_argument("unknown report '" + std::string(view) + "' (expected " +
+                                report::report_view_names() + ")");
+  if (found->needs_span && span.empty())
+    throw std::invalid_argument("the " + std::string(view) + " needs the name of a span");
+  return found->render(loaded.trace, options);
 }
 
 std::string compare_traces(const LoadedTrace& a, const LoadedTrace& b, double alpha,
@@ -113,6 +108,68 @@ LoadedTrace load_run(const std::string& reference, const std::string& store_path
   std::string label = "run " + std::to_string(record.value().id);
   if (!record.value().metadata.name.empty()) label += " (" + record.value().metadata.name + ")";
   return from_read_result(opened.value()->load_trace(record.value().id), label);
+}
+
+// A trace file or a run of the store, by the one rule of store/trace_source.hpp.
+LoadedTrace load_source(const std::string& argument, const std::string& store_path) {
+  store::LoadedTrace loaded = store::load_trace_argument(argument, store_path);
+  if (!loaded.ok()) throw std::invalid_argument(*loaded.error);
+  LoadedTrace result{std::move(loaded.trace), std::nullopt, loaded.label};
+  if (!loaded.damage.empty()) result.damage = loaded.damage.front();
+  return result;
+}
+
+store::KeyValues key_values(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  return store::KeyValues(pairs.begin(), pairs.end());
+}
+
+// store::save_trace(_files)'s outcome as a dict: {"run": {id, uuid, name, ...} or None,
+// "store", "error", "damage", "notes"}.
+nb::dict save_outcome(const store::SaveOutcome& outcome) {
+  nb::dict result;
+  if (outcome.run) {
+    nb::dict run;
+    run["id"] = outcome.run->id;
+    run["uuid"] = outcome.run->uuid;
+    run["name"] = outcome.run->metadata.name;
+    run["slices"] = outcome.run->slice_count;
+    run["duration_ns"] = outcome.run->duration_ns;
+    run["created_unix_ns"] = outcome.run->created_unix_ns;
+    run["command"] = outcome.run->metadata.command;
+    run["git_commit"] = outcome.run->metadata.git_commit;
+    run["host"] = outcome.run->metadata.host;
+    nb::dict tags, versions;
+    for (const auto& [key, value] : outcome.run->metadata.tags) tags[key.c_str()] = value;
+    for (const auto& [key, value] : outcome.run->metadata.versions) versions[key.c_str()] = value;
+    run["tags"] = tags;
+    run["versions"] = versions;
+    run["store"] = outcome.store_path;
+    result["run"] = run;
+  } else {
+    result["run"] = nb::none();
+  }
+  result["store"] = outcome.store_path;
+  if (outcome.error)
+    result["error"] = *outcome.error;
+  else
+    result["error"] = nb::none();
+  result["damage"] = outcome.damage;
+  result["notes"] = outcome.notes;
+  return result;
+}
+
+store::SaveRequest save_request(const std::string& store_path, const std::string& name,
+                                const std::string& command, const std::string& working_directory,
+                                const std::vector<std::pair<std::string, std::string>>& tags,
+                                const std::vector<std::pair<std::string, std::string>>& versions) {
+  store::SaveRequest request;
+  request.store_path = store_path;
+  request.name = name;
+  request.command = command;
+  request.working_directory = working_directory;
+  request.tags = key_values(tags);
+  request.versions = key_values(versions);
+  return request;
 }
 
 nb::object arg_to_python(const trace::Trace& trace, const trace::ArgValue& value) {
@@ -375,7 +432,7 @@ NB_MODULE(_native, m) {
   m.def("recording", [] { return opsight::recording(); });
   m.def("set_tracing_enabled", &set_python_tracing_enabled, nb::arg("enabled"));
 
-  // Metrics (opsight._metrics wraps these).
+  // Metrics (opsight._capture.metrics wraps these).
   nb::class_<opsight::MetricStart>(m, "MetricStart")
       .def_ro("groups", &opsight::MetricStart::groups);
   m.def("start_metrics", &opsight::start_metrics, nb::arg("groups"));
@@ -478,6 +535,58 @@ NB_MODULE(_native, m) {
         nb::arg("format") = "json", "Compares two traces (opsight compare), rendered in `format`.");
   m.def("load_run", &load_run, nb::arg("reference"), nb::arg("store_path") = "",
         "Reads the trace of a run of the store.");
+  m.def("load", &load_source, nb::arg("source"), nb::arg("store_path") = "",
+        nb::call_guard<nb::gil_scoped_release>(),
+        "Reads a trace file or a run of the store (store/trace_source.hpp's rule).");
+  m.def(
+      "save_trace_files",
+      [](const std::vector<std::string>& files, const std::string& store_path,
+         const std::string& name, const std::string& command, const std::string& working_directory,
+         const std::vector<std::pair<std::string, std::string>>& tags,
+         const std::vector<std::pair<std::string, std::string>>& versions) {
+        store::SaveRequest request =
+            save_request(store_path, name, command, working_directory, tags, versions);
+        request.files = files;
+        store::SaveOutcome outcome;
+        {
+          nb::gil_scoped_release release;
+          outcome = store::save_trace_files(request);
+        }
+        return save_outcome(outcome);
+      },
+      nb::arg("files"), nb::arg("store_path") = "", nb::arg("name") = "", nb::arg("command") = "",
+      nb::arg("working_directory") = "",
+      nb::arg("tags") = std::vector<std::pair<std::string, std::string>>{},
+      nb::arg("versions") = std::vector<std::pair<std::string, std::string>>{},
+      "Saves trace files (one run's processes, merged) as a run of the store.");
+  m.def(
+      "save_trace",
+      [](const LoadedTrace& loaded, const std::string& store_path, const std::string& name,
+         const std::string& command, const std::string& working_directory,
+         const std::vector<std::pair<std::string, std::string>>& tags,
+         const std::vector<std::pair<std::string, std::string>>& versions) {
+        store::SaveRequest request =
+            save_request(store_path, name, command, working_directory, tags, versions);
+        store::SaveOutcome outcome;
+        {
+          nb::gil_scoped_release release;
+          outcome = store::save_trace(loaded.trace, request);
+        }
+        return save_outcome(outcome);
+      },
+      nb::arg("trace"), nb::arg("store_path") = "", nb::arg("name") = "", nb::arg("command") = "",
+      nb::arg("working_directory") = "",
+      nb::arg("tags") = std::vector<std::pair<std::string, std::string>>{},
+      nb::arg("versions") = std::vector<std::pair<std::string, std::string>>{},
+      "Saves a trace in memory as a run of the store.");
+  m.def(
+      "report_views",
+      [] {
+        std::vector<std::string> names;
+        for (const report::ReportView& view : report::report_views()) names.emplace_back(view.name);
+        return names;
+      },
+      "The report views render() takes, in `opsight report`'s order.");
   m.def(
       "trace_from_native_bytes",
       [](nb::bytes bytes, const std::string& name) {

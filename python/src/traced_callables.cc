@@ -99,7 +99,7 @@ struct TracedFunction {
 // What every traced call measures on top of its own metrics (opsight.profile(metrics=...)).
 uint32_t g_session_metrics = 0;
 bool g_session_heap = false;
-// The Python heap metric's start() -> token and finish(token), from opsight._metrics.
+// The Python heap metric's start() -> token and finish(token), from opsight._capture.metrics.
 PyObject* g_heap_start = nullptr;
 PyObject* g_heap_finish = nullptr;
 

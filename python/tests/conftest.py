@@ -8,6 +8,7 @@ command or with ``OPSIGHT_OUTPUT``, and read the trace files they leave.
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ import pytest
 
 try:
     import opsight
-    from opsight import _session_state
+    from opsight._session import state as _session_state
 except ImportError:  # not installed: only test_targets.py (pure Python) can run
     opsight = None
 
@@ -48,6 +49,27 @@ def clean_environment(**extra: str) -> dict[str, str]:
     return environment
 
 
+#: What the suite must have: ``make test`` sets ``OPSIGHT_REQUIRE=torch,onnxruntime,pandas``
+#: (the packages its setup installs), so that a test needing one of them fails when it is
+#: missing instead of skipping; without the variable such a test skips, saying why (-rs).
+REQUIRED = {name.strip() for name in os.environ.get("OPSIGHT_REQUIRE", "").split(",")
+            if name.strip()}
+
+
+def require(module_name: str):
+    """Imports and returns ``module_name``; when it cannot be imported, fails the test (or
+    the test module, at its top) if ``OPSIGHT_REQUIRE`` names it, else skips with the
+    reason."""
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        if module_name in REQUIRED:
+            pytest.fail(f"{module_name} is required (OPSIGHT_REQUIRE) but cannot be imported: "
+                        f"{error}", pytrace=False)
+        pytest.skip(f"{module_name} is not installed ({error}); OPSIGHT_REQUIRE={module_name} "
+                    "makes this a failure", allow_module_level=True)
+
+
 def write(directory: Path, name: str, text: str) -> Path:
     path = directory / name
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -68,7 +90,7 @@ def opsight_run(arguments: list[str], cwd: Path, timeout: float = 30, **environm
 
 def spans_of(path: Path):
     """The spans of a trace file as a DataFrame (``opsight.spans_dataframe``)."""
-    return opsight.spans_dataframe(opsight.read_trace(str(path)))
+    return opsight.spans_dataframe(opsight.load(path).trace)
 
 
 def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02):

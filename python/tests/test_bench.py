@@ -19,11 +19,11 @@ import warnings
 
 import pytest
 
-from conftest import OPSIGHT, run, write
+from conftest import OPSIGHT, require, run, write
 
-torch = pytest.importorskip("torch", reason="opsight bench's model forms need PyTorch")
-onnx = pytest.importorskip("onnx", reason="the ONNX test model is built with onnx.helper")
-pytest.importorskip("onnxruntime", reason="ONNX models run on ONNX Runtime")
+torch = require("torch")
+onnx = require("onnx")
+require("onnxruntime")
 
 import opsight.bench  # noqa: E402
 from opsight.bench import BenchError  # noqa: E402

@@ -12,12 +12,12 @@ import textwrap
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="compare_backends needs torch")
+from conftest import OPSIGHT, require
+
+torch = require("torch")
 
 from opsight.torch.compare_backends import (  # noqa: E402
     CompareBackendsResult, command_main, compare_backends)
-
-from conftest import OPSIGHT  # noqa: E402
 
 REPEATS = 3
 
@@ -126,7 +126,7 @@ def test_result_is_json_and_a_table(result):
 
 
 def test_dataframe(result):
-    pytest.importorskip("pandas")
+    require("pandas")
     frame = result.dataframe()
     # 3 uncompiled rows + 2 graphs x 5 back-ends
     assert len(frame) == 3 + 2 * 5
@@ -174,7 +174,7 @@ def test_a_backend_that_fails_while_running_is_counted():
 
 
 def test_a_graph_onnx_cannot_export_is_a_failure_of_that_backend_only():
-    pytest.importorskip("onnxruntime")
+    require("onnxruntime")
 
     def spectrum(x):
         y = torch.relu(x) + 1

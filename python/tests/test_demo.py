@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("torch", reason="torch is not installed: the demo's model needs it "
-                    "(make demo installs it)")
+from conftest import require
+
+require("torch")
 
 
 def test_demo_profiles_a_real_model_and_benchmarks_it(tmp_path):

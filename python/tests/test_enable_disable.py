@@ -12,7 +12,7 @@ import pytest
 
 import opsight
 from opsight import _native, _session_state
-from opsight._instrument import Instrumenter
+from opsight._capture.instrument import Instrumenter
 from opsight.targets import parse_targets
 
 from conftest import OPSIGHT, clean_environment, run, spans_of, wait_for, write

@@ -48,7 +48,7 @@ def test_percent_p_is_the_pid(tmp_path):
 def test_untraced_without_the_variable(tmp_path):
     write(tmp_path, "app.py", """
         import sys
-        print("opsight._startup" in sys.modules)
+        print("opsight._session.startup" in sys.modules)
     """)
     assert run([PYTHON, "app.py"], tmp_path).stdout == "False\n"
     assert run([PYTHON, "app.py"], tmp_path, OPSIGHT_OUTPUT="t.json").stdout == "True\n"
@@ -287,7 +287,7 @@ def test_a_sigterm_while_the_session_starts_still_leaves_a_whole_file(tmp_path):
     output = tmp_path / "starting.opsight"
     write(tmp_path, "starting.py", f"""
         import os, signal, time
-        import opsight._startup as startup
+        import opsight._session.startup as startup
         from opsight import _native
 
         os.environ["OPSIGHT_OUTPUT"] = {str(output)!r}

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON, opsight_run, run, spans_of, write
+from conftest import PYTHON, opsight_run, require, run, spans_of, write
 
-onnxruntime = pytest.importorskip(
-    "onnxruntime", reason="onnxruntime is not installed (pip install onnxruntime)")
-onnx = pytest.importorskip("onnx", reason="onnx is not installed: the tests build their model with it")
-numpy = pytest.importorskip("numpy", reason="numpy is not installed (onnxruntime needs it)")
+onnxruntime = require("onnxruntime")
+onnx = require("onnx")
+numpy = require("numpy")
 
 import opsight  # noqa: E402
 import opsight.onnxruntime as opsight_ort  # noqa: E402

@@ -15,7 +15,7 @@ import sys
 from importlib import metadata
 
 import opsight
-from opsight import cli
+from opsight import _store
 from conftest import OPSIGHT, PYTHON, clean_environment, opsight_run, write
 
 APP = """
@@ -173,8 +173,8 @@ def test_profile_save_failure_is_only_a_warning(tmp_path, capsys):
 
 def test_package_versions_do_not_import_packages(tmp_path):
     code = ("import json, sys\n"
-            "import opsight.cli\n"
-            "versions = dict(opsight.cli.package_versions())\n"
+            "import opsight._store\n"
+            "versions = dict(opsight._store.package_versions())\n"
             "print(json.dumps({'versions': versions, 'torch_loaded': 'torch' in sys.modules}))\n")
     completed = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
                                env=clean_environment())
@@ -197,4 +197,4 @@ def test_an_imported_package_reports_its_own_version(monkeypatch):
         __version__ = "9.9.9+local"
 
     monkeypatch.setitem(sys.modules, "torch", FakeTorch())
-    assert dict(cli.package_versions())["torch"] == "9.9.9+local"
+    assert dict(_store.package_versions())["torch"] == "9.9.9+local"

@@ -1,4 +1,4 @@
-"""Installing a targets file into a running program (``opsight._instrument``): the import
+"""Installing a targets file into a running program (``opsight._capture.instrument``): the import
 hook, modules already imported, nested classes, glob patterns, static and class methods,
 async functions, C-extension callables, what cannot be wrapped, and taking it all out again."""
 
@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 import opsight
-from opsight._instrument import Instrumenter
+from opsight._capture.instrument import Instrumenter
 from opsight._native import TracedFunction
 from opsight.targets import parse_targets
 

@@ -9,8 +9,9 @@ import threading
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is not installed: the torch integration "
-                            "cannot be tested (make test installs it)")
+from conftest import require
+
+torch = require("torch")
 
 import opsight  # noqa: E402
 import opsight.torch  # noqa: E402
@@ -254,7 +255,7 @@ def test_the_tree_folds_operators_below_a_depth(tmp_path):
     assert "aten::addmm" in profile.report("tree")
     path = tmp_path / "model.opsight"
     profile.save(path)
-    from opsight.cli import core_command_path
+    from opsight._core_command import core_command_path
 
     result = subprocess.run([core_command_path(), "report", str(path), "--tree", "--depth", "3"],
                             capture_output=True, text=True, check=True)

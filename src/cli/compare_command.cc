@@ -5,17 +5,12 @@
 #include <cstring>
 
 #include "analyze/compare.hpp"
+#include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
-#include "cli/trace_source.hpp"
 #include "report/report.hpp"
+#include "store/trace_source.hpp"
 
 namespace opsight::cli {
-
-namespace {
-
-constexpr int kExitUsage = 64;
-
-}  // namespace
 
 std::optional<double> parse_fraction(const std::string& text) {
   std::string trimmed;
@@ -82,8 +77,8 @@ std::optional<int> CompareCommand::run() {
     return kExitUsage;
   }
   int status = 0;
-  auto load = [&](const std::string& argument) -> std::optional<LoadedTrace> {
-    LoadedTrace loaded = load_trace_argument(argument, store_path_);
+  auto load = [&](const std::string& argument) -> std::optional<store::LoadedTrace> {
+    store::LoadedTrace loaded = store::load_trace_argument(argument, store_path_);
     if (!loaded.ok()) {
       print_error(*loaded.error);
       status = loaded.exit_status;
@@ -92,13 +87,13 @@ std::optional<int> CompareCommand::run() {
     for (const std::string& damage : loaded.damage) {
       std::fprintf(stderr, "opsight: warning: %s (comparing what was read before it)\n",
                    damage.c_str());
-      status = kTraceSourceDamaged;
+      status = store::kTraceSourceDamaged;
     }
     return loaded;
   };
-  std::optional<LoadedTrace> a = load(a_);
+  std::optional<store::LoadedTrace> a = load(a_);
   if (!a) return status;
-  std::optional<LoadedTrace> b = load(b_);
+  std::optional<store::LoadedTrace> b = load(b_);
   if (!b) return status;
 
   analyze::CompareOptions options;
@@ -115,7 +110,7 @@ std::optional<int> CompareCommand::run() {
       report::render_comparison(comparison, a->label, b->label, threshold, report_options);
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     print_error(std::string("cannot write to standard output: ") + std::strerror(errno));
-    return kTraceSourceUnusable;
+    return store::kTraceSourceUnusable;
   }
   if (threshold >= 0 && !analyze::regressions(comparison, threshold).empty())
     return kExitRegression;

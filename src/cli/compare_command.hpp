@@ -16,8 +16,6 @@
 
 namespace opsight::cli {
 
-inline constexpr int kExitRegression = 3;
-
 class CompareCommand {
  public:
   explicit CompareCommand(CLI::App& app);

@@ -22,12 +22,13 @@
 
 #include "cli/compare_command.hpp"
 #include "cli/devices_command.hpp"
+#include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "cli/store_commands.hpp"
-#include "cli/trace_source.hpp"
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
 #include "report/report.hpp"
+#include "store/trace_source.hpp"
 
 extern char** environ;
 
@@ -36,9 +37,9 @@ namespace {
 using opsight::cli::print_error;
 using opsight::cli::write_stdout;
 
-constexpr int kExitError = 1;
-constexpr int kExitDamaged = 2;
-constexpr int kExitUsage = 64;
+using opsight::cli::kExitDamaged;
+using opsight::cli::kExitError;
+using opsight::cli::kExitUsage;
 
 // Reads the traces for a command, merged into one when there are several. Returns nullopt
 // (after printing the error) if one of them is unusable; sets *damaged and prints a
@@ -76,9 +77,9 @@ std::string source_name_of(const std::vector<std::string>& paths) {
 
 struct ReportCommand {
   std::vector<std::string> files;
-  bool summary = false, tree = false, table = false;
-  bool merged_tree = false, operators = false, critical_path = false;
-  bool metrics = false;
+  // Per view of report::report_views(), how often its flag was given (the breakdown's
+  // comes from breakdown_span instead).
+  std::vector<int> chosen = std::vector<int>(opsight::report::report_views().size(), 0);
   std::string breakdown_span;
   bool breakdown_by_category = false;
   std::vector<std::string> operator_categories;
@@ -107,28 +108,28 @@ int run_report(const ReportCommand& command) {
   options.breakdown_by_category = command.breakdown_by_category;
   options.operator_categories = command.operator_categories;
 
-  const bool breakdown = !command.breakdown_span.empty();
-  bool summary = command.summary;
-  int views = int{summary} + int{command.tree} + int{command.table} + int{command.merged_tree} +
-              int{breakdown} + int{command.operators} + int{command.critical_path} +
-              int{command.metrics};
-  if (views == 0) {
-    summary = true;
-    views = 1;
+  const auto views = opsight::report::report_views();
+  std::vector<bool> wanted(views.size(), false);
+  size_t wanted_count = 0;
+  std::string flags;
+  for (size_t i = 0; i < views.size(); ++i) {
+    wanted[i] = views[i].needs_span ? !command.breakdown_span.empty() : command.chosen[i] > 0;
+    wanted_count += wanted[i] ? 1 : 0;
+    flags += std::string(i == 0 ? "" : ", ") + std::string(views[i].flag);
   }
-  if (views > 1 && options.format != opsight::report::OutputFormat::kText) {
-    print_error("--format " + command.format +
-                " takes one view: choose one of --summary, --tree, --table, --merged-tree, "
-                "--breakdown, --ops, --critical-path, --metrics");
+  if (wanted_count == 0) {
+    for (size_t i = 0; i < views.size(); ++i) wanted[i] = views[i].name == "summary";
+    wanted_count = 1;
+  }
+  if (wanted_count > 1 && options.format != opsight::report::OutputFormat::kText) {
+    print_error("--format " + command.format + " takes one view: choose one of " + flags);
     return kExitUsage;
   }
   bool damaged = false;
   std::optional<opsight::trace::Trace> trace;
-  std::error_code file_error;
-  if (command.files.size() == 1 && (!std::filesystem::exists(command.files[0], file_error) ||
-                                    std::filesystem::is_directory(command.files[0], file_error))) {
-    // Not a file: a run of the store ("latest", an id, a name).
-    opsight::cli::LoadedTrace loaded = opsight::cli::load_trace_argument(command.files[0]);
+  if (command.files.size() == 1) {
+    // A file or a run of the store ("latest", an id, a name): store/trace_source.hpp decides.
+    opsight::store::LoadedTrace loaded = opsight::store::load_trace_argument(command.files[0]);
     if (!loaded.ok()) {
       print_error(*loaded.error);
       return loaded.exit_status;
@@ -149,14 +150,8 @@ int run_report(const ReportCommand& command) {
     if (!out.empty()) out += "\n";
     out += text;
   };
-  if (command.tree) add_view(opsight::report::render_tree(*trace, options));
-  if (command.merged_tree) add_view(opsight::report::render_merged_tree(*trace, options));
-  if (summary) add_view(opsight::report::render_summary(*trace, options));
-  if (command.table) add_view(opsight::report::render_table(*trace, options));
-  if (breakdown) add_view(opsight::report::render_breakdown(*trace, options));
-  if (command.operators) add_view(opsight::report::render_operators(*trace, options));
-  if (command.critical_path) add_view(opsight::report::render_critical_path(*trace, options));
-  if (command.metrics) add_view(opsight::report::render_metrics(*trace, options));
+  for (size_t i = 0; i < views.size(); ++i)
+    if (wanted[i]) add_view(views[i].render(*trace, options));
   if (!write_stdout(out)) return kExitError;
   return damaged ? kExitDamaged : 0;
 }
@@ -294,35 +289,26 @@ int main(int argc, char** argv) {
       ->add_option("files", report.files,
                    "Trace file(s), or one run of the store (an id, latest, latest~N, a name)")
       ->required();
-  report_command->add_flag(
-      "--summary", report.summary,
-      "Per span name: count, total, min, mean, p50/90/95/97/99/99.9, max, stddev (default)");
-  report_command->add_flag("--tree", report.tree,
-                           "Call tree per root span with start-end, duration, share of parent");
-  report_command->add_flag("--table", report.table,
-                           "Per span name: count, total, self, mean, p99, share");
-  report_command->add_flag("--merged-tree", report.merged_tree,
-                           "Aggregated call tree: every invocation of a code path merged into "
-                           "one node with calls, total, self and percentiles");
-  report_command->add_option("--breakdown", report.breakdown_span,
-                             "Per-inference phases of the span named SPAN (its children), with "
-                             "mean/min/p50/p75/p90/p95/p99/max per phase and inferences/s");
-  report_command->add_flag("--by-category", report.breakdown_by_category,
-                           "--breakdown: group phases by the children's category, not name");
-  report_command->add_flag("--ops", report.operators,
-                           "Operator table: count, total, self, share, mean, percentiles per "
-                           "operator (torch aten::*, ONNX Runtime nodes by op_name, GPU kernels)");
-  report_command
-      ->add_option("--ops-category", report.operator_categories,
-                   "--ops: a category counted as an operator (default: operator, gpu_kernel); "
-                   "repeat the flag or separate with commas")
-      ->allow_extra_args(false)
-      ->delimiter(',');
-  report_command->add_flag("--critical-path", report.critical_path,
-                           "The chain of spans that sets the end-to-end time, by span name");
-  report_command->add_flag("--metrics", report.metrics,
-                           "Counter tracks (samples, min, time-weighted mean, max), per span "
-                           "name and metric (count, mean, p50, p99, max), and their cost");
+  {
+    const auto views = opsight::report::report_views();
+    for (size_t i = 0; i < views.size(); ++i) {
+      std::string flag(views[i].flag), help(views[i].help);
+      if (views[i].needs_span)
+        report_command->add_option(flag, report.breakdown_span, help);
+      else
+        report_command->add_flag(flag, report.chosen[i], help);
+      if (views[i].name == "breakdown")
+        report_command->add_flag("--by-category", report.breakdown_by_category,
+                                 "--breakdown: group phases by the children's category, not name");
+      if (views[i].name == "operators")
+        report_command
+            ->add_option("--ops-category", report.operator_categories,
+                         "--ops: a category counted as an operator (default: operator, "
+                         "gpu_kernel); repeat the flag or separate with commas")
+            ->allow_extra_args(false)
+            ->delimiter(',');
+    }
+  }
   report_command->add_option("--format", report.format, "Output format")
       ->check(CLI::IsMember({"text", "json", "csv"}))
       ->capture_default_str();

@@ -11,19 +11,16 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "io/io.hpp"
 #include "report/report.hpp"
 #include "store/run_store.hpp"
+#include "store/save_run.hpp"
 
 namespace opsight::cli {
 
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitError = 1;
-constexpr int kExitDamaged = 2;
-constexpr int kExitUsage = 64;
 
 int64_t unix_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -140,33 +137,6 @@ std::unique_ptr<store::RunStore> open_existing(const std::string& path) {
                  "be read\n",
                  path.c_str(), damage->c_str());
   return std::move(opened.value());
-}
-
-// Applies OPSIGHT_KEEP_RUNS after a save; a bad value is a warning, never a failure.
-void apply_keep_runs_variable(store::RunStore& runs) {
-  const char* value = std::getenv("OPSIGHT_KEEP_RUNS");
-  if (value == nullptr || *value == '\0') return;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long keep = std::strtoull(value, &end, 10);
-  if (errno != 0 || end == value || *end != '\0' || value[0] == '-') {
-    std::fprintf(stderr,
-                 "opsight: warning: OPSIGHT_KEEP_RUNS=%s is not a whole number: keeping every "
-                 "run\n",
-                 value);
-    return;
-  }
-  if (keep == 0) return;  // 0 keeps every run, as 0 means "all" elsewhere (--limit 0)
-  store::RetentionPolicy policy;
-  policy.keep_last = keep;
-  auto removed = runs.apply_retention(policy);
-  if (!removed.ok()) {
-    std::fprintf(stderr, "opsight: warning: OPSIGHT_KEEP_RUNS: %s\n", removed.error().c_str());
-    return;
-  }
-  if (removed.value() > 0)
-    std::fprintf(stderr, "opsight: OPSIGHT_KEEP_RUNS=%llu: removed %llu older run%s\n", keep,
-                 static_cast<unsigned long long>(removed.value()), removed.value() == 1 ? "" : "s");
 }
 
 std::string metadata_text(const store::RunRecord& run) {
@@ -364,67 +334,48 @@ std::optional<int> StoreCommands::run() {
 }
 
 int StoreCommands::run_save() {
-  store::RunMetadata given;
+  store::SaveRequest request;
+  request.files = save_.files;
+  request.store_path = store_path_;
+  request.name = save_.name;
+  request.command = save_.command;
+  request.working_directory = save_.working_directory;
   for (const std::string& tag : save_.tags) {
     auto parsed = parse_key_value(tag, "--tag", false);
     if (!parsed) return kExitUsage;
-    given.tags.push_back(*parsed);
+    request.tags.push_back(*parsed);
   }
   for (const std::string& meta : save_.meta) {
     auto parsed = parse_key_value(meta, "--meta", true);
     if (!parsed) return kExitUsage;
-    given.extra.push_back(*parsed);
+    request.extra.push_back(*parsed);
   }
   for (const std::string& package : save_.packages) {
     auto parsed = parse_key_value(package, "--package", true);
     if (!parsed) return kExitUsage;
-    given.versions.push_back(*parsed);
+    request.versions.push_back(*parsed);
   }
 
-  io::ReadFilesResult read = io::read_trace_files(save_.files);
-  if (!read.ok()) {
-    print_error(*read.error);
-    return kExitError;
-  }
-  for (const std::string& damage : read.damage)
+  store::SaveOutcome saved = store::save_trace_files(request);
+  for (const std::string& damage : saved.damage)
     std::fprintf(stderr, "opsight: warning: %s (saving what was read before it)\n", damage.c_str());
-
-  std::error_code error;
-  std::string directory = save_.working_directory;
-  if (directory.empty()) directory = std::filesystem::current_path(error).string();
-  store::RunMetadata metadata = store::collect_host_metadata(directory);
-  metadata.name =
-      !save_.name.empty() ? save_.name : std::filesystem::path(save_.files[0]).stem().string();
-  metadata.command = !save_.command.empty() ? save_.command : read.trace.run.command_line;
-  if (!read.trace.run.host.empty()) metadata.host = read.trace.run.host;
-  for (auto& row : given.versions) metadata.versions.push_back(std::move(row));
-  for (auto& row : given.extra) metadata.extra.push_back(std::move(row));
-  metadata.tags = std::move(given.tags);
-
-  std::string path = resolved_store_path(store_path_);
-  auto opened = store::RunStore::open(path);
-  if (!opened.ok()) {
-    print_error(opened.error());
-    return kExitError;
-  }
-  store::RunStore& runs = *opened.value();
-  auto saved = runs.add(read.trace, metadata);
   if (!saved.ok()) {
-    print_error(saved.error());
+    print_error(*saved.error);
     return kExitError;
   }
-  const store::RunRecord& run = saved.value();
+  const store::RunRecord& run = *saved.run;
   std::string out;
   if (save_.format == "json") {
     nlohmann::ordered_json object = run_json(run);
-    object["store"] = path;
+    object["store"] = saved.store_path;
     out = object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
-    out = "saved as run " + std::to_string(run.id) + " (" + run.uuid + ") in " + path + "\n";
+    out = "saved as run " + std::to_string(run.id) + " (" + run.uuid + ") in " + saved.store_path +
+          "\n";
   }
   if (!write_stdout(out)) return kExitError;
-  apply_keep_runs_variable(runs);
-  return read.damage.empty() ? kExitOk : kExitDamaged;
+  for (const std::string& note : saved.notes) std::fprintf(stderr, "opsight: %s\n", note.c_str());
+  return saved.damage.empty() ? kExitOk : kExitDamaged;
 }
 
 int StoreCommands::run_runs() {

@@ -17,6 +17,54 @@ constexpr std::array<std::string_view, 6> kSortKeys = {"total", "self", "count",
 
 }  // namespace
 
+namespace {
+
+constexpr ReportView kReportViews[] = {
+    {"tree", "--tree", "Call tree per root span with start-end, duration, share of parent",
+     &render_tree},
+    {"merged_tree", "--merged-tree",
+     "Aggregated call tree: every invocation of a code path merged into one node with calls, "
+     "total, self and percentiles",
+     &render_merged_tree},
+    {"summary", "--summary",
+     "Per span name: count, total, min, mean, p50/90/95/97/99/99.9, max, stddev (default)",
+     &render_summary},
+    {"table", "--table", "Per span name: count, total, self, mean, p99, share", &render_table},
+    {"breakdown", "--breakdown",
+     "Per-inference phases of the span named SPAN (its children), with "
+     "mean/min/p50/p75/p90/p95/p99/max per phase and inferences/s",
+     &render_breakdown, true},
+    {"operators", "--ops",
+     "Operator table: count, total, self, share, mean, percentiles per operator (torch "
+     "aten::*, ONNX Runtime nodes by op_name, GPU kernels)",
+     &render_operators},
+    {"critical_path", "--critical-path",
+     "The chain of spans that sets the end-to-end time, by span name", &render_critical_path},
+    {"metrics", "--metrics",
+     "Counter tracks (samples, min, time-weighted mean, max), per span name and metric "
+     "(count, mean, p50, p99, max), and their cost",
+     &render_metrics},
+};
+
+}  // namespace
+
+std::span<const ReportView> report_views() { return kReportViews; }
+
+const ReportView* find_report_view(std::string_view name) {
+  for (const ReportView& view : kReportViews)
+    if (view.name == name) return &view;
+  return nullptr;
+}
+
+std::string report_view_names() {
+  std::string names;
+  for (size_t i = 0; i < std::size(kReportViews); ++i) {
+    if (i > 0) names += i + 1 == std::size(kReportViews) ? " or " : ", ";
+    names += kReportViews[i].name;
+  }
+  return names;
+}
+
 std::optional<std::string> validate_sort_key(std::string_view key) {
   if (std::find(kSortKeys.begin(), kSortKeys.end(), key) != kSortKeys.end()) return std::nullopt;
   return fmt::format("unknown sort key '{}'; valid keys: {}", key, fmt::join(kSortKeys, ", "));

@@ -40,6 +40,7 @@
 
 #include <cstddef>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,23 @@ std::string render_breakdown(const trace::Trace& trace, const ReportOptions& opt
 std::string render_operators(const trace::Trace& trace, const ReportOptions& options);
 std::string render_critical_path(const trace::Trace& trace, const ReportOptions& options);
 std::string render_metrics(const trace::Trace& trace, const ReportOptions& options);
+
+// One report view: the one list that `opsight report`'s flags, the Python module's
+// Trace.render(view) and the web UI dispatch through.
+struct ReportView {
+  std::string_view name;  // "merged_tree": what Python and the API call it
+  std::string_view flag;  // "--merged-tree": what `opsight report` calls it
+  std::string_view help;  // the flag's help text
+  std::string (*render)(const trace::Trace& trace, const ReportOptions& options);
+  bool needs_span = false;  // the breakdown: ReportOptions::breakdown_span names the inference
+};
+
+// Every view, in the order `opsight report` prints them when several are asked for.
+std::span<const ReportView> report_views();
+// The view called `name` ("summary", "merged_tree"...); nullptr if there is none.
+const ReportView* find_report_view(std::string_view name);
+// "summary, tree, table, merged_tree, breakdown, operators, critical_path or metrics".
+std::string report_view_names();
 
 // opsight compare: `a_label`/`b_label` name the two sides ("run 12 (nightly)", a file);
 // regressions at or above `fail_threshold` (a fraction; negative: none asked for) are

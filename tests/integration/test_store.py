@@ -356,7 +356,7 @@ def test_a_store_cut_short_is_read_for_what_is_left(store, tmp_path):
 
 
 def test_trace_arguments_name_files_or_runs(store, trace, tmp_path):
-    """src/cli/trace_source.hpp: an argument is a file if it exists or looks like a path,
+    """src/store/trace_source.hpp: an argument is a file if it exists or looks like a path,
     else a run reference (what `opsight report` and `opsight compare` take)."""
     missing_file = store("report", tmp_path / "absent.opsight")
     assert missing_file.returncode == 1

@@ -34,7 +34,7 @@ class OperatorProfile:
 
 
 def _profiled_queries(prepared: Prepared, iterations: int) -> None:
-    from .._span import Span
+    from .._capture.span import Span
 
     for _ in range(iterations):
         with Span("profiled query", category="bench"):
@@ -78,7 +78,7 @@ def _compute_feeds(prepared: Prepared) -> Any:
 
 
 def _run_session(session: Any, feeds: Any, iterations: int) -> None:
-    from .._span import Span
+    from .._capture.span import Span
 
     import onnxruntime
 

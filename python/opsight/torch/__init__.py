@@ -26,9 +26,45 @@ See docs/torch.md.
 
 from __future__ import annotations
 
-from ._tracing import TorchTracing, disable, enable, status, tracing
-from .compare_backends import (BUILTIN_BACKENDS, BackendStats, CompareBackendsResult, Segment,
-                               compare_backends)
+import importlib
+import sys
+import types
+from typing import Any
 
 __all__ = ["BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment", "TorchTracing",
            "compare_backends", "disable", "enable", "status", "tracing"]
+
+# Every name is imported on first use: ``import opsight`` registers this package's session
+# integration (``_integration``) without importing torch, and an auto-traced torch program
+# never loads compare-backends, which it does not use.
+_HOMES = {name: "._tracing" for name in ("TorchTracing", "disable", "enable", "status", "tracing")}
+_HOMES.update({name: ".compare_backends" for name in
+               ("BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment",
+                "compare_backends")})
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'opsight.torch' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+class _Package(types.ModuleType):
+    """``opsight.torch.compare_backends`` is the function, not its subpackage of the same
+    name: importing the subpackage (which makes the import system set the package's
+    attribute to it) leaves the function in place."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "compare_backends" and isinstance(value, types.ModuleType):
+            value = value.compare_backends
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 import torch
 
-from .. import _native
+import opsight._native as _native
 
 CATEGORY_MODULE = "module"
 
@@ -72,7 +72,7 @@ def _observer() -> Any:
     if _observer_module is not None:
         return _observer_module
     try:
-        from .. import _torch_observer as observer
+        import opsight._torch_observer as observer
     except ImportError as error:
         _warn_once("observer", "torch operators are not recorded: opsight was installed "
                    "without its operator observer for this torch "
@@ -247,7 +247,7 @@ def status() -> dict[str, bool]:
 
 
 def session_started(mode: str) -> None:
-    """A session started (opsight._integrations): switch the default on."""
+    """A session started (opsight.torch._integration): switch the default on."""
     if not _state.explicit:
         _apply(TorchTracing.from_mode(mode))
 

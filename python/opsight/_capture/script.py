@@ -6,7 +6,7 @@ by the same run that defines them (``if __name__ == "__main__": main()``). So th
 syntax tree gets one extra statement after each top-level ``def`` and ``class`` that a
 target names (inside top-level ``if``/``try``/``with`` blocks too): a call that wraps what
 was just defined. Line numbers are unchanged, the module's globals stay a plain dict, and
-nothing else in the program changes. ``opsight run`` starts ``python -m opsight._script
+nothing else in the program changes. ``opsight run`` starts ``python -m opsight._capture.script
 SCRIPT ARGS`` in place of ``python SCRIPT ARGS``; ``sys.argv`` is what the script expects.
 
 Targets naming the module ``__main__``, or the script's own name (``main`` for
@@ -21,7 +21,7 @@ import runpy
 import sys
 import types
 
-from . import _session_state
+from .._session import state as _session_state
 
 _APPLY_HOOK = "__opsight_apply_targets__"
 
@@ -210,7 +210,7 @@ def _run_as_python_would(run) -> None:
 def main() -> None:
     arguments = sys.argv[1:]
     if not arguments:
-        sys.exit("usage: python -m opsight._script SCRIPT [ARGS...] | -m MODULE [ARGS...]")
+        sys.exit("usage: python -m opsight._capture.script SCRIPT [ARGS...] | -m MODULE [ARGS...]")
     if arguments[0] == "-m":
         if len(arguments) < 2:
             sys.exit("opsight: -m needs a module name")

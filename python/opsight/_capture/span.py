@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import _native
-from ._metrics import SpanMetrics, parse_metrics, wants_metrics
-from ._wrapping import name_id
+import opsight._native as _native
+from .metrics import SpanMetrics, parse_metrics, wants_metrics
+from .wrapping import name_id
 
 
 class Span:

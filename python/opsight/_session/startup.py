@@ -26,7 +26,6 @@ import os
 import re
 import sys
 import threading
-import time
 
 
 def _is_opsight_command() -> bool:
@@ -35,7 +34,7 @@ def _is_opsight_command() -> bool:
     if argv and os.path.basename(argv[0]) == "opsight":
         return True
     for index, argument in enumerate(argv[:-1]):
-        if argument == "-m" and argv[index + 1] in ("opsight", "opsight.cli"):
+        if argument == "-m" and argv[index + 1] in ("opsight", "opsight.cli", "opsight._cli"):
             return True
     return False
 
@@ -85,7 +84,7 @@ def _is_spawned_multiprocessing_child() -> bool:
 
 class _Activation:
     def __init__(self) -> None:
-        self.session = None
+        self.recording = None  # the running lifecycle.Recording
         self.watcher = None
         self.finished = False
         self.finish_lock = threading.Lock()  # one finish() at a time (exit path, SIGTERM)
@@ -109,35 +108,34 @@ class _Activation:
                 self.finish()  # dies of the signal once the file is written
 
     def _start_session(self) -> bool:
-        from . import _native, _session_state
+        from .lifecycle import Recording, RecordingError
 
         path = output_path_for_this_process(os.environ["OPSIGHT_OUTPUT"])
         buffer_mb = _environment_integer("OPSIGHT_BUFFER_MB", 64, 1, 1 << 20)
         sample_ms = _environment_integer("OPSIGHT_SAMPLE_MS", 0, 0, 3_600_000)
-        session = _native.Session(path, buffer_mb, sample_interval_ms=sample_ms)
-        if not session.ok:
-            print(f"opsight: OPSIGHT_OUTPUT: {session.error}", file=sys.stderr)
-            return False
-        if os.environ.get("OPSIGHT_METRICS"):
-            from ._metrics import set_session_metrics
-
-            names = [name for name in re.split(r"[,;\s]+", os.environ["OPSIGHT_METRICS"]) if name]
+        metrics = [name for name in re.split(r"[,;\s]+", os.environ.get("OPSIGHT_METRICS", ""))
+                   if name]
+        try:
+            recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms,
+                                        metrics=metrics)
+        except ValueError as error:  # an unknown metric: record without the metrics
+            print(f"opsight: ignoring OPSIGHT_METRICS: {error}", file=sys.stderr)
             try:
-                set_session_metrics(names)
-            except ValueError as error:
-                print(f"opsight: ignoring OPSIGHT_METRICS: {error}", file=sys.stderr)
-        self.session = session
-        _session_state.session = session
+                recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms)
+            except RecordingError as start_error:
+                print(f"opsight: OPSIGHT_OUTPUT: {start_error}", file=sys.stderr)
+                return False
+        except RecordingError as error:
+            print(f"opsight: OPSIGHT_OUTPUT: {error}", file=sys.stderr)
+            return False
+        self.recording = recording
         self.finished = False
-        self.path = path
-        self.begin_ns = time.monotonic_ns()
-        _session_state.session_started()
         return True
 
     def install_targets(self) -> None:
-        from . import _session_state
-        from ._instrument import Instrumenter
-        from .targets import TargetsError, load_targets
+        from . import state as _session_state
+        from .._capture.instrument import Instrumenter
+        from ..targets import TargetsError, load_targets
 
         path = os.environ.get("OPSIGHT_TARGETS")
         if not path:
@@ -160,7 +158,7 @@ class _Activation:
         ``__mp_main__``, with runpy rather than an import (so the import hook never sees
         it), inside ``multiprocessing.spawn.prepare``; the functions it unpickles by
         reference (``__main__.task``) come from there. A script runs through
-        opsight._script instead (its targets wrapped as they are defined, as in the
+        opsight._capture.script instead (its targets wrapped as they are defined, as in the
         parent); a module (``-m``) has its targets wrapped once it is prepared."""
         import multiprocessing.spawn as spawn
 
@@ -169,7 +167,7 @@ class _Activation:
         def prepare_then_wrap(data):
             path = data.get("init_main_from_path")
             if path is not None and "init_main_from_name" not in data:
-                from ._script import run_script_in_spawned_child
+                from .._capture.script import run_script_in_spawned_child
 
                 prepare({key: value for key, value in data.items()
                          if key != "init_main_from_path"})
@@ -183,9 +181,9 @@ class _Activation:
         spawn.prepare = prepare_then_wrap
 
     def start_control(self) -> None:
-        from . import _native
-        from ._control import ControlWatcher
-        from ._instrument import set_enabled
+        import opsight._native as _native
+        from .control import ControlWatcher
+        from .._capture.instrument import set_enabled
 
         self.watcher = ControlWatcher(set_enabled)
         self.watcher.start(_native.tracing_enabled())
@@ -212,29 +210,21 @@ class _Activation:
                     _die_of(self.pending_signal)
 
     def _finish(self) -> None:
-        from . import _session_state
+        from . import state as _session_state
+        from .lifecycle import RecordingError
 
         if self.watcher is not None:
             self.watcher.stop()
         instrumenter = _session_state.instrumenter
         if instrumenter is not None:
             self._report_unresolved(instrumenter)
-        session, self.session = self.session, None
-        if session is None:
+        recording, self.recording = self.recording, None
+        if recording is None:
             return
-        if _session_state.session is session:
-            _session_state.session_stopping()
-            _session_state.session = None
-        end_ns = time.monotonic_ns()
-        if not session.stop():
-            print(f"opsight: {session.error}", file=sys.stderr)
-            return
-        from ._profile import merge_finished_traces_into_file
-
-        merge_finished_traces_into_file(self.path, self.begin_ns, end_ns)
-        if session.events_dropped:
-            print(f"opsight: {session.events_dropped} events dropped (raise OPSIGHT_BUFFER_MB)",
-                  file=sys.stderr)
+        try:
+            recording.stop(keep_trace=False, drops_hint="raise OPSIGHT_BUFFER_MB")
+        except RecordingError as error:
+            print(f"opsight: {error}", file=sys.stderr)
 
     @staticmethod
     def _report_unresolved(instrumenter) -> None:
@@ -261,9 +251,9 @@ class _Activation:
 
     def after_fork_in_child(self) -> None:
         """A forked child records into its own file (the recorder stopped at fork)."""
-        from . import _session_state
+        from . import state as _session_state
 
-        self.session = None
+        self.recording = None
         _session_state.session = None
         self.finish_lock = threading.Lock()  # another thread may have held it at the fork
         self.main_in_finish = False
@@ -396,10 +386,6 @@ def activate() -> None:
         if not _activation.start_session():
             return
         _activation.install_targets()
-        if os.environ.get("OPSIGHT_ONNXRUNTIME", "").strip().lower() in ("1", "on", "true", "yes"):
-            from .onnxruntime import instrument_when_imported
-
-            instrument_when_imported()  # see opsight.onnxruntime
         _activation.start_control()
     except Exception as error:  # never break the program being traced
         print(f"opsight: start-up failed: {type(error).__name__}: {error}", file=sys.stderr)

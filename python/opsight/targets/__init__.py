@@ -38,7 +38,7 @@ from typing import Any, Iterator
 
 import yaml
 
-from ._metrics import metric_problem
+from .._capture.metrics import metric_problem
 
 __all__ = ["Target", "TargetsError", "load_targets", "parse_targets", "FORMATS"]
 

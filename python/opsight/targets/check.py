@@ -1,6 +1,6 @@
 """``opsight run --strict``: checks, before the program starts, that every target resolves.
 
-Run as ``python -m opsight._check_targets TARGETS [SCRIPT]`` in a throw-away process with the
+Run as ``python -m opsight.targets.check TARGETS [SCRIPT]`` in a throw-away process with the
 program's ``sys.path`` (the script's folder first): it imports each target module and
 resolves its classes and functions as the instrumenter would. Targets in the main script
 are checked against its syntax tree (top-level definitions, methods of top-level classes),
@@ -15,8 +15,8 @@ import importlib
 import os
 import sys
 
-from ._instrument import Instrumenter
-from .targets import load_targets
+from .._capture.instrument import Instrumenter
+from . import load_targets
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -25,7 +25,7 @@ _BLOCKS = (ast.If, ast.Try, ast.With, ast.AsyncWith)
 
 def _top_level_statements(body: list[ast.stmt]):
     """The statements run at the top level: the body, and the blocks of top-level ``if``,
-    ``try`` and ``with`` statements (where opsight._script wraps definitions too)."""
+    ``try`` and ``with`` statements (where opsight._capture.script wraps definitions too)."""
     for statement in body:
         yield statement
         if isinstance(statement, _BLOCKS):

@@ -1,4 +1,5 @@
-// Where a command's trace comes from: a trace file, or a run in the run store.
+// Where a trace comes from: a trace file, or a run in the run store. The one rule for
+// `opsight report`/`compare`/`show`, the Python package's opsight.load and the web UI.
 //
 // Contract of load_trace_argument(argument, store_path):
 //   - `argument` naming an existing path, or looking like one (it holds a '/' or ends in
@@ -13,7 +14,7 @@
 //     holds what was whole and `damage` has one message per damaged input; 1 (kUnusable)
 //     nothing usable: `error` says why in one line naming the file or the run ("x.json:
 //     no such file, and no run 'x.json' in /home/u/.opsight/runs.db"); 64 (kUsage) an
-//     empty argument. Same codes as `opsight report` (src/cli/main.cc).
+//     empty argument. Same codes as every opsight command (src/cli/exit_codes.hpp).
 //   - Nothing is printed: the caller prints `error` ("opsight: error: ...") and each
 //     `damage` ("opsight: warning: ... (showing what was read before it)").
 //
@@ -26,7 +27,7 @@
 
 #include "trace/trace.hpp"
 
-namespace opsight::cli {
+namespace opsight::store {
 
 inline constexpr int kTraceSourceOk = 0;
 inline constexpr int kTraceSourceUnusable = 1;
@@ -45,4 +46,4 @@ struct LoadedTrace {
 
 LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path = {});
 
-}  // namespace opsight::cli
+}  // namespace opsight::store

@@ -69,6 +69,48 @@ class TraceAnalyses:
     def _print(self, view: str, file: IO[str] | None, **options: Any) -> None:
         print(self._render(view, "text", **options), end="", file=file or sys.stdout)
 
+    # ---- the reports of `opsight report` ------------------------------------------------
+    def report(self, view: str = "summary", format: str = "text", **options: Any) -> str:
+        """The text of ``opsight report --<view> --format <format>``; ``options``: ``sort``,
+        ``limit``, ``max_roots``, ``max_depth``, ``span``, ``by_category``, ``categories``."""
+        return self._render(view, format, **options)
+
+    def summary(self, sort: str = "total") -> list[dict[str, Any]]:
+        """Per span name: count, total, self, min, mean, percentiles, max (ns), as in
+        ``opsight report --summary --format json``."""
+        return self._data("summary", sort=sort)
+
+    def print_summary(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
+        self._print("summary", file, sort=sort, limit=limit)
+
+    def print_tree(self, *, max_roots: int = 20, max_depth: int = 0,
+                   file: IO[str] | None = None) -> None:
+        """The call tree of the first ``max_roots`` roots (0: all), ``max_depth`` levels
+        under each (0: all; deeper spans are folded into a "+N nested" count)."""
+        self._print("tree", file, max_roots=max_roots, max_depth=max_depth)
+
+    def print_table(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
+        self._print("table", file, sort=sort, limit=limit)
+
+    def dataframe(self) -> Any:
+        """One row per span: trace_id, span_id, parent_span_id, name, category, thread, pid,
+        tid, start, end, dur (ns), depth, unfinished, then one column per attribute, and one
+        float column per metric named without its prefix (``cpu_ns``, ``rss_delta_bytes``,
+        ...; NaN where a span has none)."""
+        return spans_dataframe(self.trace)
+
+    # ---- files --------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Writes the trace: ``.opsight`` (native) or ``.json`` (Chrome trace), by extension."""
+        self.trace.write(os.fspath(path))
+
+    def export_chrome_trace(self, path: str | os.PathLike) -> None:
+        """Writes a Chrome trace (JSON) for Perfetto UI or chrome://tracing."""
+        path = os.fspath(path)
+        if not path.endswith(".json"):
+            raise ValueError(f"export_chrome_trace: {path!r} must end in .json")
+        self.trace.write(path)
+
     # ---- merged call tree ---------------------------------------------------------------
     def merged_tree(self) -> list[dict[str, Any]]:
         """The aggregated call tree (``opsight report --merged-tree``): one node per code
@@ -183,29 +225,17 @@ class TraceFile(TraceAnalyses):
         """Where the file was damaged (it was read up to there), or None."""
         return self.trace.damage
 
-    def summary(self, sort: str = "total") -> list[dict[str, Any]]:
-        return json.loads(self.trace.render("summary", "json", sort))
 
-    def report(self, view: str = "summary", format: str = "text", **options: Any) -> str:
-        return self._render(view, format, **options)
-
-    def print_summary(self, *, sort: str = "total", limit: int = 0, file: IO[str] | None = None) -> None:
-        self._print("summary", file, sort=sort, limit=limit)
-
-    def print_tree(self, *, max_roots: int = 20, max_depth: int = 0,
-                   file: IO[str] | None = None) -> None:
-        """The call tree of the first ``max_roots`` roots (0: all), ``max_depth`` levels
-        under each (0: all; deeper spans are folded into a "+N nested" count)."""
-        self._print("tree", file, max_roots=max_roots, max_depth=max_depth)
-
-
-    def dataframe(self) -> Any:
-        """One row per span: trace_id, span_id, parent_span_id, name, category, thread, pid,
-        tid, start, end, dur (ns), depth, unfinished, then one column per attribute, and one
-        float column per metric named without its prefix (``cpu_ns``, ``rss_delta_bytes``,
-        ...; NaN where a span has none)."""
-        from ._profile import spans_dataframe
-        return spans_dataframe(self.trace)
+def spans_dataframe(trace: Any) -> Any:
+    """A pandas DataFrame of a trace's spans (see :meth:`TraceAnalyses.dataframe`)."""
+    columns = trace.slice_columns(metric_columns=True)  # metrics: float columns, NaN if absent
+    attributes = columns.pop("attributes")
+    trace_id = columns.pop("trace_id")
+    frame = _pandas().DataFrame(columns)
+    frame.insert(0, "trace_id", trace_id)
+    for key, values in attributes.items():
+        frame[key if key not in frame.columns else f"attribute.{key}"] = values
+    return frame
 
 
 def _load_native(source: Any, store: str | os.PathLike | None) -> Any:
@@ -219,12 +249,13 @@ def _load_native(source: Any, store: str | os.PathLike | None) -> Any:
         text = str(source)
     if not isinstance(text, str):
         raise TypeError(f"opsight: cannot read a trace from {source!r}")
-    if os.path.exists(text):
-        return _native.read_trace(text)
-    try:
-        return _native.load_run(text, os.fspath(store) if store else "")
+    try:  # a file or a run: the one rule of src/store/trace_source.hpp
+        return _native.load(text, os.fspath(store) if store else "")
     except ValueError as error:
-        raise ValueError(f"{text}: no such file, and {error}") from None
+        message = str(error)
+        if "no such file" not in message:  # a path that names no file
+            message = f"{text}: no such file ({message.removeprefix(text + ': ')})"
+        raise ValueError(message) from None
 
 
 def load(source: str | os.PathLike | int, *, store: str | os.PathLike | None = None) -> TraceFile:

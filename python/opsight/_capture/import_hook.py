@@ -1,7 +1,7 @@
 """A post-import hook: a ``sys.meta_path`` finder that lets the finders after it find the
 modules it wants, then hands each such module to a callback right after the module's own
 loader has run it. The targets (``_instrument``) use it to wrap functions as their modules
-are imported; the integrations (``_integrations``) to switch torch tracing on once the
+are imported; the integrations (``opsight.torch._integration``) to switch torch tracing on once the
 program imports torch.
 
 Thread-safety: may run on any thread that imports; it never imports anything itself.

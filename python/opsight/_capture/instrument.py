@@ -4,7 +4,7 @@ An :class:`Instrumenter` holds the targets of a targets file (``opsight.targets`
 each target module it wraps the named functions and methods as soon as the module exists:
 at once if it is already imported, otherwise right after its code runs (an import hook on
 ``sys.meta_path`` that hands the module over after ``exec_module``). A program's main script
-is not imported; :mod:`opsight._script` runs it with the same wrapping applied after each
+is not imported; :mod:`opsight._capture.script` runs it with the same wrapping applied after each
 top-level definition.
 
 Each wrap is a :class:`Patch`: the owner (module or class), the attribute, the original
@@ -31,10 +31,10 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from . import _native
-from ._import_hook import _ImportHook
-from ._wrapping import is_traced, wrap
-from .targets import Target
+import opsight._native as _native
+from .import_hook import _ImportHook
+from .wrapping import is_traced, wrap
+from ..targets import Target
 
 MAIN_MODULE = "__main__"
 _MISSING = object()
@@ -133,11 +133,12 @@ class Instrumenter:
     def _apply_target(self, module: types.ModuleType, state: _TargetState,
                       only_names: set[str] | None = None) -> None:
         target = state.target
-        if only_names is None and module.__name__.split(".")[0] == "onnxruntime":
-            # InferenceSession.run: ORT's own profile is merged too (opsight.onnxruntime)
-            from . import onnxruntime as onnxruntime_integration
+        if only_names is None:
+            # An integration may own the entry (ONNX Runtime's InferenceSession.run: its own
+            # profile is merged too); opsight._session.integrations.
+            from .._session import integrations
 
-            if onnxruntime_integration.apply_target(module, target):
+            if integrations.wrap_target(module, target):
                 state.matches += 1
                 return
         if target.class_name:
@@ -294,7 +295,7 @@ class Instrumenter:
 
 def set_enabled(enabled: bool) -> None:
     """opsight.enable()/disable(): the decorators' switch and the installed targets."""
-    from . import _session_state
+    from .._session import state as _session_state
 
     _native.set_tracing_enabled(enabled)
     instrumenter = _session_state.instrumenter

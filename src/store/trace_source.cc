@@ -1,4 +1,4 @@
-#include "cli/trace_source.hpp"
+#include "store/trace_source.hpp"
 
 #include <filesystem>
 #include <system_error>
@@ -6,7 +6,7 @@
 #include "io/io.hpp"
 #include "store/run_store.hpp"
 
-namespace opsight::cli {
+namespace opsight::store {
 
 LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path) {
   LoadedTrace loaded;
@@ -39,22 +39,22 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
     return loaded;
   }
 
-  std::string path = store_path.empty() ? store::RunStore::default_path() : store_path;
+  std::string path = store_path.empty() ? RunStore::default_path() : store_path;
   if (!std::filesystem::exists(path, error)) {
     loaded.error =
         argument + ": no such file, and no run store at " + path + " to look it up as a run";
     loaded.exit_status = kTraceSourceUnusable;
     return loaded;
   }
-  store::OpenOptions options;
+  OpenOptions options;
   options.create = false;
-  auto opened = store::RunStore::open(path, options);
+  auto opened = RunStore::open(path, options);
   if (!opened.ok()) {
     loaded.error = opened.error();
     loaded.exit_status = kTraceSourceUnusable;
     return loaded;
   }
-  store::RunStore& runs = *opened.value();
+  RunStore& runs = *opened.value();
   if (runs.damage()) {
     loaded.damage.push_back(path + ": the run store is damaged (" + *runs.damage() +
                             "): reading what is left");
@@ -66,7 +66,7 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
     loaded.exit_status = kTraceSourceUnusable;
     return loaded;
   }
-  const store::RunRecord& record = run.value();
+  const RunRecord& record = run.value();
   loaded.label = "run " + std::to_string(record.id);
   if (!record.metadata.name.empty()) loaded.label += " (" + record.metadata.name + ")";
   io::ReadResult read = runs.load_trace(record.id);
@@ -83,4 +83,4 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   return loaded;
 }
 
-}  // namespace opsight::cli
+}  // namespace opsight::store

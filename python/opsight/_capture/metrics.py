@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any, Iterable
 
-from . import _native
+import opsight._native as _native
 
 # Every metric a span can ask for, in the order they are documented.
 METRIC_NAMES = ("latency", "cpu", "memory", "heap", "disk", "network", "gpu")

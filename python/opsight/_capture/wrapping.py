@@ -29,8 +29,8 @@ import types
 import warnings
 from typing import Any, Callable, Iterable
 
-from . import _native
-from ._metrics import parse_metrics
+import opsight._native as _native
+from .metrics import parse_metrics
 
 #: The category of spans of wrapped Python callables.
 PYTHON_CATEGORY = "python"
@@ -72,7 +72,7 @@ def wrap(function: Any, name: str | None = None, category: str = PYTHON_CATEGORY
          metrics: Iterable[str] | None = None) -> Any:
     """Returns a traced twin of ``function`` that records a span named ``name``.
 
-    ``metrics`` (names from opsight._metrics.METRIC_NAMES) are measured per call of plain
+    ``metrics`` (names from opsight._capture.metrics.METRIC_NAMES) are measured per call of plain
     functions; generators and coroutines record latency only (their other metrics would
     mix in whatever else their thread runs while they are suspended).
     """

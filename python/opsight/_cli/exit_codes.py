@@ -1,0 +1,19 @@
+"""The exit statuses of every ``opsight`` command, Python's and the C++ core's alike (the
+core's table is ``src/cli/exit_codes.hpp``; a test checks that both agree):
+
+====  ==========================================================================
+0     ok
+1     unusable input (a missing file, a model that cannot load) or a failed check
+2     damaged input: the part before the damage was used
+3     a regression or a bound not held (``compare --fail-on-regression``, bench's p99)
+64    bad usage: an unknown command, option or value
+====  ==========================================================================
+
+``opsight run`` exits with the traced program's own status.
+"""
+
+OK = 0
+ERROR = 1
+DAMAGED = 2
+REGRESSION = 3
+USAGE_ERROR = 64

@@ -1,0 +1,277 @@
+"""``opsight run``: run an unchanged program with a targets file's functions traced
+(through ``OPSIGHT_OUTPUT`` activation in every Python process it starts), merge the
+processes' traces, print the reports, write the trace and save the run in the run store."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+
+from .._store import save_run
+from .arguments import ArgumentParser
+from .exit_codes import USAGE_ERROR
+
+_NATIVE_HEADER_BYTES = 16  # docs/native-format.md
+
+_PYTHON_NAMES = {"python", "python3", f"python3.{sys.version_info.minor}"}
+
+
+def _is_this_python(program: str) -> bool:
+    if os.path.basename(program) in _PYTHON_NAMES:
+        return True
+    found = shutil.which(program)
+    return found is not None and os.path.realpath(found) == os.path.realpath(sys.executable)
+
+
+def program_command(command: list[str]) -> tuple[list[str], str | None]:
+    """The command to start and the main script's path (None if it runs none).
+
+    ``python SCRIPT`` and a bare ``SCRIPT.py`` run through ``opsight._capture.script`` with this
+    environment's interpreter (the one opsight is installed in), so that targets in the
+    main script are wrapped too; any other command runs as given."""
+    program, rest = command[0], command[1:]
+    if program.endswith(".py"):
+        return [sys.executable, "-m", "opsight._capture.script", program, *rest], program
+    if _is_this_python(program):
+        if rest and rest[0] == "-m" and len(rest) >= 2:
+            return [sys.executable, "-m", "opsight._capture.script", *rest], None
+        if rest and not rest[0].startswith("-"):
+            return [sys.executable, "-m", "opsight._capture.script", *rest], rest[0]
+        return [sys.executable, *rest], None
+    return command, None
+
+
+def _run_parser() -> ArgumentParser:
+    parser = ArgumentParser(
+        prog="opsight run",
+        description="Run a program unchanged with the targets of a targets file traced, then "
+                    "print the call tree and the summary and write the trace.",
+        epilog="Examples: opsight run -c targets.yaml -- python main.py --batch 8;  "
+               "python -m opsight run -c targets.yaml main.py ARGS")
+    parser.add_argument("-c", "--targets", help="targets file (YAML, JSON or CSV; docs/targets.md)")
+    parser.add_argument("-o", "--output", default="opsight-run.opsight",
+                        help="trace file written after the run: .opsight or .json (default: %(default)s)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail before the program starts if a target does not resolve")
+    parser.add_argument("--report", default="tree,summary",
+                        help="reports printed after the run (to stderr): any of tree, summary, "
+                             "table, comma-separated, or none (default: %(default)s)")
+    parser.add_argument("--format", choices=("text", "json", "csv"), default="text",
+                        help="format of the printed reports (default: %(default)s)")
+    parser.add_argument("--max-roots", type=int, default=20, help="roots shown by the tree")
+    parser.add_argument("--buffer-mb", type=int, help="recording memory per process (MiB)")
+    parser.add_argument("--metrics", metavar="NAMES",
+                        help="metrics every traced function measures, e.g. cpu,memory "
+                             "(latency, cpu, memory, heap, disk, network, gpu; docs/metrics.md)")
+    parser.add_argument("--sample-ms", type=int, default=100, metavar="MS",
+                        help="sample process and GPU counters every MS ms (0: off; default 100)")
+    parser.add_argument("--name", help="name of the run in the run store (default: the script's)")
+    parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
+                        help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
+    parser.add_argument("--no-store", action="store_true",
+                        help="do not save the run in the run store (docs/store.md)")
+    parser.add_argument("--store", metavar="PATH",
+                        help="run store file (default: $OPSIGHT_HOME/runs.db, else "
+                             "~/.opsight/runs.db)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
+    return parser
+
+
+def _check_targets_strictly(targets_path: str, script: str | None) -> int:
+    check = [sys.executable, "-m", "opsight.targets.check", targets_path]
+    if script:
+        check.append(script)
+    return subprocess.call(check)
+
+
+def _merge_unresolved(run_directory: str) -> list[tuple[str, str]]:
+    resolved: set[str] = set()
+    unresolved: dict[str, str] = {}
+    for path in sorted(glob.glob(os.path.join(run_directory, "targets.*.json"))):
+        try:
+            with open(path) as file:
+                record = json.load(file)
+        except (OSError, ValueError):
+            continue
+        resolved.update(record.get("resolved", ()))
+        for entry in record.get("unresolved", ()):
+            unresolved.setdefault(entry["source"], entry["reason"])
+    return [(source, reason) for source, reason in unresolved.items() if source not in resolved]
+
+
+def run_command(arguments: list[str]) -> int:
+    parser = _run_parser()
+    options = parser.parse_args(arguments)
+    command = options.command[1:] if options.command[:1] == ["--"] else options.command
+    if not command:
+        parser.print_usage(sys.stderr)
+        print("opsight run: no program given (opsight run -c targets.yaml -- python app.py)",
+              file=sys.stderr)
+        return USAGE_ERROR
+    for tag in options.tag:
+        if not tag.partition("=")[0]:
+            print(f"opsight run: --tag {tag!r}: expected KEY=VALUE or KEY", file=sys.stderr)
+            return USAGE_ERROR
+    views = [view for view in options.report.split(",") if view and view != "none"]
+    for view in views:
+        if view not in ("tree", "summary", "table"):
+            print(f"opsight run: --report: unknown report {view!r} (tree, summary, table, none)",
+                  file=sys.stderr)
+            return USAGE_ERROR
+    import opsight._native as _native
+    from ..targets import TargetsError, load_targets
+
+    problem = _output_problem(options.output)
+    if problem:
+        print(f"opsight run: -o {options.output}: {problem} (the program was not started)",
+              file=sys.stderr)
+        return USAGE_ERROR
+
+    targets_path = None
+    if options.targets:
+        targets_path = os.path.abspath(options.targets)
+        try:
+            load_targets(targets_path)
+        except TargetsError as error:
+            print(f"opsight run: {error}", file=sys.stderr)
+            return 1
+        except OSError as error:
+            print(f"opsight run: cannot read the targets file: {error}", file=sys.stderr)
+            return 1
+    start_command, script = program_command(command)
+    if options.strict and targets_path and _check_targets_strictly(targets_path, script) != 0:
+        print("opsight run: --strict: not starting the program", file=sys.stderr)
+        return 1
+
+    run_directory = tempfile.mkdtemp(prefix="opsight-run-")
+    environment = dict(os.environ)
+    environment.pop("OPSIGHT_OUTPUT_OWNER", None)
+    environment["OPSIGHT_OUTPUT"] = os.path.join(run_directory, "trace.%p.opsight")
+    environment["OPSIGHT_RUN_DIR"] = run_directory
+    if targets_path:
+        environment["OPSIGHT_TARGETS"] = targets_path
+    else:
+        environment.pop("OPSIGHT_TARGETS", None)
+    if script:
+        environment["OPSIGHT_MAIN_ALIASES"] = os.path.splitext(os.path.basename(script))[0]
+    if options.buffer_mb:
+        environment["OPSIGHT_BUFFER_MB"] = str(options.buffer_mb)
+    environment["OPSIGHT_SAMPLE_MS"] = str(max(options.sample_ms, 0))
+    if options.metrics:
+        from .._capture.metrics import metric_problem
+
+        names = [name for name in re.split(r"[,;\s]+", options.metrics) if name]
+        problems = [problem for problem in map(metric_problem, names) if problem]
+        if problems:
+            print(f"opsight run: --metrics: {problems[0]}", file=sys.stderr)
+            return USAGE_ERROR
+        environment["OPSIGHT_METRICS"] = ",".join(names)
+    options.program_command = command
+    options.script = script
+    keep_directory = True  # until the run's traces are safely written and stored
+    try:
+        status, keep_directory = _run_and_report(start_command, environment, run_directory,
+                                                 options, views, _native)
+        return status
+    finally:
+        if keep_directory and _has_traces(run_directory):
+            print(f"opsight run: the processes' traces are kept in {run_directory} "
+                  f"(opsight report {run_directory}/trace.*.opsight)", file=sys.stderr)
+        else:
+            shutil.rmtree(run_directory, ignore_errors=True)
+
+
+def _output_problem(path: str) -> str | None:
+    """Why the trace could not be written to ``path``, checked before the program runs."""
+    if not path.endswith((".opsight", ".json")):
+        return "unknown trace format (use .opsight or .json)"
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"no such folder: {directory}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"cannot write in {directory}"
+    if os.path.isdir(path):
+        return "is a folder"
+    return None
+
+
+def _trace_files(run_directory: str) -> list[str]:
+    # A process killed while it started (a pool worker ended before it was needed) leaves
+    # a file with no more than its header: nothing was recorded, nothing is lost.
+    return [path for path in sorted(glob.glob(os.path.join(run_directory, "trace.*.opsight")))
+            if os.path.getsize(path) > _NATIVE_HEADER_BYTES]
+
+
+def _has_traces(run_directory: str) -> bool:
+    return os.path.isdir(run_directory) and bool(_trace_files(run_directory))
+
+
+def _run_and_report(start_command, environment, run_directory, options, views,
+                    native) -> tuple[int, bool]:
+    """Runs the program, then merges, reports, stores and writes its trace. Returns the
+    exit status and whether the per-process traces must be kept (something failed)."""
+    try:
+        child = subprocess.Popen(start_command, env=environment)
+    except OSError as error:
+        print(f"opsight run: cannot start {start_command[0]!r}: {error}", file=sys.stderr)
+        return (127 if isinstance(error, FileNotFoundError) else 126), False
+    # Ctrl-C reaches the program (same process group); opsight waits for it to finish.
+    previous_interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_terminate = signal.signal(signal.SIGTERM, lambda number, frame: child.send_signal(number))
+    try:
+        status = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous_interrupt)
+        signal.signal(signal.SIGTERM, previous_terminate)
+    exit_status = status if status >= 0 else 128 - status
+
+    files = _trace_files(run_directory)
+    if not files:
+        print("opsight run: the program recorded nothing (is it a Python program run by the "
+              "interpreter opsight is installed in?)", file=sys.stderr)
+        return exit_status, False
+    try:
+        trace = native.merge_trace_files(files, os.path.basename(options.output))
+    except ValueError as error:
+        print(f"opsight run: {error}", file=sys.stderr)
+        _store_run(files, options)
+        return exit_status or 1, True
+    if trace.damage:
+        print(f"opsight run: {trace.damage}", file=sys.stderr)
+    for view in views:
+        sys.stderr.write(trace.render(view, options.format, "total", 0, options.max_roots))
+        if options.format == "text":
+            sys.stderr.write("\n")
+    for source, reason in _merge_unresolved(run_directory):
+        print(f"opsight: target never resolved: {source}: {reason}", file=sys.stderr)
+    _store_run(files, options)
+    try:
+        trace.write(options.output)
+    except (RuntimeError, OSError) as error:
+        print(f"opsight run: {error}", file=sys.stderr)
+        return exit_status or 1, True
+    info = trace.run_info()
+    print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
+          f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); "
+          f"opsight report {options.output} --tree", file=sys.stderr)
+    return exit_status, False
+
+
+def _store_run(files: list[str], options) -> dict | None:
+    """Saves the run in the run store (unless --no-store); None if it was not saved."""
+    if options.no_store:
+        return None
+    command = options.program_command
+    module = command[2] if len(command) > 2 and command[1] == "-m" else None
+    name = options.name or module or os.path.basename(options.script or command[0])
+    return save_run(files, name=name, tags=options.tag, command=shlex.join(command),
+                    store=options.store, prefix="opsight run")

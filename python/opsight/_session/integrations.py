@@ -1,0 +1,102 @@
+"""The one interface through which integrations (torch, ONNX Runtime, ...) take part in a
+recording session, in the spirit of OpenTelemetry's span processors.
+
+An :class:`Integration` overrides the hooks it needs:
+
+* ``on_start()``: a session started (or was already running when the integration was
+  registered). torch starts recording operators and module calls here.
+* ``on_stop()``: the session is about to stop; what ``on_start`` switched on goes off.
+* ``finished_traces(begin_ns, end_ns)``: after the session stopped, traces of the
+  integration's own to append to the recording, each with the shift (ns) that puts its
+  timestamps on the recording's clock (CLOCK_MONOTONIC); the window is the recording's.
+  ONNX Runtime's node-level profile is merged this way.
+* ``wrap_target(module, target)``: a targets-file entry of ``module`` is about to be
+  wrapped; an integration that owns it (ONNX Runtime's ``InferenceSession.run``) handles it
+  and returns True, and it is not wrapped as an ordinary function.
+
+The package registers its integrations when ``opsight`` is imported (``opsight/__init__``);
+a program may register its own with :func:`register`. Every hook runs under the GIL, and a
+hook that raises is a warning on stderr, never an exception in the traced program: an
+integration must not change the program's outcome.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import state
+
+
+class Integration:
+    """Base class of the integrations; see the module's documentation. Every hook does
+    nothing by default."""
+
+    #: Shown in warnings about this integration.
+    name = "integration"
+
+    def on_start(self) -> None:
+        """A recording session started."""
+
+    def on_stop(self) -> None:
+        """The recording session is about to stop."""
+
+    def finished_traces(self, begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
+        """Traces to append to the stopped recording: ``[(trace, shift_ns)]``."""
+        return []
+
+    def wrap_target(self, module: Any, target: Any) -> bool:
+        """Whether this integration handled the targets entry ``target`` of ``module``."""
+        return False
+
+
+_registered: list[Integration] = []
+
+
+def register(integration: Integration) -> None:
+    """Adds ``integration`` (once). If a session is running, its ``on_start`` runs now."""
+    if any(existing is integration for existing in _registered):
+        return
+    _registered.append(integration)
+    if state.session is not None:
+        call(integration, "on_start")
+
+
+def registered() -> tuple[Integration, ...]:
+    return tuple(_registered)
+
+
+def call(integration: Integration, hook: str, *arguments: Any) -> Any:
+    """``integration.hook(*arguments)``; a failure is a warning and returns None."""
+    try:
+        return getattr(integration, hook)(*arguments)
+    except Exception as error:  # noqa: BLE001 - an integration's failure is a warning
+        print(f"opsight: warning: {integration.name}.{hook}: {type(error).__name__}: {error}",
+              file=sys.stderr)
+        return None
+
+
+def started() -> None:
+    """Every integration's ``on_start``, in registration order."""
+    for integration in list(_registered):
+        call(integration, "on_start")
+
+
+def stopping() -> None:
+    """Every integration's ``on_stop``, in reverse registration order."""
+    for integration in reversed(list(_registered)):
+        call(integration, "on_stop")
+
+
+def finished_traces(begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
+    """The traces every integration adds to a recording of [begin_ns, end_ns]."""
+    traces: list[tuple[Any, int]] = []
+    for integration in list(_registered):
+        traces += call(integration, "finished_traces", begin_ns, end_ns) or []
+    return traces
+
+
+def wrap_target(module: Any, target: Any) -> bool:
+    """Whether an integration handled a targets entry (see :meth:`Integration.wrap_target`)."""
+    return any(call(integration, "wrap_target", module, target)
+               for integration in list(_registered))

@@ -1,0 +1,115 @@
+"""One recording session's life, the same for every way of starting one:
+``opsight.profile()`` (:mod:`.profile`), ``OPSIGHT_OUTPUT`` at interpreter start-up and
+``opsight run``, which sets it for the program it starts (:mod:`.startup`).
+
+:meth:`Recording.start` starts the native session, applies the session-wide metrics,
+publishes the session in :mod:`.state` and tells the integrations (:mod:`.integrations`);
+:meth:`Recording.stop` tells them first, stops the native session (the file is written, or
+the recording kept in memory), restores the metrics, then appends what the integrations
+add (ONNX Runtime's profile) to the trace, or to the file when one was written.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any
+
+import opsight._native as _native
+from .._capture.metrics import set_session_metrics
+from . import integrations, state
+
+
+class RecordingError(RuntimeError):
+    """A session could not start or stop; the message says why (path, permission...)."""
+
+
+class Recording:
+    """One running recording session. Thread-safety: start and stop under the GIL, from
+    one thread; any thread records into it."""
+
+    def __init__(self, native_session: Any, output: str | None, previous_metrics: Any) -> None:
+        self.native_session = native_session
+        #: The file the session writes, or None for a recording kept in memory.
+        self.output = output
+        #: CLOCK_MONOTONIC at the start: the window integrations merge their traces into.
+        self.begin_ns = time.monotonic_ns()
+        self._previous_metrics = previous_metrics
+        self.stopped = False
+
+    @classmethod
+    def start(cls, output: str | os.PathLike | None, *, buffer_mb: int = 64,
+              flush_interval_ms: int = 100, sample_ms: int = 0,
+              metrics: list[str] | tuple[str, ...] | None = None) -> "Recording":
+        """Starts recording into ``output`` (``.opsight`` or ``.json``), or into memory
+        when None. Raises :class:`RecordingError` when the session cannot start and
+        ``ValueError`` for an unknown metric name; nothing is left running then."""
+        if state.session is not None:
+            raise RecordingError("a recording session is already running in this process")
+        path = os.fspath(output) if output is not None else None
+        session = _native.Session(path or "", buffer_mb, flush_interval_ms, sample_ms)
+        if not session.ok:
+            raise RecordingError(session.error)
+        previous_metrics = None
+        if metrics:
+            previous_metrics = _native.session_metrics()
+            try:
+                set_session_metrics(metrics)
+            except ValueError:
+                session.stop()
+                raise
+        recording = cls(session, path, previous_metrics)
+        state.session = session
+        integrations.started()
+        return recording
+
+    def stop(self, *, keep_trace: bool, drops_hint: str = "") -> Any:
+        """Stops the session. With ``keep_trace`` returns the recorded trace (an
+        ``opsight._native.Trace``, the integrations' traces appended; the file, if any, is
+        rewritten with them); without, only the file is completed (rewritten only when an
+        integration adds something) and None is returned. Raises :class:`RecordingError`
+        when the native session fails to finish its file."""
+        if self.stopped:
+            raise RecordingError("the recording was already stopped")
+        self.stopped = True
+        session = self.native_session
+        if state.session is session:
+            integrations.stopping()
+            state.session = None
+        end_ns = time.monotonic_ns()
+        if self._previous_metrics is not None:
+            _native.set_session_metrics(*self._previous_metrics)
+        ok = session.stop()
+        if session.events_dropped:
+            hint = f" ({drops_hint})" if drops_hint else ""
+            print(f"opsight: {session.events_dropped} events dropped{hint}", file=sys.stderr)
+        if not ok:
+            raise RecordingError(session.error)
+        added = integrations.finished_traces(self.begin_ns, end_ns)
+        if not keep_trace:
+            if added and self.output:
+                _merge_into_file(self.output, added)
+            return None
+        if self.output is None:
+            trace = _native.trace_from_native_bytes(session.take_native_bytes(), "profile")
+        else:
+            trace = _native.read_trace(self.output)
+        for other, shift_ns in added:
+            trace.append(other, shift_ns)
+        if added and self.output is not None:
+            trace.write(self.output)
+        return trace
+
+
+def _merge_into_file(path: str, added: list[tuple[Any, int]]) -> None:
+    """Appends the integrations' traces to the file a session wrote; a failure is a
+    warning (the file keeps the session's own spans)."""
+    try:
+        trace = _native.read_trace(path)
+        for other, shift_ns in added:
+            trace.append(other, shift_ns)
+        trace.write(path)
+    except (OSError, RuntimeError, ValueError) as error:
+        print(f"opsight: warning: {path}: could not add the integrations' events: {error}",
+              file=sys.stderr)

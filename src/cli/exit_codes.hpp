@@ -1,0 +1,18 @@
+// The exit statuses of every `opsight` command, C++'s and Python's alike (the Python
+// package's table is python/opsight/_cli/exit_codes.py; a test checks that they agree):
+//   kExitOk          ok
+//   kExitError       unusable input (a missing file, an unknown run) or a failed check
+//   kExitDamaged     damaged input: what was whole before the damage was used
+//   kExitRegression  a regression or a bound not held (compare, bench's p99 bound)
+//   kExitUsage       bad usage: an unknown command, option or value
+#pragma once
+
+namespace opsight::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitDamaged = 2;
+inline constexpr int kExitRegression = 3;
+inline constexpr int kExitUsage = 64;
+
+}  // namespace opsight::cli
