@@ -183,7 +183,7 @@ def test_load_and_compare_files(tmp_path, prof):
     assert loaded.breakdown("infer")["inference_count"] == 40
     same = opsight.compare(path, prof)
     assert all(row["verdict"] in ("same", "too few samples") for row in same["names"])
-    native = opsight.read_trace(str(path))
+    native = opsight.load(path).trace
     assert opsight.compare(native, loaded)["a"]["slices"] == same["a"]["slices"]
     with pytest.raises(ValueError, match="min_samples"):
         opsight.compare(path, path, min_samples=1)
@@ -191,3 +191,14 @@ def test_load_and_compare_files(tmp_path, prof):
         opsight.compare(path, path, alpha=0)
     with pytest.raises(ValueError, match="no-such-trace.json: no such file"):
         opsight.load(tmp_path / "no-such-trace.json", store=tmp_path / "runs.db")
+
+
+def test_read_trace_is_a_deprecated_alias_of_load(tmp_path):
+    with opsight.profile() as prof:
+        with opsight.span("work"):
+            pass
+    path = tmp_path / "run.opsight"
+    prof.save(path)
+    with pytest.warns(DeprecationWarning, match=r"opsight.load\(path\)"):
+        native = opsight.read_trace(str(path))
+    assert native.render("summary", "json") == opsight.load(path).trace.render("summary", "json")

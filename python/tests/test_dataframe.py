@@ -104,7 +104,7 @@ def test_dataframe_matches_the_report(recorded_trace):
 
 def test_profile_summary_is_the_report(recorded_trace):
     path, _ = recorded_trace
-    from_file = opsight.read_trace(str(path))
+    from_file = opsight.load(path).trace
     in_memory = json.loads(from_file.render("summary", "json"))
     assert {row["name"]: row for row in in_memory} == report_summary(path)
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import threading
 import time
 
 import pytest
 
 import opsight
-from opsight import _metrics
+from opsight._capture import metrics as _metrics
 from opsight.targets import TargetsError, parse_targets
 
 from conftest import opsight_run, write
@@ -226,7 +227,7 @@ def test_gpu_metric_without_a_gpu_says_so_once_and_records_the_rest(tmp_path):
 
     completed = run([PYTHON, str(app)], tmp_path)
     assert completed.returncode == 0, completed.stderr
-    trace = opsight.read_trace(str(tmp_path / "out.opsight"))
+    trace = opsight.load(tmp_path / "out.opsight").trace
     extra = run_info(trace)
     gpu_lines = [line for line in completed.stderr.splitlines() if "no GPU" in line]
     if "gpu_unavailable" in extra:
@@ -292,7 +293,7 @@ def test_targets_file_metrics_end_to_end(tmp_path):
     completed = opsight_run(["-c", "targets.yaml", "-o", "run.opsight", "--no-store",
                              "--report", "tree", "--", "python", "app.py"], tmp_path, timeout=60)
     assert completed.returncode == 0, completed.stderr
-    trace = opsight.read_trace(str(tmp_path / "run.opsight"))
+    trace = opsight.load(tmp_path / "run.opsight").trace
     spans = metrics_by_span(trace)
     assert spans["crunch"][0]["cpu_ns"] >= 49e6
     assert spans["store"][0]["io_write_bytes"] >= 2 * MIB
@@ -372,3 +373,52 @@ def test_a_profile_inside_a_running_session_applies_its_metrics_to_its_block():
         work()
     calls = metrics_by_span(outer.trace)[name]
     assert [("cpu_ns" in call) for call in calls] == [False, True, False]
+
+
+def _self_signed_certificate(directory) -> tuple[str, str]:
+    certificate, key = str(directory / "cert.pem"), str(directory / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", key, "-out", certificate],
+                   check=True, capture_output=True, timeout=60)
+    return certificate, key
+
+
+def test_tls_bytes_are_counted_once_over_a_real_tls_connection(tmp_path):
+    """SSLSocket.sendall calls SSLSocket.send, both counted: the payload must count once.
+    A real TLS server on 127.0.0.1 (openssl's self-signed certificate)."""
+    import ssl
+
+    certificate, key = _self_signed_certificate(tmp_path)
+    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_context.load_cert_chain(certificate, key)
+    client_context = ssl.create_default_context(cafile=certificate)
+    payload, reply_bytes = b"t" * 200_000, 54_321
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def serve():
+        connection, _ = server.accept()
+        with server_context.wrap_socket(connection, server_side=True) as tls:
+            received = 0
+            while received < len(payload):
+                received += len(tls.recv(65536))
+            tls.sendall(b"r" * reply_bytes)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with opsight.profile() as prof:
+        with opsight.span("tls exchange", metrics=["network"]):
+            with socket.create_connection(("127.0.0.1", port)) as raw:
+                with client_context.wrap_socket(raw, server_hostname="127.0.0.1") as client:
+                    client.sendall(payload)
+                    answer = b""
+                    while len(answer) < reply_bytes:
+                        answer += client.recv(65536)
+    thread.join()
+    server.close()
+    assert len(answer) == reply_bytes
+    network = metrics_by_span(prof.trace)["tls exchange"][0]
+    # The application's bytes, once: TLS records and handshakes happen below Python.
+    assert network["net_sent_bytes"] == len(payload)
+    assert network["net_received_bytes"] == reply_bytes

@@ -8,7 +8,8 @@ import json
 import pytest
 
 import opsight
-from opsight import _native, _session_state
+from opsight import _native
+from opsight._session import state as _session_state
 
 
 @opsight.trace
@@ -113,13 +114,13 @@ def test_output_file_and_save_and_export(tmp_path):
         work()
     assert output.exists()
     assert len(prof.dataframe()) == 2
-    assert list(opsight.spans_dataframe(opsight.read_trace(str(output)))["name"]) == ["work"] * 2
+    assert list(opsight.spans_dataframe(opsight.load(output).trace)["name"]) == ["work"] * 2
 
     prof.save(tmp_path / "copy.opsight")
     prof.export_chrome_trace(tmp_path / "chrome.json")
     events = json.loads((tmp_path / "chrome.json").read_text())["traceEvents"]
     assert sum(event.get("name") == "work" for event in events) == 2
-    again = opsight.spans_dataframe(opsight.read_trace(str(tmp_path / "copy.opsight")))
+    again = opsight.spans_dataframe(opsight.load(tmp_path / "copy.opsight").trace)
     assert list(again["dur"]) == list(prof.dataframe()["dur"])
     with pytest.raises(ValueError, match="must end in .json"):
         prof.export_chrome_trace(tmp_path / "chrome.opsight")
@@ -183,3 +184,23 @@ def test_exception_in_block_stops_the_session():
             1 / 0
     assert not _native.recording()
     assert list(prof.dataframe()["name"]) == ["work"]
+
+
+def test_a_trace_is_written_whole_or_not_at_all(tmp_path):
+    """Files are written to a temporary file beside the target, then renamed: a write that
+    fails leaves what was there and no temporary file behind."""
+    with opsight.profile() as prof:
+        with opsight.span("work"):
+            pass
+    target = tmp_path / "out.opsight"
+    prof.save(target)
+    first = target.read_bytes()
+    prof.save(target)  # rewritten in place: the same bytes, nothing left beside it
+    assert target.read_bytes() == first
+    blocked = tmp_path / "blocked.opsight"  # a folder: the rename over it fails
+    blocked.mkdir()
+    (blocked / "keep").write_text("kept")
+    with pytest.raises(RuntimeError, match="blocked.opsight: cannot write"):
+        prof.save(blocked)
+    assert (blocked / "keep").read_text() == "kept"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["blocked.opsight", "out.opsight"]

@@ -453,7 +453,7 @@ def test_a_replacement_by_the_program_is_left_alone(model_module, instrument):
 
 
 def test_opsight_disable_switches_installed_targets(model_module, instrument):
-    from opsight import _session_state
+    from opsight._session import state as _session_state
 
     import model
 

@@ -223,7 +223,7 @@ def run_script(tmp_path, code: str, **environment) -> list[str]:
     output = tmp_path / "run.opsight"
     env = {**os.environ, "OPSIGHT_OUTPUT": str(output), **environment}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
-    trace = opsight.read_trace(str(output))
+    trace = opsight.load(output).trace
     columns = trace.slice_columns()
     return [f"{category}:{name}" for name, category in zip(columns["name"], columns["category"])]
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -319,7 +320,10 @@ StoreCommands::StoreCommands(CLI::App& app) {
       "--older-than AGE");
   rm_command_->add_option("runs", rm_.runs,
                           "Runs to remove (id, latest, latest~N, uuid prefix, name)");
-  rm_command_->add_option("--keep-last", rm_.keep_last, "Remove all but the newest N runs");
+  rm_command_->add_option("--keep-last", rm_.keep_last,
+                          "Remove all but the newest N runs (N >= 1; --all removes every run)");
+  rm_command_->add_flag("--all", rm_.all, "Remove every run of the store");
+  rm_command_->add_flag("--dry-run", rm_.dry_run, "Only list the runs that would be removed");
   rm_command_->add_option("--older-than", rm_.older_than,
                           "Remove runs stored more than AGE ago (90m, 12h, 30d, 2w)");
   add_store_option(rm_command_);
@@ -533,9 +537,20 @@ int StoreCommands::run_rm() {
       return kExitUsage;
     }
   }
-  if (rm_.runs.empty() && !rm_.keep_last && !max_age) {
+  // 0 means "every run" nowhere else (OPSIGHT_KEEP_RUNS=0 keeps them all): removing every
+  // run takes --all, said on purpose.
+  if (rm_.keep_last && *rm_.keep_last == 0) {
+    print_error("--keep-last 0 would remove every run: say --all for that");
+    return kExitUsage;
+  }
+  if (rm_.all && (rm_.keep_last || max_age || !rm_.runs.empty())) {
+    print_error("--all removes every run: it takes no runs, --keep-last or --older-than");
+    return kExitUsage;
+  }
+  if (rm_.runs.empty() && !rm_.keep_last && !max_age && !rm_.all) {
     print_error(
-        "rm needs runs to remove, --keep-last N or --older-than AGE (see opsight rm --help)");
+        "rm needs runs to remove, --keep-last N, --older-than AGE or --all (see opsight rm "
+        "--help)");
     return kExitUsage;
   }
   std::string path = resolved_store_path(store_path_);
@@ -557,6 +572,34 @@ int StoreCommands::run_rm() {
     }
     doomed.push_back(std::move(resolved.value()));
   }
+  std::optional<store::RetentionPolicy> policy;
+  if (rm_.keep_last || max_age || rm_.all) {
+    policy.emplace();
+    policy->keep_last = rm_.all ? std::optional<uint64_t>(0) : rm_.keep_last;
+    policy->max_age_ns = max_age;
+  }
+  if (rm_.dry_run) {
+    std::string out;
+    std::vector<int64_t> ids;
+    for (const store::RunRecord& run : doomed) ids.push_back(run.id);
+    if (policy) {
+      auto candidates = runs->retention_candidates(*policy);
+      if (!candidates.ok()) {
+        print_error(candidates.error());
+        return kExitError;
+      }
+      ids.insert(ids.end(), candidates.value().begin(), candidates.value().end());
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    for (int64_t id : ids) {
+      auto run = runs->resolve(std::to_string(id));
+      if (run.ok()) out += "would remove " + run_label(run.value()) + " " + run.value().uuid + "\n";
+    }
+    out += "--dry-run: " + std::to_string(ids.size()) + " run" + (ids.size() == 1 ? "" : "s") +
+           " would be removed, nothing was\n";
+    return write_stdout(out) ? kExitOk : kExitError;
+  }
   std::string out;
   for (const store::RunRecord& run : doomed) {
     auto removed = runs->remove(run.id);
@@ -569,18 +612,15 @@ int StoreCommands::run_rm() {
     }
     out += "removed " + run_label(run) + " " + run.uuid + "\n";
   }
-  if (rm_.keep_last || max_age) {
-    store::RetentionPolicy policy;
-    if (rm_.keep_last) policy.keep_last = *rm_.keep_last;
-    policy.max_age_ns = max_age;
-    auto removed = runs->apply_retention(policy);
+  if (policy) {
+    auto removed = runs->apply_retention(*policy);
     if (!removed.ok()) {
       write_stdout(out);
       print_error(removed.error());
       return kExitError;
     }
     out += "removed " + std::to_string(removed.value()) + " run" +
-           (removed.value() == 1 ? "" : "s") + " by retention";
+           (removed.value() == 1 ? "" : "s") + (rm_.all ? " (every run)" : " by retention");
     if (rm_.keep_last) out += " (keeping the newest " + std::to_string(*rm_.keep_last) + ")";
     if (max_age) out += " (older than " + rm_.older_than + ")";
     out += "\n";

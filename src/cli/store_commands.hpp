@@ -2,7 +2,8 @@
 //   save TRACE...  store trace file(s), merged, as a run with its metadata
 //   runs           list the runs (filters: --name, --tag, --since, --until, --limit)
 //   show RUN       a run's metadata, then its summary, tree or table
-//   rm RUN...      remove runs; --keep-last N / --older-than AGE apply retention
+//   rm RUN...      remove runs; --keep-last N (N >= 1) / --older-than AGE apply retention,
+//                  --all removes every run, --dry-run only lists what would go
 // Each takes --store PATH (default $OPSIGHT_HOME/runs.db, else ~/.opsight/runs.db).
 // After a save, OPSIGHT_KEEP_RUNS=N keeps only the newest N runs.
 //
@@ -63,6 +64,7 @@ class StoreCommands {
     std::vector<std::string> runs;
     std::optional<size_t> keep_last;
     std::string older_than;
+    bool all = false, dry_run = false;
   } rm_;
 };
 

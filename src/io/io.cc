@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "opsight/internal/native_layout.hpp"
@@ -74,20 +76,32 @@ std::optional<std::string> read_file_bytes(const std::string& path, std::string*
   return bytes;
 }
 
+// Writes to a new file beside `path`, then renames it over `path`: a crash or a full disk
+// mid-write leaves the old file (or none), never a torn one.
 std::optional<std::string> write_file_bytes(const std::string& path, std::string_view bytes) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  static std::atomic<uint64_t> writes{0};
+  std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(writes.fetch_add(1, std::memory_order_relaxed));
+  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return path + ": cannot open for writing: " + std::strerror(errno);
+  auto fail = [&](const char* doing) {
+    std::string problem = path + ": " + doing + ": " + std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    ::unlink(temporary.c_str());
+    return problem;
+  };
   while (!bytes.empty()) {
     ssize_t written = ::write(fd, bytes.data(), bytes.size());
     if (written < 0) {
       if (errno == EINTR) continue;
-      std::string problem = path + ": cannot write: " + std::strerror(errno);
-      ::close(fd);
-      return problem;
+      return fail("cannot write");
     }
     bytes.remove_prefix(static_cast<size_t>(written));
   }
-  if (::close(fd) != 0) return path + ": cannot write: " + std::strerror(errno);
+  int closed = ::close(fd);
+  fd = -1;
+  if (closed != 0) return fail("cannot write");
+  if (::rename(temporary.c_str(), path.c_str()) != 0) return fail("cannot write");
   return std::nullopt;
 }
 

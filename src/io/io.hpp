@@ -78,8 +78,9 @@ struct ReadFilesResult {
 };
 ReadFilesResult read_trace_files(const std::vector<std::string>& paths);
 
-// Writes `trace` to `path` in the format its extension names; returns an error message
-// (naming the path) or nullopt on success.
+// Writes `trace` to `path` in the format its extension names, through a temporary file in
+// the same folder renamed over `path` (a crash mid-write never leaves a torn file); returns
+// an error message (naming the path) or nullopt on success.
 std::optional<std::string> write_trace_file(const trace::Trace& trace, const std::string& path);
 
 // Reads a whole file; nullopt and *error set if it cannot be read.

@@ -783,10 +783,13 @@ Result<RunRecord> RunStore::remove(int64_t id) {
   return found;
 }
 
-Result<uint64_t> RunStore::apply_retention(const RetentionPolicy& policy) {
-  if (auto problem = refuse_writes_if_damaged("remove runs"))
-    return Result<uint64_t>::failure(*problem);
+Result<std::vector<int64_t>> RunStore::retention_candidates(const RetentionPolicy& policy) {
   std::lock_guard lock(mutex_);
+  return select_retention_candidates(policy);
+}
+
+Result<std::vector<int64_t>> RunStore::select_retention_candidates(const RetentionPolicy& policy) {
+  using Ids = Result<std::vector<int64_t>>;
   std::vector<int64_t> doomed;
   Connection connection(database_);
   auto collect = [&](const std::string& sql, std::optional<int64_t> bound) -> bool {
@@ -799,17 +802,26 @@ Result<uint64_t> RunStore::apply_retention(const RetentionPolicy& policy) {
   if (policy.keep_last &&
       !collect("SELECT id FROM runs ORDER BY id DESC LIMIT -1 OFFSET ?",
                static_cast<int64_t>(std::min<uint64_t>(*policy.keep_last, INT64_MAX))))
-    return Result<uint64_t>::failure(describe_error("cannot apply the retention policy"));
+    return Ids::failure(describe_error("cannot apply the retention policy"));
   if (policy.max_age_ns) {
     int64_t now = policy.now_unix_ns.value_or(unix_now_ns());
     if (!collect("SELECT id FROM runs WHERE created_unix_ns < ?", now - *policy.max_age_ns))
-      return Result<uint64_t>::failure(describe_error("cannot apply the retention policy"));
+      return Ids::failure(describe_error("cannot apply the retention policy"));
   }
   std::sort(doomed.begin(), doomed.end());
   doomed.erase(std::unique(doomed.begin(), doomed.end()), doomed.end());
-  if (doomed.empty()) return Result<uint64_t>::success(0);
-  if (auto problem = delete_runs(doomed)) return Result<uint64_t>::failure(*problem);
-  return Result<uint64_t>::success(doomed.size());
+  return Ids::success(std::move(doomed));
+}
+
+Result<uint64_t> RunStore::apply_retention(const RetentionPolicy& policy) {
+  if (auto problem = refuse_writes_if_damaged("remove runs"))
+    return Result<uint64_t>::failure(*problem);
+  std::lock_guard lock(mutex_);
+  auto doomed = select_retention_candidates(policy);
+  if (!doomed.ok()) return Result<uint64_t>::failure(doomed.error());
+  if (doomed.value().empty()) return Result<uint64_t>::success(0);
+  if (auto problem = delete_runs(doomed.value())) return Result<uint64_t>::failure(*problem);
+  return Result<uint64_t>::success(doomed.value().size());
 }
 
 }  // namespace opsight::store

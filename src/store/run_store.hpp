@@ -164,6 +164,8 @@ class RunStore {
 
   // Removes the runs the policy selects; returns how many.
   Result<uint64_t> apply_retention(const RetentionPolicy& policy);
+  // The ids `apply_retention(policy)` would remove now, oldest first; removes nothing.
+  Result<std::vector<int64_t>> retention_candidates(const RetentionPolicy& policy);
 
  private:
   using Binds = std::vector<std::variant<int64_t, std::string>>;
@@ -171,6 +173,7 @@ class RunStore {
   std::optional<std::string> migrate();
   std::optional<std::string> open_for_salvage(const std::string& damage, int busy_timeout_ms);
   std::optional<std::string> refuse_writes_if_damaged(std::string_view doing) const;
+  Result<std::vector<int64_t>> select_retention_candidates(const RetentionPolicy& policy);
   Result<RunRecord> find_by_id(int64_t id);
   // Runs matching `where_sql`, newest first, skipping `offset`, at most `limit` (0: all).
   Result<std::vector<RunRecord>> query_runs(const std::string& where_sql, const Binds& binds,

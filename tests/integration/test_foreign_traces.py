@@ -9,7 +9,7 @@ numbers computed here, independently, from the JSON file with the json module: f
 name, the count, total, min and max of the X events' durations (round(dur * 1000) ns), and
 the category after mapping, by the table of docs/reports.md ("Foreign traces") written
 out again below. The detected source format, the recorded category map and the ONNX Runtime
-node arguments are checked through the Python package (opsight.read_trace).
+node arguments are checked through the Python package (opsight.load).
 """
 import collections
 import json
@@ -153,7 +153,7 @@ def test_pytorch_profiler_trace(opsight_cli, tmp_path):
     assert expected["inference_step"]["category"] == "annotation"
     assert expected["aten::linear"]["count"] == 10
     assert expected["aten::linear"]["category"] == "operator"
-    trace = opsight.read_trace(str(path))
+    trace = opsight.load(path).trace
     assert trace.run_info()["source_format"] == "pytorch-profiler"
     _check_slices_against_file(trace, path, "pytorch-profiler")
     assert _category_map(trace, tmp_path) == [
@@ -170,7 +170,7 @@ def test_pytorch_profiler_trace_of_a_transformer_layer_with_python_stacks(opsigh
     assert expected["nn.Module: TransformerEncoderLayer_0"]["category"] == "module"
     categories = {stats["category"] for stats in expected.values()}
     assert {"module", "python", "operator", "annotation", "profiler"} <= categories
-    trace = opsight.read_trace(str(path))
+    trace = opsight.load(path).trace
     assert trace.run_info()["source_format"] == "pytorch-profiler"
     _check_slices_against_file(trace, path, "pytorch-profiler")
     assert _category_map(trace, tmp_path) == [
@@ -185,7 +185,7 @@ def test_onnxruntime_profile(opsight_cli, tmp_path):
     expected = _check_summary_against_file(opsight_cli, path, "onnxruntime")
     assert expected["model_run"]["count"] == 4
     assert expected["model_run"]["category"] == "session"
-    trace = opsight.read_trace(str(path))
+    trace = opsight.load(path).trace
     assert trace.run_info()["source_format"] == "onnxruntime"
     _check_slices_against_file(trace, path, "onnxruntime")
 
@@ -197,7 +197,7 @@ def test_onnxruntime_profile_of_unfused_nodes_keeps_op_provider_and_shapes(opsig
     for node in ("matmul", "add", "relu"):
         assert expected[f"{node}_kernel_time"]["count"] == 3
         assert expected[f"{node}_kernel_time"]["category"] == "operator"
-    trace = opsight.read_trace(str(path))
+    trace = opsight.load(path).trace
     assert trace.run_info()["source_format"] == "onnxruntime"
     _check_slices_against_file(trace, path, "onnxruntime")
     assert _category_map(trace, tmp_path) == [

@@ -379,3 +379,82 @@ def test_trace_arguments_name_files_or_runs(store, trace, tmp_path):
     assert unknown.returncode == 1
     assert unknown.stderr.startswith(f"opsight: error: candidate: no such file, and no run "
                                      f"'candidate' in {store.path}")
+
+
+def test_rm_keep_last_zero_is_refused_and_dry_run_removes_nothing(store, trace):
+    """0 means "keep every run" in OPSIGHT_KEEP_RUNS; `rm --keep-last 0` would mean "remove
+    every run": refused (64), --all says it on purpose, --dry-run lists and keeps."""
+    for name in ("first", "second", "third"):
+        save(store, trace, "--name", name)
+    refused = store("rm", "--keep-last", "0")
+    assert refused.returncode == 64
+    assert "--keep-last 0 would remove every run: say --all" in refused.stderr
+    dry = store("rm", "--keep-last", "1", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert [line.split()[3] for line in dry.stdout.splitlines()[:-1]] == ["1", "2"]
+    assert dry.stdout.splitlines()[-1].startswith("--dry-run: 2 runs would be removed")
+    assert len(listed(store)) == 3
+    everything = store("rm", "--all")
+    assert everything.returncode == 0, everything.stderr
+    assert "removed 3 runs (every run)" in everything.stdout
+    assert listed(store) == []
+
+
+def _overwrite_page(path, page_number: int, seed: int) -> None:
+    """Overwrites page ``page_number`` (1-based, SQLite's numbering) with random bytes."""
+    import random
+
+    with sqlite3.connect(path) as database:
+        page_size = database.execute("PRAGMA page_size").fetchone()[0]
+    database.close()
+    with open(path, "r+b") as file:
+        file.seek((page_number - 1) * page_size)
+        file.write(random.Random(seed).randbytes(page_size))
+
+
+def test_a_corrupt_page_of_trace_data_loses_only_its_run(store, tmp_path):
+    """docs/store.md: a corrupt page inside the stored traces costs the run whose trace it
+    held (its own error, naming the run and the file) and nothing else: the list and every
+    other run load. One page in the middle of a real store file is overwritten."""
+    big = chrome_trace(tmp_path / "big.json", [(f"op{index % 7}", 50 + index * 13 % 500)
+                                               for index in range(3000)])
+    for index in range(12):
+        save(store, big, "--name", f"r{index}")
+    with sqlite3.connect(store.path) as database:
+        page_size = database.execute("PRAGMA page_size").fetchone()[0]
+    database.close()
+    pages = store.path.stat().st_size // page_size
+    _overwrite_page(store.path, pages * 3 // 5, seed=7)  # past the schema and the run rows
+    assert len(listed(store)) == 12
+    shown = {run: store("show", str(run)) for run in range(1, 13)}
+    lost = {run: answer for run, answer in shown.items() if answer.returncode != 0}
+    assert len(lost) == 1, {run: answer.stderr for run, answer in lost.items()}
+    (run, answer), = lost.items()
+    assert answer.returncode == 2
+    assert answer.stdout.startswith(f"run {run}  ")  # its metadata is still shown
+    assert answer.stderr.strip() == (f"opsight: error: run {run} in {store.path}: cannot read "
+                                     "its trace: database disk image is malformed (the store "
+                                     "file is damaged)")
+    for other, answer in shown.items():
+        if other != run:
+            assert "opsight summary: run" in answer.stdout, answer.stderr
+
+
+def test_a_corrupt_page_of_run_rows_fails_every_command_with_one_line(store, trace):
+    """The page that holds the run table's rows is the store's index: with it corrupt,
+    every command says so in one line naming the file, exits 1 and changes nothing."""
+    for name in ("a", "b", "c"):
+        save(store, trace, "--name", name)
+    with sqlite3.connect(store.path) as database:
+        (root,) = database.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'runs'").fetchone()
+    database.close()
+    _overwrite_page(store.path, root, seed=3)
+    before = store.path.read_bytes()
+    for arguments in (("runs",), ("show", "latest"), ("save", trace), ("rm", "1")):
+        answer = store(*arguments)
+        assert answer.returncode == 1, (arguments, answer.stderr)
+        lines = answer.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"opsight: error: {store.path}: ")
+        assert "database disk image is malformed (the store file is damaged)" in lines[0]
+    assert store.path.read_bytes() == before

@@ -182,46 +182,51 @@ def _counted_here(sock: Any, encrypted_only: bool) -> bool:
     return not encrypted_only or getattr(sock, "_sslobj", None) is not None
 
 
-def _counting_send(original: Any, encrypted_only: bool) -> Any:
-    def send(self, *args, **kwargs):
-        result = original(self, *args, **kwargs)
-        if isinstance(result, int) and result > 0 and _counted_here(self, encrypted_only):
-            _native.count_network_bytes(result, 0)
+# A wrapped method that another wrapped method calls is not counted again: SSLSocket.sendall
+# loops over SSLSocket.send, and both are wrapped. Only the outermost call on a thread counts.
+_inside_counted_call = threading.local()
+
+
+def _counting(original: Any, encrypted_only: bool, count: Any) -> Any:
+    """``original`` wrapped so that ``count(self, args, result)`` (sent, received) is added
+    to the calling thread's network bytes once per outermost call."""
+
+    def counted(self, *args, **kwargs):
+        # An SSLSocket not (yet) encrypted hands its I/O to socket.socket's methods, which
+        # count it: the outer call must not claim it.
+        if getattr(_inside_counted_call, "active", False) or \
+                not _counted_here(self, encrypted_only):
+            return original(self, *args, **kwargs)
+        _inside_counted_call.active = True
+        try:
+            result = original(self, *args, **kwargs)
+        finally:
+            _inside_counted_call.active = False
+        sent, received = count(args, kwargs, result)
+        if sent > 0 or received > 0:
+            _native.count_network_bytes(sent, received)
         return result
 
-    return send
+    return counted
 
 
-def _counting_sendall(original: Any, encrypted_only: bool) -> Any:
-    def sendall(self, data, *args, **kwargs):
-        result = original(self, data, *args, **kwargs)
-        if _counted_here(self, encrypted_only):
-            _native.count_network_bytes(_byte_count(data), 0)
-        return result
-
-    return sendall
+def _sent_count(args: tuple, kwargs: dict, result: Any) -> tuple[int, int]:
+    return (result if isinstance(result, int) else 0), 0
 
 
-def _counting_receive(original: Any, encrypted_only: bool) -> Any:
-    def receive(self, *args, **kwargs):
-        result = original(self, *args, **kwargs)
-        data = result[0] if isinstance(result, tuple) else result
-        if data and _counted_here(self, encrypted_only):
-            _native.count_network_bytes(0, len(data))
-        return result
-
-    return receive
+def _sendall_count(args: tuple, kwargs: dict, result: Any) -> tuple[int, int]:
+    data = args[0] if args else kwargs.get("data", b"")
+    return _byte_count(data), 0
 
 
-def _counting_receive_into(original: Any, encrypted_only: bool) -> Any:
-    def receive_into(self, *args, **kwargs):
-        result = original(self, *args, **kwargs)
-        count = result[0] if isinstance(result, tuple) else result
-        if isinstance(count, int) and count > 0 and _counted_here(self, encrypted_only):
-            _native.count_network_bytes(0, count)
-        return result
+def _received_count(args: tuple, kwargs: dict, result: Any) -> tuple[int, int]:
+    data = result[0] if isinstance(result, tuple) else result
+    return 0, (len(data) if data else 0)
 
-    return receive_into
+
+def _received_into_count(args: tuple, kwargs: dict, result: Any) -> tuple[int, int]:
+    count = result[0] if isinstance(result, tuple) else result
+    return 0, (count if isinstance(count, int) else 0)
 
 
 def count_socket_bytes() -> None:
@@ -232,18 +237,18 @@ def count_socket_bytes() -> None:
         for cls in (socket.socket, ssl.SSLSocket):
             if cls in _counted_classes:
                 continue
-            for name, make in (
-                *((method, _counting_send) for method in _SEND_METHODS),
-                ("sendall", _counting_sendall),
-                *((method, _counting_receive) for method in _RECEIVE_METHODS),
-                *((method, _counting_receive_into) for method in _RECEIVE_INTO_METHODS),
+            for name, count in (
+                *((method, _sent_count) for method in _SEND_METHODS),
+                ("sendall", _sendall_count),
+                *((method, _received_count) for method in _RECEIVE_METHODS),
+                *((method, _received_into_count) for method in _RECEIVE_INTO_METHODS),
             ):
                 encrypted_only = cls is not socket.socket
                 # SSLSocket's own methods only: those it inherits are counted already.
                 original = getattr(cls, name, None) if not encrypted_only else cls.__dict__.get(name)
                 if original is None:
                     continue
-                wrapper = make(original, encrypted_only)
+                wrapper = _counting(original, encrypted_only, count)
                 wrapper.__name__ = name
                 wrapper.__qualname__ = f"{cls.__name__}.{name}"
                 wrapper.__doc__ = getattr(original, "__doc__", None)
