@@ -418,3 +418,62 @@ def test_main_script_patterns_blocks_and_tasks(tmp_path):
     assert sorted(frame["name"]) == sorted([
         "inner_main", "AHandler.handle", "BHandler.handle", "AHandler.handle", "step_one",
         "step_two", "fallback", "fetch", "step_one"])
+
+
+def test_an_unwritable_output_is_refused_before_the_program_starts(program):
+    write(program, "marker.py", """
+        open("started", "w").close()
+    """)
+    for output, problem in ((program / "no-such-folder" / "trace.opsight", "no such folder"),
+                            (program / "trace.txt", "unknown trace format")):
+        completed = opsight_run(["-o", str(output), "--", "python", "marker.py"], program)
+        assert completed.returncode == 64, completed.stderr
+        assert f"opsight run: -o {output}: {problem}" in completed.stderr
+        assert "the program was not started" in completed.stderr
+        assert not (program / "started").exists()
+
+
+def test_a_trace_that_cannot_be_written_is_kept_and_the_run_still_stored(program, tmp_path):
+    """The program removes the output's folder while it runs: the write fails at the end;
+    the processes' traces stay where opsight says, and the run is in the store."""
+    output_folder = program / "out"
+    output_folder.mkdir()
+    write(program, "remover.py", """
+        import shutil
+        import helper
+        helper.compute(3)
+        shutil.rmtree("out")
+    """)
+    write(program, "helper_targets.yaml", "targets:\n  - {module: helper, function: compute}\n")
+    completed = opsight_run(["-c", "helper_targets.yaml", "-o", str(output_folder / "t.opsight"),
+                             "--name", "kept-run", "--", "python", "remover.py"], program)
+    assert completed.returncode == 1, completed.stderr
+    assert "opsight run: saved as run" in completed.stderr
+    kept_line = [line for line in completed.stderr.splitlines()
+                 if "the processes' traces are kept in" in line]
+    assert len(kept_line) == 1, completed.stderr
+    kept = kept_line[0].split("kept in ", 1)[1].split(" ", 1)[0]
+    files = [name for name in os.listdir(kept) if name.startswith("trace.")]
+    assert files, kept
+    assert list(spans_of(os.path.join(kept, files[0]))["name"]) == ["compute"]
+    shown = run([OPSIGHT, "show", "kept-run", "--format", "json"], program)
+    assert shown.returncode == 0, shown.stderr
+    import shutil
+    shutil.rmtree(kept)
+
+
+def test_an_unknown_command_is_a_usage_error_even_with_help(program):
+    for arguments in (["nosuch", "--help"], ["nosuch"]):
+        completed = run([OPSIGHT, *arguments], program)
+        assert completed.returncode == 64, completed.stderr
+        assert "opsight: unknown command 'nosuch'" in completed.stderr
+        for command in ("run", "ctl", "bench", "compare-backends", "report"):
+            assert f"  {command}" in completed.stderr
+
+
+@pytest.mark.parametrize("arguments", [["run", "--no-such-flag", "--", "python", "x.py"],
+                                       ["ctl", "--no-such-flag", "1"]])
+def test_an_unknown_flag_exits_64_as_every_usage_error(program, arguments):
+    completed = run([OPSIGHT, *arguments], program)
+    assert completed.returncode == 64, completed.stderr
+    assert "unrecognized arguments: --no-such-flag" in completed.stderr
