@@ -170,7 +170,7 @@ def test_the_installed_package_is_this_source():
 def test_python_and_the_core_share_one_exit_code_table():
     from opsight._cli import exit_codes
 
-    header = (SOURCE.parents[1] / "src" / "cli" / "exit_codes.hpp").read_text()
+    header = (SOURCE.parents[1] / "include" / "opsight" / "exit_codes.hpp").read_text()
     core = {name: int(value) for name, value in
             re.findall(r"constexpr int kExit(\w+) = (\d+);", header)}
     python = {"Ok": exit_codes.OK, "Error": exit_codes.ERROR, "Damaged": exit_codes.DAMAGED,

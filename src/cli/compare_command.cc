@@ -5,8 +5,8 @@
 #include <cstring>
 
 #include "analyze/compare.hpp"
-#include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
+#include "opsight/exit_codes.hpp"
 #include "report/report.hpp"
 #include "store/trace_source.hpp"
 
@@ -87,7 +87,7 @@ std::optional<int> CompareCommand::run() {
     for (const std::string& damage : loaded.damage) {
       std::fprintf(stderr, "opsight: warning: %s (comparing what was read before it)\n",
                    damage.c_str());
-      status = store::kTraceSourceDamaged;
+      status = kExitDamaged;
     }
     return loaded;
   };
@@ -110,7 +110,7 @@ std::optional<int> CompareCommand::run() {
       report::render_comparison(comparison, a->label, b->label, threshold, report_options);
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     print_error(std::string("cannot write to standard output: ") + std::strerror(errno));
-    return store::kTraceSourceUnusable;
+    return kExitError;
   }
   if (threshold >= 0 && !analyze::regressions(comparison, threshold).empty())
     return kExitRegression;

@@ -22,10 +22,10 @@
 
 #include "cli/compare_command.hpp"
 #include "cli/devices_command.hpp"
-#include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "cli/store_commands.hpp"
 #include "io/io.hpp"
+#include "opsight/exit_codes.hpp"
 #include "opsight/opsight.hpp"
 #include "report/report.hpp"
 #include "store/trace_source.hpp"
@@ -37,9 +37,9 @@ namespace {
 using opsight::cli::print_error;
 using opsight::cli::write_stdout;
 
-using opsight::cli::kExitDamaged;
-using opsight::cli::kExitError;
-using opsight::cli::kExitUsage;
+using opsight::kExitDamaged;
+using opsight::kExitError;
+using opsight::kExitUsage;
 
 // Reads the traces for a command, merged into one when there are several. Returns nullopt
 // (after printing the error) if one of them is unusable; sets *damaged and prints a

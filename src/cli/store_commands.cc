@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "cli/exit_codes.hpp"
 #include "cli/output.hpp"
 #include "io/io.hpp"
+#include "opsight/exit_codes.hpp"
 #include "report/report.hpp"
 #include "store/run_store.hpp"
 #include "store/save_run.hpp"

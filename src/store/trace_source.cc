@@ -12,7 +12,7 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   LoadedTrace loaded;
   if (argument.empty()) {
     loaded.error = "an empty argument names neither a trace file nor a run";
-    loaded.exit_status = kTraceSourceUsage;
+    loaded.exit_status = kExitUsage;
     return loaded;
   }
   std::error_code error;
@@ -28,12 +28,12 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
     io::ReadResult read = io::read_trace_file(argument);
     if (!read.ok()) {
       loaded.error = read.error->to_string(argument);
-      loaded.exit_status = kTraceSourceUnusable;
+      loaded.exit_status = kExitError;
       return loaded;
     }
     if (read.damage) {
       loaded.damage.push_back(read.damage->to_string(argument));
-      loaded.exit_status = kTraceSourceDamaged;
+      loaded.exit_status = kExitDamaged;
     }
     loaded.trace = std::move(read.trace);
     return loaded;
@@ -43,7 +43,7 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   if (!std::filesystem::exists(path, error)) {
     loaded.error =
         argument + ": no such file, and no run store at " + path + " to look it up as a run";
-    loaded.exit_status = kTraceSourceUnusable;
+    loaded.exit_status = kExitError;
     return loaded;
   }
   OpenOptions options;
@@ -51,19 +51,19 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   auto opened = RunStore::open(path, options);
   if (!opened.ok()) {
     loaded.error = opened.error();
-    loaded.exit_status = kTraceSourceUnusable;
+    loaded.exit_status = kExitError;
     return loaded;
   }
   RunStore& runs = *opened.value();
   if (runs.damage()) {
     loaded.damage.push_back(path + ": the run store is damaged (" + *runs.damage() +
                             "): reading what is left");
-    loaded.exit_status = kTraceSourceDamaged;
+    loaded.exit_status = kExitDamaged;
   }
   auto run = runs.resolve(argument);
   if (!run.ok()) {
     loaded.error = argument + ": no such file, and " + run.error();
-    loaded.exit_status = kTraceSourceUnusable;
+    loaded.exit_status = kExitError;
     return loaded;
   }
   const RunRecord& record = run.value();
@@ -72,12 +72,12 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   io::ReadResult read = runs.load_trace(record.id);
   if (!read.ok()) {
     loaded.error = read.error->message;
-    loaded.exit_status = kTraceSourceUnusable;
+    loaded.exit_status = kExitError;
     return loaded;
   }
   if (read.damage) {
     loaded.damage.push_back(read.damage->message);
-    loaded.exit_status = kTraceSourceDamaged;
+    loaded.exit_status = kExitDamaged;
   }
   loaded.trace = std::move(read.trace);
   return loaded;

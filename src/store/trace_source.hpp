@@ -14,7 +14,7 @@
 //     holds what was whole and `damage` has one message per damaged input; 1 (kUnusable)
 //     nothing usable: `error` says why in one line naming the file or the run ("x.json:
 //     no such file, and no run 'x.json' in /home/u/.opsight/runs.db"); 64 (kUsage) an
-//     empty argument. Same codes as every opsight command (src/cli/exit_codes.hpp).
+//     empty argument. Same codes as every opsight command (opsight/exit_codes.hpp).
 //   - Nothing is printed: the caller prints `error` ("opsight: error: ...") and each
 //     `damage` ("opsight: warning: ... (showing what was read before it)").
 //
@@ -25,21 +25,17 @@
 #include <string>
 #include <vector>
 
+#include "opsight/exit_codes.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::store {
-
-inline constexpr int kTraceSourceOk = 0;
-inline constexpr int kTraceSourceUnusable = 1;
-inline constexpr int kTraceSourceDamaged = 2;
-inline constexpr int kTraceSourceUsage = 64;
 
 struct LoadedTrace {
   trace::Trace trace;
   std::string label;                 // "run.opsight" or "run 12 (nightly)"
   std::optional<std::string> error;  // set when nothing usable was read
   std::vector<std::string> damage;   // one line per damaged input
-  int exit_status = kTraceSourceOk;  // 0, 1, 2 or 64 as above
+  int exit_status = kExitOk;         // 0, 1, 2 or 64 as above (opsight/exit_codes.hpp)
 
   bool ok() const { return !error.has_value(); }
 };

@@ -1,5 +1,5 @@
 """The exit statuses of every ``opsight`` command, Python's and the C++ core's alike (the
-core's table is ``src/cli/exit_codes.hpp``; a test checks that both agree):
+core's table is ``include/opsight/exit_codes.hpp``; a test checks that both agree):
 
 ====  ==========================================================================
 0     ok

@@ -1,5 +1,6 @@
-// The exit statuses of every `opsight` command, C++'s and Python's alike (the Python
-// package's table is python/opsight/_cli/exit_codes.py; a test checks that they agree):
+// The exit statuses of every `opsight` command, C++'s and Python's alike, for scripts and
+// CI jobs that run it (the Python package's table is python/opsight/_cli/exit_codes.py; a
+// test checks that they agree):
 //   kExitOk          ok
 //   kExitError       unusable input (a missing file, an unknown run) or a failed check
 //   kExitDamaged     damaged input: what was whole before the damage was used
@@ -7,7 +8,7 @@
 //   kExitUsage       bad usage: an unknown command, option or value
 #pragma once
 
-namespace opsight::cli {
+namespace opsight {
 
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
@@ -15,4 +16,4 @@ inline constexpr int kExitDamaged = 2;
 inline constexpr int kExitRegression = 3;
 inline constexpr int kExitUsage = 64;
 
-}  // namespace opsight::cli
+}  // namespace opsight
