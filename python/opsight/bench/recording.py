@@ -113,7 +113,7 @@ class QueryRecorder:
         slope = (ticks_1 - ticks_0) / (ns_1 - ns_0)
         session.resume()
         try:
-            _write_queries(timings, lambda ns: round(ticks_0 + (ns - ns_0) * slope))
+            _write_queries(timings, ticks_0 - ns_0 * slope + 0.5, slope)
         finally:
             self._session = None
             ok = session.stop()
@@ -130,6 +130,9 @@ class QueryRecorder:
 def _lanes(begins: list[int], ends: list[int], order: list[int]) -> list[int]:
     """A lane per query such that the queries of one lane do not overlap (greedy interval
     colouring in ``order`` of their begins; the lowest free lane is taken)."""
+    if all(ends[previous] <= begins[following]
+           for previous, following in zip(order, order[1:])):
+        return [0] * len(begins)  # back to back: one lane
     lanes = [0] * len(begins)
     free: list[int] = []
     busy: list[tuple[int, int]] = []
@@ -147,19 +150,24 @@ def _lanes(begins: list[int], ends: list[int], order: list[int]) -> list[int]:
     return lanes
 
 
-def _write_queries(timings: Timings, to_ticks: Any) -> None:
+def _write_queries(timings: Timings, intercept: float, slope: float) -> None:
+    """Writes every query as spans; a time ``ns`` is written as ``int(intercept + ns *
+    slope)`` ticks."""
     register = _native.register_name
     query_id = register("query", "bench")
     compiling_id = register("compiling query", "bench")
     queue_id = register("queue", "bench")
-    phase_ids = [register(name, "bench") for name in timings.phase_names]
+    phase_ids = list(enumerate(register(name, "bench") for name in timings.phase_names))
     begin_at, end_at, add_arg = _native.begin_at, _native.end_at, _native.add_arg
     width = timings.width
+    count = timings.count
     stamps = timings.stamps
     arrivals = timings.arrivals
     flagged = timings.flagged
-    count = timings.count
+    ticks = [int(intercept + value * slope) for value in stamps[:count * width]]
     begins = arrivals[:count] if arrivals is not None else stamps[0:count * width:width]
+    begin_ticks = ([int(intercept + value * slope) for value in begins]
+                   if arrivals is not None else ticks[0:count * width:width])
     ends = stamps[width - 1:count * width:width]
     order = sorted(range(count), key=begins.__getitem__)
     lanes = _lanes(begins, ends, order)
@@ -175,17 +183,18 @@ def _write_queries(timings: Timings, to_ticks: Any) -> None:
                 _native.switch_track(lane, f"queries, lane {lane + 1}")
             current_lane = lane
         base = index * width
-        if not begin_at(compiling_id if index in flagged else query_id, to_ticks(begins[index])):
+        is_flagged = index in flagged
+        if not begin_at(compiling_id if is_flagged else query_id, begin_ticks[index]):
             raise BenchError("opsight bench: the recording session stopped recording")
-        if index in flagged:
+        if is_flagged:
             add_arg("flagged", "compilation")
         if arrivals is not None:
-            begin_at(queue_id, to_ticks(begins[index]))
-            end_at(to_ticks(stamps[base]))
-        for position, phase_id in enumerate(phase_ids):
-            begin_at(phase_id, to_ticks(stamps[base + position]))
-            end_at(to_ticks(stamps[base + position + 1]))
-        end_at(to_ticks(stamps[base + width - 1]))
+            begin_at(queue_id, begin_ticks[index])
+            end_at(ticks[base])
+        for position, phase_id in phase_ids:
+            begin_at(phase_id, ticks[base + position])
+            end_at(ticks[base + position + 1])
+        end_at(ticks[base + width - 1])
     if current_lane != 0:
         _native.switch_track(0)
 
@@ -194,14 +203,16 @@ def _use_trace_times(trace: Any, timings: Timings) -> None:
     """Replaces the measured stamps by the trace's. The mapping measured -> trace is
     monotonic, so the sorted distinct values of both correspond one to one (unless two
     measured values fell on one trace nanosecond: then the measured stamps are kept)."""
-    names = ["query", "compiling query", *timings.phase_names]
+    names = ["query", *timings.phase_names]
+    if timings.flagged:
+        names.append("compiling query")
     if timings.arrivals is not None:
         names.append("queue")
     recorded: set[int] = set()
     for name in set(names):
-        for _, start, end in trace.slice_times(name):
-            recorded.add(start)
-            recorded.add(end)
+        times = trace.slice_times(name)
+        recorded.update(start for _, start, _ in times)
+        recorded.update(end for _, _, end in times)
     count = timings.count
     measured = set(timings.stamps[:count * timings.width])
     if timings.arrivals is not None:
