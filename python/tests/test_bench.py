@@ -494,3 +494,20 @@ def test_cli_accepts_an_alias_and_reports_the_canonical_name(models, tmp_path):
                      "--profile-iterations", "0"], tmp_path, timeout=120)
     assert completed.returncode == 0, completed.stderr
     assert json.loads(completed.stdout)["backend"] == "ort-cpu"
+
+
+def test_cli_workers_and_trace_file(models, tmp_path):
+    trace = tmp_path / "queries.json"
+    completed = run([OPSIGHT, "bench", f"{models}/plainmodels.py:slow", "--scenario", "server",
+                     "--qps", "400", "--workers", "2", "--iterations", "20", "--warmup", "1",
+                     "--format", "json", "--no-store", "--trace", str(trace)], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["workers"] == 2 and report["server"]["workers"] == 2
+    loaded = opsight._native.read_trace(str(trace))
+    rows = {row["name"]: row for row in json.loads(loaded.render("summary", "json"))}
+    assert {key: rows["query"][key] for key in SUMMARY_KEYS} == \
+        {key: report["latency"][key] for key in SUMMARY_KEYS}
+    refused = run([OPSIGHT, "bench", f"{models}/plainmodels.py:noop", "--workers", "2",
+                   "--no-store"], tmp_path)
+    assert refused.returncode == 64 and "workers" in refused.stderr

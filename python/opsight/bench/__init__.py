@@ -24,7 +24,8 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from .backends import BACKEND_ALIASES, BACKENDS, available_backends, canonical_backend, check_form, prepare
+from .backends import (BACKEND_ALIASES, BACKENDS, available_backends, canonical_backend,
+                       check_form, prepare)
 from .models import (BenchError, LoadedModel, Model, from_object, load, model_form,
                      samples_per_query, tile_inputs)
 from .report import BenchResult
@@ -33,8 +34,8 @@ from .scenarios import (SCENARIOS, Timings, offline_query_count, parse_duration,
                         run_offline, run_server, warm_up)
 from .statistics import counted_elapsed_ns, phase_durations, query_latencies  # noqa: F401
 
-__all__ = ["BACKENDS", "BACKEND_ALIASES", "SCENARIOS", "BenchError", "BenchResult", "Model", "available_backends",
-           "run"]
+__all__ = ["BACKENDS", "BACKEND_ALIASES", "SCENARIOS", "BenchError", "BenchResult", "Model",
+           "available_backends", "run"]
 
 DEFAULT_ITERATIONS = 100
 
