@@ -10,11 +10,16 @@ Run it with the installed package::
    of ``opsight.bench`` (``scenarios.run_back_to_back`` on a back-end prepared by
    ``backends.prepare``, exactly what ``opsight bench``/``opsight.bench.run`` run), and as
    many times in a bare ``for`` loop that takes ``time.perf_counter_ns()`` around each call
-   and appends the difference to a list. The two alternate, in a fresh random order each
-   round, for ``--rounds`` rounds; each is timed from outside (wall time of the whole loop
-   / queries). The overhead per query is the median over the rounds of (harness − bare loop)
-   measured in the same round; also shown: the mean latency each loop measured for the
-   call itself (what ends up in the report).
+   and appends both stamps to a list. Both compute their latencies after their clock stops.
+   A third loop records each call as a span of a recording session instead
+   (``_native.begin``/``end`` inside the loop: what recording *in* the loop would cost).
+   The three alternate, in a fresh random order each round, for ``--rounds`` rounds; each
+   is timed from outside (wall time of the whole loop / queries). The overhead per query is
+   the median over the rounds of (loop − bare loop) measured in the same round; also shown:
+   the mean latency each loop measured for the call itself (what ends up in the report),
+   and what writing the queries into the core's trace after the run costs per query
+   (``recording.QueryRecorder.finish``: spans at the measured times, the session stopped,
+   the trace built; outside the timed queries).
 2. Agreement with ``torch.utils.benchmark.Timer``. A small MLP (and a small conv net) with
    one thread, batch 1, under ``torch.inference_mode()``: ``Timer(...).blocked_autorange``
    (its mean per call, and its median of block means) against ``opsight.bench.run(...,
@@ -42,16 +47,19 @@ def noop() -> None:
 
 def bare_loop(function, queries: int) -> tuple[int, float]:
     clock = time.perf_counter_ns
-    latencies = []
-    append = latencies.append
+    stamps = []
+    append = stamps.append
     begin = clock()
     for _ in range(queries):
         start = clock()
         function()
         end = clock()
-        append(end - start)
+        append(start)
+        append(end)
     wall = clock() - begin
-    return wall, statistics.fmean(latencies)
+    # As the harness: the latencies are computed once the clock has stopped.
+    return wall, statistics.fmean(stamps[index + 1] - stamps[index]
+                                  for index in range(0, len(stamps), 2))
 
 
 def harness_loop(prepared, queries: int) -> tuple[int, float]:
@@ -65,29 +73,71 @@ def harness_loop(prepared, queries: int) -> tuple[int, float]:
     return wall, statistics.fmean(query_latencies(timings))
 
 
+def native_span_loop(function, queries: int) -> tuple[int, float]:
+    """Each call recorded as a span in the loop (``_native.begin``/``end`` in a session)."""
+    import json
+
+    from opsight import _native
+
+    session = _native.Session("", 16 + queries * 48 // (1 << 20), 100, 0)
+    query = _native.register_name("query", "bench")
+    begin_span, end_span = _native.begin, _native.end
+    clock = time.perf_counter_ns
+    begin = clock()
+    for _ in range(queries):
+        begin_span(query)
+        function()
+        end_span()
+    wall = clock() - begin
+    session.stop()
+    trace = _native.trace_from_native_bytes(session.take_native_bytes(), "loop")
+    summary = {row["name"]: row for row in json.loads(trace.render("summary", "json"))}
+    return wall, summary["query"]["mean_ns"]
+
+
+def recording_cost(prepared, queries: int) -> float:
+    """ns per query that QueryRecorder.finish takes after a run of ``queries``."""
+    from opsight.bench.recording import QueryRecorder
+    from opsight.bench.scenarios import run_back_to_back
+
+    recorder = QueryRecorder()
+    recorder.start(queries, len(prepared.phases))
+    timings = run_back_to_back(prepared, queries, None, False, "")
+    time.sleep(0.025)  # past the clock mapping's minimum window: finish does not wait
+    begin = time.perf_counter_ns()
+    recorder.finish(timings)
+    return (time.perf_counter_ns() - begin) / queries
+
+
 def harness_overhead(queries: int, rounds: int) -> dict:
     from opsight.bench import backends, models
 
     loaded = models.from_object(noop, inputs=(), source="noop", default_name="noop")
     prepared = backends.prepare(loaded, "eager")
     assert prepared.direct_call is not None
-    harness_loop(prepared, queries // 10)  # warm both paths up
+    loops = {"bare": lambda: bare_loop(noop, queries),
+             "harness": lambda: harness_loop(prepared, queries),
+             "native": lambda: native_span_loop(noop, queries)}
+    harness_loop(prepared, queries // 10)  # warm the paths up
     bare_loop(noop, queries // 10)
+    native_span_loop(noop, queries // 10)
     rows = []
+    recording = []
     for _ in range(rounds):
-        order = ["bare", "harness"]
+        order = list(loops)
         random.shuffle(order)
-        measured = {}
-        for which in order:
-            if which == "bare":
-                measured[which] = bare_loop(noop, queries)
-            else:
-                measured[which] = harness_loop(prepared, queries)
-        rows.append(measured)
+        rows.append({which: loops[which]() for which in order})
+        recording.append(recording_cost(prepared, queries))
     bare_wall = [row["bare"][0] / queries for row in rows]
     harness_wall = [row["harness"][0] / queries for row in rows]
+    native_wall = [row["native"][0] / queries for row in rows]
     difference = [h - b for h, b in zip(harness_wall, bare_wall)]
     return {
+        "native_span_loop_ns_per_query": statistics.median(native_wall),
+        "native_span_overhead_ns_per_query": statistics.median(
+            n - b for n, b in zip(native_wall, bare_wall)),
+        "native_measured_latency_ns": statistics.median(row["native"][1] for row in rows),
+        "recording_after_run_ns_per_query": statistics.median(recording),
         "queries": queries, "rounds": rounds,
         "bare_loop_ns_per_query": statistics.median(bare_wall),
         "harness_ns_per_query": statistics.median(harness_wall),
@@ -180,6 +230,11 @@ def main() -> int:
     print(f"  overhead: {overhead['overhead_ns_per_query']:+.1f} ns/query "
           f"(range {overhead['overhead_ns_per_query_min']:+.1f} .. "
           f"{overhead['overhead_ns_per_query_max']:+.1f}), ratio {overhead['ratio']:.3f}")
+    print(f"  spans recorded in the loop instead:  {overhead['native_span_loop_ns_per_query']:7.1f} ns/query "
+          f"(measured call: {overhead['native_measured_latency_ns']:.1f} ns; "
+          f"{overhead['native_span_overhead_ns_per_query']:+.1f} ns/query against the bare loop)")
+    print(f"  writing the queries into the core's trace after the run: "
+          f"{overhead['recording_after_run_ns_per_query']:.1f} ns/query (outside the timed queries)")
     results = {"harness_overhead": overhead}
     if not options.skip_agreement:
         agreement = timer_agreement(options.agreement_rounds, options.seconds)

@@ -452,6 +452,40 @@ NB_MODULE(_native, m) {
   });
   m.def("tracing_enabled", &python_tracing_enabled);
 
+  // Spans at times measured elsewhere, for a front end that records after the fact
+  // (opsight bench writes its timed queries once they have run): `ticks` on the recorder's
+  // clock, as metric_ticks() reads it. The calling thread writes each track's events in
+  // time order; end_at closes the innermost open span of the thread's current track.
+  m.def(
+      "begin_at",
+      [](uint32_t name_id, uint64_t ticks) {
+        if (!opsight::recording()) return false;
+        format::Slot* slot = internal::reserve(1);
+        if (slot == nullptr) return false;
+        internal::write_slot(slot, ticks, internal::slot_word(name_id, format::SlotKind::kBegin));
+        internal::commit(1);
+        return true;
+      },
+      nb::arg("name_id"), nb::arg("ticks"),
+      "Begins a span at `ticks`; returns whether it recorded (call end_at() only then).");
+  m.def(
+      "end_at",
+      [](uint64_t ticks) {
+        format::Slot* slot = internal::reserve(1);
+        if (slot == nullptr) {
+          internal::note_lost_end();
+          return;
+        }
+        internal::write_slot(slot, ticks, internal::slot_word(0, format::SlotKind::kEnd));
+        internal::commit(1);
+      },
+      nb::arg("ticks"));
+  m.def(
+      "switch_track",
+      [](uint64_t key, std::string_view name) { opsight::switch_track(key, name); },
+      nb::arg("key"), nb::arg("name") = "",
+      "The calling thread's following events belong to async track `key` (0: its own).");
+
   nb::class_<Session>(m, "Session")
       .def(
           "__init__",

@@ -25,6 +25,7 @@ torch = require("torch")
 onnx = require("onnx")
 require("onnxruntime")
 
+import opsight._native  # noqa: E402
 import opsight.bench  # noqa: E402
 from opsight.bench import BenchError  # noqa: E402
 
@@ -137,7 +138,8 @@ def test_every_model_form_under_every_scenario_reports_the_statistics(models, fo
     assert result.latency["min_ns"] == latencies[0] and result.latency["max_ns"] == latencies[-1]
     assert result.latency["p50_ns"] == pytest.approx(statistics.median(latencies))
     assert result.latency["mean_ns"] == pytest.approx(statistics.fmean(latencies), abs=0.06)
-    assert result.latency["stddev_ns"] == pytest.approx(statistics.stdev(latencies), abs=0.06)
+    # The core's standard deviation is the population one (as every opsight report's).
+    assert result.latency["stddev_ns"] == pytest.approx(statistics.pstdev(latencies), abs=0.06)
     names = [phase["name"] for phase in result.phases]
     assert names == (["queue", "compute"] if scenario == "server" else ["compute"])
     for phase in result.phases:
@@ -346,3 +348,166 @@ def test_json_output_of_the_onnx_model_on_stdout(models, tmp_path):
     report = json.loads(completed.stdout)
     assert report["backend"] == "ort-cpu" and report["samples_per_query"] == 4
     check_distribution(report["latency"], 10)
+
+
+# ---- one pipeline: bench's numbers are the core's ------------------------------------------
+
+SUMMARY_KEYS = ["count", "mean_ns", "min_ns", "p50_ns", "p90_ns", "p95_ns", "p99_ns", "p999_ns",
+                "max_ns", "stddev_ns"]
+
+
+@pytest.mark.parametrize("scenario", ["single-stream", "server"])
+def test_bench_and_report_agree_on_every_statistic_of_the_same_run(models, tmp_path, scenario):
+    home = tmp_path / "home"
+    extra = ["--qps", "400"] if scenario == "server" else []
+    completed = run([OPSIGHT, "bench", f"{models}/tinymodels.py:make_pipeline", "--scenario",
+                     scenario, *extra, "--iterations", "60", "--warmup", "2", "--threads", "1",
+                     "--format", "json", "--profile-iterations", "0"], tmp_path, timeout=120,
+                    OPSIGHT_HOME=str(home))
+    assert completed.returncode == 0, completed.stderr
+    bench = json.loads(completed.stdout)
+    run_id = str(bench["saved_run"]["id"])
+
+    reported = run([OPSIGHT, "report", run_id, "--summary", "--format", "json"], tmp_path,
+                   OPSIGHT_HOME=str(home))
+    assert reported.returncode == 0, reported.stderr
+    summary = {row["name"]: row for row in json.loads(reported.stdout)}
+    assert {key: summary["query"][key] for key in SUMMARY_KEYS} == \
+        {key: bench["latency"][key] for key in SUMMARY_KEYS}
+    # Each phase is a span of its own: its summary row is the bench's phase row.
+    for phase in bench["phases"]:
+        assert {key: summary[phase["name"]][key] for key in SUMMARY_KEYS} == \
+            {key: phase[key] for key in SUMMARY_KEYS}, phase["name"]
+
+    broken_down = run([OPSIGHT, "report", run_id, "--breakdown", "query", "--format", "json"],
+                      tmp_path, OPSIGHT_HOME=str(home))
+    assert broken_down.returncode == 0, broken_down.stderr
+    breakdown = json.loads(broken_down.stdout)
+    keys = SUMMARY_KEYS + ["p75_ns"]
+    assert {key: breakdown["total"][key] for key in keys} == \
+        {key: bench["latency"][key] for key in keys}
+    rows = {row["phase"]: row for row in breakdown["phases"]}
+    for phase in bench["phases"]:
+        assert {key: rows[phase["name"]][key] for key in keys} == {key: phase[key] for key in keys}
+        assert rows[phase["name"]]["share_of_mean"] == pytest.approx(phase["share_of_mean"])
+
+
+def test_the_trace_written_is_the_one_the_statistics_come_from(models, tmp_path):
+    result = opsight.bench.run(f"{models}/plainmodels.py:slow", scenario="server", qps=1000,
+                               iterations=20, warmup=1, profile_iterations=0)
+    path = tmp_path / "bench.json"
+    result.write_trace(str(path))
+    events = json.loads(path.read_text())
+    events = events["traceEvents"] if isinstance(events, dict) else events
+    queries = [event for event in events if event.get("name") == "query" and event.get("ph") == "X"]
+    assert len(queries) == 20
+    # Overloaded: queries overlap in time, so they are spread over lanes (async tracks).
+    loaded = opsight._native.read_trace(str(path))
+    latency = {row["name"]: row for row in json.loads(loaded.render("summary", "json"))}["query"]
+    assert {key: latency[key] for key in SUMMARY_KEYS} == \
+        {key: result.latency[key] for key in SUMMARY_KEYS}
+    assert latency["max_ns"] > 20e6  # the queueing counts from the scheduled arrival
+
+
+# ---- scenarios: offline issues everything at once, workers serve in parallel ---------------
+
+def test_offline_with_workers_serves_the_batches_in_parallel(models):
+    one = opsight.bench.run(f"{models}/plainmodels.py:slow", scenario="offline", iterations=16,
+                            warmup=1, profile_iterations=0)
+    two = opsight.bench.run(f"{models}/plainmodels.py:slow", scenario="offline", iterations=16,
+                            warmup=1, profile_iterations=0, workers=2)
+    assert one.queries == two.queries == 16 and two.workers == 2
+    assert two.to_dict()["workers"] == 2
+    # The model sleeps (releasing the GIL): two workers overlap, one does not.
+    assert one.elapsed_ns >= sum(latencies_of(one))
+    assert two.elapsed_ns < 0.8 * sum(latencies_of(two))
+    starts = [two.timings.start(index) for index in range(16)]
+    ends = [two.timings.end(index) for index in range(16)]
+    assert two.elapsed_ns == max(ends) - min(starts)
+    assert two.throughput["samples_per_second"] > 1.3 * one.throughput["samples_per_second"]
+
+
+def test_offline_duration_sizes_the_batches_from_the_warm_up_rate(models):
+    result = opsight.bench.run(f"{models}/plainmodels.py:slow", scenario="offline",
+                               duration="60ms", warmup=3, profile_iterations=0)
+    per_query_s = result.warmup["seconds"] / result.warmup["iterations"]
+    expected = 0.060 / per_query_s
+    assert abs(result.queries - expected) <= 1.5, (result.queries, expected)
+    assert result.counted == result.queries
+
+
+def test_offline_issues_every_batch_at_once_from_a_queue(models, monkeypatch):
+    from opsight.bench import scenarios
+    seen = []
+    original = scenarios.run_back_to_back
+    monkeypatch.setattr(scenarios, "run_back_to_back",
+                        lambda prepared, count, seconds, *rest: seen.append((count, seconds))
+                        or original(prepared, count, seconds, *rest))
+    result = opsight.bench.run(f"{models}/plainmodels.py:noop", scenario="offline",
+                               iterations=7, warmup=0, duration="1ms", profile_iterations=0)
+    # A fixed number of batches decided before the first one runs, never a timed loop.
+    assert seen and seen[0][1] is None and seen[0][0] == result.queries >= 7
+
+
+def test_server_with_workers_queues_less(models):
+    # ~4 ms a query offered at 350/s: more than one worker serves (250/s), less than two.
+    options = dict(scenario="server", qps=350, iterations=40, warmup=1, profile_iterations=0,
+                   seed=3)
+    one = opsight.bench.run(f"{models}/plainmodels.py:slow", **options)
+    two = opsight.bench.run(f"{models}/plainmodels.py:slow", workers=2, **options)
+    offsets_one = [arrival - one.timings.arrivals[0] for arrival in one.timings.arrivals]
+    offsets_two = [arrival - two.timings.arrivals[0] for arrival in two.timings.arrivals]
+    assert offsets_one == pytest.approx(offsets_two, abs=1000)  # the same seeded arrivals
+    assert two.server["workers"] == 2
+    queue_one = next(phase for phase in one.phases if phase["name"] == "queue")
+    queue_two = next(phase for phase in two.phases if phase["name"] == "queue")
+    assert queue_two["mean_ns"] < queue_one["mean_ns"]
+    assert two.latency["p99_ns"] < one.latency["p99_ns"]
+    overlapping = sum(1 for index in range(1, 40)
+                      if two.timings.start(index) < two.timings.end(index - 1))
+    assert overlapping > 0  # two queries ran at once
+    assert two.latency["count"] == 40 and "2 workers" in two.render()
+
+
+def test_workers_are_refused_for_single_stream():
+    with pytest.raises(ValueError, match="workers"):
+        opsight.bench.run(lambda: None, (), workers=2, iterations=1)
+    with pytest.raises(ValueError, match="workers"):
+        opsight.bench.run(lambda: None, (), scenario="offline", workers=0, iterations=1)
+
+
+# ---- one back-end vocabulary ----------------------------------------------------------------
+
+def test_backend_aliases_name_the_same_backends(models):
+    from opsight.bench import BACKEND_ALIASES, BACKENDS
+    assert set(BACKEND_ALIASES.values()) <= set(BACKENDS)
+    result = opsight.bench.run(str(models / "mlp.onnx"), backend="onnxruntime", iterations=3,
+                               warmup=1, profile_iterations=0)
+    assert result.backend == "ort-cpu"
+    with pytest.raises(BenchError, match="runs only on the ONNX Runtime back-ends"):
+        opsight.bench.run(str(models / "mlp.onnx"), backend="inductor", iterations=1)
+
+
+def test_cli_accepts_an_alias_and_reports_the_canonical_name(models, tmp_path):
+    completed = run([OPSIGHT, "bench", str(models / "mlp.onnx"), "--backend", "onnxruntime",
+                     "--iterations", "3", "--warmup", "1", "--format", "json", "--no-store",
+                     "--profile-iterations", "0"], tmp_path, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["backend"] == "ort-cpu"
+
+
+def test_cli_workers_and_trace_file(models, tmp_path):
+    trace = tmp_path / "queries.json"
+    completed = run([OPSIGHT, "bench", f"{models}/plainmodels.py:slow", "--scenario", "server",
+                     "--qps", "400", "--workers", "2", "--iterations", "20", "--warmup", "1",
+                     "--format", "json", "--no-store", "--trace", str(trace)], tmp_path)
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(completed.stdout)
+    assert report["workers"] == 2 and report["server"]["workers"] == 2
+    loaded = opsight._native.read_trace(str(trace))
+    rows = {row["name"]: row for row in json.loads(loaded.render("summary", "json"))}
+    assert {key: rows["query"][key] for key in SUMMARY_KEYS} == \
+        {key: report["latency"][key] for key in SUMMARY_KEYS}
+    refused = run([OPSIGHT, "bench", f"{models}/plainmodels.py:noop", "--workers", "2",
+                   "--no-store"], tmp_path)
+    assert refused.returncode == 64 and "workers" in refused.stderr

@@ -311,3 +311,78 @@ def test_command_via_opsight_exits_64_on_bad_usage():
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 64
     assert "expected MODULE:FUNCTION" in completed.stderr
+
+
+# ---- opsight.torch loads compare_backends only when asked -----------------------------------
+
+def test_importing_opsight_torch_does_not_load_compare_backends():
+    program = textwrap.dedent("""
+        import sys
+        import opsight.torch
+        loaded = sorted(name for name in sys.modules
+                        if name.startswith("opsight.torch.compare_backends"))
+        assert not loaded, loaded
+        assert "compare_backends" not in vars(opsight.torch)
+        function = opsight.torch.compare_backends          # the first use imports it
+        assert "opsight.torch.compare_backends" in sys.modules
+        assert callable(function) and function.__name__ == "compare_backends"
+        assert opsight.torch.BUILTIN_BACKENDS == ("eager", "inductor", "torchscript", "onnxruntime")
+        from opsight.torch import CompareBackendsResult, Segment  # noqa: F401
+        print("ok")
+    """)
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                               timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "ok"
+
+
+def test_the_subpackage_imported_first_leaves_the_function_in_place():
+    program = textwrap.dedent("""
+        import opsight.torch.compare_backends.command
+        import opsight.torch
+        assert opsight.torch.compare_backends.__name__ == "compare_backends"
+        assert callable(opsight.torch.compare_backends)
+        print("ok")
+    """)
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                               timeout=120)
+    assert completed.returncode == 0, completed.stderr
+
+
+# ---- one factory loader and one back-end vocabulary with opsight bench ----------------------
+
+def test_backend_aliases_resolve_to_the_same_compilers():
+    from opsight.torch.compare_backends.backends import (_compile_inductor,
+                                                         _compile_onnxruntime,
+                                                         _resolve_backends)
+    resolved = dict(_resolve_backends(["compile", "ort-cpu", "jit"]))
+    assert resolved["compile"] is _compile_inductor
+    assert resolved["ort-cpu"] is _compile_onnxruntime
+    assert list(resolved) == ["compile", "ort-cpu", "jit"]  # labelled as given
+    assert dict(_resolve_backends(["inductor"]))["inductor"] is _compile_inductor
+    with pytest.raises(ValueError, match="names the same one"):
+        _resolve_backends(["inductor", "compile"])
+    with pytest.raises(ValueError, match="opsight bench's only"):
+        _resolve_backends(["ort-cuda"])
+
+
+def test_an_alias_runs_like_its_backend():
+    fn, inputs = make_function()
+    result = compare_backends(fn, inputs, ["eager", "ort-cpu"], repeats=1, warmups=1)
+    graphs = [segment for segment in result.segments if segment.kind == "graph"]
+    assert graphs and all(segment.backends["ort-cpu"].runs == 1 for segment in graphs)
+    assert "onnxruntime" in result.environment
+
+
+def test_command_and_bench_share_the_factory_loader(factory_file, monkeypatch):
+    from opsight.bench.models import FactoryError, load_factory
+    from opsight.torch.compare_backends import command
+
+    factory, attribute = load_factory(f"{factory_file}:make")
+    assert attribute == "make" and callable(factory)
+    loaded = []
+    monkeypatch.setattr("opsight.bench.models.load_factory",
+                        lambda spec: loaded.append(spec) or (factory, "make"))
+    assert command._load_factory("anything:make") is factory and loaded == ["anything:make"]
+    with pytest.raises(FactoryError, match="has no attribute 'missing'"):
+        load_factory(f"{factory_file}:missing")

@@ -13,8 +13,10 @@ Quick start::
 ``opsight bench MODEL`` is the same from the command line (docs/bench.md). Modules:
 ``models`` (loading MODEL, the :class:`Model` protocol of factories), ``backends`` (the
 phases of one query per back-end), ``scenarios`` (single-stream, offline, server),
-``statistics``, ``operators`` (the top-operator profile), ``report``
-(:class:`BenchResult`), ``store`` (the run in the run store), ``command`` (the CLI).
+``recording`` (the timed queries as a trace of the core, whose breakdown gives every
+statistic), ``statistics`` (what the raw timestamps give directly), ``operators`` (the
+top-operator profile), ``report`` (:class:`BenchResult`), ``store`` (the run in the run
+store), ``command`` (the CLI).
 """
 
 from __future__ import annotations
@@ -22,15 +24,18 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from .backends import BACKENDS, available_backends, check_form, prepare
+from .backends import (BACKEND_ALIASES, BACKENDS, available_backends, canonical_backend,
+                       check_form, prepare)
 from .models import (BenchError, LoadedModel, Model, from_object, load, model_form,
                      samples_per_query, tile_inputs)
 from .report import BenchResult
-from .scenarios import SCENARIOS, Timings, parse_duration, run_back_to_back, run_server, warm_up
-from .statistics import counted_elapsed_ns, distribution, phase_durations, query_latencies
+from .recording import QueryRecorder, query_statistics
+from .scenarios import (SCENARIOS, Timings, offline_query_count, parse_duration, run_back_to_back,
+                        run_offline, run_server, warm_up)
+from .statistics import counted_elapsed_ns, phase_durations, query_latencies  # noqa: F401
 
-__all__ = ["BACKENDS", "SCENARIOS", "BenchError", "BenchResult", "Model", "available_backends",
-           "run"]
+__all__ = ["BACKENDS", "BACKEND_ALIASES", "SCENARIOS", "BenchError", "BenchResult", "Model",
+           "available_backends", "run"]
 
 DEFAULT_ITERATIONS = 100
 
@@ -54,9 +59,14 @@ def _resolve(model: Any, inputs: Any, shapes: Any, dtype: str, preprocess: Calla
 
 
 def _check_options(scenario: str, batch_size: int, threads: int | None, qps: float | None,
-                   p99_bound_ms: float | None, profile_iterations: int) -> None:
+                   p99_bound_ms: float | None, profile_iterations: int, workers: int) -> None:
     if scenario not in SCENARIOS:
         raise ValueError(f"scenario {scenario!r}: expected one of {', '.join(SCENARIOS)}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers {workers!r}: expected an integer >= 1")
+    if workers > 1 and scenario == "single-stream":
+        raise ValueError("workers (--workers) is for the offline and server scenarios: "
+                         "single-stream issues one query at a time")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch size {batch_size!r}: expected an integer >= 1")
     if threads is not None and (not isinstance(threads, int) or threads < 1):
@@ -82,7 +92,7 @@ def run(model: Any, inputs: Any = None, *, backend: str | None = None,
         shapes: Any = None, dtype: str = "float32", profile_iterations: int = 5,
         store: bool | str | os.PathLike = False, name: str | None = None,
         tags: dict[str, Any] | list[str] | None = None, progress: bool = False,
-        seed: int = 0) -> BenchResult:
+        seed: int = 0, workers: int = 1) -> BenchResult:
     """Benchmarks ``model`` and returns a :class:`BenchResult`.
 
     ``model``: a callable or ``torch.nn.Module`` (with ``inputs``: a tuple of positional
@@ -92,10 +102,14 @@ def run(model: Any, inputs: Any = None, *, backend: str | None = None,
     timed queries, or for how long (both: at least that many and that long; neither: 100).
     ``profile_iterations``: extra queries profiled for the top operators (0: none).
     ``store``: True saves the run in the run store, a path in that store file.
+    ``workers``: threads serving the queries (offline and server scenarios).
+    ``backend``: a name of :data:`BACKENDS` or an alias of :data:`BACKEND_ALIASES`.
     Raises :class:`BenchError` for a model or back-end that cannot run, ValueError for a
     bad option.
     """
-    _check_options(scenario, batch_size, threads, qps, p99_bound_ms, profile_iterations)
+    _check_options(scenario, batch_size, threads, qps, p99_bound_ms, profile_iterations, workers)
+    if backend is not None:
+        backend = canonical_backend(backend)
     warmup_iterations, warmup_seconds = parse_duration(warmup, "warmup")
     if isinstance(duration, (int, float)) and not isinstance(duration, bool):
         if not duration >= 0:
@@ -116,26 +130,40 @@ def run(model: Any, inputs: Any = None, *, backend: str | None = None,
     prepared = prepare(loaded, backend, device=device, threads=threads,
                        compile_backend=compile_backend, compile_mode=compile_mode)
     label = f"opsight bench {loaded.name} {prepared.backend} {scenario}"
+    recorder = QueryRecorder()
     try:
         with prepared.run_context():
             timings = Timings([], [], None)
             try:
                 warm_up(prepared, warmup_iterations, warmup_seconds, timings)
+                count = None
+                if scenario == "offline":
+                    count = offline_query_count(iterations, duration_seconds,
+                                                timings.warmup_iterations, timings.warmup_ns,
+                                                lambda: _time_one_query(prepared))
+                elif iterations is not None and duration_seconds is None:
+                    count = iterations
+                recorder.start(count, len(prepared.phases))
                 if scenario == "server":
                     measured = run_server(prepared, float(qps), iterations, duration_seconds,
-                                          progress, label, seed)
+                                          progress, label, seed, workers)
+                elif scenario == "offline":
+                    measured = run_offline(prepared, count, workers, progress, label)
                 else:
                     measured = run_back_to_back(prepared, iterations, duration_seconds,
                                                 progress, label)
             except BenchError:
+                recorder.abort()
                 raise
             except Exception as error:  # noqa: BLE001 - the model's own failure
+                recorder.abort()
                 from .models import _first_line
                 raise BenchError(f"{loaded.source}: the model raised {_first_line(error)} on "
                                  f"{prepared.backend}") from error
             measured.warmup_iterations = timings.warmup_iterations
             measured.warmup_ns = timings.warmup_ns
             measured.warmup_compilations = timings.warmup_compilations
+        trace = recorder.finish(measured, f"opsight bench {loaded.name}")
         from .operators import profile_operators
         try:
             operator_profile = profile_operators(prepared, profile_iterations)
@@ -143,36 +171,44 @@ def run(model: Any, inputs: Any = None, *, backend: str | None = None,
             operator_profile = None
             prepared.notes.append(f"top operators not profiled: {type(error).__name__}: {error}")
     finally:
+        recorder.abort()
         prepared.close()
 
     result = _result(loaded, prepared, scenario, batch_size, samples, threads, measured,
-                     qps, p99_bound_ms, operator_profile)
+                     qps, p99_bound_ms, operator_profile, trace, workers)
     if store:
         from . import store as run_store
         run_tags = {"bench": "1", "backend": prepared.backend, "scenario": scenario,
                     "batch_size": batch_size, "device": prepared.device,
                     "threads": threads or "default", "model": loaded.name}
+        if workers > 1:
+            run_tags["workers"] = workers
         if isinstance(tags, dict):
             extra = [f"{key}={value}" for key, value in tags.items()]
         else:
             extra = list(tags or [])
         result.saved_run = run_store.save(
-            measured, name=name or f"bench {loaded.name}", tags=run_tags, extra_tags=extra,
+            trace, name=name or f"bench {loaded.name}", tags=run_tags, extra_tags=extra,
             operator_trace=operator_profile.trace if operator_profile else None,
             store=None if store is True else store)
     return result
 
 
+def _time_one_query(prepared: Any) -> int:
+    """One untimed query's duration (ns): the offline scenario's rate when there was no
+    warm-up to read it from."""
+    import time
+    begin = time.perf_counter_ns()
+    prepared.query()
+    return time.perf_counter_ns() - begin
+
+
 def _result(loaded: LoadedModel, prepared: Any, scenario: str, batch_size: int, samples: int,
             threads: int | None, timings: Timings, qps: float | None,
-            p99_bound_ms: float | None, operator_profile: Any) -> BenchResult:
-    latency = distribution(query_latencies(timings))
-    phases = []
-    for phase_name, durations in phase_durations(timings):
-        statistics = distribution(durations)
-        mean = latency.get("mean_ns")
-        share = (statistics["mean_ns"] / mean) if mean and statistics["mean_ns"] is not None else None
-        phases.append({"name": phase_name, **statistics, "share_of_mean": share})
+            p99_bound_ms: float | None, operator_profile: Any, trace: Any,
+            workers: int) -> BenchResult:
+    phase_order = (["queue"] if timings.arrivals is not None else []) + list(timings.phase_names)
+    latency, phases = query_statistics(trace, phase_order)
     counted = timings.count - len(timings.flagged)
     elapsed = counted_elapsed_ns(timings)
     queries_per_second = counted / (elapsed / 1e9) if elapsed > 0 and counted else None
@@ -183,12 +219,15 @@ def _result(loaded: LoadedModel, prepared: Any, scenario: str, batch_size: int, 
         p99 = latency.get("p99_ns")
         held = None if p99_bound_ms is None or p99 is None else p99 <= p99_bound_ms * 1e6
         server = {"target_qps": float(qps), "achieved_qps": queries_per_second,
-                  "p99_bound_ms": p99_bound_ms, "p99_bound_held": held}
+                  "p99_bound_ms": p99_bound_ms, "p99_bound_held": held, "workers": workers}
     notes = list(loaded.notes) + list(prepared.notes)
     if operator_profile is not None and operator_profile.note:
         notes.append(operator_profile.note)
     if counted == 0:
         notes.append("no query was counted: every timed query was flagged")
+    if workers > 1 and prepared.compilations is not None:
+        notes.append("with several workers a compilation is flagged on the query that saw "
+                     "the counter change, which may be another worker's")
     from .._store import package_versions
     return BenchResult(
         model=loaded.name, source=loaded.source, form=loaded.form, backend=prepared.backend,
@@ -202,4 +241,5 @@ def _result(loaded: LoadedModel, prepared: Any, scenario: str, batch_size: int, 
         operators=operator_profile.rows if operator_profile is not None else None,
         operators_source=operator_profile.source if operator_profile is not None else None,
         operators_iterations=operator_profile.iterations if operator_profile is not None else 0,
-        notes=notes, versions=dict(package_versions()), timings=timings)
+        notes=notes, versions=dict(package_versions()), timings=timings, workers=workers,
+        trace=trace)

@@ -9,9 +9,9 @@ operator profiler's kind).
 | back-end | runs | from |
 |---|---|---|
 | ``eager`` | the Python callable / ``nn.Module`` as is | ``module:factory`` |
-| ``compile`` | ``torch.compile(model, backend=compile_backend)`` | ``module:factory`` |
+| ``compile`` (alias ``inductor``) | ``torch.compile(model, backend=compile_backend)`` | ``module:factory`` |
 | ``torchscript`` | a ScriptModule (``torch.jit.trace`` of a factory's model) | TorchScript file, ``module:factory`` |
-| ``ort-cpu``, ``ort-cuda``, ``ort-tensorrt`` | an ONNX Runtime session with that execution provider | ONNX file; TorchScript file and ``module:factory`` through ``torch.onnx.export`` (the TorchScript-based exporter, ``dynamo=False``: it needs no extra package) |
+| ``ort-cpu``, ``ort-cuda``, ``ort-tensorrt`` (aliases ``onnxruntime``, ``onnxruntime-cuda``, ``onnxruntime-tensorrt``) | an ONNX Runtime session with that execution provider | ONNX file; TorchScript file and ``module:factory`` through ``torch.onnx.export`` (the TorchScript-based exporter, ``dynamo=False``: it needs no extra package) |
 
 Thread-safety: a Prepared object is used by one thread at a time.
 """
@@ -29,6 +29,12 @@ from typing import Any, Callable
 from .models import BenchError, LoadedModel, _first_line
 
 BACKENDS = ("eager", "compile", "torchscript", "ort-cpu", "ort-cuda", "ort-tensorrt")
+#: Other spellings of the back-ends, accepted everywhere a back-end is named (``opsight
+#: bench --backend``, ``opsight.bench.run(backend=)``, ``compare_backends(backends=)``,
+#: ``opsight compare-backends --backends``): PyTorch's and ONNX Runtime's own names.
+BACKEND_ALIASES = {"inductor": "compile", "torch.compile": "compile", "jit": "torchscript",
+                   "onnxruntime": "ort-cpu", "onnxruntime-cpu": "ort-cpu",
+                   "onnxruntime-cuda": "ort-cuda", "onnxruntime-tensorrt": "ort-tensorrt"}
 ORT_PROVIDERS = {"ort-cpu": "CPUExecutionProvider", "ort-cuda": "CUDAExecutionProvider",
                  "ort-tensorrt": "TensorrtExecutionProvider"}
 DEFAULT_BACKEND = {"python": "eager", "torchscript": "torchscript", "onnx": "ort-cpu"}
@@ -68,6 +74,12 @@ class Prepared:
             with contextlib.suppress(Exception):
                 function()
         self.cleanup.clear()
+
+
+def canonical_backend(name: str) -> str:
+    """The back-end's name in :data:`BACKENDS` for ``name`` or one of its aliases; any other
+    name is returned as is (the caller says what it accepts)."""
+    return BACKEND_ALIASES.get(name, name)
 
 
 def ort_available_providers() -> list[str]:
@@ -137,6 +149,7 @@ def _direct(model: Callable[..., Any], example: Any) -> tuple[Callable[..., Any]
 
 def check_form(form: str, source: str, backend: str | None) -> None:
     """Refuses a back-end the model's form cannot run on, before anything is loaded."""
+    backend = canonical_backend(backend) if backend is not None else None
     if backend is None or backend.startswith("ort-") or backend not in BACKENDS:
         return
     if form == "onnx":
@@ -150,7 +163,7 @@ def check_form(form: str, source: str, backend: str | None) -> None:
 def prepare(loaded: LoadedModel, backend: str | None, *, device: str = "cpu",
             threads: int | None = None, compile_backend: str = "inductor",
             compile_mode: str | None = None) -> Prepared:
-    backend = backend or DEFAULT_BACKEND[loaded.form]
+    backend = canonical_backend(backend) if backend else DEFAULT_BACKEND[loaded.form]
     if backend not in BACKENDS:
         raise BenchError(f"--backend {backend!r}: unknown back-end (one of {', '.join(BACKENDS)}); "
                          + _availability_text())

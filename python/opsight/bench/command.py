@@ -24,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    from .backends import BACKENDS
+    from .backends import BACKEND_ALIASES, BACKENDS
     from .scenarios import SCENARIOS
 
     result = _Parser(
@@ -38,9 +38,11 @@ def parser() -> argparse.ArgumentParser:
                "--threads 1;  opsight bench models.py:make --backend compile --scenario server "
                "--qps 200 --p99-bound-ms 10 --duration 10s")
     result.add_argument("model", metavar="MODEL")
-    result.add_argument("--backend", choices=BACKENDS,
-                        help="default: eager for module:factory, torchscript for a TorchScript "
-                             "file, ort-cpu for an ONNX file")
+    result.add_argument("--backend", choices=(*BACKENDS, *BACKEND_ALIASES), metavar="BACKEND",
+                        help=f"{', '.join(BACKENDS)} (aliases: "
+                             + ", ".join(f"{alias}={name}" for alias, name in BACKEND_ALIASES.items())
+                             + "); default: eager for module:factory, torchscript for a "
+                               "TorchScript file, ort-cpu for an ONNX file")
     result.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="device of the PyTorch back-ends (default: %(default)s)")
     result.add_argument("--compile-backend", default="inductor",
@@ -60,8 +62,11 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--duration", help="time the queries for this long (10s, 500ms)")
     result.add_argument("--qps", type=float, help="server scenario: Poisson arrival rate")
     result.add_argument("--p99-bound-ms", type=float,
-                        help="server scenario: the p99 latency bound; exit 1 when it is not held")
+                        help="server scenario: the p99 latency bound; exit 3 when it is not held")
     result.add_argument("--seed", type=int, default=0, help="server scenario: arrivals' seed")
+    result.add_argument("--workers", type=int, default=1,
+                        help="offline and server scenarios: threads serving the queries "
+                             "(default: %(default)s)")
     result.add_argument("--shape", action="append", default=None, metavar="[NAME=]1x3x224x224",
                         help="input shape (repeatable, one per input): needed for a TorchScript "
                              "file; overrides an ONNX model's declared shapes")
@@ -72,6 +77,9 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--top", type=int, default=10, help="operators shown (default: %(default)s)")
     result.add_argument("--format", choices=("text", "json", "csv"), default="text")
     result.add_argument("-o", "--output", help="write the report to this file, not stdout")
+    result.add_argument("--trace", metavar="FILE",
+                        help="also write the timed queries' trace: Chrome JSON (.json) or "
+                             "opsight's format (.opsight)")
     progress = result.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="show a progress bar on stderr (default: when stderr is a "
@@ -113,13 +121,20 @@ def main(arguments: list[str]) -> int:
             shapes=options.shape, dtype=options.dtype,
             profile_iterations=options.profile_iterations,
             store=False if options.no_store else (options.store or True),
-            name=options.name, tags=options.tag, progress=progress, seed=options.seed)
+            name=options.name, tags=options.tag, progress=progress, seed=options.seed,
+            workers=options.workers)
     except BenchError as error:
         print(f"opsight bench: {error}", file=sys.stderr)
         return MODEL_ERROR
     except ValueError as error:
         print(f"opsight bench: {error}", file=sys.stderr)
         return USAGE_ERROR
+    if options.trace:
+        try:
+            result.write_trace(options.trace)
+        except (OSError, RuntimeError) as error:
+            print(f"opsight bench: cannot write {options.trace}: {error}", file=sys.stderr)
+            return MODEL_ERROR
     text = result.render(options.format, top=options.top)
     if options.output:
         try:

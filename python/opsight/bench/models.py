@@ -217,47 +217,72 @@ def _onnx_inputs(spec: str, shapes: Any, dtype: str) -> dict[str, Any]:
     return inputs
 
 
-def _load_factory(spec: str) -> LoadedModel:
-    where, _, attribute = spec.rpartition(":")
-    if not where or not attribute:
-        raise BenchError(f"{spec}: expected module:factory or path/to/file.py:factory")
+class FactoryError(BenchError):
+    """A ``module:factory`` / ``path/to/file.py:factory`` that cannot be found or imported;
+    the message starts with the spec and says why."""
+
+
+def load_factory(spec: str) -> tuple[Callable[..., Any], str]:
+    """The callable a ``module:factory`` or ``path/to/file.py:factory`` names, and its
+    attribute path. The one loader of ``opsight bench`` and ``opsight compare-backends``.
+
+    A module is imported from ``sys.path`` with the current directory first, as ``python
+    -m`` does; a ``.py`` file (or any path holding a directory separator) is executed as a
+    module of its own (named after its absolute path, so two files of one name do not
+    collide), with its directory on ``sys.path`` so that it can import its neighbours.
+    ``factory`` may be dotted (``Class.method``). Raises :class:`FactoryError`.
+    """
+    where, colon, attribute = spec.rpartition(":")
+    if not colon or not where or not attribute:
+        raise FactoryError(f"{spec}: expected MODULE:FUNCTION (module:factory or "
+                           "path/to/file.py:factory)")
     if where.endswith(".py") or os.sep in where:
-        if not os.path.isfile(where):
-            raise BenchError(f"{spec}: no such file {where!r}")
-        module_name = "_opsight_bench_" + "".join(
-            character if character.isalnum() else "_" for character in os.path.abspath(where))
-        module_spec = importlib.util.spec_from_file_location(module_name, where)
+        path = os.path.abspath(where)
+        if not os.path.isfile(path):
+            raise FactoryError(f"{spec}: no such file {where!r}")
+        module_name = "_opsight_factory_" + "".join(
+            character if character.isalnum() else "_" for character in path)
+        module_spec = importlib.util.spec_from_file_location(module_name, path)
         if module_spec is None or module_spec.loader is None:
-            raise BenchError(f"{spec}: cannot import {where!r}")
+            raise FactoryError(f"{spec}: cannot import {where!r}")
         module = importlib.util.module_from_spec(module_spec)
+        directory = os.path.dirname(path)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
         sys.modules[module_name] = module
         try:
             module_spec.loader.exec_module(module)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:  # noqa: BLE001 - the file's own code failed
             sys.modules.pop(module_name, None)
-            raise BenchError(f"{spec}: importing {where!r} raised {_first_line(error)}") from None
+            raise FactoryError(f"{spec}: importing {where!r} raised {_first_line(error)}") from None
     else:
+        if "" not in sys.path and os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
         try:
             module = importlib.import_module(where)
         except ModuleNotFoundError as error:
-            raise BenchError(f"{spec}: no module named {error.name or where!r}") from None
-        except Exception as error:  # noqa: BLE001
-            raise BenchError(f"{spec}: importing {where!r} raised {_first_line(error)}") from None
+            raise FactoryError(f"{spec}: no module named {error.name or where!r} (cannot "
+                               f"import module {where!r})") from None
+        except Exception as error:  # noqa: BLE001 - the module's own code failed
+            raise FactoryError(f"{spec}: importing {where!r} raised {_first_line(error)}") from None
     factory: Any = module
     for part in attribute.split("."):
         try:
             factory = getattr(factory, part)
         except AttributeError:
-            raise BenchError(f"{spec}: {where!r} has no attribute {attribute!r}") from None
+            raise FactoryError(f"{spec}: module {where!r} has no attribute {attribute!r}") from None
     if not callable(factory):
-        raise BenchError(f"{spec}: {attribute!r} is not callable (expected a factory "
-                         "returning (model, example_inputs))")
+        raise FactoryError(f"{spec}: {attribute!r} is not callable")
+    return factory, attribute
+
+
+def _load_factory(spec: str) -> LoadedModel:
+    factory, attribute = load_factory(spec)
     try:
         made = factory()
     except Exception as error:  # noqa: BLE001
         raise BenchError(f"{spec}: the factory raised {_first_line(error)}") from None
-    loaded = from_object(made, source=spec, default_name=attribute)
-    return loaded
+    return from_object(made, source=spec, default_name=attribute)
 
 
 def from_object(made: Any, *, inputs: Any = None, source: str, default_name: str,

@@ -4,7 +4,8 @@ CSV.
 The text report follows the shape of the latency reports of Furiosa's profiler ("Inference
 Results Summary": count, min, max, mean, median, p90 ... p99.9) and Qualcomm's Cloud AI
 tools (one row per part of an inference, columns mean, min, p50, p75, p90, p95, p99, max):
-one row for the whole query, then one per phase.
+one row for the whole query, then one per phase. Every statistic in it is the core's (the
+breakdown of the ``query`` spans of :attr:`BenchResult.trace`, see :mod:`.recording`).
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def _number(value: Any, scale: float = 1.0) -> str:
 
 @dataclass
 class BenchResult:
+    """What one benchmark run measured: its set-up, the latency distribution of its
+    queries and one row per phase (ns, from the core's breakdown of the recorded trace),
+    throughput, the server scenario's verdict and the top operators. ``timings`` holds the
+    queries' timestamps (as the trace has them) and ``trace`` the trace itself
+    (``opsight._native.Trace``: ``render``, ``write``). Rendered as text, JSON or CSV.
+    """
+
     model: str
     source: str
     form: str
@@ -71,6 +79,8 @@ class BenchResult:
     versions: dict[str, str] = field(default_factory=dict)
     saved_run: dict[str, Any] | None = None
     timings: Any = field(default=None, repr=False)
+    workers: int = 1
+    trace: Any = field(default=None, repr=False)
 
     # ---- data -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -79,7 +89,8 @@ class BenchResult:
             "model": self.model, "source": self.source, "form": self.form,
             "backend": self.backend, "device": self.device, "scenario": self.scenario,
             "batch_size": self.batch_size, "samples_per_query": self.samples_per_query,
-            "threads": self.threads, "warmup": dict(self.warmup), "queries": self.queries,
+            "threads": self.threads, "workers": self.workers, "warmup": dict(self.warmup),
+            "queries": self.queries,
             "counted": self.counted, "flagged": self.flagged,
             "flagged_reason": "compilation" if self.flagged else None,
             "elapsed_ns": self.elapsed_ns, "latency": dict(self.latency),
@@ -93,6 +104,13 @@ class BenchResult:
             "saved_run": ({key: self.saved_run.get(key) for key in ("id", "uuid", "store")}
                           if self.saved_run else None),
         }
+
+    def write_trace(self, path: str) -> None:
+        """Writes the timed queries' trace: Chrome JSON (``.json``, for Perfetto UI) or
+        opsight's native format (``.opsight``), by extension."""
+        if self.trace is None:
+            raise ValueError("this result holds no trace")
+        self.trace.write(str(path))
 
     @property
     def passed(self) -> bool:
@@ -119,6 +137,8 @@ class BenchResult:
         lines: list[str] = []
         samples = f"{self.samples_per_query} sample{'s' if self.samples_per_query != 1 else ''}"
         threads = f"threads {self.threads}" if self.threads else "threads default"
+        if self.workers > 1:
+            threads += f", {self.workers} workers"
         lines.append(f"opsight bench: {self.model} ({self.source}) on {self.backend}, "
                      f"{self.device}, scenario {self.scenario}")
         lines.append(f"  batch {self.batch_size} ({samples} per query), {threads}; warm-up "
@@ -197,7 +217,7 @@ class BenchResult:
             "model": self.model, "backend": self.backend, "device": self.device,
             "scenario": self.scenario, "batch_size": self.batch_size,
             "samples_per_query": self.samples_per_query, "threads": self.threads,
-            "warmup_iterations": self.warmup["iterations"], "queries": self.queries,
+            "workers": self.workers, "warmup_iterations": self.warmup["iterations"], "queries": self.queries,
             "counted": self.counted, "flagged": self.flagged, "elapsed_ns": self.elapsed_ns,
             "queries_per_second": self.throughput["queries_per_second"],
             "samples_per_second": self.throughput["samples_per_second"],

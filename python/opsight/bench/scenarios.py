@@ -2,24 +2,35 @@
 
 - ``single-stream``: one query at a time, the next as soon as the previous one ends; the
   figure of merit is latency (LoadGen reports the 90th percentile).
-- ``offline``: queries back to back for throughput (samples per second). LoadGen's offline
-  hands every sample over at once; with one worker issuing in order that is the same loop
-  as single-stream, so only the headline figure differs: samples/s over the whole run.
+- ``offline``: every sample is issued at once, as LoadGen's offline scenario does: the
+  samples (``iterations x batch_size``) are split into batches of ``batch_size``, one
+  query each, all queued at the start, and ``workers`` threads (1 by default) take them
+  in order until none is left. The figure of merit is throughput: samples per second
+  from the first query's start to the last one's end. With ``duration`` the number of
+  batches is sized up front from the warm-up's rate (LoadGen sizes its one offline query
+  from the expected throughput the same way).
 - ``server``: queries arrive as a Poisson process at ``qps`` queries per second (arrival
-  times drawn up front from a seeded generator). One worker thread issues them in arrival
-  order: a query that arrives while the previous one still runs waits, and its latency
-  counts from its scheduled arrival, so queueing shows. The run passes when the 99th
-  percentile latency stays within ``p99_bound_ms``. (LoadGen's server runs many queries at
-  once; one worker is the model of a server with one model instance.)
+  times drawn up front from a seeded generator) and wait in one FIFO queue; ``workers``
+  threads (1 by default: a server with one model instance) take them in arrival order. A
+  query that arrives while every worker is busy waits, and its latency counts from its
+  scheduled arrival, so queueing shows. The run passes when the 99th percentile latency
+  stays within ``p99_bound_ms``.
 
-Every query records ``perf_counter_ns`` at its start and at the end of each phase; nothing
-else runs between a query's start and end. When the query is the compute phase alone and
-no compilation counter is read, the loop calls the model directly (see
-``benchmarks/python/bench_harness.py`` for what the loop costs).
+Every query records ``perf_counter_ns`` at its start and at the end of each phase into a
+Python list; nothing else runs between a query's start and end. When the query is the
+compute phase alone and no compilation counter is read, the loop calls the model directly
+(see ``benchmarks/python/bench_harness.py`` for what the loop costs). The queries become
+spans of a trace only after the run (:mod:`.recording`).
+
+Several workers are threads of this process: they run in parallel only where the model
+releases the GIL (PyTorch and ONNX Runtime operators do), and each enters the back-end's
+run context (``torch.inference_mode``) itself.
 """
 
 from __future__ import annotations
 
+import itertools
+import math
 import random
 import sys
 import threading
@@ -61,6 +72,10 @@ class Timings:
 
     def end(self, index: int) -> int:
         return self.stamps[index * self.width + self.width - 1]
+
+    def begin(self, index: int) -> int:
+        """Where the query's latency starts: its scheduled arrival (server), else its start."""
+        return self.arrivals[index] if self.arrivals is not None else self.start(index)
 
 
 def parse_duration(text: str | float | int | None, option: str) -> tuple[int | None, float | None]:
@@ -260,39 +275,120 @@ def _wait_until(moment: int) -> None:
         pass
 
 
-def run_server(prepared: Prepared, qps: float, iterations: int | None, seconds: float | None,
-               progress: bool, label: str, seed: int = 0) -> Timings:
-    """Poisson arrivals at ``qps``; one worker issues the queries in arrival order."""
-    names = [name for name, _ in prepared.phases]
-    arrivals: list[int] = []
-    timings = Timings(names, [], arrivals)
+def _run_workers(workers: int, work: Callable[[], None], run_context: Callable[[], Any]) -> None:
+    """Runs ``work`` in ``workers`` threads (each in ``run_context()``); re-raises the first
+    exception one of them raised."""
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            with run_context():
+                work()
+        except BaseException as error:  # noqa: BLE001 - handed to the calling thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, name=f"opsight-bench-worker-{number + 1}")
+               for number in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+
+
+def _queue_worker(prepared: Prepared, timings: Timings, count: int, next_index: Callable[[], int],
+                  taken: list[int], wait: bool) -> Callable[[], None]:
+    """What one worker does: take the next query of the queue (an index), wait for its
+    arrival (server), run its phases, record the stamps in the query's slots."""
     phases = [function for _, function in prepared.phases]
     query_input = prepared.query_input
     compilations = prepared.compilations
-    generator = random.Random(seed)
+    flagged = timings.flagged
+    stamps = timings.stamps
+    arrivals = timings.arrivals
+    width = timings.width
     clock = _perf_counter_ns
-    append = timings.stamps.append
-    width = 1 + len(names)
-    horizon = int(seconds * 1e9) if seconds is not None else None
-    with Progress(progress, label, lambda: len(timings.stamps) // width, iterations, seconds):
-        origin = clock() + 1_000_000
-        offset = 0.0
-        count = 0
+
+    def work() -> None:
         while True:
-            offset += generator.expovariate(qps)
-            arrival = origin + int(offset * 1e9)
-            if not _keep_going(count, arrival - origin, iterations, horizon):
-                break
-            if clock() < arrival:
-                _wait_until(arrival)
+            index = next_index()
+            if index >= count:
+                return
+            taken[0] = index + 1
+            if wait and arrivals is not None and clock() < arrivals[index]:
+                _wait_until(arrivals[index])
             before = compilations() if compilations else 0
-            arrivals.append(arrival)
+            slot = index * width
             value = query_input
-            append(clock())
-            for phase in phases:
+            stamps[slot] = clock()
+            for position, phase in enumerate(phases, start=1):
                 value = phase(value)
-                append(clock())
+                stamps[slot + position] = clock()
             if compilations and compilations() != before:
-                timings.flagged.add(count)
-            count += 1
+                flagged.add(index)
+    return work
+
+
+def offline_query_count(iterations: int | None, seconds: float | None,
+                        warmup_iterations: int, warmup_ns: int,
+                        probe: Callable[[], int]) -> int:
+    """How many batches the offline scenario issues: ``iterations``, or with ``seconds``
+    enough for that long at the warm-up's rate (``probe()`` times one query when there
+    was no warm-up), whichever is more."""
+    count = iterations or 0
+    if seconds is not None:
+        per_query = warmup_ns / warmup_iterations if warmup_iterations else probe()
+        count = max(count, math.ceil(seconds * 1e9 / max(per_query, 1)))
+    return max(count, 1)
+
+
+def run_offline(prepared: Prepared, count: int, workers: int, progress: bool,
+                label: str) -> Timings:
+    """offline: ``count`` queries (batches) issued at once; ``workers`` threads drain them."""
+    if workers == 1:
+        return run_back_to_back(prepared, count, None, progress, label)
+    names = [name for name, _ in prepared.phases]
+    timings = Timings(names, [0] * (count * (1 + len(names))), None)
+    taken = [0]
+    next_index = itertools.count().__next__
+    with Progress(progress, label, lambda: taken[0], count, None):
+        _run_workers(workers, _queue_worker(prepared, timings, count, next_index, taken, False),
+                     prepared.run_context)
+    return timings
+
+
+def poisson_arrivals(qps: float, iterations: int | None, seconds: float | None,
+                     seed: int) -> list[float]:
+    """Arrival offsets (seconds from the start) of a Poisson process at ``qps``: that many,
+    or those within ``seconds``, or both (at least that many and that long)."""
+    generator = random.Random(seed)
+    horizon = int(seconds * 1e9) if seconds is not None else None
+    offsets: list[float] = []
+    offset = 0.0
+    while True:
+        offset += generator.expovariate(qps)
+        if not _keep_going(len(offsets), int(offset * 1e9), iterations, horizon):
+            return offsets
+        offsets.append(offset)
+
+
+def run_server(prepared: Prepared, qps: float, iterations: int | None, seconds: float | None,
+               progress: bool, label: str, seed: int = 0, workers: int = 1) -> Timings:
+    """Poisson arrivals at ``qps`` into one FIFO queue; ``workers`` threads serve it."""
+    names = [name for name, _ in prepared.phases]
+    offsets = poisson_arrivals(qps, iterations, seconds, seed)
+    count = len(offsets)
+    timings = Timings(names, [0] * (count * (1 + len(names))), [])
+    taken = [0]
+    next_index = itertools.count().__next__
+    with Progress(progress, label, lambda: taken[0], iterations, seconds):
+        origin = _perf_counter_ns() + 1_000_000
+        assert timings.arrivals is not None
+        timings.arrivals.extend(origin + int(offset * 1e9) for offset in offsets)
+        work = _queue_worker(prepared, timings, count, next_index, taken, True)
+        if workers == 1:
+            work()  # in this thread, already inside the back-end's run context
+        else:
+            _run_workers(workers, work, prepared.run_context)
     return timings

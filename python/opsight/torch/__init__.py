@@ -21,7 +21,8 @@ default.
 graphs torch.compile extracts from ``fn`` on every back-end and reports, per segment
 (compiled graphs and the uncompiled Python between them), the time on each, the totals,
 the graph breaks and the cost per million requests (octoml-profile's table, run locally).
-See docs/torch.md.
+See docs/torch.md. ``compare_backends`` and its result types are imported on first use
+(module ``__getattr__``), so that a program traced with opsight does not load them.
 """
 
 from __future__ import annotations

@@ -42,9 +42,9 @@ graph's ``failures`` with the reason (``errors``); the other back-ends still run
 back-end with a graph that never ran has no total. Outputs that differ from eager's by more
 than ``rtol``/``atol`` are counted as ``mismatches`` with the largest absolute difference.
 
-Back-ends: ``"eager"`` (the captured ``GraphModule`` run as is), ``"inductor"``
-(``torch._inductor.compile_fx``), ``"torchscript"`` (``torch.jit.trace`` of the graph module),
-``"onnxruntime"`` (the graph exported with ``torch.onnx.export(dynamo=False)`` and run by an
+Back-ends: ``"eager"`` (the captured ``GraphModule`` run as is), ``"inductor"`` (also
+``"compile"``: ``torch._inductor.compile_fx``), ``"torchscript"`` (``torch.jit.trace`` of the
+graph module), ``"onnxruntime"`` (also ``"ort-cpu"``: the graph exported with ``torch.onnx.export(dynamo=False)`` and run by an
 ONNX Runtime session on the CPU execution provider), any other name ``torch.compile``
 knows (``torch._dynamo.list_backends()``, e.g. ``"aot_eager"``), or ``(name, compiler)``
 pairs / a ``{name: compiler}`` mapping where ``compiler(graph_module, example_inputs)``

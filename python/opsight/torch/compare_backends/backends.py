@@ -1,6 +1,13 @@
 """The built-in back-ends of :func:`compare_backends` (eager, inductor, torchscript,
 onnxruntime), how back-end names and ``(name, compiler)`` pairs resolve to compilers, and
-``_stdout_to_stderr``, which the ONNX export and ``opsight compare-backends`` share."""
+``_stdout_to_stderr``, which the ONNX export and ``opsight compare-backends`` share.
+
+Back-end names are ``opsight bench``'s vocabulary (``opsight.bench.BACKENDS`` with its
+aliases ``opsight.bench.BACKEND_ALIASES``): ``compile`` and ``inductor`` name the same
+back-end (a graph compiled by inductor, what ``torch.compile`` does by default),
+``ort-cpu`` and ``onnxruntime`` the same ONNX Runtime CPU session. A result is labelled
+with the name as given. ``ort-cuda`` and ``ort-tensorrt`` are bench's only: here every
+graph runs on the CPU execution provider."""
 
 from __future__ import annotations
 
@@ -77,24 +84,39 @@ def _compile_onnxruntime(graph_module, example_inputs, threads: int | None = Non
     return run
 
 
+#: By canonical back-end name (opsight.bench.BACKENDS).
 _BUILTIN_COMPILERS: dict[str, Compiler] = {
     "eager": _compile_eager,
-    "inductor": _compile_inductor,
+    "compile": _compile_inductor,
     "torchscript": _compile_torchscript,
-    "onnxruntime": _compile_onnxruntime,
+    "ort-cpu": _compile_onnxruntime,
 }
 
 
+def _builtin_compiler(name: str, threads: int | None) -> Compiler | None:
+    """The compiler of a built-in back-end named ``name`` (or an alias), else None."""
+    from ...bench.backends import canonical_backend
+
+    canonical = canonical_backend(name)
+    if canonical in ("ort-cuda", "ort-tensorrt"):
+        raise ValueError(f"compare_backends: back-end {name!r} is opsight bench's only: "
+                         "compare_backends runs graphs on ONNX Runtime's CPU execution "
+                         "provider (ort-cpu, alias onnxruntime)")
+    if canonical == "ort-cpu" and threads:
+        return functools.partial(_compile_onnxruntime, threads=threads)
+    return _BUILTIN_COMPILERS.get(canonical)
+
+
 def _resolve_backends(backends, threads: int | None = None) -> list[tuple[str, Compiler]]:
+    from ...bench.backends import canonical_backend
+
     if isinstance(backends, str):
         backends = [name.strip() for name in backends.split(",") if name.strip()]
     items: Iterable = backends.items() if isinstance(backends, Mapping) else backends
     resolved: list[tuple[str, Compiler]] = []
     for item in items:
         if isinstance(item, str):
-            name, compiler = item, _BUILTIN_COMPILERS.get(item)
-            if name == "onnxruntime" and threads:
-                compiler = functools.partial(_compile_onnxruntime, threads=threads)
+            name, compiler = item, _builtin_compiler(item, threads)
             if compiler is None:
                 compiler = _dynamo_backend(item)
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) \
@@ -105,6 +127,13 @@ def _resolve_backends(backends, threads: int | None = None) -> list[tuple[str, C
                              f"pair, got {item!r}")
         if any(name == seen for seen, _ in resolved):
             raise ValueError(f"compare_backends: back-end {name!r} is given twice")
+        if isinstance(item, str):
+            same = [seen for seen, _ in resolved if isinstance(seen, str)
+                    and canonical_backend(seen) == canonical_backend(name)
+                    and canonical_backend(name) in _BUILTIN_COMPILERS]
+            if same:
+                raise ValueError(f"compare_backends: back-end {name!r} is given twice "
+                                 f"({same[0]!r} names the same one)")
         resolved.append((name, compiler))
     if not resolved:
         raise ValueError("compare_backends: no back-end given")
@@ -117,7 +146,8 @@ def _dynamo_backend(name: str) -> Compiler:
     known = sorted(set(torch._dynamo.list_backends(exclude_tags=())) - {"inductor", "eager"})
     if name not in known:
         raise ValueError(f"compare_backends: unknown back-end {name!r} (built in: "
-                         f"{', '.join(BUILTIN_BACKENDS)}; torch.compile back-ends: "
+                         f"{', '.join(BUILTIN_BACKENDS)}, also named compile, ort-cpu; "
+                         f"torch.compile back-ends: "
                          f"{', '.join(known)})")
     return torch._dynamo.lookup_backend(name)
 

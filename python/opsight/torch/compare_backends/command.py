@@ -4,11 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import math
-import os
 import sys
 from typing import Any, Callable
 
@@ -56,40 +53,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_factory(spec: str) -> Callable[[], Any]:
-    module_name, colon, attribute = spec.rpartition(":")
-    if not colon or not module_name or not attribute:
-        raise _UsageError(f"{spec!r}: expected MODULE:FUNCTION (e.g. mymodels:make_predict)")
+    """The factory MODULE:FUNCTION names, by the loader ``opsight bench`` uses too."""
+    from ...bench.models import FactoryError, load_factory
+
     try:
-        if module_name.endswith(".py") or os.sep in module_name:
-            path = os.path.abspath(module_name)
-            if not os.path.isfile(path):
-                raise _UsageError(f"{spec!r}: no file {module_name!r}")
-            name = os.path.splitext(os.path.basename(path))[0]
-            specification = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(specification)
-            sys.modules[name] = module
-            sys.path.insert(0, os.path.dirname(path))
-            specification.loader.exec_module(module)
-        else:
-            if "" not in sys.path and os.getcwd() not in sys.path:
-                sys.path.insert(0, os.getcwd())
-            module = importlib.import_module(module_name)
-    except _UsageError:
-        raise
-    except ImportError as error:
-        raise _UsageError(f"{spec!r}: cannot import module {module_name!r}: {error}") from None
-    except Exception as error:  # noqa: BLE001 - the module's own code failed
-        raise _UsageError(f"{spec!r}: importing {module_name!r} raised "
-                          f"{_error_text(error)}") from None
-    target: Any = module
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise _UsageError(f"{spec!r}: module {module_name!r} has no attribute "
-                              f"{attribute!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise _UsageError(f"{spec!r}: {attribute!r} is not callable")
-    return target
+        return load_factory(spec)[0]
+    except FactoryError as error:
+        raise _UsageError(str(error)) from None
 
 
 def _parse_prices(items: list[str], names: list[str]) -> dict[str, float]:

@@ -430,7 +430,9 @@ def _environment(names: list[str]) -> dict[str, Any]:
                                    "torch_threads": torch.get_num_threads(),
                                    "cpu_count": os.cpu_count(),
                                    "machine": platform.machine()}
-    if "onnxruntime" in names:
+    from ...bench.backends import canonical_backend
+
+    if any(canonical_backend(name) == "ort-cpu" for name in names):
         try:
             import onnxruntime
 
