@@ -59,11 +59,6 @@ class LoadedModel:
     postprocess: Callable[[Any], Any] | None = None
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def is_torch_module(self) -> bool:
-        torch = sys.modules.get("torch")
-        return torch is not None and isinstance(self.model, torch.nn.Module)
-
 
 # ---- shapes ---------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ import json
 import time
 from typing import Any
 
-from .. import _native
+import opsight._native as _native
 from .models import BenchError
 from .scenarios import Timings
 
@@ -78,7 +78,7 @@ class QueryRecorder:
         self._pair: tuple[int, int] = (0, 0)
 
     def start(self, expected_queries: int | None, phase_count: int) -> None:
-        from .. import _session_state
+        from .._session import state as _session_state
 
         if _session_state.session is not None:
             raise BenchError("a recording session is already running (OPSIGHT_OUTPUT or "

@@ -100,10 +100,6 @@ class CompareBackendsResult:
         return total / 1000.0 * price / 3600.0 * 1e6
 
     @property
-    def totals_ms(self) -> dict[str, float | None]:
-        return {backend: self.total_ms(backend) for backend in self.backends}
-
-    @property
     def failures(self) -> dict[str, int]:
         return {backend: sum(segment.backends[backend].failures for segment in self.segments
                              if segment.kind == "graph") for backend in self.backends}
