@@ -481,8 +481,7 @@ NB_MODULE(_native, m) {
       },
       nb::arg("ticks"));
   m.def(
-      "switch_track",
-      [](uint64_t key, std::string_view name) { opsight::switch_track(key, name); },
+      "switch_track", [](uint64_t key, std::string_view name) { opsight::switch_track(key, name); },
       nb::arg("key"), nb::arg("name") = "",
       "The calling thread's following events belong to async track `key` (0: its own).");
 
