@@ -11,7 +11,8 @@ import subprocess
 import pytest
 
 import opsight
-from opsight import _native, _session_state
+from opsight import _native
+from opsight._session import state as _session_state
 from opsight._capture.instrument import Instrumenter
 from opsight.targets import parse_targets
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 import opsight
-from opsight import _native, _session_state
+from opsight import _native
+from opsight._session import state as _session_state
 
 
 @opsight.trace
