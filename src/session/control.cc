@@ -125,8 +125,12 @@ std::string request_file_name(pid_t pid) { return std::to_string(pid) + ".reques
 
 // ---- ControlDirectory -------------------------------------------------------------------
 
-ControlDirectory::Opened ControlDirectory::open(const std::string& path, bool create) {
+ControlDirectory::Opened ControlDirectory::open(const std::string& given_path, bool create) {
   Opened opened;
+  // Without its trailing slashes: "link/" would resolve the symlink "link" for lstat and
+  // O_NOFOLLOW alike.
+  std::string path = given_path;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
   const std::string named = "control directory " + path;
   if (path.empty()) {
     opened.problem = "no control directory";

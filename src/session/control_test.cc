@@ -135,6 +135,7 @@ TEST(ControlDirectory, ASymlinkIsRefusedEvenToAPrivateDirectory) {
   auto opened = ControlDirectory::open(link.string(), /*create=*/true);
   EXPECT_FALSE(opened.directory);
   EXPECT_NE(opened.problem.find("is a symbolic link"), std::string::npos) << opened.problem;
+  EXPECT_FALSE(ControlDirectory::open(link.string() + "//", true).directory);  // no way round
   EXPECT_TRUE(fs::is_empty(target));
 }
 
