@@ -43,8 +43,8 @@ asan-test:
 	cmake --build --preset asan -j $(JOBS)
 	$(CTEST) --test-dir build/asan
 
-# TSan over the recorder's multi-thread tests, the metric sources (sampler, peaks) and the
-# Chrome JSON reader's two threads.
+# TSan over the recorder's multi-thread tests, the metric sources (sampler, peaks), the
+# control watcher of opsight ctl (in the session tests) and the Chrome JSON reader's two threads.
 tsan-test:
 	cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS) --target opsight_record_tests opsight_session_tests opsight_collect_tests opsight_io_tests

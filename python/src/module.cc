@@ -7,6 +7,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "opsight/opsight.hpp"
 #include "recorder_api.h"
 #include "report/report.hpp"
+#include "session/control.hpp"
 #include "store/run_store.hpp"
 #include "store/save_run.hpp"
 #include "store/trace_source.hpp"
@@ -406,6 +408,48 @@ const OpsightRecorderApi kRecorderApi = {
     [](double nanoseconds) { opsight::internal::add_overhead_ns(nanoseconds); },
 };
 
+// `opsight ctl`: the core's control watcher (session/control.hpp) calls this on its own
+// thread; it calls the Python callable that start_control_watcher() was given
+// (opsight._capture.instrument.set_enabled, which also wraps and unwraps the targets).
+// The callable is set and replaced with the GIL held, and held by the call while it runs.
+PyObject* g_control_apply = nullptr;
+
+bool python_is_finalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing();
+#else
+  return _Py_IsFinalizing();
+#endif
+}
+
+void apply_control_request(bool enabled) {
+  // A watcher left running at exit must not take the GIL of an interpreter going away.
+  if (!Py_IsInitialized() || python_is_finalizing()) return;
+  nb::gil_scoped_acquire gil;
+  PyObject* apply = g_control_apply;
+  if (apply == nullptr) return;
+  Py_INCREF(apply);
+  PyObject* result = PyObject_CallOneArg(apply, enabled ? Py_True : Py_False);
+  if (result == nullptr)
+    PyErr_WriteUnraisable(apply);  // a warning on stderr, never an error in the program
+  else
+    Py_DECREF(result);
+  Py_DECREF(apply);
+}
+
+// Starts (or restarts) the process's watcher. The GIL is released while it stops an
+// earlier watcher, whose thread may be waiting for it inside apply_control_request.
+bool start_python_control_watcher(nb::callable apply, bool enabled) {
+  {
+    nb::gil_scoped_release release;
+    session::stop_control_watcher();
+  }
+  PyObject* callable = apply.ptr();
+  Py_INCREF(callable);
+  Py_XSETREF(g_control_apply, callable);
+  return session::start_control_watcher(apply_control_request, enabled);
+}
+
 }  // namespace
 }  // namespace opsight::python
 
@@ -484,6 +528,31 @@ NB_MODULE(_native, m) {
       "switch_track", [](uint64_t key, std::string_view name) { opsight::switch_track(key, name); },
       nb::arg("key"), nb::arg("name") = "",
       "The calling thread's following events belong to async track `key` (0: its own).");
+  // opsight ctl (opsight._session.control wraps these; the protocol is session/control.hpp).
+  m.def("control_directory", [] { return session::control_directory(); });
+  m.def("start_control_watcher", &start_python_control_watcher, nb::arg("apply"),
+        nb::arg("enabled"),
+        "Publishes this process's state and calls apply(enabled) on a request; false (after "
+        "one warning on stderr) where the control directory is refused.");
+  m.def("stop_control_watcher", &session::stop_control_watcher,
+        nb::call_guard<nb::gil_scoped_release>());
+  m.def(
+      "control_state",
+      [](int pid) {
+        session::TracedProcessState found = session::traced_process_state(pid);
+        return std::make_tuple(found.state_path, found.state, found.problem);
+      },
+      nb::arg("pid"), "(state file, its state or None, a refused directory's problem or '').");
+  m.def(
+      "control_request",
+      [](int pid, std::string_view state) { return session::request_state(pid, state); },
+      nb::arg("pid"), nb::arg("state"), "Asks process pid to switch; an error message or None.");
+  m.def("control_published_states", [] {
+    session::PublishedStates published = session::published_states();
+    std::vector<std::pair<int, std::string>> processes(published.processes.begin(),
+                                                       published.processes.end());
+    return std::make_pair(std::move(processes), std::move(published.problems));
+  });
 
   nb::class_<Session>(m, "Session")
       .def(

@@ -9,6 +9,10 @@
 // OPSIGHT_OUTPUT_OWNER set to another process's id (its traced ancestor) writes
 // "<stem>.<pid><extension>" instead of the path itself.
 //
+// `opsight ctl PID off|on` switches such a program's recording: a control watcher thread
+// (session/control.hpp) pauses and resumes the session, so that a switched-off span costs
+// one relaxed load of the recording flag.
+//
 // This file is compiled into the shared library only: the opsight CLI, which starts
 // traced programs with OPSIGHT_OUTPUT set, must not trace itself.
 #include <unistd.h>
@@ -19,6 +23,7 @@
 #include <string>
 
 #include "opsight/opsight.hpp"
+#include "session/control.hpp"
 
 namespace opsight {
 namespace {
@@ -27,6 +32,7 @@ Session* g_environment_session = nullptr;
 
 void stop_environment_session() {
   if (g_environment_session == nullptr) return;
+  session::stop_control_watcher();  // before the session: it pauses and resumes it
   Session* session = g_environment_session;
   g_environment_session = nullptr;
   if (!session->stop())
@@ -89,6 +95,15 @@ __attribute__((constructor)) void start_environment_session() {
   }
   g_environment_session = session;
   std::atexit(stop_environment_session);
+  // Called on the watcher's thread; the session outlives the watcher (see above).
+  session::start_control_watcher(
+      [](bool enabled) {
+        if (enabled)
+          g_environment_session->resume();
+        else
+          g_environment_session->pause();
+      },
+      /*enabled=*/true);
 }
 
 }  // namespace

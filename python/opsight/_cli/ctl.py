@@ -20,7 +20,9 @@ def ctl_command(arguments: list[str]) -> int:
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the switch")
     options = parser.parse_args(arguments)
     if options.pid == "list":
-        processes = _control.traced_processes()
+        processes, problems = _control.traced_processes_and_problems()
+        for problem in problems:
+            print(f"opsight ctl: {problem}: not used", file=sys.stderr)
         if not processes:
             print("no traced processes")
         for pid, state in processes:
