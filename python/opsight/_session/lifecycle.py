@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import opsight._native as _native
-from .._capture.metrics import set_session_metrics
+from .._capture.metrics import parse_metrics, set_session_metrics
 from . import integrations, state
 
 
@@ -47,6 +47,8 @@ class Recording:
         ``ValueError`` for an unknown metric name; nothing is left running then."""
         if state.session is not None:
             raise RecordingError("a recording session is already running in this process")
+        if metrics:
+            parse_metrics(metrics)  # an unknown name fails here, before anything starts
         path = os.fspath(output) if output is not None else None
         session = _native.Session(path or "", buffer_mb, flush_interval_ms, sample_ms)
         if not session.ok:
@@ -54,11 +56,7 @@ class Recording:
         previous_metrics = None
         if metrics:
             previous_metrics = _native.session_metrics()
-            try:
-                set_session_metrics(metrics)
-            except ValueError:
-                session.stop()
-                raise
+            set_session_metrics(metrics)
         recording = cls(session, path, previous_metrics)
         state.session = session
         integrations.started()
