@@ -477,3 +477,10 @@ def test_an_unknown_flag_exits_64_as_every_usage_error(program, arguments):
     completed = run([OPSIGHT, *arguments], program)
     assert completed.returncode == 64, completed.stderr
     assert "unrecognized arguments: --no-such-flag" in completed.stderr
+
+
+@pytest.mark.parametrize("pid", ["99999999999", "0", "-3", "x"])
+def test_ctl_refuses_what_is_not_a_process_id(program, pid):
+    completed = run([OPSIGHT, "ctl", "--", pid, "on"], program)
+    assert completed.returncode == 64, completed.stderr
+    assert f"opsight ctl: {pid!r} is not a process id" in completed.stderr

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -293,6 +294,25 @@ struct ControlWatcher::State {
   }
 };
 
+namespace {
+
+// The files a process killed with SIGKILL left behind (it never reached its stop()): a pid
+// reused by an untraced process would otherwise look traced to `opsight ctl`.
+void remove_files_of_ended_processes(const ControlDirectory& directory) {
+  for (const std::string& name : directory.file_names()) {
+    size_t dot = name.find('.');
+    if (dot == 0 || dot == std::string::npos) continue;
+    std::string_view suffix = std::string_view(name).substr(dot);
+    if (suffix != ".state" && suffix != ".request") continue;
+    char* end = nullptr;
+    long pid = std::strtol(name.c_str(), &end, 10);
+    if (end != name.c_str() + dot || pid <= 0) continue;
+    if (kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) directory.remove_file(name);
+  }
+}
+
+}  // namespace
+
 ControlWatcher::ControlWatcher(std::unique_ptr<State> state) : state_(std::move(state)) {}
 
 ControlWatcher::~ControlWatcher() { stop(); }
@@ -316,6 +336,7 @@ ControlWatcher::Started ControlWatcher::start(const std::string& directory_path,
     return started;
   }
   state->directory->remove_file(state->request_name);  // from an earlier process of this pid
+  remove_files_of_ended_processes(*state->directory);
   State* running = state.get();
   try {
     state->thread = std::thread([running] { running->run(); });

@@ -334,3 +334,27 @@ TEST(ControlWatcher, SwitchesASessionOffAndOn) {
 }
 
 }  // namespace
+
+TEST(ControlWatcher, RemovesTheFilesOfProcessesThatEndedWithoutCleaningUp) {
+  ScratchDirectory scratch;
+  fs::path control = scratch.path() / "control";
+  ScopedEnvironment chosen("OPSIGHT_CONTROL_DIR", control.c_str());
+  fs::create_directories(control);
+  fs::permissions(control, fs::perms::owner_all, fs::perm_options::replace);
+  // A child that exits at once: its pid is known to be gone once it is reaped.
+  pid_t ended = fork();
+  ASSERT_GE(ended, 0);
+  if (ended == 0) _exit(0);
+  ASSERT_EQ(waitpid(ended, nullptr, 0), ended);
+  write_text(control / (std::to_string(ended) + ".state"), "on");
+  write_text(control / (std::to_string(ended) + ".request"), "off");
+  const pid_t parent = getppid();  // alive: its files stay
+  write_text(control / (std::to_string(parent) + ".state"), "on");
+  write_text(control / "notes.txt", "not a control file");
+  ASSERT_TRUE(opsight::session::start_control_watcher([](bool) {}, /*enabled=*/true));
+  EXPECT_FALSE(fs::exists(control / (std::to_string(ended) + ".state")));
+  EXPECT_FALSE(fs::exists(control / (std::to_string(ended) + ".request")));
+  EXPECT_TRUE(fs::exists(control / (std::to_string(parent) + ".state")));
+  EXPECT_TRUE(fs::exists(control / "notes.txt"));
+  opsight::session::stop_control_watcher();
+}
