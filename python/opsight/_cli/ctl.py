@@ -32,7 +32,7 @@ def ctl_command(arguments: list[str]) -> int:
         pid = int(options.pid)
     except ValueError:
         pid = 0
-    if not 0 < pid < 1 << 22:  # Linux's pid_max is at most 2^22
+    if not 0 < pid < 1 << 31:  # a pid_t
         print(f"opsight ctl: {options.pid!r} is not a process id", file=sys.stderr)
         return USAGE_ERROR
     try:
