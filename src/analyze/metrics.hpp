@@ -15,7 +15,7 @@
 //     ignored); its name is the key without the prefix, its unit the name's suffix
 //     (schema::metric_unit).
 //   - percentiles use the same method and code as every other analysis (numpy's 'linear',
-//     percentiles_of_unsorted in statistics.hpp), on the values as recorded, fractional
+//     percentiles_of_unsorted in distribution.hpp), on the values as recorded, fractional
 //     ones (watts, percent) included.
 //   - the mean of a counter is time-weighted: each sample holds until the next one (a step
 //     function, as counter tracks are drawn), averaged over first to last sample; with one
