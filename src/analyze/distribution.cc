@@ -113,12 +113,24 @@ Distribution summarize_distribution(std::span<int64_t> values) {
   result.min_ns = values[0];
   result.max_ns = values[0];
   // The mean from an exact sum: total_ns saturates on absurd inputs, the mean must not.
-  long double exact_sum = 0;
+  // On every real trace no partial sum overflows: the int64 sum is then exact, and so is
+  // its long double copy. Only otherwise are the values summed again in long double.
+  int64_t sum = 0;
+  bool overflowed = false;
   for (int64_t value : values) {
-    add_saturating(result.total_ns, value);
-    exact_sum += static_cast<long double>(value);
+    overflowed |= __builtin_add_overflow(sum, value, &sum);
     result.min_ns = std::min(result.min_ns, value);
     result.max_ns = std::max(result.max_ns, value);
+  }
+  long double exact_sum = static_cast<long double>(sum);
+  if (overflowed) {
+    exact_sum = 0;
+    for (int64_t value : values) {
+      add_saturating(result.total_ns, value);
+      exact_sum += static_cast<long double>(value);
+    }
+  } else {
+    result.total_ns = sum;
   }
   result.mean_ns = static_cast<double>(exact_sum / static_cast<long double>(result.count));
   double squared_deviations = 0.0;
