@@ -26,11 +26,11 @@
 #include "opsight/opsight.hpp"
 #include "recorder_api.h"
 #include "report/report.hpp"
+#include "schema/metric_names.hpp"
 #include "session/control.hpp"
 #include "store/run_store.hpp"
 #include "store/save_run.hpp"
 #include "store/trace_source.hpp"
-#include "trace/metric_names.hpp"
 #include "trace/trace.hpp"
 #include "traced_callables.hpp"
 
@@ -257,7 +257,7 @@ nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
     const std::string& metric_name = metric_index.names()[metric];
     nb::str column_name(metric_name.c_str(), metric_name.size());
     if (attributes.contains(column_name))
-      column_name = nb::str((std::string(trace::kMetricArgPrefix) + metric_name).c_str());
+      column_name = nb::str((std::string(schema::kMetricArgPrefix) + metric_name).c_str());
     nb::list column;
     for (double value : metric_values[metric]) column.append(nb::float_(value));
     attributes[column_name] = column;
@@ -282,7 +282,7 @@ nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
 
 // Trace.counter_columns: one entry per counter sample, in time order (ties: track order),
 // as columns for a pandas DataFrame: ts_ns (the trace's clock, as slices' start), track
-// (its name), pid, unit (the track's, else the name's suffix: trace::metric_unit), value.
+// (its name), pid, unit (the track's, else the name's suffix: schema::metric_unit), value.
 nb::dict counter_columns(const LoadedTrace& loaded) {
   const trace::Trace& trace = loaded.trace;
   const trace::CounterTable& counters = trace.counters;
@@ -298,7 +298,7 @@ nb::dict counter_columns(const LoadedTrace& loaded) {
   for (const trace::CounterTrack& track : trace.counter_tracks) {
     std::string_view track_name = trace.str(track.name);
     std::string_view unit = trace.str(track.unit);
-    if (unit.empty()) unit = trace::metric_unit(track_name);
+    if (unit.empty()) unit = schema::metric_unit(track_name);
     track_names.emplace_back(track_name.data(), track_name.size());
     units.emplace_back(unit.data(), unit.size());
   }

@@ -159,10 +159,38 @@ void merge_trees(const TreeSide& a, const TreeSide& b, const CompareOptions& opt
   }
 }
 
+// The two-sided exact p-value of U_A = u_a for samples of sizes `size_a` and `size_b`
+// without ties. Under the null hypothesis each of the C(size_a + size_b, size_a)
+// arrangements of A's and B's values in the pooled order is equally likely; the number of
+// arrangements with U_A = u follows the classic recurrence on the largest pooled value:
+// it is B's (U_A unchanged) or A's (it exceeds all of B's values: U_A grows by their count),
+//   arrangements(j, k, u) = arrangements(j, k - 1, u) + arrangements(j - 1, k, u - k),
+// with j values of A and k of B. The table keeps one row per j, updated in place as k
+// grows (row j - 1 already holds k when row j is updated).
+double exact_two_sided_p_value(double u_a, size_t size_a, size_t size_b) {
+  const size_t max_u = size_a * size_b;
+  std::vector<std::vector<uint64_t>> arrangements(size_a + 1, std::vector<uint64_t>(max_u + 1, 0));
+  for (std::vector<uint64_t>& row : arrangements) row[0] = 1;  // k = 0: U_A is 0
+  for (size_t k = 1; k <= size_b; ++k)
+    for (size_t j = 1; j <= size_a; ++j)
+      for (size_t u = k; u <= max_u; ++u) arrangements[j][u] += arrangements[j - 1][u - k];
+  const std::vector<uint64_t>& counts = arrangements[size_a];
+  // U's distribution is symmetric about max_u / 2: the tail on the observed side.
+  const auto observed = static_cast<size_t>(std::llround(u_a));
+  const size_t tail_end = std::min(observed, max_u - observed);
+  uint64_t in_tail = 0;
+  uint64_t total = 0;
+  for (size_t u = 0; u <= max_u; ++u) {
+    total += counts[u];
+    if (u <= tail_end) in_tail += counts[u];
+  }
+  return std::min(1.0, 2.0 * static_cast<double>(in_tail) / static_cast<double>(total));
+}
+
 }  // namespace
 
 MannWhitneyResult mann_whitney_u(std::span<const int64_t> sorted_a,
-                                 std::span<const int64_t> sorted_b) {
+                                 std::span<const int64_t> sorted_b, MannWhitneyMethod method) {
   MannWhitneyResult result;
   const double na = static_cast<double>(sorted_a.size());
   const double nb = static_cast<double>(sorted_b.size());
@@ -190,6 +218,13 @@ MannWhitneyResult mann_whitney_u(std::span<const int64_t> sorted_a,
   const double n = na + nb;
   result.u_a = rank_sum_a - na * (na + 1.0) / 2.0;
   result.probability_b_greater = (na * nb - result.u_a) / (na * nb);
+  const bool tied = tie_term > 0.0;
+  if (method == MannWhitneyMethod::kAutomatic && !tied &&
+      sorted_a.size() <= kExactMannWhitneyMaxSize && sorted_b.size() <= kExactMannWhitneyMaxSize) {
+    result.p_value = exact_two_sided_p_value(result.u_a, sorted_a.size(), sorted_b.size());
+    result.exact = true;
+    return result;
+  }
   const double variance = na * nb / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
   if (!(variance > 0.0)) {
     result.p_value = 1.0;

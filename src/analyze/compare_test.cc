@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -10,11 +11,80 @@ namespace {
 
 TEST(MannWhitney, SeparatedSamples) {
   std::vector<int64_t> a = {1, 2, 3, 4, 5}, b = {6, 7, 8, 9, 10};
-  MannWhitneyResult result = mann_whitney_u(a, b);
+  MannWhitneyResult result = mann_whitney_u(a, b, MannWhitneyMethod::kAsymptotic);
   EXPECT_DOUBLE_EQ(result.u_a, 0.0);
   EXPECT_DOUBLE_EQ(result.probability_b_greater, 1.0);
   // scipy.stats.mannwhitneyu(a, b, method="asymptotic") gives p = 0.01219.
   EXPECT_NEAR(result.p_value, 0.0121858, 1e-6);
+  EXPECT_FALSE(result.exact);
+}
+
+// Small samples without ties take the exact distribution of U: 5 against 5, every B value
+// above every A value, is one of the two most extreme of C(10, 5) = 252 arrangements.
+TEST(MannWhitney, SmallSeparatedSamplesAreExact) {
+  std::vector<int64_t> a = {1, 2, 3, 4, 5}, b = {6, 7, 8, 9, 10};
+  MannWhitneyResult five = mann_whitney_u(a, b);
+  EXPECT_TRUE(five.exact);
+  EXPECT_DOUBLE_EQ(five.u_a, 0.0);
+  EXPECT_DOUBLE_EQ(five.p_value, 2.0 / 252.0);                  // scipy method="exact": 0.0079
+  EXPECT_DOUBLE_EQ(mann_whitney_u(b, a).p_value, 2.0 / 252.0);  // symmetric
+  std::vector<int64_t> a4 = {1, 2, 3, 4}, b4 = {5, 6, 7, 8};
+  EXPECT_DOUBLE_EQ(mann_whitney_u(a4, b4).p_value, 2.0 / 70.0);  // C(8, 4) = 70: 0.029
+}
+
+// The exact p-value against a count over every arrangement of 4 A and 5 B values.
+TEST(MannWhitney, ExactPValueCountsEveryArrangement) {
+  constexpr int kA = 4, kB = 5, kPooled = kA + kB;
+  std::vector<std::vector<int64_t>> a_samples, b_samples;
+  std::vector<int> u_of_arrangement;
+  for (unsigned mask = 0; mask < (1u << kPooled); ++mask) {
+    if (__builtin_popcount(mask) != kA) continue;
+    std::vector<int64_t> a, b;
+    int u = 0;  // pairs with the A value larger
+    for (int value = 0; value < kPooled; ++value) {
+      if (mask & (1u << value)) {
+        a.push_back(value);
+        u += static_cast<int>(b.size());
+      } else {
+        b.push_back(value);
+      }
+    }
+    a_samples.push_back(a);
+    b_samples.push_back(b);
+    u_of_arrangement.push_back(u);
+  }
+  ASSERT_EQ(u_of_arrangement.size(), 126u);  // C(9, 4)
+  for (size_t i = 0; i < u_of_arrangement.size(); ++i) {
+    const int u = u_of_arrangement[i];
+    const int distance = std::min(u, kA * kB - u);
+    int as_extreme = 0;  // on one side: U at most the observed distance from 0
+    for (int other : u_of_arrangement)
+      if (other <= distance) ++as_extreme;
+    const double expected = std::min(1.0, 2.0 * as_extreme / 126.0);
+    MannWhitneyResult result = mann_whitney_u(a_samples[i], b_samples[i]);
+    EXPECT_TRUE(result.exact);
+    EXPECT_DOUBLE_EQ(result.u_a, u);
+    EXPECT_DOUBLE_EQ(result.p_value, expected) << "U = " << u;
+  }
+}
+
+// With a tie, or with a sample over kExactMannWhitneyMaxSize, the normal approximation.
+TEST(MannWhitney, TiesAndLargeSamplesUseTheNormalApproximation) {
+  std::vector<int64_t> a = {1, 2, 3, 4, 6}, b = {6, 7, 8, 9, 10};
+  MannWhitneyResult tied = mann_whitney_u(a, b);
+  EXPECT_FALSE(tied.exact);
+  EXPECT_DOUBLE_EQ(tied.p_value, mann_whitney_u(a, b, MannWhitneyMethod::kAsymptotic).p_value);
+  std::vector<int64_t> large_a, large_b;
+  for (int64_t i = 0; i < 21; ++i) {
+    large_a.push_back(i);
+    large_b.push_back(100 + i);
+  }
+  EXPECT_FALSE(mann_whitney_u(large_a, large_b).exact);
+  large_a.pop_back();
+  large_b.pop_back();
+  MannWhitneyResult twenty = mann_whitney_u(large_a, large_b);
+  EXPECT_TRUE(twenty.exact);
+  EXPECT_DOUBLE_EQ(twenty.p_value, 2.0 / 137846528820.0);  // 2 / C(40, 20)
 }
 
 TEST(MannWhitney, TiesShareTheirMeanRank) {
@@ -143,6 +213,42 @@ TEST(CompareTraces, VerdictFollowsTheTestsDirectionNotTheMedianAlone) {
   EXPECT_LT(row.adjusted_p_value, 1e-6);
   EXPECT_NE(row.verdict, Verdict::kSlower);
   EXPECT_TRUE(regressions(comparison, 0.03).empty());
+}
+
+// One span name, called once per duration given, on one thread.
+trace::Trace calls_trace(const std::vector<int64_t>& durations) {
+  trace::Trace trace;
+  trace::TrackId track = trace.thread_track(1, 1);
+  const trace::StringId name = trace.intern("call");
+  int64_t cursor = 0;
+  for (int64_t duration : durations) {
+    trace.slices.add(cursor, duration, name, 0, track);
+    cursor += duration + 1;
+  }
+  trace.finalize();
+  return trace;
+}
+
+// At the default alpha (0.01) and min_samples (5): 5 calls each, every B call slower than
+// every A call, is significant (exact p = 2/252); 4 against 4 cannot be (2/70).
+TEST(CompareTraces, FiveFullySeparatedCallsAreEnoughFourAreNot) {
+  Comparison five = compare_traces(calls_trace({100, 101, 102, 103, 104}),
+                                   calls_trace({200, 201, 202, 203, 204}));
+  ASSERT_EQ(five.names.size(), 1u);
+  EXPECT_EQ(five.names[0].verdict, Verdict::kSlower);
+  EXPECT_DOUBLE_EQ(five.names[0].p_value, 2.0 / 252.0);
+  Comparison faster = compare_traces(calls_trace({200, 201, 202, 203, 204}),
+                                     calls_trace({100, 101, 102, 103, 104}));
+  EXPECT_EQ(faster.names[0].verdict, Verdict::kFaster);
+
+  CompareOptions four_samples;
+  four_samples.min_samples = 4;
+  Comparison four = compare_traces(calls_trace({100, 101, 102, 103}),
+                                   calls_trace({200, 201, 202, 203}), four_samples);
+  ASSERT_EQ(four.names.size(), 1u);
+  EXPECT_TRUE(four.names[0].tested);
+  EXPECT_DOUBLE_EQ(four.names[0].p_value, 2.0 / 70.0);
+  EXPECT_EQ(four.names[0].verdict, Verdict::kSame);
 }
 
 TEST(CompareTraces, TwoRunsOfTheSameCodeStayQuiet) {

@@ -10,7 +10,7 @@
 
 #include "analyze/distribution.hpp"
 #include "analyze/statistics.hpp"
-#include "trace/metric_names.hpp"
+#include "schema/metric_names.hpp"
 
 namespace opsight::analyze {
 
@@ -19,12 +19,12 @@ namespace {
 // The display order of the metrics opsight records: by group, a change before the levels
 // it is computed from. Other names follow, alphabetically.
 constexpr std::array<std::string_view, 17> kKnownMetricOrder = {
-    trace::kMetricCpuNs,          trace::kMetricRssDelta,       trace::kMetricRssPeak,
-    trace::kMetricRssStart,       trace::kMetricRssEnd,         trace::kMetricHeapDelta,
-    trace::kMetricHeapPeak,       trace::kMetricIoRead,         trace::kMetricIoWrite,
-    trace::kMetricStorageRead,    trace::kMetricStorageWrite,   trace::kMetricNetSent,
-    trace::kMetricNetReceived,    trace::kMetricGpuMemoryDelta, trace::kMetricGpuMemoryUsed,
-    trace::kMetricGpuUtilization, trace::kMetricGpuPower};
+    schema::kMetricCpuNs,          schema::kMetricRssDelta,       schema::kMetricRssPeak,
+    schema::kMetricRssStart,       schema::kMetricRssEnd,         schema::kMetricHeapDelta,
+    schema::kMetricHeapPeak,       schema::kMetricIoRead,         schema::kMetricIoWrite,
+    schema::kMetricStorageRead,    schema::kMetricStorageWrite,   schema::kMetricNetSent,
+    schema::kMetricNetReceived,    schema::kMetricGpuMemoryDelta, schema::kMetricGpuMemoryUsed,
+    schema::kMetricGpuUtilization, schema::kMetricGpuPower};
 
 size_t display_rank(std::string_view metric_name) {
   auto known = std::find(kKnownMetricOrder.begin(), kKnownMetricOrder.end(), metric_name);
@@ -32,8 +32,8 @@ size_t display_rank(std::string_view metric_name) {
 }
 
 bool has_metric_prefix(std::string_view key) {
-  return key.size() > trace::kMetricArgPrefix.size() &&
-         key.substr(0, trace::kMetricArgPrefix.size()) == trace::kMetricArgPrefix;
+  return key.size() > schema::kMetricArgPrefix.size() &&
+         key.substr(0, schema::kMetricArgPrefix.size()) == schema::kMetricArgPrefix;
 }
 
 // The percentiles a SpanMetricStatistics carries, in percent, ascending.
@@ -127,7 +127,7 @@ SliceMetricIndex::SliceMetricIndex(const trace::Trace& trace)
     }
   }
   auto metric_name = [&trace](trace::StringId key) {
-    return trace.str(key).substr(trace::kMetricArgPrefix.size());
+    return trace.str(key).substr(schema::kMetricArgPrefix.size());
   };
   std::sort(metric_keys.begin(), metric_keys.end(),
             [&metric_name](trace::StringId a, trace::StringId b) {
@@ -193,7 +193,7 @@ std::vector<SpanMetricStatistics> compute_span_metric_statistics(const trace::Tr
     entry.span_name = static_cast<trace::StringId>(group >> 32);
     entry.metric = static_cast<uint32_t>(group & 0xFFFFFFFFu);
     entry.metric_name = index.names()[entry.metric];
-    entry.unit = trace::metric_unit(entry.metric_name);
+    entry.unit = schema::metric_unit(entry.metric_name);
     summarize_metric_values(values, entry);
     statistics.push_back(std::move(entry));
     begin = end;
@@ -223,7 +223,7 @@ std::vector<CounterStatistics> compute_counter_statistics(const trace::Trace& tr
     entry.pid = counter_track.pid;
     entry.name = trace.str(counter_track.name);
     std::string_view unit = trace.str(counter_track.unit);
-    entry.unit = unit.empty() ? trace::metric_unit(entry.name) : unit;
+    entry.unit = unit.empty() ? schema::metric_unit(entry.name) : unit;
     entry.samples = samples.size();
     entry.min = samples[0].second;
     entry.max = samples[0].second;
@@ -250,19 +250,19 @@ MetricCost parse_metric_cost(const trace::RunInfo& run) {
   std::map<std::string, MetricCostEntry, std::less<>> groups;
   for (const auto& [key, value] : run.extra) {
     std::string_view name(key);
-    if (name.size() <= trace::kMetricCostPrefix.size() ||
-        name.substr(0, trace::kMetricCostPrefix.size()) != trace::kMetricCostPrefix)
+    if (name.size() <= schema::kMetricCostPrefix.size() ||
+        name.substr(0, schema::kMetricCostPrefix.size()) != schema::kMetricCostPrefix)
       continue;
     std::optional<std::pair<uint64_t, int64_t>> parsed = parse_cost_value(value);
     if (!parsed) continue;
-    std::string group(name.substr(trace::kMetricCostPrefix.size()));
+    std::string group(name.substr(schema::kMetricCostPrefix.size()));
     MetricCostEntry& entry = groups[group];
     entry.group = group;
     entry.readings += parsed->first;
     add_saturating(entry.total_ns, parsed->second);
   }
   for (auto& [group, entry] : groups) {
-    if (group == trace::kMetricCostSampler) {
+    if (group == schema::kMetricCostSampler) {
       cost.sampler = std::move(entry);
       continue;
     }

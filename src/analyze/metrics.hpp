@@ -1,5 +1,5 @@
 // Metrics beyond latency: what spans measured besides their duration, the counters a
-// sampler recorded over time, and what measuring them cost (names: trace/metric_names.hpp).
+// sampler recorded over time, and what measuring them cost (names: schema/metric_names.hpp).
 //
 //   SliceMetricIndex            which argument keys of a trace are metrics, and one slice's
 //                               metric values (the tree report, DataFrames).
@@ -13,9 +13,9 @@
 //   - a span metric is a slice argument whose key starts with "metric." and whose value is
 //     an integer or a floating-point number (strings and booleans under the prefix are
 //     ignored); its name is the key without the prefix, its unit the name's suffix
-//     (trace::metric_unit).
+//     (schema::metric_unit).
 //   - percentiles use the same method and code as every other analysis (numpy's 'linear',
-//     percentiles_of_unsorted in statistics.hpp), on the values as recorded, fractional
+//     percentiles_of_unsorted in distribution.hpp), on the values as recorded, fractional
 //     ones (watts, percent) included.
 //   - the mean of a counter is time-weighted: each sample holds until the next one (a step
 //     function, as counter tracks are drawn), averaged over first to last sample; with one
@@ -45,7 +45,7 @@ struct MetricReading {
 };
 
 // Indexes the metric arguments of a finalized trace: the metric names present, in display
-// order (the metrics of trace/metric_names.hpp first, by group, a change before the levels
+// order (the metrics of schema/metric_names.hpp first, by group, a change before the levels
 // it comes from: rss_delta_bytes, rss_peak_bytes, rss_start_bytes, rss_end_bytes; then any
 // other name alphabetically), and a lookup from argument key to metric.
 class SliceMetricIndex {
@@ -83,7 +83,7 @@ struct SpanMetricStatistics {
   trace::StringId span_name = 0;
   uint32_t metric = 0;      // index into the SliceMetricIndex the statistics came from
   std::string metric_name;  // without the prefix
-  std::string_view unit;    // trace::metric_unit(metric_name)
+  std::string_view unit;    // schema::metric_unit(metric_name)
   bool integral = true;     // every value was a whole number
   uint64_t count = 0;       // slices that carry the metric
   double total = 0.0;
@@ -105,7 +105,7 @@ struct CounterStatistics {
   uint32_t counter_track = 0;  // index into Trace::counter_tracks
   int64_t pid = 0;
   std::string name;
-  std::string unit;  // the track's own unit, else trace::metric_unit(name)
+  std::string unit;  // the track's own unit, else schema::metric_unit(name)
   uint64_t samples = 0;
   double min = 0.0;
   double mean = 0.0;  // time-weighted (see above)
@@ -125,7 +125,7 @@ struct MetricCostEntry {
   int64_t total_ns = 0;
 };
 
-// The measured cost of metrics, from RunInfo::extra (trace/metric_names.hpp).
+// The measured cost of metrics, from RunInfo::extra (schema/metric_names.hpp).
 struct MetricCost {
   // Per-span metric groups, costliest first (ties: by name). Their cost is part of the
   // tracer overhead already.

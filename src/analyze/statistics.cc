@@ -1,50 +1,12 @@
 #include "analyze/statistics.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <unordered_map>
 #include <utility>
 
 namespace opsight::analyze {
 
 namespace {
-
-// numpy's _lerp: the two halves interpolate from opposite ends so that fraction 1 gives
-// exactly `upper`; mirroring it keeps our results bit-identical to numpy.percentile.
-double interpolate(double lower, double upper, double fraction) {
-  double difference = upper - lower;
-  if (fraction >= 0.5) return upper - difference * (1.0 - fraction);
-  return lower + difference * fraction;
-}
-
-// Where percentile q (in percent) falls among `count` sorted values: the lower rank and
-// the fraction of the way to the next one, as numpy computes them for method='linear'.
-struct Rank {
-  size_t lower = 0;
-  double fraction = 0.0;
-};
-
-// Sums stay in range on extreme input (a foreign trace with durations near 2^63 ns):
-// they saturate instead of wrapping. The branch is never taken on real traces.
-inline void add_saturating(int64_t& sum, int64_t value) {
-  if (__builtin_add_overflow(sum, value, &sum))
-    sum = value > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-}
-
-Rank rank_of_percentile(size_t count, double q) {
-  if (count <= 1 || !(q > 0.0)) return {};  // also catches NaN
-  if (q >= 100.0) return {count - 1, 0.0};
-  double quantile = q / 100.0;
-  // numpy's 'linear' method: the virtual index is quantile * (n - 1), computed in that
-  // form (the algebraically equal n * q + 1 - q - 1 rounds differently).
-  double index = static_cast<double>(count - 1) * quantile;
-  double floor_index = std::floor(index);
-  if (floor_index < 0.0) return {};
-  auto lower = static_cast<size_t>(floor_index);
-  if (lower >= count - 1) return {count - 1, 0.0};
-  return {lower, index - floor_index};
-}
 
 // Running sums for one name during the first pass over the slices.
 struct NameAccumulator {
@@ -80,74 +42,6 @@ void resolve_mixed_categories(const trace::SliceTable& slices,
 }
 
 }  // namespace
-
-// Integer (durations, bytes) and floating-point (watts, percent) values share one
-// implementation.
-template <typename Value>
-double percentile_of_sorted_values(std::span<const Value> sorted_values, double q) {
-  if (sorted_values.empty()) return 0.0;
-  Rank rank = rank_of_percentile(sorted_values.size(), q);
-  auto lower = static_cast<double>(sorted_values[rank.lower]);
-  if (rank.fraction == 0.0) return lower;
-  auto upper = static_cast<double>(sorted_values[rank.lower + 1]);
-  return interpolate(lower, upper, rank.fraction);
-}
-
-template <typename Value>
-void select_percentiles(std::span<Value> values, std::span<const double> percents,
-                        std::span<double> results) {
-  const size_t count = values.size();
-  if (count == 0) {
-    for (size_t i = 0; i < percents.size() && i < results.size(); ++i) results[i] = 0.0;
-    return;
-  }
-  // Small groups: a sort is cheaper than repeated selection.
-  if (count <= 32) {
-    std::sort(values.begin(), values.end());
-    for (size_t i = 0; i < percents.size() && i < results.size(); ++i)
-      results[i] = percentile_of_sorted_values(std::span<const Value>(values), percents[i]);
-    return;
-  }
-  // Invariant: values[0, placed) are all <= values[placed, count), and the last position
-  // placed (placed - 1) holds the value a full sort would put there. Percents ascend, so
-  // each needed rank is either already placed or lies in [placed, count).
-  size_t placed = 0;
-  for (size_t i = 0; i < percents.size() && i < results.size(); ++i) {
-    Rank rank = rank_of_percentile(count, percents[i]);
-    if (rank.lower >= placed) {
-      std::nth_element(values.begin() + static_cast<ptrdiff_t>(placed),
-                       values.begin() + static_cast<ptrdiff_t>(rank.lower), values.end());
-      placed = rank.lower + 1;
-    }
-    auto lower = static_cast<double>(values[rank.lower]);
-    if (rank.fraction == 0.0) {
-      results[i] = lower;
-      continue;
-    }
-    size_t upper_rank = rank.lower + 1;
-    if (upper_rank >= placed) {
-      // The next rank in sorted order is the smallest of what lies above.
-      auto smallest =
-          std::min_element(values.begin() + static_cast<ptrdiff_t>(upper_rank), values.end());
-      std::iter_swap(smallest, values.begin() + static_cast<ptrdiff_t>(upper_rank));
-      placed = upper_rank + 1;
-    }
-    results[i] = interpolate(lower, static_cast<double>(values[upper_rank]), rank.fraction);
-  }
-}
-
-double percentile_of_sorted(std::span<const int64_t> sorted_values, double q) {
-  return percentile_of_sorted_values(sorted_values, q);
-}
-
-void percentiles_of_unsorted(std::span<int64_t> values, std::span<const double> percents,
-                             std::span<double> results) {
-  select_percentiles(values, percents, results);
-}
-void percentiles_of_unsorted(std::span<double> values, std::span<const double> percents,
-                             std::span<double> results) {
-  select_percentiles(values, percents, results);
-}
 
 int64_t traced_time_ns(const trace::Trace& trace) {
   if (trace.run.traced_ns > 0) return trace.run.traced_ns;
@@ -213,41 +107,18 @@ TraceStatistics compute_name_statistics(const trace::Trace& trace) {
       grouped_durations[cursor[slices.name[row]]++] = slices.dur[row];
   }
 
-  // Pass 3: per name, the moments in one scan and the percentiles by selection.
+  // Pass 3: per name, the distribution of its durations (the percentiles by selection).
   const double traced = static_cast<double>(statistics.traced_ns);
-  std::array<double, kSummaryPercentiles.size()> percentile_values{};
   for (size_t name = 0; name < name_capacity; ++name) {
     const NameAccumulator& accumulator = accumulators[name];
     if (accumulator.count == 0) continue;
     std::span<int64_t> durations(grouped_durations.data() + group_begin[name],
                                  static_cast<size_t>(accumulator.count));
     NameStatistics entry;
+    static_cast<Distribution&>(entry) = summarize_distribution(durations);
     entry.name = static_cast<trace::StringId>(name);
     entry.category = category_of_name[name];
-    entry.count = accumulator.count;
-    entry.total_ns = accumulator.total_ns;
     entry.self_ns = std::max<int64_t>(accumulator.self_ns, 0);
-    entry.mean_ns =
-        static_cast<double>(accumulator.total_ns) / static_cast<double>(accumulator.count);
-    int64_t smallest = durations[0];
-    int64_t largest = durations[0];
-    double squared_deviations = 0.0;
-    for (int64_t duration : durations) {
-      smallest = std::min(smallest, duration);
-      largest = std::max(largest, duration);
-      double deviation = static_cast<double>(duration) - entry.mean_ns;
-      squared_deviations += deviation * deviation;
-    }
-    entry.min_ns = smallest;
-    entry.max_ns = largest;
-    entry.stddev_ns = std::sqrt(squared_deviations / static_cast<double>(accumulator.count));
-    percentiles_of_unsorted(durations, kSummaryPercentiles, percentile_values);
-    entry.p50_ns = percentile_values[0];
-    entry.p90_ns = percentile_values[1];
-    entry.p95_ns = percentile_values[2];
-    entry.p97_ns = percentile_values[3];
-    entry.p99_ns = percentile_values[4];
-    entry.p999_ns = percentile_values[5];
     entry.share_of_traced = traced > 0.0 ? static_cast<double>(entry.total_ns) / traced : 0.0;
     statistics.names.push_back(entry);
   }

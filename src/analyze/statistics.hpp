@@ -1,19 +1,16 @@
 // Per-name statistics over a trace's slices, and the tracer's own overhead.
 //
 // compute_name_statistics() groups every slice by its interned name (a vector indexed by
-// StringId, never a hash of strings) and gives, per distinct name: count, inclusive total,
-// self time, min, max, mean, population standard deviation, exact percentiles p50, p90,
-// p95, p97, p99 and p99.9, the most common category, and the share of traced time.
+// StringId, never a hash of strings) and gives, per distinct name, the Distribution of its
+// durations (distribution.hpp: count, inclusive total, min, mean, exact percentiles, max,
+// population standard deviation) with its self time, the most common category, and the
+// share of traced time.
 //
-// Definitions (docs/reports.md repeats them for users):
+// Definitions (docs/reports.md repeats them for users; those of the Distribution are in
+// distribution.hpp):
 //   - self time of a slice = its duration minus the durations of its direct children (the
 //     slices whose `parent` is that slice). After Trace::finalize() children nest inside
 //     their parent and do not overlap each other, so this is the time not covered by them.
-//   - stddev is the POPULATION standard deviation: sqrt(sum((x - mean)^2) / count).
-//   - percentiles use linear interpolation between the closest ranks, the same as
-//     numpy.percentile(values, q) with its default method='linear': with the values sorted
-//     ascending, index = q / 100 * (count - 1); the result is
-//     values[floor(index)] + (values[floor(index) + 1] - values[floor(index)]) * fraction.
 //   - share of traced time = total_ns / traced_time_ns(trace). Nested names each count
 //     their inclusive time, so shares of different names can add up to more than 1.
 //
@@ -26,44 +23,22 @@
 #include <span>
 #include <vector>
 
+#include "analyze/distribution.hpp"
 #include "analyze/metrics.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::analyze {
 
-// The percentiles every summary reports, in percent, ascending.
+// The percentiles the summary report shows, in percent, ascending (a subset of
+// kDistributionPercentiles).
 inline constexpr std::array<double, 6> kSummaryPercentiles = {50.0, 90.0, 95.0, 97.0, 99.0, 99.9};
 
-// The q-th percentile (q in percent, 0..100, clamped) of values sorted ascending, with
-// numpy's default linear interpolation. Returns 0 for an empty span.
-double percentile_of_sorted(std::span<const int64_t> sorted_values, double q);
-
-// The same percentiles as percentile_of_sorted() would give on the sorted values, computed
-// by selection (std::nth_element) instead of a full sort: linear time, the hot path of
-// compute_name_statistics(). `values` is reordered; `percents` must be ascending;
-// `results` receives one value per percent (results.size() >= percents.size()).
-void percentiles_of_unsorted(std::span<int64_t> values, std::span<const double> percents,
-                             std::span<double> results);
-void percentiles_of_unsorted(std::span<double> values, std::span<const double> percents,
-                             std::span<double> results);
-
-// Statistics of every slice that carries one name.
-struct NameStatistics {
+// Statistics of every slice that carries one name: the Distribution of their durations
+// (total_ns inclusive: the sum of durations), and what only a name has.
+struct NameStatistics : Distribution {
   trace::StringId name = 0;
   trace::StringId category = 0;  // the most common category among its slices
-  uint64_t count = 0;
-  int64_t total_ns = 0;  // inclusive: sum of durations
-  int64_t self_ns = 0;   // sum of self times (see the definitions above)
-  int64_t min_ns = 0;
-  int64_t max_ns = 0;
-  double mean_ns = 0.0;
-  double stddev_ns = 0.0;  // population standard deviation
-  double p50_ns = 0.0;
-  double p90_ns = 0.0;
-  double p95_ns = 0.0;
-  double p97_ns = 0.0;
-  double p99_ns = 0.0;
-  double p999_ns = 0.0;
+  int64_t self_ns = 0;           // sum of self times (see the definitions above)
   double share_of_traced = 0.0;  // total_ns / traced time, a fraction (0.25 = 25%)
 };
 

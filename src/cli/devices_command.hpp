@@ -3,16 +3,18 @@
 // table or, with --format json, one JSON object (docs/devices.md). Without a GPU it says
 // why ("no GPU found (libnvidia-ml.so.1 not found (no NVIDIA driver))") and exits 0.
 //
-// Test hook: OPSIGHT_FAKE_GPUS=PATH makes it list the fake GPUs that JSON file describes
-// instead of asking NVML, so the rendering is tested on machines without a GPU.
+// Where the GPUs come from is given to the command (DevicesSourceOpener): NVML in the
+// installed CLI; the build-tree test program opsight_with_fake_gpus passes the
+// OPSIGHT_FAKE_GPUS hook of fake_gpus_for_tests.hpp, which the installed CLI never reads.
 //
-// Exit status: 0 listed (GPUs, or none and why); 1 the OPSIGHT_FAKE_GPUS file is unusable
-// or stdout cannot be written; 64 bad usage.
+// Exit status: 0 listed (GPUs, or none and why); 1 stdout cannot be written (or, in the
+// test program, the OPSIGHT_FAKE_GPUS file is unusable); 64 bad usage.
 //
 // Thread-safety: none; one per process, used by main's thread.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,17 +36,27 @@ DeviceListing list_devices(collect::GpuSource* source, const std::string& no_gpu
 std::string render_devices_text(const DeviceListing& listing);
 std::string render_devices_json(const DeviceListing& listing);
 
-// A FakeGpuSource from the JSON text of an OPSIGHT_FAKE_GPUS file: {"driver_version": "...",
-// "gpus": [{"name": ..., "memory_used_bytes": ..., ..., "failed_reads":
-// {"nvmlDeviceGetPowerUsage": "Unknown Error"}}]}, with the field names of the JSON output
-// (null or absent: not reported). nullptr with *error naming the field when it is not so.
-std::unique_ptr<collect::GpuSource> parse_fake_gpus(const std::string& json_text,
-                                                    std::string* error);
+// The GPU source `opsight devices` reads, opened when the command runs.
+struct DevicesSource {
+  std::unique_ptr<collect::GpuSource> source;  // nullptr: no GPU source
+  std::string no_gpu_reason;                   // why there is none ("no GPU: ...")
+  std::optional<int> exit_status;              // set: the command ends with it (error said)
+};
+using DevicesSourceOpener = std::function<DevicesSource()>;
+
+// NVML (collect::open_nvml): the installed CLI's source.
+DevicesSource open_nvml_devices_source();
+
+// The opener main() gives the command. Chosen at link time: open_nvml_devices_source in
+// the installed `opsight` (devices_source_nvml.cc), the OPSIGHT_FAKE_GPUS hook in the
+// build-tree test program opsight_with_fake_gpus (fake_gpus_for_tests.cc).
+DevicesSourceOpener devices_source_of_this_build();
 
 class DevicesCommand {
  public:
-  // Adds `devices` to `app`; its options are parsed into this object.
-  explicit DevicesCommand(CLI::App& app);
+  // Adds `devices` to `app`; its options are parsed into this object. The GPUs come from
+  // what `open_source` opens when the command runs.
+  DevicesCommand(CLI::App& app, DevicesSourceOpener open_source = open_nvml_devices_source);
   DevicesCommand(const DevicesCommand&) = delete;
   DevicesCommand& operator=(const DevicesCommand&) = delete;
 
@@ -53,6 +65,7 @@ class DevicesCommand {
 
  private:
   CLI::App* command_ = nullptr;
+  DevicesSourceOpener open_source_;
   std::string format_ = "text";
 };
 

@@ -348,7 +348,7 @@ int main(int argc, char** argv) {
 
   opsight::cli::StoreCommands store_commands(app);  // save, runs, show, rm
   opsight::cli::CompareCommand compare_command(app);
-  opsight::cli::DevicesCommand devices_command(app);
+  opsight::cli::DevicesCommand devices_command(app, opsight::cli::devices_source_of_this_build());
 
   try {
     app.parse(argc, argv);

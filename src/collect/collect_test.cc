@@ -23,7 +23,7 @@
 #include "io/io.hpp"
 #include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
-#include "trace/metric_names.hpp"
+#include "schema/metric_names.hpp"
 
 namespace {
 
@@ -50,12 +50,12 @@ std::map<std::string, double> metrics_of(const Trace& trace, std::string_view na
     if (trace.strings.get(trace.slices.name[row]) != name) continue;
     for (auto arg = trace.slices.args_begin[row]; arg < trace.slices.args_begin[row + 1]; ++arg) {
       std::string key(trace.strings.get(trace.slice_args.key[arg]));
-      if (!key.starts_with(opsight::trace::kMetricArgPrefix)) continue;
+      if (!key.starts_with(opsight::schema::kMetricArgPrefix)) continue;
       const auto& value = trace.slice_args.value[arg];
       double number = value.type == opsight::trace::ArgType::kDouble
                           ? value.double_value
                           : static_cast<double>(value.int_value);
-      metrics[key.substr(opsight::trace::kMetricArgPrefix.size())] = number;
+      metrics[key.substr(opsight::schema::kMetricArgPrefix.size())] = number;
     }
     return metrics;
   }

@@ -1,7 +1,8 @@
 // A test helper: GPUs whose readings a test sets, with reads that fail on demand, so that
 // everything above the GPU source (health, the sampler, per-span GPU metrics, `opsight
-// devices`) is tested on machines without a GPU. Used by gpu_test.cc, the sampler's tests
-// and, through OPSIGHT_FAKE_GPUS, by `opsight devices`.
+// devices`) is tested on machines without a GPU. Used by gpu_test.cc, the sampler's tests,
+// the devices command's tests and, through OPSIGHT_FAKE_GPUS, the build-tree test program
+// opsight_with_fake_gpus (src/cli/fake_gpus_for_tests.cc); never by the installed CLI.
 #pragma once
 
 #include <cstddef>

@@ -7,13 +7,13 @@
 
 #include "opsight/internal/recorder_inline.hpp"
 #include "record/clock.hpp"
-#include "trace/metric_names.hpp"
+#include "schema/metric_names.hpp"
 
 namespace opsight::collect {
 namespace {
 
 constexpr std::array<std::string_view, static_cast<size_t>(CostGroup::kCount)> kGroupNames = {
-    "cpu", "memory", "disk", "network", "gpu", "heap", trace::kMetricCostSampler};
+    "cpu", "memory", "disk", "network", "gpu", "heap", schema::kMetricCostSampler};
 
 struct GroupCost {
   std::atomic<uint64_t> readings{0};
@@ -88,15 +88,15 @@ std::vector<std::pair<std::string, std::string>> metric_run_info() {
     uint64_t readings = cost.readings.load();
     if (readings == 0) continue;
     auto total_ns = static_cast<int64_t>(static_cast<double>(cost.ticks.load()) * ns_per_tick);
-    entries.emplace_back(std::string(trace::kMetricCostPrefix) + std::string(kGroupNames[index]),
+    entries.emplace_back(std::string(schema::kMetricCostPrefix) + std::string(kGroupNames[index]),
                          std::to_string(readings) + " " + std::to_string(total_ns));
   }
   std::lock_guard lock(all.notes_mutex);
   if (all.sampler_interval_ns > 0)
-    entries.emplace_back(std::string(trace::kSamplerIntervalKey),
+    entries.emplace_back(std::string(schema::kSamplerIntervalKey),
                          std::to_string(all.sampler_interval_ns));
   if (!all.gpu_unavailable.empty())
-    entries.emplace_back(std::string(trace::kGpuUnavailableKey), all.gpu_unavailable);
+    entries.emplace_back(std::string(schema::kGpuUnavailableKey), all.gpu_unavailable);
   return entries;
 }
 

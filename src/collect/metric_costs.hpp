@@ -1,6 +1,6 @@
 // What reading metrics has cost in the current session, per metric group, and the run
 // information that carries it into the trace ("metric_cost.<group>", see
-// trace/metric_names.hpp). The per-span readers and the sampler add to it; the session
+// schema/metric_names.hpp). The per-span readers and the sampler add to it; the session
 // resets it at start and writes it at stop.
 //
 // Thread-safety: all functions may be called from any thread (relaxed atomics; the totals

@@ -1,7 +1,7 @@
 // The background sampler: while a session records, a thread of its own samples the
 // process's resident set, CPU use and I/O rates, and each GPU's utilization, memory,
 // power and temperature, and records them as counter tracks ("process.rss_bytes",
-// "gpu0.power_watts", see trace/metric_names.hpp for the naming and units). The time each
+// "gpu0.power_watts", see schema/metric_names.hpp for the naming and units). The time each
 // sample takes is added to the "sampler" metric cost; it is spent on the sampler's thread,
 // not on the program's.
 //

@@ -14,7 +14,7 @@
 #include "collect/process_counters.hpp"
 #include "opsight/metrics.hpp"
 #include "record/recorder.hpp"
-#include "trace/metric_names.hpp"
+#include "schema/metric_names.hpp"
 
 namespace opsight {
 namespace collect {
@@ -110,26 +110,26 @@ ResidentPeakTracker& peak_tracker() {
 }
 
 std::string metric_key(std::string_view name) {
-  return std::string(trace::kMetricArgPrefix) + std::string(name);
+  return std::string(schema::kMetricArgPrefix) + std::string(name);
 }
 
 // The argument keys, built once.
 struct MetricKeys {
-  std::string cpu = metric_key(trace::kMetricCpuNs);
-  std::string rss_start = metric_key(trace::kMetricRssStart);
-  std::string rss_end = metric_key(trace::kMetricRssEnd);
-  std::string rss_delta = metric_key(trace::kMetricRssDelta);
-  std::string rss_peak = metric_key(trace::kMetricRssPeak);
-  std::string io_read = metric_key(trace::kMetricIoRead);
-  std::string io_write = metric_key(trace::kMetricIoWrite);
-  std::string storage_read = metric_key(trace::kMetricStorageRead);
-  std::string storage_write = metric_key(trace::kMetricStorageWrite);
-  std::string net_sent = metric_key(trace::kMetricNetSent);
-  std::string net_received = metric_key(trace::kMetricNetReceived);
-  std::string gpu_memory_used = metric_key(trace::kMetricGpuMemoryUsed);
-  std::string gpu_memory_delta = metric_key(trace::kMetricGpuMemoryDelta);
-  std::string gpu_utilization = metric_key(trace::kMetricGpuUtilization);
-  std::string gpu_power = metric_key(trace::kMetricGpuPower);
+  std::string cpu = metric_key(schema::kMetricCpuNs);
+  std::string rss_start = metric_key(schema::kMetricRssStart);
+  std::string rss_end = metric_key(schema::kMetricRssEnd);
+  std::string rss_delta = metric_key(schema::kMetricRssDelta);
+  std::string rss_peak = metric_key(schema::kMetricRssPeak);
+  std::string io_read = metric_key(schema::kMetricIoRead);
+  std::string io_write = metric_key(schema::kMetricIoWrite);
+  std::string storage_read = metric_key(schema::kMetricStorageRead);
+  std::string storage_write = metric_key(schema::kMetricStorageWrite);
+  std::string net_sent = metric_key(schema::kMetricNetSent);
+  std::string net_received = metric_key(schema::kMetricNetReceived);
+  std::string gpu_memory_used = metric_key(schema::kMetricGpuMemoryUsed);
+  std::string gpu_memory_delta = metric_key(schema::kMetricGpuMemoryDelta);
+  std::string gpu_utilization = metric_key(schema::kMetricGpuUtilization);
+  std::string gpu_power = metric_key(schema::kMetricGpuPower);
 };
 
 const MetricKeys& keys() {

@@ -12,7 +12,7 @@
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "report/report_internal.hpp"
-#include "trace/metric_names.hpp"
+#include "schema/metric_names.hpp"
 
 namespace opsight::report {
 
@@ -24,23 +24,23 @@ namespace {
 struct MetricLabel {
   std::string_view metric, label;
 };
-constexpr MetricLabel kMetricLabels[] = {{trace::kMetricCpuNs, "cpu"},
-                                         {trace::kMetricRssDelta, "rss"},
-                                         {trace::kMetricRssPeak, "rss peak"},
-                                         {trace::kMetricRssStart, "rss start"},
-                                         {trace::kMetricRssEnd, "rss end"},
-                                         {trace::kMetricHeapDelta, "heap"},
-                                         {trace::kMetricHeapPeak, "heap peak"},
-                                         {trace::kMetricIoRead, "read"},
-                                         {trace::kMetricIoWrite, "written"},
-                                         {trace::kMetricStorageRead, "storage read"},
-                                         {trace::kMetricStorageWrite, "storage written"},
-                                         {trace::kMetricNetSent, "sent"},
-                                         {trace::kMetricNetReceived, "received"},
-                                         {trace::kMetricGpuMemoryDelta, "gpu memory"},
-                                         {trace::kMetricGpuMemoryUsed, "gpu memory"},
-                                         {trace::kMetricGpuUtilization, "gpu"},
-                                         {trace::kMetricGpuPower, "gpu power"}};
+constexpr MetricLabel kMetricLabels[] = {{schema::kMetricCpuNs, "cpu"},
+                                         {schema::kMetricRssDelta, "rss"},
+                                         {schema::kMetricRssPeak, "rss peak"},
+                                         {schema::kMetricRssStart, "rss start"},
+                                         {schema::kMetricRssEnd, "rss end"},
+                                         {schema::kMetricHeapDelta, "heap"},
+                                         {schema::kMetricHeapPeak, "heap peak"},
+                                         {schema::kMetricIoRead, "read"},
+                                         {schema::kMetricIoWrite, "written"},
+                                         {schema::kMetricStorageRead, "storage read"},
+                                         {schema::kMetricStorageWrite, "storage written"},
+                                         {schema::kMetricNetSent, "sent"},
+                                         {schema::kMetricNetReceived, "received"},
+                                         {schema::kMetricGpuMemoryDelta, "gpu memory"},
+                                         {schema::kMetricGpuMemoryUsed, "gpu memory"},
+                                         {schema::kMetricGpuUtilization, "gpu"},
+                                         {schema::kMetricGpuPower, "gpu power"}};
 
 // A level that belongs to a change: shown in parentheses after it ("rss +12.0 MiB (peak
 // 1.2 GiB)"), or, with an empty label, left out beside it (the change says it).
@@ -48,11 +48,11 @@ struct LevelOfChange {
   std::string_view change, level, label;
 };
 constexpr LevelOfChange kLevelsOfChanges[] = {
-    {trace::kMetricRssDelta, trace::kMetricRssPeak, "peak"},
-    {trace::kMetricRssDelta, trace::kMetricRssStart, ""},
-    {trace::kMetricRssDelta, trace::kMetricRssEnd, ""},
-    {trace::kMetricHeapDelta, trace::kMetricHeapPeak, "peak"},
-    {trace::kMetricGpuMemoryDelta, trace::kMetricGpuMemoryUsed, "used"}};
+    {schema::kMetricRssDelta, schema::kMetricRssPeak, "peak"},
+    {schema::kMetricRssDelta, schema::kMetricRssStart, ""},
+    {schema::kMetricRssDelta, schema::kMetricRssEnd, ""},
+    {schema::kMetricHeapDelta, schema::kMetricHeapPeak, "peak"},
+    {schema::kMetricGpuMemoryDelta, schema::kMetricGpuMemoryUsed, "used"}};
 
 bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
@@ -60,10 +60,10 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 
 // A metric's name without its unit suffix: "queue_wait_ns" -> "queue_wait".
 std::string_view metric_stem(std::string_view name) {
-  if (trace::metric_unit(name).empty()) return name;
+  if (schema::metric_unit(name).empty()) return name;
   constexpr std::string_view kRate = "_per_s";
   if (ends_with(name, kRate)) name.remove_suffix(kRate.size());
-  if (trace::metric_unit(name).empty()) return name;
+  if (schema::metric_unit(name).empty()) return name;
   return name.substr(0, name.rfind('_'));
 }
 
@@ -74,7 +74,7 @@ std::string_view metric_label(std::string_view name) {
 }
 
 std::string format_reading(std::string_view name, double value) {
-  return format_metric_value(value, trace::metric_unit(name), is_change_metric(name));
+  return format_metric_value(value, schema::metric_unit(name), is_change_metric(name));
 }
 
 }  // namespace
@@ -212,14 +212,14 @@ MetricsView collect_metrics_view(const trace::Trace& trace, const ReportOptions&
     view.span_metrics = internal::span_metrics_of_names(statistics, ordered_names);
   }
   view.overhead = analyze::summarize_overhead(trace);
-  if (auto interval = analyze::run_extra_value(trace.run, trace::kSamplerIntervalKey)) {
+  if (auto interval = analyze::run_extra_value(trace.run, schema::kSamplerIntervalKey)) {
     int64_t nanoseconds = 0;
     auto [end, error] =
         std::from_chars(interval->data(), interval->data() + interval->size(), nanoseconds);
     if (error == std::errc() && end == interval->data() + interval->size() && nanoseconds > 0)
       view.sampler_interval_ns = nanoseconds;
   }
-  view.gpu_unavailable = analyze::run_extra_value(trace.run, trace::kGpuUnavailableKey);
+  view.gpu_unavailable = analyze::run_extra_value(trace.run, schema::kGpuUnavailableKey);
   view.trace_start_ns = trace.time_bounds().first;
   return view;
 }

@@ -19,7 +19,7 @@
 //                        mean, max), per span name and metric (count, mean, percentiles,
 //                        max), and what recording them cost.
 //
-// Spans that carry metrics ("metric.*" arguments, trace/metric_names.hpp) show them in the
+// Spans that carry metrics ("metric.*" arguments, schema/metric_names.hpp) show them in the
 // tree (a compact text column, a "metrics" object in JSON, one CSV column per metric) and
 // in the text summary (a "metrics per span" table after the latency table); a trace
 // without metrics renders exactly as it did before metrics existed.
@@ -121,7 +121,7 @@ std::string format_duration(double nanoseconds);
 // from KiB on); negative values keep their sign.
 std::string format_bytes(double bytes);
 
-// A metric or counter value in the unit its name gives (trace::metric_unit): "ns" as a
+// A metric or counter value in the unit its name gives (schema::metric_unit): "ns" as a
 // duration, "bytes" as format_bytes, "percent" as "87.5%", "watts" as "250.0 W",
 // "celsius" as "61.5 °C", a rate "<unit>/s" as the unit's form plus "/s", a plain number
 // with three significant digits ("2.50", "512"), any other unit after the number.

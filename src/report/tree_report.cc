@@ -10,7 +10,7 @@
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "report/report_internal.hpp"
-#include "trace/metric_names.hpp"
+#include "schema/metric_names.hpp"
 
 namespace opsight::report {
 
@@ -154,7 +154,7 @@ std::string tree_csv(const trace::Trace& trace, const ReportOptions& options) {
   const analyze::SliceMetricIndex metrics(trace);
   std::string out = "depth,path,start_ns,end_ns,dur_ns,self_ns,share_of_parent";
   for (const std::string& name : metrics.names())
-    out += "," + csv_field(std::string(trace::kMetricArgPrefix) + name);
+    out += "," + csv_field(std::string(schema::kMetricArgPrefix) + name);
   out += "\r\n";
   std::vector<std::string> metric_cells(metrics.names().size());
   std::vector<std::string_view> path;

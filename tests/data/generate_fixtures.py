@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates the small foreign-trace fixtures used by src/io/chrome_json_test.cc.
+"""Generates the small foreign-trace fixtures used by src/io/chrome_json/chrome_json_test.cc.
 
 Both files come from the real tools (no hand-written JSON), run on the CPU with tiny
 models built in code with fixed random weights; nothing is downloaded:

@@ -6,11 +6,13 @@
   libnvidia-ml.so.1 with ctypes, and the branch taken is printed (pytest -s shows it);
 - on fake GPUs described by a JSON file named in OPSIGHT_FAKE_GPUS (the test hook of
   docs/devices.md): one hot GPU and one with a failed read, in text and JSON, so that the
-  rendering is proven on machines without a GPU.
+  rendering is proven on machines without a GPU. The hook is only in the build tree's
+  test program opsight_with_fake_gpus (the same command); the installed CLI ignores it.
 """
 import ctypes
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -54,6 +56,18 @@ def _environment(**extra):
                    if key != "OPSIGHT_FAKE_GPUS"}
     environment.update(extra)
     return environment
+
+
+@pytest.fixture(scope="session")
+def fake_gpu_cli(build_program):
+    """Runs the build tree's `opsight_with_fake_gpus ARGS...` (the CLI with the hook)."""
+    program = build_program("src/cli/opsight_with_fake_gpus")
+
+    def run(*args, env=None):
+        return subprocess.run([str(program), *args], capture_output=True, text=True,
+                              timeout=120, env=env)
+
+    return run
 
 
 @pytest.fixture
@@ -105,8 +119,8 @@ def test_devices_on_this_machine_json(opsight_cli):
         }
 
 
-def test_fake_gpus_text(opsight_cli, fake_gpus):
-    result = opsight_cli("devices", env=fake_gpus)
+def test_fake_gpus_text(fake_gpu_cli, fake_gpus):
+    result = fake_gpu_cli("devices", env=fake_gpus)
     assert result.returncode == 0, result.stderr
     assert "fake GPUs from OPSIGHT_FAKE_GPUS=" in result.stderr  # never mistaken for NVML
     assert result.stdout.splitlines() == [
@@ -121,8 +135,8 @@ def test_fake_gpus_text(opsight_cli, fake_gpus):
     ]
 
 
-def test_fake_gpus_json(opsight_cli, fake_gpus):
-    result = opsight_cli("devices", "--format", "json", env=fake_gpus)
+def test_fake_gpus_json(fake_gpu_cli, fake_gpus):
+    result = fake_gpu_cli("devices", "--format", "json", env=fake_gpus)
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
 
@@ -146,29 +160,37 @@ def test_fake_gpus_json(opsight_cli, fake_gpus):
         "slowdown_temperature_celsius", "power_watts", "power_limit_watts", "health"]
 
 
-def test_fake_gpu_missing_values_print_as_dash_and_null(opsight_cli, tmp_path):
+def test_fake_gpu_missing_values_print_as_dash_and_null(fake_gpu_cli, tmp_path):
     path = tmp_path / "sparse.json"
     path.write_text(json.dumps({"driver_version": "550.54.15",
                                 "gpus": [{"name": "Sparse GPU", "temperature_celsius": 30}]}),
                     encoding="utf-8")
     environment = _environment(OPSIGHT_FAKE_GPUS=str(path))
-    text = opsight_cli("devices", env=environment)
+    text = fake_gpu_cli("devices", env=environment)
     assert text.returncode == 0, text.stderr
     row = text.stdout.splitlines()[3]
     assert row.split() == ["0", "Sparse", "GPU", "-", "-", "-", "30", "°C", "-", "ok"]
-    gpu = json.loads(opsight_cli("devices", "--format", "json", env=environment).stdout)["gpus"][0]
+    gpu = json.loads(fake_gpu_cli("devices", "--format", "json", env=environment).stdout)["gpus"][0]
     assert gpu["memory_used_bytes"] is None and gpu["power_limit_watts"] is None
     assert gpu["uuid"] is None and gpu["health"] == "ok"
 
 
-def test_bad_fake_gpu_file_is_a_one_line_error_naming_the_field(opsight_cli, tmp_path):
+def test_bad_fake_gpu_file_is_a_one_line_error_naming_the_field(fake_gpu_cli, tmp_path):
     path = tmp_path / "bad.json"
     path.write_text('{"gpus": [{"temperature_celsius": -3}]}', encoding="utf-8")
-    result = opsight_cli("devices", env=_environment(OPSIGHT_FAKE_GPUS=str(path)))
+    result = fake_gpu_cli("devices", env=_environment(OPSIGHT_FAKE_GPUS=str(path)))
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert str(path) in lines[0] and "gpus[0].temperature_celsius" in lines[0]
+
+
+def test_the_installed_cli_ignores_the_fake_gpu_hook(opsight_cli, fake_gpus):
+    """The hook is a test build's: the real command never lists fakes."""
+    result = opsight_cli("devices", "--format", "json", env=fake_gpus)
+    assert result.returncode == 0, result.stderr
+    assert "fake" not in result.stderr
+    assert "550.54.15" not in result.stdout
 
 
 def test_bad_format_is_a_usage_error(opsight_cli):

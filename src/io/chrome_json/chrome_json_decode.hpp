@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/chrome_json_values.hpp"
+#include "io/chrome_json/chrome_json_values.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::io::chrome_json {

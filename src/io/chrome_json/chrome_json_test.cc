@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "io/chrome_json_repair.hpp"
+#include "io/chrome_json/chrome_json_repair.hpp"
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 

@@ -1,4 +1,4 @@
-#include "io/chrome_json_categories.hpp"
+#include "io/chrome_json/chrome_json_categories.hpp"
 
 #include <cstdint>
 #include <iterator>

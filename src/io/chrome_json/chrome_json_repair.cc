@@ -1,4 +1,4 @@
-#include "io/chrome_json_repair.hpp"
+#include "io/chrome_json/chrome_json_repair.hpp"
 
 #include <algorithm>
 #include <cstdint>

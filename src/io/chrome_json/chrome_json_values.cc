@@ -1,4 +1,4 @@
-#include "io/chrome_json_values.hpp"
+#include "io/chrome_json/chrome_json_values.hpp"
 
 #include <charconv>
 

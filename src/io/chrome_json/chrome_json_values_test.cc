@@ -1,7 +1,7 @@
 // The Chrome JSON reader's value conversions against independent references: compact JSON
 // against simdjson::minify, hex span ids against std::from_chars, and microsecond
 // timestamps against exact decimal arithmetic.
-#include "io/chrome_json_values.hpp"
+#include "io/chrome_json/chrome_json_values.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The decode half of the Chrome JSON reader on its own: what each kind of event becomes,
 // and the window-local string table. (The reader's tests check the merged model.)
-#include "io/chrome_json_decode.hpp"
+#include "io/chrome_json/chrome_json_decode.hpp"
 
 #include <gtest/gtest.h>
 #include <simdjson.h>

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "io/chrome_json_decode.hpp"
+#include "io/chrome_json/chrome_json_decode.hpp"
 
 namespace opsight::io::chrome_json {
 

@@ -30,8 +30,8 @@
 #include <string>
 #include <thread>
 
-#include "io/chrome_json_repair.hpp"
-#include "io/chrome_json_windows.hpp"
+#include "io/chrome_json/chrome_json_repair.hpp"
+#include "io/chrome_json/chrome_json_windows.hpp"
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 

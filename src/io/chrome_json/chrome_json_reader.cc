@@ -50,11 +50,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "io/chrome_json_categories.hpp"
-#include "io/chrome_json_decode.hpp"
-#include "io/chrome_json_repair.hpp"
-#include "io/chrome_json_values.hpp"
-#include "io/chrome_json_windows.hpp"
+#include "io/chrome_json/chrome_json_categories.hpp"
+#include "io/chrome_json/chrome_json_decode.hpp"
+#include "io/chrome_json/chrome_json_repair.hpp"
+#include "io/chrome_json/chrome_json_values.hpp"
+#include "io/chrome_json/chrome_json_windows.hpp"
 #include "io/io.hpp"
 #include "trace/categories.hpp"
 #include "trace/trace.hpp"

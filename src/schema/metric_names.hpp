@@ -13,7 +13,7 @@
 
 #include <string_view>
 
-namespace opsight::trace {
+namespace opsight::schema {
 
 inline constexpr std::string_view kMetricArgPrefix = "metric.";
 
@@ -81,4 +81,4 @@ constexpr std::string_view metric_unit(std::string_view name) {
   return rate ? "/s" : "";
 }
 
-}  // namespace opsight::trace
+}  // namespace opsight::schema

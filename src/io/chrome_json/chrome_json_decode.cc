@@ -1,4 +1,4 @@
-#include "io/chrome_json_decode.hpp"
+#include "io/chrome_json/chrome_json_decode.hpp"
 
 // xxHash compiled into this file (header-only mode): the local string table hashes a short
 // string per name, category and argument key of every event, and a call into the shared
