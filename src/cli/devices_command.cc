@@ -12,7 +12,6 @@ namespace opsight::cli {
 
 namespace {
 
-constexpr int kExitError = 1;
 constexpr const char* kMissing = "-";
 
 // ---- Text -------------------------------------------------------------------------------
