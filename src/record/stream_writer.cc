@@ -193,22 +193,28 @@ void StreamWriter::drain(bool final_round) {
         if (std::any_of(reg.full_chunks.begin(), reg.full_chunks.end(),
                         [&](Chunk* chunk) { return chunk->owner == thread.get(); }))
           return false;
-        if (thread->seen_this_session) {
-          reg.exited_thread_stats.push_back(stats_of(*thread));
-          reg.exited_events_dropped += thread->events_dropped.load(std::memory_order_relaxed);
-        }
+        // A thread that registered after this round listed the threads (and may have
+        // exited already) has no thread record in the file yet: it stays until the next
+        // round writes one, so that its track and its drops are never lost.
+        if (!thread->seen_this_session) return false;
+        reg.exited_thread_stats.push_back(stats_of(*thread));
+        reg.exited_events_dropped += thread->events_dropped.load(std::memory_order_relaxed);
         return true;
       });
     }
     // The footer at the end; before it, the same counts whenever drops grew, so that a
-    // process killed mid-session leaves a file that still says what it lost.
-    uint64_t dropped = reg.events_dropped();
+    // process killed mid-session leaves a file that still says what it lost. Counted over
+    // the threads whose records the file holds (one that registered after this round listed
+    // the threads comes in the next round): the counts written only rise and name their
+    // threads.
+    std::vector<format::ThreadStats> per_thread = reg.exited_thread_stats;
+    for (auto& thread : reg.threads)
+      if (thread->seen_this_session) per_thread.push_back(stats_of(*thread));
+    uint64_t dropped = 0;
+    for (const auto& entry : per_thread) dropped += entry.events_dropped;
     if (final_round || dropped > drops_written_) {
       format::SessionStats stats{sync.ticks, 0, 0, event_cost_ns_};
-      std::vector<format::ThreadStats> per_thread = reg.exited_thread_stats;
-      for (auto& thread : reg.threads)
-        if (thread->seen_this_session) per_thread.push_back(stats_of(*thread));
-      for (const auto& entry : per_thread) stats.events_dropped += entry.events_dropped;
+      stats.events_dropped = dropped;
       stats.thread_count = per_thread.size();
       size_t header = format::begin_chunk(tail);
       format::append_pod(tail, stats);
