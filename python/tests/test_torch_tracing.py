@@ -44,6 +44,7 @@ def automatic_default():
     from opsight.torch import _tracing
 
     def reset():
+        _tracing._state.suspended = None
         _tracing._apply(_tracing.TorchTracing(operators=False, modules=False))
         _tracing._state.explicit = False
 
@@ -296,3 +297,45 @@ def test_recording_puts_no_graph_break_into_a_compiled_model():
     assert "aten::addmm" in names  # the compiled graph's operators are recorded
     assert any(name.startswith("Torch-Compiled Region") for name in names)
     torch._dynamo.reset()
+
+
+def test_switching_tracing_off_inside_a_session_stops_observing_torch():
+    """opsight.disable() (and opsight ctl PID off, which calls it) takes the operator
+    observer and the module wrapper away, so a switched-off program pays nothing for them;
+    opsight.enable() puts back what the session had switched on."""
+    model, inputs = Net(), torch.randn(2, 16)
+    with opsight.profile() as profile:
+        with torch.no_grad():
+            model(inputs)
+            opsight.disable()
+            try:
+                assert torch.nn.Module.__call__ is torch.nn.Module._wrapped_call_impl
+                assert not opsight.torch.status()["operators"]
+                with opsight.span("while off"):
+                    model(inputs)
+            finally:
+                opsight.enable()
+            assert opsight.torch.status()["operators"] and opsight.torch.status()["modules"]
+            model(inputs)
+    slices = rows(profile)
+    linears = [row for row in slices if row["name"] == "aten::linear"]
+    modules = [row for row in slices if row["category"] == "module" and row["name"] == "Net"]
+    assert len(linears) == 2 * 3 and len(modules) == 2  # the two forwards while on
+    assert not any(row["name"] == "while off" for row in slices)
+
+
+def test_a_session_started_while_switched_off_observes_torch_once_switched_on():
+    model, inputs = Net(), torch.randn(2, 16)
+    opsight.disable()
+    try:
+        with opsight.profile() as profile:
+            with torch.no_grad():
+                model(inputs)
+                assert not opsight.torch.status()["operators"]
+                opsight.enable()
+                model(inputs)
+    finally:
+        opsight.enable()
+    linears = [row for row in rows(profile) if row["name"] == "aten::linear"]
+    assert len(linears) == 3
+    assert not opsight.torch.status()["operators"]  # the session's end switched it off

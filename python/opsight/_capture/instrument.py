@@ -294,7 +294,9 @@ class Instrumenter:
 
 
 def set_enabled(enabled: bool) -> None:
-    """opsight.enable()/disable(): the decorators' switch and the installed targets."""
+    """opsight.enable()/disable(): the decorators' switch, the installed targets and the
+    integrations (torch's operators and module calls)."""
+    from .._session import integrations
     from .._session import state as _session_state
 
     _native.set_tracing_enabled(enabled)
@@ -304,3 +306,4 @@ def set_enabled(enabled: bool) -> None:
             instrumenter.enable()
         else:
             instrumenter.disable()
+    integrations.switched(enabled)

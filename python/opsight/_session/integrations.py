@@ -10,6 +10,9 @@ An :class:`Integration` overrides the hooks it needs:
   integration's own to append to the recording, each with the shift (ns) that puts its
   timestamps on the recording's clock (CLOCK_MONOTONIC); the window is the recording's.
   ONNX Runtime's node-level profile is merged this way.
+* ``on_switch(enabled)``: tracing was switched off or back on inside the process
+  (``opsight.disable()``/``enable()``, ``opsight ctl PID off|on``); what the integration
+  observes should cost nothing while off.
 * ``wrap_target(module, target)``: a targets-file entry of ``module`` is about to be
   wrapped; an integration that owns it (ONNX Runtime's ``InferenceSession.run``) handles it
   and returns True, and it is not wrapped as an ordinary function.
@@ -44,6 +47,9 @@ class Integration:
     def finished_traces(self, begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
         """Traces to append to the stopped recording: ``[(trace, shift_ns)]``."""
         return []
+
+    def on_switch(self, enabled: bool) -> None:
+        """Tracing was switched off (False) or back on (True)."""
 
     def wrap_target(self, module: Any, target: Any) -> bool:
         """Whether this integration handled the targets entry ``target`` of ``module``."""
@@ -86,6 +92,12 @@ def stopping() -> None:
     """Every integration's ``on_stop``, in reverse registration order."""
     for integration in reversed(list(_registered)):
         call(integration, "on_stop")
+
+
+def switched(enabled: bool) -> None:
+    """Every integration's ``on_switch(enabled)``, in registration order."""
+    for integration in list(_registered):
+        call(integration, "on_switch", enabled)
 
 
 def finished_traces(begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:

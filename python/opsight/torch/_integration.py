@@ -65,9 +65,17 @@ class TorchIntegration(integrations.Integration):
         if "opsight.torch._tracing" in sys.modules:
             sys.modules["opsight.torch._tracing"].session_stopping()
 
+    def on_switch(self, enabled: bool) -> None:
+        if "opsight.torch._tracing" in sys.modules:  # torch tracing was ever switched on
+            sys.modules["opsight.torch._tracing"].switched(enabled)
+
     def _activate(self) -> None:
+        import opsight._native as _native
+
         from . import _tracing
 
+        if not _native.tracing_enabled():  # switched off: applies when switched on
+            _tracing.switched(False)
         _tracing.session_started(torch_mode())
 
     def _torch_imported(self, module: types.ModuleType) -> None:

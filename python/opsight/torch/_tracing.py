@@ -53,6 +53,9 @@ class _State:
     def __init__(self) -> None:
         self.applied = TorchTracing(operators=False, modules=False)
         self.explicit = False  # enable() was called: sessions do not switch it off
+        # What opsight.disable() switched off, put back by opsight.enable(); None when
+        # tracing is not switched off.
+        self.suspended: TorchTracing | None = None
         self.warned: set[str] = set()
 
 
@@ -189,7 +192,13 @@ def _remove_module_spans() -> None:
 
 
 # ---- switching ---------------------------------------------------------------------------
+_NOTHING = TorchTracing(operators=False, modules=False)
+
+
 def _apply(wanted: TorchTracing) -> None:
+    if _state.suspended is not None:  # switched off: kept for when tracing is back on
+        _state.suspended = wanted
+        wanted = _NOTHING
     current = _state.applied
     if wanted.operators != current.operators or (wanted.operators and wanted.shapes != current.shapes):
         observer = _observer() if wanted.operators else _observer_module
@@ -256,3 +265,17 @@ def session_stopping() -> None:
     """The session is stopping: what it switched on goes off (no cost outside sessions)."""
     if not _state.explicit:
         _apply(TorchTracing(operators=False, modules=False))
+
+
+def switched(enabled: bool) -> None:
+    """opsight.disable() (or ``opsight ctl PID off``): operators and module calls stop being
+    observed at all (the observer removed, nn.Module.__call__ put back), so a program
+    switched off pays nothing for them; opsight.enable() puts back what was in force, or
+    what a session or enable() asked for meanwhile."""
+    if not enabled and _state.suspended is None:
+        applied = _state.applied
+        _apply(_NOTHING)
+        _state.suspended = applied
+    elif enabled and _state.suspended is not None:
+        wanted, _state.suspended = _state.suspended, None
+        _apply(wanted)

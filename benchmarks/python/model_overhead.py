@@ -1,0 +1,169 @@
+"""What tracing adds to a real model's forward: the demo's BERT-style encoder (2 layers,
+random weights, batch 4 x 64 tokens) untraced, under opsight in each torch mode, and under
+torch.profiler, every variant timed twice in the same interleaved rounds:
+
+  hot path       the forwards alone, timed inside the session (what a long-running service
+                 pays per request while it is traced)
+  whole session  from the session's start to its end as a user pays it: start, the
+                 forwards, stop, the tool's post-processing and its trace written to a file
+                 (opsight: the .opsight file; torch.profiler: its exit processing and
+                 export_chrome_trace)
+
+Variants:
+  untraced                 the model alone: the baseline of every ratio
+  opsight, torch off       opsight.profile() with OPSIGHT_TORCH=off (an empty session)
+  opsight, switched off    the default session, then opsight.disable() inside it: what a
+                           program pays for having opsight loaded and switched off
+  opsight operators        torch operators only
+  opsight modules          module spans only
+  opsight ops+modules      the default (operators and module spans)
+  torch.profiler           profile(activities=[CPU]), record_shapes off
+
+Each opsight variant must record exactly (forwards x the operators or modules per forward)
+and drop nothing, or the run stops: a figure for a session that lost events measures
+nothing. Reported: medians over rounds, the ratio to untraced, and the added percentage.
+
+Run: .venv/bin/python benchmarks/python/model_overhead.py [--rounds 9] [--forwards 40]
+     [--threads 1] (--threads 0: torch's default thread count)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from typing import Callable
+
+import torch
+
+import opsight
+import opsight.torch
+from opsight.demo.model import build
+
+_MODES = {  # OPSIGHT_TORCH for each opsight variant
+    "opsight, torch off": "off",
+    "opsight, switched off": "on",
+    "opsight operators": "operators",
+    "opsight modules": "modules",
+    "opsight ops+modules": "on",
+}
+
+
+def forwards(model, inputs, count: int) -> int:
+    """Runs ``count`` forwards; returns the time they took (ns)."""
+    start = time.perf_counter_ns()
+    with torch.inference_mode():
+        for _ in range(count):
+            model(*inputs)
+    return time.perf_counter_ns() - start
+
+
+def counts_per_forward(model, inputs) -> dict[str, int]:
+    """Operators and module spans one forward records (ops+modules), counted once."""
+    with opsight.profile() as profile:
+        forwards(model, inputs, 1)
+    categories = profile.trace.slice_columns()["category"]
+    return {"operator": sum(1 for c in categories if c == "operator"),
+            "module": sum(1 for c in categories if c == "module")}
+
+
+def opsight_variant(name: str, model, inputs, count: int, expected: dict[str, int],
+                    directory: str) -> tuple[int, int]:
+    """(hot path ns, whole session ns) of one opsight variant."""
+    previous = os.environ.get("OPSIGHT_TORCH")
+    os.environ["OPSIGHT_TORCH"] = _MODES[name]
+    path = os.path.join(directory, "run.opsight")
+    try:
+        whole_start = time.perf_counter_ns()
+        with opsight.profile(path, buffer_mb=256) as profile:
+            if name == "opsight, switched off":
+                opsight.disable()
+            hot = forwards(model, inputs, count)
+            if name == "opsight, switched off":
+                opsight.enable()
+        whole = time.perf_counter_ns() - whole_start
+    finally:
+        if previous is None:
+            os.environ.pop("OPSIGHT_TORCH", None)
+        else:
+            os.environ["OPSIGHT_TORCH"] = previous
+    _check(name, profile.trace, count, expected)
+    return hot, whole
+
+
+def _check(name: str, trace, count: int, expected: dict[str, int]) -> None:
+    info = trace.run_info()
+    dropped = info.get("events_dropped", 0)
+    categories = trace.slice_columns()["category"]
+    recorded = {kind: sum(1 for c in categories if c == kind) for kind in ("operator", "module")}
+    wanted = {"operator": 0, "module": 0}
+    if name in ("opsight operators", "opsight ops+modules"):
+        wanted["operator"] = expected["operator"] * count
+    if name in ("opsight modules", "opsight ops+modules"):
+        wanted["module"] = expected["module"] * count
+    if dropped or recorded != wanted:
+        raise SystemExit(f"{name}: recorded {recorded}, expected {wanted}, {dropped} events "
+                         "dropped: the benchmark measured nothing")
+
+
+def profiler_variant(model, inputs, count: int, directory: str) -> tuple[int, int]:
+    path = os.path.join(directory, "torch-profiler.json")
+    whole_start = time.perf_counter_ns()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        hot = forwards(model, inputs, count)
+    profiler.export_chrome_trace(path)
+    return hot, time.perf_counter_ns() - whole_start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--forwards", type=int, default=40, help="forwards per session")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
+    arguments = parser.parse_args()
+    if arguments.threads:
+        torch.set_num_threads(arguments.threads)
+    model, inputs = build()
+    forwards(model, inputs, 10)  # warm-up
+    expected = counts_per_forward(model, inputs)
+    count = arguments.forwards
+    with tempfile.TemporaryDirectory(prefix="opsight-model-overhead-") as directory:
+        variants: dict[str, Callable[[], tuple[int, int]]] = {
+            "untraced": lambda: (lambda ns: (ns, ns))(forwards(model, inputs, count)),
+            **{name: (lambda name=name: opsight_variant(name, model, inputs, count, expected,
+                                                        directory)) for name in _MODES},
+            "torch.profiler": lambda: profiler_variant(model, inputs, count, directory),
+        }
+        hot: dict[str, list[int]] = {name: [] for name in variants}
+        whole: dict[str, list[int]] = {name: [] for name in variants}
+        for round_index in range(arguments.rounds):
+            names = list(variants)
+            if round_index % 2:  # alternate the order: no variant always runs first
+                names.reverse()
+            for name in names:
+                hot_ns, whole_ns = variants[name]()
+                hot[name].append(hot_ns)
+                whole[name].append(whole_ns)
+    load = os.getloadavg()[0]
+    print(f"opsight {opsight.__version__}, torch {torch.__version__}, Python "
+          f"{platform.python_version()}, {torch.get_num_threads()} torch thread(s), load "
+          f"average {load:.1f}")
+    print(f"demo model (TinyBert, 2 layers, batch 4 x 64): {expected['operator']} operators and "
+          f"{expected['module']} modules per forward; {count} forwards per session, "
+          f"{arguments.rounds} interleaved rounds, medians")
+    base_hot = statistics.median(hot["untraced"]) / count
+    base_whole = statistics.median(whole["untraced"]) / count
+    print(f"{'variant':<24}{'hot path':>12}{'ratio':>8}{'added':>9}"
+          f"{'whole session':>16}{'ratio':>8}{'added':>9}")
+    for name in variants:
+        h = statistics.median(hot[name]) / count
+        w = statistics.median(whole[name]) / count
+        print(f"{name:<24}{h / 1e6:>9.3f} ms{h / base_hot:>8.3f}{(h / base_hot - 1) * 100:>8.1f}%"
+              f"{w / 1e6:>13.3f} ms{w / base_whole:>8.3f}{(w / base_whole - 1) * 100:>8.1f}%")
+
+
+if __name__ == "__main__":
+    main()
