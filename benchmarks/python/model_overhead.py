@@ -32,12 +32,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import tempfile
 import time
 from typing import Callable
 
 import torch
+from interleaved import run_rounds
 
 import opsight
 import opsight.torch
@@ -137,16 +137,7 @@ def main() -> None:
                                                         directory)) for name in _MODES},
             "torch.profiler": lambda: profiler_variant(model, inputs, count, directory),
         }
-        hot: dict[str, list[int]] = {name: [] for name in variants}
-        whole: dict[str, list[int]] = {name: [] for name in variants}
-        for round_index in range(arguments.rounds):
-            names = list(variants)
-            if round_index % 2:  # alternate the order: no variant always runs first
-                names.reverse()
-            for name in names:
-                hot_ns, whole_ns = variants[name]()
-                hot[name].append(hot_ns)
-                whole[name].append(whole_ns)
+        medians = run_rounds(variants, arguments.rounds)
     load = os.getloadavg()[0]
     print(f"opsight {opsight.__version__}, torch {torch.__version__}, Python "
           f"{platform.python_version()}, {torch.get_num_threads()} torch thread(s), load "
@@ -154,13 +145,13 @@ def main() -> None:
     print(f"demo model (TinyBert, 2 layers, batch 4 x 64): {expected['operator']} operators and "
           f"{expected['module']} modules per forward; {count} forwards per session, "
           f"{arguments.rounds} interleaved rounds, medians")
-    base_hot = statistics.median(hot["untraced"]) / count
-    base_whole = statistics.median(whole["untraced"]) / count
+    base_hot = medians["untraced"][0] / count
+    base_whole = medians["untraced"][1] / count
     print(f"{'variant':<24}{'hot path':>12}{'ratio':>8}{'added':>9}"
           f"{'whole session':>16}{'ratio':>8}{'added':>9}")
     for name in variants:
-        h = statistics.median(hot[name]) / count
-        w = statistics.median(whole[name]) / count
+        h = medians[name][0] / count
+        w = medians[name][1] / count
         print(f"{name:<24}{h / 1e6:>9.3f} ms{h / base_hot:>8.3f}{(h / base_hot - 1) * 100:>8.1f}%"
               f"{w / 1e6:>13.3f} ms{w / base_whole:>8.3f}{(w / base_whole - 1) * 100:>8.1f}%")
 

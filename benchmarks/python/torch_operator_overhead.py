@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 
 import torch
+from interleaved import run_rounds
 
 import opsight
 import opsight.torch
@@ -136,26 +136,17 @@ def main() -> None:
                                                     shapes=True),
             "torch.profiler": lambda: with_torch_profiler(model, inputs, iterations, directory),
         }
-        hot: dict[str, list[int]] = {name: [] for name in variants}
-        whole: dict[str, list[int]] = {name: [] for name in variants}
-        for round_index in range(arguments.rounds):
-            names = list(variants)
-            if round_index % 2:
-                names.reverse()
-            for name in names:
-                hot_ns, whole_ns = variants[name]()
-                hot[name].append(hot_ns)
-                whole[name].append(whole_ns)
+        medians = run_rounds(variants, arguments.rounds)
     print(f"torch {torch.__version__}, 1 thread, {arguments.layers} linear+relu layers, batch 1: "
           f"{operators} operators per forward, {iterations} forwards x {arguments.rounds} "
           f"rounds (medians), load average {os.getloadavg()[0]:.1f}")
     print(f"{'variant':<22}{'hot path / forward':>20}{'x':>7}{'per operator':>14}"
           f"{'whole session / forward':>26}{'x':>7}{'per operator':>14}")
-    base_hot = statistics.median(hot["untraced"]) / iterations
-    base_whole = statistics.median(whole["untraced"]) / iterations
+    base_hot = medians["untraced"][0] / iterations
+    base_whole = medians["untraced"][1] / iterations
     for name in variants:
-        h = statistics.median(hot[name]) / iterations
-        w = statistics.median(whole[name]) / iterations
+        h = medians[name][0] / iterations
+        w = medians[name][1] / iterations
         print(f"{name:<22}{h / 1000:>17.1f} µs{h / base_hot:>7.2f}{(h - base_hot) / operators:>11.0f} ns"
               f"{w / 1000:>23.1f} µs{w / base_whole:>7.2f}{(w - base_whole) / operators:>11.0f} ns")
 
