@@ -98,20 +98,6 @@ std::string compare_traces(const LoadedTrace& a, const LoadedTrace& b, double al
                                    report_options);
 }
 
-// A run of the store, by reference (id, latest, latest~N, uuid prefix, name).
-LoadedTrace load_run(const std::string& reference, const std::string& store_path) {
-  store::OpenOptions open_options;
-  open_options.create = false;
-  auto opened = store::RunStore::open(
-      store_path.empty() ? store::RunStore::default_path() : store_path, open_options);
-  if (!opened.ok()) throw std::invalid_argument(opened.error());
-  auto record = opened.value()->resolve(reference);
-  if (!record.ok()) throw std::invalid_argument(record.error());
-  std::string label = "run " + std::to_string(record.value().id);
-  if (!record.value().metadata.name.empty()) label += " (" + record.value().metadata.name + ")";
-  return from_read_result(opened.value()->load_trace(record.value().id), label);
-}
-
 // A trace file or a run of the store, by the one rule of store/trace_source.hpp.
 LoadedTrace load_source(const std::string& argument, const std::string& store_path) {
   store::LoadedTrace loaded = store::load_trace_argument(argument, store_path);
@@ -635,8 +621,6 @@ NB_MODULE(_native, m) {
   m.def("compare", &compare_traces, nb::arg("a"), nb::arg("b"), nb::arg("alpha") = 0.01,
         nb::arg("min_change") = 0.02, nb::arg("min_samples") = 5, nb::arg("fail_threshold") = -1.0,
         nb::arg("format") = "json", "Compares two traces (opsight compare), rendered in `format`.");
-  m.def("load_run", &load_run, nb::arg("reference"), nb::arg("store_path") = "",
-        "Reads the trace of a run of the store.");
   m.def("load", &load_source, nb::arg("source"), nb::arg("store_path") = "",
         nb::call_guard<nb::gil_scoped_release>(),
         "Reads a trace file or a run of the store (store/trace_source.hpp's rule).");

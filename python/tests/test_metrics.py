@@ -58,14 +58,16 @@ def burn_cpu(seconds: float) -> None:
         sum(range(1000))
 
 
-def loopback_exchange(payload: bytes, reply_bytes: int) -> bytes:
-    """Sends ``payload`` to a loopback server that answers ``reply_bytes`` bytes."""
+def loopback_exchange(payload: bytes, reply_bytes: int, wrap_server=None,
+                      wrap_client=None) -> bytes:
+    """Sends ``payload`` to a loopback server that answers ``reply_bytes`` bytes; each side's
+    socket may be wrapped (TLS: ``wrap_server(socket)``, ``wrap_client(socket)``)."""
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
 
     def serve():
         connection, _ = server.accept()
-        with connection:
+        with (wrap_server(connection) if wrap_server else connection) as connection:
             received = 0
             while received < len(payload):
                 received += len(connection.recv(65536))
@@ -73,11 +75,12 @@ def loopback_exchange(payload: bytes, reply_bytes: int) -> bytes:
 
     thread = threading.Thread(target=serve)
     thread.start()
-    with socket.create_connection(("127.0.0.1", port)) as client:
-        client.sendall(payload)
-        answer = b""
-        while len(answer) < reply_bytes:
-            answer += client.recv(65536)
+    with socket.create_connection(("127.0.0.1", port)) as raw:
+        with (wrap_client(raw) if wrap_client else raw) as client:
+            client.sendall(payload)
+            answer = b""
+            while len(answer) < reply_bytes:
+                answer += client.recv(65536)
     thread.join()
     server.close()
     return answer
@@ -394,29 +397,13 @@ def test_tls_bytes_are_counted_once_over_a_real_tls_connection(tmp_path):
     server_context.load_cert_chain(certificate, key)
     client_context = ssl.create_default_context(cafile=certificate)
     payload, reply_bytes = b"t" * 200_000, 54_321
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-
-    def serve():
-        connection, _ = server.accept()
-        with server_context.wrap_socket(connection, server_side=True) as tls:
-            received = 0
-            while received < len(payload):
-                received += len(tls.recv(65536))
-            tls.sendall(b"r" * reply_bytes)
-
-    thread = threading.Thread(target=serve)
-    thread.start()
     with opsight.profile() as prof:
         with opsight.span("tls exchange", metrics=["network"]):
-            with socket.create_connection(("127.0.0.1", port)) as raw:
-                with client_context.wrap_socket(raw, server_hostname="127.0.0.1") as client:
-                    client.sendall(payload)
-                    answer = b""
-                    while len(answer) < reply_bytes:
-                        answer += client.recv(65536)
-    thread.join()
-    server.close()
+            answer = loopback_exchange(
+                payload, reply_bytes,
+                wrap_server=lambda raw: server_context.wrap_socket(raw, server_side=True),
+                wrap_client=lambda raw: client_context.wrap_socket(
+                    raw, server_hostname="127.0.0.1"))
     assert len(answer) == reply_bytes
     network = metrics_by_span(prof.trace)["tls exchange"][0]
     # The application's bytes, once: TLS records and handshakes happen below Python.

@@ -207,12 +207,15 @@ void StreamWriter::drain(bool final_round) {
     // the threads whose records the file holds (one that registered after this round listed
     // the threads comes in the next round): the counts written only rise and name their
     // threads.
-    std::vector<format::ThreadStats> per_thread = reg.exited_thread_stats;
+    uint64_t dropped = reg.exited_events_dropped;
     for (auto& thread : reg.threads)
-      if (thread->seen_this_session) per_thread.push_back(stats_of(*thread));
-    uint64_t dropped = 0;
-    for (const auto& entry : per_thread) dropped += entry.events_dropped;
+      if (thread->seen_this_session) dropped += thread->events_dropped.load();
     if (final_round || dropped > drops_written_) {
+      std::vector<format::ThreadStats> per_thread = reg.exited_thread_stats;
+      for (auto& thread : reg.threads)
+        if (thread->seen_this_session) per_thread.push_back(stats_of(*thread));
+      dropped = 0;  // the same counts, read once more with the entries that carry them
+      for (const auto& entry : per_thread) dropped += entry.events_dropped;
       format::SessionStats stats{sync.ticks, 0, 0, event_cost_ns_};
       stats.events_dropped = dropped;
       stats.thread_count = per_thread.size();

@@ -66,6 +66,18 @@ def set_session_metrics(names: Iterable[str] | str | None) -> None:
     _native.set_session_metrics(groups, heap)
 
 
+def push_session_metrics(names: Iterable[str] | str) -> Any:
+    """:func:`set_session_metrics`, returning what was in force for
+    :func:`restore_session_metrics`."""
+    previous = _native.session_metrics()
+    set_session_metrics(names)
+    return previous
+
+
+def restore_session_metrics(previous: Any) -> None:
+    _native.set_session_metrics(*previous)
+
+
 class SpanMetrics:
     """The readings one span took at its start; :meth:`finish` adds the metrics to it."""
 

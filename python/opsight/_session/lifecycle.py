@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 import opsight._native as _native
-from .._capture.metrics import parse_metrics, set_session_metrics
+from .._capture.metrics import parse_metrics, push_session_metrics, restore_session_metrics
 from . import integrations, state
 
 
@@ -53,10 +53,7 @@ class Recording:
         session = _native.Session(path or "", buffer_mb, flush_interval_ms, sample_ms)
         if not session.ok:
             raise RecordingError(session.error)
-        previous_metrics = None
-        if metrics:
-            previous_metrics = _native.session_metrics()
-            set_session_metrics(metrics)
+        previous_metrics = push_session_metrics(metrics) if metrics else None
         recording = cls(session, path, previous_metrics)
         state.session = session
         integrations.started()
@@ -77,7 +74,7 @@ class Recording:
             state.session = None
         end_ns = time.monotonic_ns()
         if self._previous_metrics is not None:
-            _native.set_session_metrics(*self._previous_metrics)
+            restore_session_metrics(self._previous_metrics)
         ok = session.stop()
         if session.events_dropped:
             hint = f" ({drops_hint})" if drops_hint else ""

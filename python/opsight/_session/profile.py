@@ -18,10 +18,9 @@ import os
 import sys
 from typing import Any
 
-import opsight._native as _native
 from . import state as _session_state
 from .lifecycle import Recording, RecordingError
-from .._capture.metrics import parse_metrics, set_session_metrics
+from .._capture.metrics import parse_metrics, push_session_metrics, restore_session_metrics
 from .._results import TraceAnalyses
 from .._capture.span import Span
 
@@ -88,12 +87,11 @@ class Profile(TraceAnalyses):
     def _apply_metrics(self) -> None:
         """Makes every traced call measure this profile's metrics until it stops."""
         if self.metric_names:
-            self._previous_metrics = _native.session_metrics()
-            set_session_metrics(self.metric_names)
+            self._previous_metrics = push_session_metrics(self.metric_names)
 
     def _restore_metrics(self) -> None:
         if self._previous_metrics is not None:
-            _native.set_session_metrics(*self._previous_metrics)
+            restore_session_metrics(self._previous_metrics)
             self._previous_metrics = None
 
     def stop(self) -> None:
