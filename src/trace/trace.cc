@@ -103,16 +103,34 @@ TrackId Trace::async_track(int64_t pid, int64_t tid, uint64_t key, std::string_v
   track.pid = pid;
   track.tid = tid;
   track.async_key = key;
+  track.kind = TrackKind::kThreadLane;
   track.name = name.empty() ? intern("track " + std::to_string(key)) : intern(name);
   tracks.push_back(track);
   process(pid);
   return static_cast<TrackId>(tracks.size() - 1);
 }
 
+TrackId Trace::process_async_track(int64_t pid, uint64_t key, std::string_view name) {
+  Track track;
+  track.pid = pid;
+  track.async_key = key;
+  track.kind = TrackKind::kAsync;
+  track.name = name.empty() ? intern("async " + std::to_string(key)) : intern(name);
+  tracks.push_back(track);
+  process(pid);
+  return static_cast<TrackId>(tracks.size() - 1);
+}
+
+void Trace::add_flow_by_time(FlowEndpoint out, FlowEndpoint in, uint64_t flow_id, StringId name_id,
+                             StringId category_id) {
+  flows_by_time_.push_back(FlowByTime{out, in, flow_id, name_id, category_id});
+}
+
 std::string Trace::track_label(TrackId track_id) const {
   if (track_id >= tracks.size()) return "track ?";
   const Track& track = tracks[track_id];
   if (track.name != 0) return std::string(str(track.name));
+  if (track.kind == TrackKind::kAsync) return "async " + std::to_string(track.async_key);
   if (track.is_async()) return "track " + std::to_string(track.async_key);
   return "thread " + std::to_string(track.tid);
 }
@@ -120,7 +138,9 @@ std::string Trace::track_label(TrackId track_id) const {
 Process& Trace::process(int64_t pid) {
   for (auto& existing : processes)
     if (existing.pid == pid) return existing;
-  processes.push_back(Process{pid, 0});
+  Process added;
+  added.pid = pid;
+  processes.push_back(std::move(added));
   return processes.back();
 }
 
@@ -131,6 +151,17 @@ uint32_t Trace::counter_track(int64_t pid, std::string_view name, std::string_vi
   counter_tracks.push_back(CounterTrack{pid, name_id, intern(unit)});
   process(pid);
   return static_cast<uint32_t>(counter_tracks.size() - 1);
+}
+
+uint32_t Trace::counter_series(int64_t pid, std::string_view group, std::string_view series,
+                               std::string_view unit) {
+  std::string name;
+  name.reserve(group.size() + 1 + series.size());
+  name.append(group).append(" ").append(series);
+  uint32_t index = counter_track(pid, name, unit);
+  counter_tracks[index].group = intern(group);
+  counter_tracks[index].series = intern(series);
+  return index;
 }
 
 namespace {
@@ -203,6 +234,8 @@ void Trace::finalize() {
     apply_permutation(slices.flags, order);
     apply_permutation(slices.span_id, order);
     for (auto& owner : slice_args.owner) owner = new_row_of[owner];
+    for (auto& row : flows.slice_out) row = row < count ? new_row_of[row] : kNoRow;
+    for (auto& row : flows.slice_in) row = row < count ? new_row_of[row] : kNoRow;
   }
 
   // 2. Nesting: one open-slice stack per track; a slice is a child of the innermost open
@@ -238,7 +271,92 @@ void Trace::finalize() {
 
   // 4. Args.
   index_args(slice_args, slices.args_begin, count);
+  if (instants.scope.size() < instants.size())
+    instants.scope.resize(instants.size(), InstantScope::kThread);
   index_args(instant_args, instants.args_begin, instants.size());
+
+  // 5. Flows: those given by time are bound to slices now that the nesting is known; a
+  //    flow whose end names no row is dropped.
+  bind_flows_by_time();
+  drop_flows_without_slices();
+}
+
+void Trace::bind_flows_by_time() {
+  if (flows_by_time_.empty()) return;
+  SliceLookup lookup(*this);
+  auto bind = [&](const FlowEndpoint& end) {
+    return end.binding == FlowBinding::kNextSlice ? lookup.next(end.track, end.ts)
+                                                  : lookup.enclosing(end.track, end.ts);
+  };
+  for (const FlowByTime& flow : flows_by_time_) {
+    RowIndex out = bind(flow.out);
+    RowIndex in = bind(flow.in);
+    if (out == kNoRow || in == kNoRow) {
+      ++unbound_flows;
+      continue;
+    }
+    flows.add(out, in, flow.id, flow.name, flow.category);
+  }
+  flows_by_time_.clear();
+  flows_by_time_.shrink_to_fit();
+}
+
+void Trace::drop_flows_without_slices() {
+  const size_t count = slices.size();
+  size_t kept = 0;
+  for (size_t row = 0; row < flows.size(); ++row) {
+    if (flows.slice_out[row] >= count || flows.slice_in[row] >= count) {
+      ++unbound_flows;
+      continue;
+    }
+    flows.slice_out[kept] = flows.slice_out[row];
+    flows.slice_in[kept] = flows.slice_in[row];
+    flows.id[kept] = flows.id[row];
+    flows.name[kept] = flows.name[row];
+    flows.category[kept] = flows.category[row];
+    ++kept;
+  }
+  flows.slice_out.resize(kept);
+  flows.slice_in.resize(kept);
+  flows.id.resize(kept);
+  flows.name.resize(kept);
+  flows.category.resize(kept);
+}
+
+SliceLookup::SliceLookup(const Trace& trace) : trace_(trace), rows_of_track_(trace.tracks.size()) {
+  const SliceTable& slices = trace.slices;
+  for (RowIndex row = 0; row < slices.size(); ++row) {
+    TrackId track = slices.track[row];
+    if (track >= rows_of_track_.size()) rows_of_track_.resize(track + 1);
+    rows_of_track_[track].push_back(row);  // ordered by ts within a track (finalize)
+  }
+}
+
+RowIndex SliceLookup::enclosing(TrackId track, int64_t ts) const {
+  if (track >= rows_of_track_.size()) return kNoRow;
+  const std::vector<RowIndex>& rows = rows_of_track_[track];
+  const SliceTable& slices = trace_.slices;
+  // The last slice that begins at or before ts; then up its parents to the first that is
+  // still open at ts.
+  auto after = std::upper_bound(rows.begin(), rows.end(), ts,
+                                [&](int64_t time, RowIndex row) { return time < slices.ts[row]; });
+  if (after == rows.begin()) return kNoRow;
+  RowIndex row = *(after - 1);
+  while (row != kNoRow) {
+    bool open = slices.ts[row] <= ts && (ts < slices.end(row) || slices.end(row) == ts);
+    if (open) return row;
+    row = slices.parent[row];
+  }
+  return kNoRow;
+}
+
+RowIndex SliceLookup::next(TrackId track, int64_t ts) const {
+  if (track >= rows_of_track_.size()) return kNoRow;
+  const std::vector<RowIndex>& rows = rows_of_track_[track];
+  const SliceTable& slices = trace_.slices;
+  auto first = std::lower_bound(rows.begin(), rows.end(), ts,
+                                [&](RowIndex row, int64_t time) { return slices.ts[row] < time; });
+  return first == rows.end() ? kNoRow : *first;
 }
 
 std::pair<int64_t, int64_t> Trace::time_bounds() const {

@@ -2,10 +2,12 @@
 // analyzer, report and exporter reads.
 //
 // A Trace is a set of columnar tables (struct of arrays, like Perfetto's trace processor):
-// slices (spans with a duration), instants, counter samples, their arguments, plus the
-// tracks they sit on (one per thread), processes, and the run's metadata. All strings are
-// interned once in a StringTable and referenced by StringId, so a slice costs 48 bytes and
-// an argument 24.
+// slices (spans with a duration), flows (directed links between slices), instants, counter
+// samples, their arguments, plus the tracks they sit on (a thread's own track, a lane of a
+// thread for an interleaved task, or a process-wide async track), processes, and the run's
+// metadata. All strings are interned once in a StringTable and referenced by StringId, so a
+// slice costs 48 bytes, an argument 24 and a flow 24. docs/trace-model.md describes the
+// tables for users.
 //
 // Timestamps are int64 nanoseconds in the trace's own time base (for opsight's own traces:
 // CLOCK_MONOTONIC); RunInfo::unix_offset_ns converts them to wall time when it is known.
@@ -15,7 +17,10 @@
 //     describe the nesting on that track; across tracks the order is unspecified;
 //   - every slice's args are the rows [args_begin[i], args_begin[i+1]) of `slice_args`
 //     (args_begin has size()+1 entries); likewise for instants;
-//   - span ids are unique within the trace.
+//   - span ids are unique within the trace;
+//   - every flow joins two existing slice rows (rows renumbered by the ordering are
+//     followed); flows added by time (add_flow_by_time) are bound to slices or dropped and
+//     counted in unbound_flows.
 //
 // Thread-safety: none; a Trace is built by one thread and then read by any number.
 #pragma once
@@ -101,34 +106,63 @@ struct ColumnAllocator {
 template <typename T>
 using Column = std::vector<T, ColumnAllocator<T>>;
 
+// A process of the trace, with what viewers need to lay it out: its name, its place in
+// the order (lower first; ties by pid), labels ("rank 0", "GPU 1") and the process that
+// started it when it was a child of a traced program (0 if none or unknown).
 struct Process {
   int64_t pid = 0;
   StringId name = 0;
+  int64_t sort_index = 0;
+  std::vector<StringId> labels;
+  int64_t parent_pid = 0;
 };
 
-// A track is a timeline on which slices nest: one per thread, plus one per async lane
-// (an asyncio task, a coroutine: see opsight::switch_track) that ran on a thread.
+// What a track is a timeline of.
+enum class TrackKind : uint8_t {
+  // A thread's own track: everything the thread ran outside any task.
+  kThread = 0,
+  // A lane of one thread for a task interleaved on it (an asyncio task, a coroutine: see
+  // opsight::switch_track); tid is the thread that ran it.
+  kThreadLane = 1,
+  // A process-wide async track: slices grouped by an id (a request waiting in a queue, a
+  // CUDA stream's work) that may begin on one thread and end on another; nestable. tid is
+  // 0; async_key is the id.
+  kAsync = 2,
+};
+
+// A track is a timeline on which slices nest: one per thread, one per lane of a thread,
+// one per async id of a process.
 struct Track {
   int64_t pid = 0;
-  int64_t tid = 0;  // of the thread; an async lane keeps the tid of the thread that ran it
+  int64_t tid = 0;  // of the thread; a lane keeps the tid of the thread that ran it
   StringId name = 0;
-  // 0 for a thread's own track; for an async lane, the key the recorder was given (not
-  // unique: a key reused for a new task gives a new track with the same key).
+  // 0 for a thread's own track; for a lane, the key the recorder was given (not unique: a
+  // key reused for a new task gives a new track with the same key); for an async track,
+  // its id.
   uint64_t async_key = 0;
+  TrackKind kind = TrackKind::kThread;
+  // Place among the process's tracks (lower first; ties by tid, then creation order).
+  int64_t sort_index = 0;
   // Time the recorder spent on itself while recording this thread, and its event counts
-  // (kept on the thread's own track; async lanes carry none of their own).
+  // (kept on the thread's own track; lanes and async tracks carry none of their own).
   int64_t overhead_ns = 0;
   uint64_t events_recorded = 0;
   uint64_t events_dropped = 0;
 
-  bool is_async() const { return async_key != 0; }
+  // True for every track that is not a thread's own (lanes and async tracks).
+  bool is_async() const { return kind != TrackKind::kThread; }
 };
 
-// A counter track: a named series of values over time in one process.
+// A counter track: a named series of values over time in one process. A counter with
+// several series (Chrome's "C" event with several args, "memory" with "heap" and "stack")
+// is one track per series, all with the same `group` ("memory"), each named
+// "<group> <series>" ("memory heap"); a counter of one series has group 0.
 struct CounterTrack {
   int64_t pid = 0;
   StringId name = 0;
   StringId unit = 0;
+  StringId group = 0;
+  StringId series = 0;
 };
 
 enum class ArgType : uint8_t { kInt = 0, kDouble = 1, kString = 2, kBool = 3 };
@@ -222,21 +256,62 @@ enum SliceFlags : uint16_t {
   kSliceUnfinished = 1 << 0,
 };
 
+// How far an instant reaches: the thread it happened on, its whole process, or every
+// process of the trace (Chrome's "s": "t", "p", "g"). Its track is always the thread's.
+enum class InstantScope : uint8_t { kThread = 0, kProcess = 1, kGlobal = 2 };
+
 struct InstantTable {
   Column<int64_t> ts;
   Column<StringId> name;
   Column<StringId> category;
   Column<TrackId> track;
+  Column<InstantScope> scope;
   Column<RowIndex> args_begin;  // size()+1 entries after finalize()
 
   size_t size() const { return ts.size(); }
-  RowIndex add(int64_t ts_ns, StringId name_id, StringId category_id, TrackId track_id) {
+  RowIndex add(int64_t ts_ns, StringId name_id, StringId category_id, TrackId track_id,
+               InstantScope instant_scope = InstantScope::kThread) {
     ts.push_back(ts_ns);
     name.push_back(name_id);
     category.push_back(category_id);
     track.push_back(track_id);
+    scope.push_back(instant_scope);
     return static_cast<RowIndex>(ts.size() - 1);
   }
+};
+
+// Directed links between slices: work handed from one slice (where it was sent off) to
+// another (where it was picked up), across threads, tracks and processes: a request
+// queued by one thread and served by another, an asyncio task and the span that created
+// it, a child process and the call that started it. A chain of hand-offs (Chrome's
+// s -> t -> f) is one row per step, all with the same id.
+struct FlowTable {
+  Column<RowIndex> slice_out;  // the slice the flow leaves
+  Column<RowIndex> slice_in;   // the slice it arrives at
+  Column<uint64_t> id;         // the id the source gave the flow (0 if none)
+  Column<StringId> name;
+  Column<StringId> category;
+
+  size_t size() const { return slice_out.size(); }
+  void add(RowIndex out_row, RowIndex in_row, uint64_t flow_id, StringId name_id = 0,
+           StringId category_id = 0) {
+    slice_out.push_back(out_row);
+    slice_in.push_back(in_row);
+    id.push_back(flow_id);
+    name.push_back(name_id);
+    category.push_back(category_id);
+  }
+};
+
+// Which slice a flow end known only by its time and track binds to (Chrome JSON's rules):
+// the innermost slice open at that time, or the first slice that begins at or after it.
+enum class FlowBinding : uint8_t { kEnclosingSlice = 0, kNextSlice = 1 };
+
+// One end of a flow given by time, for add_flow_by_time.
+struct FlowEndpoint {
+  TrackId track = 0;
+  int64_t ts = 0;
+  FlowBinding binding = FlowBinding::kEnclosingSlice;
 };
 
 struct CounterTable {
@@ -285,6 +360,7 @@ class Trace {
   InstantTable instants;
   ArgTable instant_args;
   CounterTable counters;
+  FlowTable flows;
   RunInfo run;
 
   Trace() = default;
@@ -298,14 +374,27 @@ class Trace {
 
   // Returns the thread's own track for (pid, tid), creating it if needed.
   TrackId thread_track(int64_t pid, int64_t tid);
-  // Appends a new async lane of thread (pid, tid) for `key` (non-zero) named `name`, or
+  // Appends a new lane of thread (pid, tid) for `key` (non-zero) named `name`, or
   // "track <key>" when `name` is empty. Every call makes a new track.
   TrackId async_track(int64_t pid, int64_t tid, uint64_t key, std::string_view name = {});
+  // Appends a new process-wide async track of pid for id `key`, named `name` (or
+  // "async <key>"). Every call makes a new track: readers keep their own index by id.
+  TrackId process_async_track(int64_t pid, uint64_t key, std::string_view name = {});
+  // A flow whose ends are known only by time and track (Chrome JSON's flow events):
+  // finalize() binds each end to a slice by its rule and adds the flow to `flows`; an end
+  // with no slice to bind to drops the flow and counts it in unbound_flows.
+  void add_flow_by_time(FlowEndpoint out, FlowEndpoint in, uint64_t flow_id, StringId name_id = 0,
+                        StringId category_id = 0);
+
   // What reports call a track: its name, else "thread <tid>" (or "track <key>").
   std::string track_label(TrackId track) const;
   // Returns the process entry for pid, creating it if needed.
   Process& process(int64_t pid);
   uint32_t counter_track(int64_t pid, std::string_view name, std::string_view unit = {});
+  // The track of one series of a counter with several ("memory" / "heap"): named
+  // "<group> <series>", created if needed.
+  uint32_t counter_series(int64_t pid, std::string_view group, std::string_view series,
+                          std::string_view unit = {});
 
   // Sorts slices per track by time, computes depth and parent from nesting, assigns span
   // ids to slices that have none, orders args by owner and fills args_begin. Slices that
@@ -322,8 +411,21 @@ class Trace {
 
   // Number of slices finalize() had to clip because they overlapped a sibling's parent.
   uint64_t clipped_slices = 0;
+  // Flows added by time that finalize() found no slice for (see add_flow_by_time).
+  uint64_t unbound_flows = 0;
 
  private:
+  struct FlowByTime {
+    FlowEndpoint out;
+    FlowEndpoint in;
+    uint64_t id;
+    StringId name;
+    StringId category;
+  };
+  std::vector<FlowByTime> flows_by_time_;
+  void bind_flows_by_time();
+  void drop_flows_without_slices();
+
   struct PairHash {
     size_t operator()(const std::pair<int64_t, int64_t>& key) const {
       return static_cast<size_t>(
@@ -331,6 +433,24 @@ class Trace {
     }
   };
   std::unordered_map<std::pair<int64_t, int64_t>, TrackId, PairHash> track_index_;
+};
+
+// Finds the slices of a finalized trace by track and time (what binds a flow end given by
+// time, and what a viewer asks when a point of a timeline is clicked). Builds one sorted
+// row list per track: O(slices) memory, O(log n + depth) per question. The trace must
+// outlive it and stay unchanged.
+class SliceLookup {
+ public:
+  explicit SliceLookup(const Trace& trace);
+  // The innermost slice of `track` open at `ts` (begin <= ts < end, or a zero-length slice
+  // at ts), or kNoRow.
+  RowIndex enclosing(TrackId track, int64_t ts) const;
+  // The first slice of `track` that begins at or after `ts`, or kNoRow.
+  RowIndex next(TrackId track, int64_t ts) const;
+
+ private:
+  const Trace& trace_;
+  std::vector<std::vector<RowIndex>> rows_of_track_;
 };
 
 // Appends every row of `from` to `into`, so that one Trace holds the traces of several

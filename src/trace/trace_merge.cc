@@ -161,6 +161,13 @@ void append_trace(Trace& into, const Trace& from) {
   for (const Process& process : from.processes) {
     Process& target = into.process(process.pid);
     if (target.name == 0) target.name = map_string(process.name);
+    if (target.sort_index == 0) target.sort_index = process.sort_index;
+    if (target.parent_pid == 0) target.parent_pid = process.parent_pid;
+    for (StringId label : process.labels) {
+      StringId mapped = map_string(label);
+      if (std::find(target.labels.begin(), target.labels.end(), mapped) == target.labels.end())
+        target.labels.push_back(mapped);
+    }
   }
 
   // Tracks. A thread track both traces have may receive slices that interleave in time
@@ -175,11 +182,21 @@ void append_trace(Trace& into, const Trace& from) {
   }
   for (TrackId id = 0; id < from.tracks.size(); ++id) {
     const Track& track = from.tracks[id];
-    TrackId target_id = track.is_async() ? into.async_track(track.pid, track.tid, track.async_key,
-                                                            from.str(track.name))
-                                         : into.thread_track(track.pid, track.tid);
+    TrackId target_id = 0;
+    switch (track.kind) {
+      case TrackKind::kThread:
+        target_id = into.thread_track(track.pid, track.tid);
+        break;
+      case TrackKind::kThreadLane:
+        target_id = into.async_track(track.pid, track.tid, track.async_key, from.str(track.name));
+        break;
+      case TrackKind::kAsync:
+        target_id = into.process_async_track(track.pid, track.async_key, from.str(track.name));
+        break;
+    }
     Track& target = into.tracks[target_id];
     if (target.name == 0) target.name = map_string(track.name);
+    if (target.sort_index == 0) target.sort_index = track.sort_index;
     target.overhead_ns = saturating_add(target.overhead_ns, track.overhead_ns);
     target.events_recorded += track.events_recorded;
     target.events_dropped += track.events_dropped;
@@ -192,6 +209,9 @@ void append_trace(Trace& into, const Trace& from) {
     const CounterTrack& counter = from.counter_tracks[id];
     counter_track_of[id] =
         into.counter_track(counter.pid, from.str(counter.name), from.str(counter.unit));
+    CounterTrack& target = into.counter_tracks[counter_track_of[id]];
+    if (target.group == 0) target.group = map_string(counter.group);
+    if (target.series == 0) target.series = map_string(counter.series);
   }
 
   // Slices: rows shift by the number `into` had; parents shift with them.
@@ -220,9 +240,17 @@ void append_trace(Trace& into, const Trace& from) {
 
   const auto instant_base = static_cast<RowIndex>(into.instants.size());
   for (RowIndex row = 0; row < from.instants.size(); ++row)
-    into.instants.add(from.instants.ts[row], map_string(from.instants.name[row]),
-                      map_string(from.instants.category[row]), map_track(from.instants.track[row]));
+    into.instants.add(
+        from.instants.ts[row], map_string(from.instants.name[row]),
+        map_string(from.instants.category[row]), map_track(from.instants.track[row]),
+        row < from.instants.scope.size() ? from.instants.scope[row] : InstantScope::kThread);
   append_args(into.instant_args, from.instant_args, instant_base);
+
+  const FlowTable& flows = from.flows;
+  for (size_t row = 0; row < flows.size(); ++row)
+    into.flows.add(flows.slice_out[row] + slice_base, flows.slice_in[row] + slice_base,
+                   flows.id[row], map_string(flows.name[row]), map_string(flows.category[row]));
+  into.unbound_flows += from.unbound_flows;
 
   for (size_t row = 0; row < from.counters.size(); ++row) {
     uint32_t counter = from.counters.counter_track[row];
@@ -272,6 +300,15 @@ void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns) {
                           slices.track[row], slices.flags[row], slices.span_id[row]);
   if (kept_slices.size() != slices.size()) {
     keep_args(trace.slice_args, new_slice_row);
+    FlowTable kept_flows;
+    const FlowTable& flows = trace.flows;
+    for (size_t row = 0; row < flows.size(); ++row) {
+      RowIndex out = new_slice_row[flows.slice_out[row]];
+      RowIndex in = new_slice_row[flows.slice_in[row]];
+      if (out != kNoRow && in != kNoRow)
+        kept_flows.add(out, in, flows.id[row], flows.name[row], flows.category[row]);
+    }
+    trace.flows = std::move(kept_flows);
     trace.slices = std::move(kept_slices);
     trace.nesting_filled_by_reader = false;
   }
@@ -281,8 +318,9 @@ void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns) {
   InstantTable kept_instants;
   for (RowIndex row = 0; row < instants.size(); ++row)
     if (inside(instants.ts[row]))
-      new_instant_row[row] = kept_instants.add(instants.ts[row], instants.name[row],
-                                               instants.category[row], instants.track[row]);
+      new_instant_row[row] =
+          kept_instants.add(instants.ts[row], instants.name[row], instants.category[row],
+                            instants.track[row], instants.scope[row]);
   if (kept_instants.size() != instants.size()) {
     keep_args(trace.instant_args, new_instant_row);
     trace.instants = std::move(kept_instants);
