@@ -100,6 +100,29 @@ OPSIGHT_API void set_thread_name(std::string_view name);
 // not part of a task.
 OPSIGHT_API void switch_track(uint64_t key, std::string_view name = {});
 
+// Async spans: a slice on the process's async track for `id` (a request id, a queue
+// entry, a CUDA stream), begun on one thread and ended on any other. Spans of one id nest
+// by time; end_async(id) closes the innermost open one of that id. Recorded like begin():
+// only while recording; an async span that never ends is shown unfinished at the end of
+// the trace. Cost: two event slots per call (a span's begin or end is one).
+OPSIGHT_API bool begin_async(NameId name, uint64_t id);
+OPSIGHT_API bool begin_async(std::string_view name, uint64_t id);  // a run-time name, copied
+OPSIGHT_API void end_async(uint64_t id);
+
+// Flows: arrows from the span that hands work off to the span that picks it up, on any
+// thread, asyncio task or process (a job submitted to a pool, a request queued for a
+// batcher, a child process started by its parent). The sender calls flow_out(id) inside
+// its span; the receiver calls flow_in(id) inside the span that does the work (or
+// flow_into_next(id) before it begins), with the same id, taken from new_flow_id() and
+// handed across with the work. flow_step(id) marks an intermediate stop (arrives and
+// leaves again). Each costs one event slot; does nothing when not recording. An end with
+// no open span to bind to, or a flow whose other end never comes, is counted, not shown.
+OPSIGHT_API uint64_t new_flow_id();  // unique across threads and processes (never 0)
+OPSIGHT_API void flow_out(uint64_t id);
+OPSIGHT_API void flow_in(uint64_t id);
+OPSIGHT_API void flow_step(uint64_t id);
+OPSIGHT_API void flow_into_next(uint64_t id);
+
 namespace internal {
 // For front ends whose hooks cost time the recorder cannot see (the torch operator
 // observer: torch's RecordFunction machinery runs only because a callback is installed):

@@ -5,9 +5,13 @@
 // recording_session.cc.
 #include "record/recorder.hpp"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <string>
 #include <string_view>
 
@@ -58,6 +62,14 @@ bool write_with_bytes(uint64_t ticks, format::SlotKind kind, uint32_t id, uint8_
   std::memset(payload + bytes, 0, padded - bytes);
   commit(1u + extra);
   return true;
+}
+
+// splitmix64's finaliser: a bijection of 64-bit values.
+uint64_t mix_bits(uint64_t value) {
+  value += 0x9e3779b97f4a7c15ULL;
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
+  return value ^ (value >> 31);
 }
 
 std::string_view clip(std::string_view text) { return text.substr(0, format::kMaxInlineString); }
@@ -130,6 +142,59 @@ void counter(std::string_view name, double value) {
   internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kCounter,
                              static_cast<uint32_t>(name.size()), 0, name, {}, &value_slot);
 }
+
+bool begin_async(NameId name, uint64_t id) {
+  if (!recording()) return false;
+  format::Slot id_slot{};
+  std::memcpy(&id_slot, &id, sizeof(id));
+  return internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kAsyncBegin, name,
+                                    format::kAsyncNameId, {}, {}, &id_slot);
+}
+
+bool begin_async(std::string_view name, uint64_t id) {
+  if (!recording()) return false;
+  name = internal::clip(name);
+  format::Slot id_slot{};
+  std::memcpy(&id_slot, &id, sizeof(id));
+  return internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kAsyncBegin,
+                                    static_cast<uint32_t>(name.size()), format::kAsyncNameBytes,
+                                    name, {}, &id_slot);
+}
+
+void end_async(uint64_t id) {
+  if (!recording()) return;
+  format::Slot id_slot{};
+  std::memcpy(&id_slot, &id, sizeof(id));
+  internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kAsyncEnd, 0, 0, {}, {},
+                             &id_slot);
+}
+
+uint64_t new_flow_id() {
+  // Unique across threads (one counter), processes (the pid: a forked child keeps the
+  // salt and the counter, not the pid) and runs (a random salt); the mix is a bijection,
+  // so distinct inputs never collide.
+  static const uint64_t salt = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  static std::atomic<uint64_t> counter{0};
+  auto pid = static_cast<uint64_t>(getpid());
+  uint64_t input = (salt ^ (pid << 40)) + counter.fetch_add(1, std::memory_order_relaxed);
+  uint64_t id = internal::mix_bits(input);
+  return id == 0 ? 1 : id;
+}
+
+namespace {
+void write_flow(uint64_t id, format::FlowDirection direction) {
+  if (!recording()) return;
+  if (format::Slot* slot = internal::reserve(1)) [[likely]] {
+    internal::write_slot(slot, id, internal::slot_word(0, format::SlotKind::kFlow, direction));
+    internal::commit(1);
+  }
+}
+}  // namespace
+
+void flow_out(uint64_t id) { write_flow(id, format::kFlowOut); }
+void flow_in(uint64_t id) { write_flow(id, format::kFlowIn); }
+void flow_step(uint64_t id) { write_flow(id, format::kFlowStep); }
+void flow_into_next(uint64_t id) { write_flow(id, format::kFlowIntoNext); }
 
 void switch_track(uint64_t key, std::string_view name) {
   record::Registry& reg = record::registry();

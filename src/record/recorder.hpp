@@ -94,5 +94,7 @@ void add_thread_overhead_ticks(uint64_t ticks);
 
 // The calling process's command line, joined by spaces (from /proc/self/cmdline).
 std::string process_command_line();
+// The calling process's name as the kernel keeps it (/proc/self/comm), or empty.
+std::string process_name();
 
 }  // namespace opsight::record

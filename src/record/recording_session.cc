@@ -150,6 +150,13 @@ std::string process_command_line() {
   return raw;
 }
 
+std::string process_name() {
+  std::ifstream file("/proc/self/comm");
+  std::string name;
+  std::getline(file, name);
+  return name;
+}
+
 std::optional<std::string> start_recording(const SinkFactory& open_sink, RecordingOptions options) {
   std::call_once(g_fork_handler_once,
                  [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
@@ -190,6 +197,9 @@ std::optional<std::string> start_recording(const SinkFactory& open_sink, Recordi
   options.run_info.emplace_back("opsight_version", OPSIGHT_VERSION_STRING);
   options.run_info.emplace_back("trace_id", random_trace_id_hex());
   options.run_info.emplace_back("pid", std::to_string(getpid()));
+  options.run_info.emplace_back("parent_pid", std::to_string(getppid()));
+  if (std::string name = process_name(); !name.empty())
+    options.run_info.emplace_back("process_name", std::move(name));
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   options.run_info.emplace_back("host", host);

@@ -236,6 +236,7 @@ void Trace::finalize() {
     for (auto& owner : slice_args.owner) owner = new_row_of[owner];
     for (auto& row : flows.slice_out) row = row < count ? new_row_of[row] : kNoRow;
     for (auto& row : flows.slice_in) row = row < count ? new_row_of[row] : kNoRow;
+    for (auto& end : open_flow_ends) end.slice = end.slice < count ? new_row_of[end.slice] : kNoRow;
   }
 
   // 2. Nesting: one open-slice stack per track; a slice is a child of the innermost open
@@ -279,6 +280,7 @@ void Trace::finalize() {
   //    flow whose end names no row is dropped.
   bind_flows_by_time();
   drop_flows_without_slices();
+  std::erase_if(open_flow_ends, [&](const OpenFlowEnd& end) { return end.slice >= count; });
 }
 
 void Trace::bind_flows_by_time() {

@@ -303,6 +303,16 @@ struct FlowTable {
   }
 };
 
+// One end of a flow whose other end is in another trace: the call in a parent process
+// that started a child (the child recorded its own file), or the child's root that it
+// started. append_trace joins an outgoing end with an incoming end of the same id into a
+// flow; ends still open are kept (and counted by reports), never shown as arrows.
+struct OpenFlowEnd {
+  RowIndex slice = kNoRow;
+  uint64_t id = 0;
+  bool outgoing = false;
+};
+
 // Which slice a flow end known only by its time and track binds to (Chrome JSON's rules):
 // the innermost slice open at that time, or the first slice that begins at or after it.
 enum class FlowBinding : uint8_t { kEnclosingSlice = 0, kNextSlice = 1 };
@@ -361,6 +371,7 @@ class Trace {
   ArgTable instant_args;
   CounterTable counters;
   FlowTable flows;
+  std::vector<OpenFlowEnd> open_flow_ends;
   RunInfo run;
 
   Trace() = default;
@@ -456,8 +467,10 @@ class SliceLookup {
 // Appends every row of `from` to `into`, so that one Trace holds the traces of several
 // processes (each writes its own file): strings are re-interned; processes, thread tracks
 // (by pid and tid) and counter tracks (by pid and name) are shared with those `into`
-// already has, async lanes are always added; slice parents and arg owners are shifted
-// with their rows; span ids that collide with one already in `into` are replaced.
+// already has, lanes and async tracks are always added; slice parents, arg owners and
+// flows are shifted with their rows; open flow ends of one trace are joined with the
+// other's of the same id (a parent's call to the child it started); span ids that collide
+// with one already in `into` are replaced.
 // Run info: `into`'s command line, host, trace id and pid stay (taken from `from` when
 // `into` is empty); overhead, drops and clipped slices add up; complete only if both are;
 // traced_ns becomes the wall span of the union of both recordings. Afterwards `into` is

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -31,7 +32,9 @@ bool is_count_key(std::string_view key) {
                                                     "ends_written_late_after_drops",
                                                     "invalid_events",
                                                     "unmatched_end_events",
-                                                    "unfinished_slices"};
+                                                    "unfinished_slices",
+                                                    "unmatched_async_ends",
+                                                    "flow_ends_without_span"};
   for (std::string_view count_key : kCountKeys)
     if (key == count_key) return true;
   return key.starts_with("skipped_events.");
@@ -139,6 +142,38 @@ void make_new_span_ids_unique(Trace& into, RowIndex first_new_row) {
     replacements.insert(std::upper_bound(replacements.begin(), replacements.end(), candidate),
                         candidate);
   }
+}
+
+// Adds `from`'s open flow ends (rows shifted by slice_base) to `into`'s, and turns every
+// outgoing end and incoming end of the same id, one from each trace, into a flow.
+void join_open_flow_ends(Trace& into, const Trace& from, RowIndex slice_base) {
+  if (from.open_flow_ends.empty()) return;
+  std::unordered_map<uint64_t, std::vector<size_t>> mine;  // id -> positions in into's list
+  for (size_t position = 0; position < into.open_flow_ends.size(); ++position)
+    mine[into.open_flow_ends[position].id].push_back(position);
+  std::vector<bool> joined(into.open_flow_ends.size(), false);
+  std::vector<OpenFlowEnd> still_open;
+  for (OpenFlowEnd end : from.open_flow_ends) {
+    end.slice += slice_base;
+    bool linked = false;
+    if (auto found = mine.find(end.id); found != mine.end()) {
+      for (size_t position : found->second) {
+        const OpenFlowEnd& other = into.open_flow_ends[position];
+        if (other.outgoing == end.outgoing) continue;
+        RowIndex out = end.outgoing ? end.slice : other.slice;
+        RowIndex in = end.outgoing ? other.slice : end.slice;
+        into.flows.add(out, in, end.id);
+        joined[position] = true;
+        linked = true;
+      }
+    }
+    if (!linked) still_open.push_back(end);
+  }
+  std::vector<OpenFlowEnd> kept;
+  for (size_t position = 0; position < into.open_flow_ends.size(); ++position)
+    if (!joined[position]) kept.push_back(into.open_flow_ends[position]);
+  kept.insert(kept.end(), still_open.begin(), still_open.end());
+  into.open_flow_ends = std::move(kept);
 }
 
 }  // namespace
@@ -251,6 +286,7 @@ void append_trace(Trace& into, const Trace& from) {
     into.flows.add(flows.slice_out[row] + slice_base, flows.slice_in[row] + slice_base,
                    flows.id[row], map_string(flows.name[row]), map_string(flows.category[row]));
   into.unbound_flows += from.unbound_flows;
+  join_open_flow_ends(into, from, slice_base);
 
   for (size_t row = 0; row < from.counters.size(); ++row) {
     uint32_t counter = from.counters.counter_track[row];
@@ -309,6 +345,12 @@ void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns) {
         kept_flows.add(out, in, flows.id[row], flows.name[row], flows.category[row]);
     }
     trace.flows = std::move(kept_flows);
+    std::vector<OpenFlowEnd> kept_ends;
+    for (OpenFlowEnd end : trace.open_flow_ends) {
+      end.slice = end.slice < new_slice_row.size() ? new_slice_row[end.slice] : kNoRow;
+      if (end.slice != kNoRow) kept_ends.push_back(end);
+    }
+    trace.open_flow_ends = std::move(kept_ends);
     trace.slices = std::move(kept_slices);
     trace.nesting_filled_by_reader = false;
   }

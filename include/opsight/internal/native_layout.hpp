@@ -16,7 +16,10 @@
 namespace opsight::format {
 
 inline constexpr char kFileMagic[8] = {'O', 'P', 'S', 'I', 'G', 'H', 'T', '\0'};
-inline constexpr uint16_t kFormatVersion = 1;
+// Version 2 added kAsyncBegin, kAsyncEnd and kFlow; a reader of version 2 reads version 1
+// files unchanged (they have none of these).
+inline constexpr uint16_t kFormatVersion = 2;
+inline constexpr uint16_t kOldestReadableVersion = 1;
 
 struct FileHeader {
   char magic[8];
@@ -93,7 +96,7 @@ enum class SlotKind : uint8_t {
   kBegin = 1,         // ticks; id = name id (kNames)
   kEnd = 2,           // ticks; closes the innermost open span of the thread
   kBeginNamed = 3,    // ticks; id = name length; + bytes (name)
-  kInstant = 4,       // ticks; id = name id
+  kInstant = 4,       // ticks; id = name id; arg_type = trace::InstantScope (0: thread)
   kInstantNamed = 5,  // ticks; id = name length; + bytes (name)
   kCounter = 6,       // ticks; id = name length; + one slot holding a double, + bytes (name)
   kArg = 7,           // ticks holds the value (int64, double bits or bool) or, for a
@@ -104,7 +107,31 @@ enum class SlotKind : uint8_t {
                       // (name, may be empty). The thread's following events belong to
                       // track `key` (0: the thread's own track) until the next kTrack. A
                       // name for a key already seen starts a new track for that key.
+  kAsyncBegin = 9,    // ticks; + one slot whose first 8 bytes are the async id; arg_type
+                      // kAsyncNameId: id = name id (kNames); kAsyncNameBytes: id = name
+                      // length, + bytes (name) after the id slot. Opens a slice on the
+                      // process's async track of that id (nestable; may end on any thread).
+  kAsyncEnd = 10,     // ticks; + one slot holding the async id. Closes the innermost open
+                      // async slice of that id, whichever thread began it.
+  kFlow = 11,         // ticks holds the flow id (no time); arg_type = FlowDirection. Binds
+                      // one end of flow `id` to the innermost open span of the thread's
+                      // current track (kFlowIntoNext: to the next span it begins).
 };
+
+enum AsyncNameForm : uint8_t { kAsyncNameId = 0, kAsyncNameBytes = 1 };
+
+// kFlow's arg_type: which end of the flow the event binds. A flow runs from its kFlowOut
+// end through any kFlowStep ends (each both an arrival and a new departure) to its
+// kFlowIn end; ends are ordered by time when a flow id has several.
+enum FlowDirection : uint8_t {
+  kFlowOut = 1,
+  kFlowIn = 2,
+  kFlowStep = 3,
+  kFlowIntoNext = 4,
+};
+// Or'ed into kFlow's arg_type (the model writer's form): the end binds to the async span
+// begun by this thread's last kAsyncBegin, not to a span of the thread's track.
+inline constexpr uint8_t kFlowOnAsyncBegin = 0x80;
 
 // kEnd's arg_type: the real end was dropped and this one was written as soon as the thread
 // could record again (the span is unfinished).

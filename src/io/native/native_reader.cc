@@ -31,6 +31,29 @@ struct LaneState {
   std::vector<RowIndex> open;      // slices begun and not yet ended
   RowIndex last_instant = kNoRow;  // an instant the next args may belong to
   int64_t last_ns = 0;
+  std::vector<uint64_t> flows_into_next;  // kFlowIntoNext ids waiting for the next begin
+};
+
+// An async span's begin or end, kept until every thread is read: the two may be on
+// different threads, so they are paired afterwards.
+struct AsyncEvent {
+  int64_t pid = 0;
+  uint64_t id = 0;
+  int64_t ns = 0;
+  uint64_t order = 0;  // file order, for a stable sort of events at one time
+  bool begin = false;
+  StringId name = 0;
+  StringId category = 0;
+};
+
+// One end of a flow bound to a slice, kept until every thread is read.
+struct FlowEndEvent {
+  uint64_t id = 0;
+  RowIndex slice = kNoRow;
+  int64_t ns = 0;  // the thread's last time when it was recorded (kFlow carries none)
+  uint8_t direction = 0;
+  uint64_t async_begin = kNoAsyncBegin;  // for kFlowOnAsyncBegin: that begin's AsyncEvent::order
+  static constexpr uint64_t kNoAsyncBegin = ~uint64_t{0};
 };
 
 struct ThreadState {
@@ -45,6 +68,7 @@ struct ThreadState {
   uint64_t events = 0;
   uint64_t slots_decoded = 0;
   bool skipping_stale = false;
+  uint64_t last_async_begin = FlowEndEvent::kNoAsyncBegin;  // order of its last kAsyncBegin
 };
 
 // Ids and thread indices above this are damage, not data (2^24: far beyond any recording).
@@ -122,6 +146,13 @@ class NativeDecoder {
     result_.trace.slices.reserve(slots / 2 + 1);
     for (const auto& chunk : event_chunks) decode_events(chunk);
     finish_threads();
+    int64_t trace_end_ns = 0;
+    for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
+    build_async_slices(trace_end_ns);
+    build_flows();
+    for (auto [key, count] : {std::pair{"unmatched_async_ends", unmatched_async_ends_},
+                              std::pair{"flow_ends_without_span", flow_ends_without_span_}})
+      if (count > 0) result_.trace.run.extra.emplace_back(key, std::to_string(count));
     trace::Trace& trace = result_.trace;
     trace.run.complete = saw_stats && !result_.damage;
     trace.run.source_format = "opsight";
@@ -182,6 +213,13 @@ class NativeDecoder {
         run.clock = value;
       else if (key == "pid")
         run.pid = std::strtoll(std::string(value).c_str(), nullptr, 10);
+      else if (key.starts_with("process.") || key.starts_with("thread.") ||
+               key.starts_with("counter_series."))
+        layout_entries_.emplace_back(std::string(key), std::string(value));
+      else if (key == "parent_pid")
+        parent_pid_ = std::strtoll(std::string(value).c_str(), nullptr, 10);
+      else if (key == "process_name")
+        process_name_ = value;
       else if (key == "ticks_per_second")
         ticks_per_second_ = std::strtod(std::string(value).c_str(), nullptr);
       else if (key == "event_cost_ns")
@@ -372,6 +410,23 @@ class NativeDecoder {
         lane = &state.lanes[state.current_lane];
         continue;
       }
+      if (kind == SlotKind::kFlow) {  // ticks is the flow id, not a time
+        if (state.skipping_stale) continue;
+        ++state.events;
+        if (slot.arg_type & format::kFlowOnAsyncBegin) {
+          uint8_t direction = slot.arg_type & ~format::kFlowOnAsyncBegin;
+          if (state.last_async_begin == FlowEndEvent::kNoAsyncBegin ||
+              direction < format::kFlowOut || direction > format::kFlowStep) {
+            ++flow_ends_without_span_;
+            continue;
+          }
+          flow_ends_.push_back(
+              FlowEndEvent{slot.ticks, kNoRow, state.last_ns, direction, state.last_async_begin});
+          continue;
+        }
+        bind_flow_end(*lane, slot.ticks, slot.arg_type, state.last_ns);
+        continue;
+      }
       if (kind != SlotKind::kArg) {
         // Events a thread wrote before this session started are stale; so are the args
         // that follow them.
@@ -401,6 +456,11 @@ class NativeDecoder {
           }
           lane->open.push_back(row);
           lane->last_instant = kNoRow;
+          if (!lane->flows_into_next.empty()) [[unlikely]] {
+            for (uint64_t flow : lane->flows_into_next)
+              flow_ends_.push_back(FlowEndEvent{flow, row, ns, format::kFlowIn});
+            lane->flows_into_next.clear();
+          }
           break;
         }
         case SlotKind::kEnd:
@@ -424,8 +484,11 @@ class NativeDecoder {
           NameIds ids = kind == SlotKind::kInstant
                             ? name_of(slot.id)
                             : NameIds{trace.intern(inline_text(payload, slot.id, extra)), 0};
+          auto scope = slot.arg_type <= static_cast<uint8_t>(trace::InstantScope::kGlobal)
+                           ? static_cast<trace::InstantScope>(slot.arg_type)
+                           : trace::InstantScope::kThread;
           lane->last_instant =
-              trace.instants.add(ns, ids.name, ids.category, track_of(state, *lane));
+              trace.instants.add(ns, ids.name, ids.category, track_of(state, *lane), scope);
           break;
         }
         case SlotKind::kCounter: {
@@ -439,6 +502,31 @@ class NativeDecoder {
         case SlotKind::kArg:
           decode_arg(*lane, slot, payload, extra);
           break;
+        case SlotKind::kAsyncBegin:
+        case SlotKind::kAsyncEnd: {
+          if (extra < 1) {
+            ++unknown_slots_;
+            break;
+          }
+          AsyncEvent event;
+          event.pid = state.pid;
+          std::memcpy(&event.id, payload, sizeof(event.id));
+          event.ns = ns;
+          event.order = async_events_.size();
+          event.begin = kind == SlotKind::kAsyncBegin;
+          if (event.begin) {
+            NameIds ids =
+                slot.arg_type == format::kAsyncNameId
+                    ? name_of(slot.id)
+                    : NameIds{trace.intern(inline_text(payload + sizeof(Slot), slot.id, extra - 1)),
+                              0};
+            event.name = ids.name;
+            event.category = ids.category;
+            state.last_async_begin = event.order;
+          }
+          async_events_.push_back(event);
+          break;
+        }
         default:
           ++unknown_slots_;
           break;
@@ -486,6 +574,160 @@ class NativeDecoder {
     }
   }
 
+  // A kFlow event: binds its end of the flow to the innermost open span of the lane (or,
+  // for kFlowIntoNext, to the lane's next span).
+  void bind_flow_end(LaneState& lane, uint64_t flow, uint8_t direction, int64_t ns) {
+    if (direction == format::kFlowIntoNext) {
+      lane.flows_into_next.push_back(flow);
+      return;
+    }
+    if (direction < format::kFlowOut || direction > format::kFlowStep) {
+      ++unknown_slots_;
+      return;
+    }
+    if (lane.open.empty()) {
+      ++flow_ends_without_span_;
+      return;
+    }
+    flow_ends_.push_back(FlowEndEvent{flow, lane.open.back(), ns, direction});
+  }
+
+  // Pairs the async begins and ends of every thread: per (process, id), in time order, an
+  // end closes the innermost open begin of that id. Each (process, id) gets its own track,
+  // named after its first span; slices nest on it by the same stack.
+  void build_async_slices(int64_t trace_end_ns) {
+    if (async_events_.empty()) return;
+    trace::Trace& trace = result_.trace;
+    std::stable_sort(async_events_.begin(), async_events_.end(),
+                     [](const AsyncEvent& a, const AsyncEvent& b) {
+                       if (a.pid != b.pid) return a.pid < b.pid;
+                       if (a.id != b.id) return a.id < b.id;
+                       if (a.ns != b.ns) return a.ns < b.ns;
+                       return a.order < b.order;
+                     });
+    const uint64_t salt = span_salt() ^ 0xa5a5a5a5a5a5a5a5ULL;
+    row_of_async_begin_.assign(async_events_.size(), kNoRow);
+    size_t first = 0;
+    while (first < async_events_.size()) {
+      size_t last = first;
+      while (last < async_events_.size() && async_events_[last].pid == async_events_[first].pid &&
+             async_events_[last].id == async_events_[first].id)
+        ++last;
+      std::optional<trace::TrackId> track;
+      std::vector<RowIndex> open;
+      for (size_t index = first; index < last; ++index) {
+        const AsyncEvent& event = async_events_[index];
+        if (event.begin) {
+          if (!track) track = trace.process_async_track(event.pid, event.id, trace.str(event.name));
+          uint64_t span_id = ((uint64_t{1} << 63) + ++async_spans_) * 0x9e3779b97f4a7c15ULL ^ salt;
+          RowIndex row =
+              trace.slices.add(event.ns, 0, event.name, event.category, *track, 0, span_id);
+          if (!open.empty()) {
+            trace.slices.parent[row] = open.back();
+            trace.slices.depth[row] = static_cast<uint16_t>(std::min<size_t>(open.size(), 0xFFFF));
+          }
+          open.push_back(row);
+          row_of_async_begin_[event.order] = row;
+        } else if (open.empty()) {
+          ++unmatched_async_ends_;
+        } else {
+          RowIndex row = open.back();
+          open.pop_back();
+          trace.slices.dur[row] = std::max<int64_t>(0, event.ns - trace.slices.ts[row]);
+        }
+      }
+      for (RowIndex row : open) {  // never ended: shown up to the end of the trace
+        trace.slices.dur[row] = std::max<int64_t>(0, trace_end_ns - trace.slices.ts[row]);
+        trace.slices.flags[row] |= trace::kSliceUnfinished;
+      }
+      first = last;
+    }
+  }
+
+  // Joins the flow ends of every thread: per flow id, its departures (kFlowOut, then the
+  // kFlowStep stops in time order) form a chain, and each arrival (kFlowIn) links from the
+  // chain's last stop. Ends whose other end is not in this file (a flow to or from another
+  // process) stay in Trace::open_flow_ends, for append_trace to join.
+  void build_flows() {
+    if (flow_ends_.empty()) return;
+    trace::Trace& trace = result_.trace;
+    for (FlowEndEvent& end : flow_ends_)
+      if (end.async_begin != FlowEndEvent::kNoAsyncBegin)
+        end.slice = end.async_begin < row_of_async_begin_.size()
+                        ? row_of_async_begin_[end.async_begin]
+                        : kNoRow;
+    std::erase_if(flow_ends_, [](const FlowEndEvent& end) { return end.slice == kNoRow; });
+    std::stable_sort(flow_ends_.begin(), flow_ends_.end(),
+                     [](const FlowEndEvent& a, const FlowEndEvent& b) {
+                       if (a.id != b.id) return a.id < b.id;
+                       if ((a.direction == format::kFlowOut) != (b.direction == format::kFlowOut))
+                         return a.direction == format::kFlowOut;
+                       return a.ns < b.ns;
+                     });
+    size_t first = 0;
+    while (first < flow_ends_.size()) {
+      size_t last = first;
+      while (last < flow_ends_.size() && flow_ends_[last].id == flow_ends_[first].id) ++last;
+      RowIndex from = kNoRow;
+      bool linked = false;
+      for (size_t index = first; index < last; ++index) {
+        const FlowEndEvent& end = flow_ends_[index];
+        if (end.direction != format::kFlowOut && from != kNoRow) {
+          trace.flows.add(from, end.slice, end.id);
+          linked = true;
+        } else if (end.direction != format::kFlowOut) {
+          trace.open_flow_ends.push_back({end.slice, end.id, false});
+        }
+        if (end.direction != format::kFlowIn) from = end.slice;
+      }
+      if (!linked && from != kNoRow)
+        trace.open_flow_ends.push_back({from, flow_ends_[first].id, true});
+      first = last;
+    }
+  }
+
+  // The model writer's run-info entries for what the event streams cannot carry
+  // (native_writer.cc, append_layout_info): "process.<pid>.name|parent_pid|sort_index|label",
+  // "thread.<pid>.<tid>.sort_index", "counter_series.<pid>.<name>" = group \x1f series.
+  void apply_layout_entries() {
+    trace::Trace& trace = result_.trace;
+    auto to_int = [](std::string_view text) {
+      return std::strtoll(std::string(text).c_str(), nullptr, 10);
+    };
+    for (const auto& [key, value] : layout_entries_) {
+      std::string_view rest = key;
+      if (rest.starts_with("process.")) {
+        rest.remove_prefix(8);
+        size_t dot = rest.find('.');
+        if (dot == std::string_view::npos) continue;
+        trace::Process& process = trace.process(to_int(rest.substr(0, dot)));
+        std::string_view field = rest.substr(dot + 1);
+        if (field == "name") process.name = trace.intern(value);
+        if (field == "parent_pid") process.parent_pid = to_int(value);
+        if (field == "sort_index") process.sort_index = to_int(value);
+        if (field == "label") process.labels.push_back(trace.intern(value));
+      } else if (rest.starts_with("thread.")) {
+        rest.remove_prefix(7);
+        size_t first_dot = rest.find('.');
+        size_t second_dot = rest.find('.', first_dot == std::string_view::npos ? 0 : first_dot + 1);
+        if (second_dot == std::string_view::npos || rest.substr(second_dot + 1) != "sort_index")
+          continue;
+        trace::TrackId track =
+            trace.thread_track(to_int(rest.substr(0, first_dot)),
+                               to_int(rest.substr(first_dot + 1, second_dot - first_dot - 1)));
+        trace.tracks[track].sort_index = to_int(value);
+      } else if (rest.starts_with("counter_series.")) {
+        rest.remove_prefix(15);
+        size_t dot = rest.find('.');
+        size_t separator = value.find('\x1f');
+        if (dot == std::string_view::npos || separator == std::string::npos) continue;
+        uint32_t counter = trace.counter_track(to_int(rest.substr(0, dot)), rest.substr(dot + 1));
+        trace.counter_tracks[counter].group = trace.intern(value.substr(0, separator));
+        trace.counter_tracks[counter].series = trace.intern(value.substr(separator + 1));
+      }
+    }
+  }
+
   uint64_t span_salt() const {
     const auto& id = result_.trace.run.trace_id;
     return id.low ^ trace::mix64(id.high);
@@ -529,7 +771,12 @@ class NativeDecoder {
     }
     for (const auto& track : trace.tracks) total_overhead += track.overhead_ns;
     trace.run.overhead_ns = total_overhead;
-    if (trace.processes.empty() && trace.run.pid != 0) trace.process(trace.run.pid);
+    apply_layout_entries();
+    if (trace.run.pid != 0) {
+      trace::Process& process = trace.process(trace.run.pid);
+      if (!process_name_.empty()) process.name = trace.intern(process_name_);
+      if (parent_pid_ != 0) process.parent_pid = parent_pid_;
+    }
     auto note = [&](const char* key, uint64_t count) {
       if (count > 0) trace.run.extra.emplace_back(key, std::to_string(count));
     };
@@ -556,7 +803,14 @@ class NativeDecoder {
   int64_t base_ns_ = 0;
   uint64_t unmatched_ends_ = 0, unknown_names_ = 0, unknown_slots_ = 0, orphan_args_ = 0;
   uint64_t late_ends_ = 0;
+  uint64_t unmatched_async_ends_ = 0, flow_ends_without_span_ = 0, async_spans_ = 0;
+  std::vector<AsyncEvent> async_events_;
+  std::vector<FlowEndEvent> flow_ends_;
+  std::vector<RowIndex> row_of_async_begin_;  // by AsyncEvent::order
   std::string source_format_;
+  std::vector<std::pair<std::string, std::string>> layout_entries_;
+  std::string process_name_;
+  int64_t parent_pid_ = 0;
 };
 
 }  // namespace

@@ -104,6 +104,48 @@ void add_args(EventsEncoder& events, const trace::Trace& trace, const trace::Arg
   }
 }
 
+// What the event streams cannot carry: process names, parents, sort order and labels,
+// thread sort order and counter series, as run-info entries the reader knows
+// (docs/native-format.md, "Layout entries").
+void append_layout_info(const trace::Trace& trace,
+                        std::vector<std::pair<std::string, std::string>>& info) {
+  for (const trace::Process& process : trace.processes) {
+    std::string prefix = "process." + std::to_string(process.pid) + ".";
+    if (process.name != 0) info.emplace_back(prefix + "name", trace.str(process.name));
+    if (process.parent_pid != 0)
+      info.emplace_back(prefix + "parent_pid", std::to_string(process.parent_pid));
+    if (process.sort_index != 0)
+      info.emplace_back(prefix + "sort_index", std::to_string(process.sort_index));
+    for (trace::StringId label : process.labels)
+      info.emplace_back(prefix + "label", trace.str(label));
+  }
+  for (const trace::Track& track : trace.tracks)
+    if (track.kind == trace::TrackKind::kThread && track.sort_index != 0)
+      info.emplace_back(
+          "thread." + std::to_string(track.pid) + "." + std::to_string(track.tid) + ".sort_index",
+          std::to_string(track.sort_index));
+  for (const trace::CounterTrack& counter : trace.counter_tracks)
+    if (counter.group != 0)
+      info.emplace_back(
+          "counter_series." + std::to_string(counter.pid) + "." +
+              std::string(trace.str(counter.name)),
+          std::string(trace.str(counter.group)) + '\x1f' + std::string(trace.str(counter.series)));
+}
+
+// The ids under which flows are written: the flow's own id when no other flow row shares
+// it, else one derived from it and the row (a chain s -> t -> f is one row per step, all
+// with one id; the reader pairs ends by id). Open ends keep their ids.
+std::vector<uint64_t> written_flow_ids(const trace::FlowTable& flows) {
+  std::unordered_map<uint64_t, uint32_t> uses;
+  for (uint64_t id : flows.id) ++uses[id];
+  std::vector<uint64_t> ids(flows.size());
+  for (size_t row = 0; row < flows.size(); ++row) {
+    uint64_t id = flows.id[row];
+    ids[row] = id != 0 && uses[id] == 1 ? id : trace::mix64(id ^ (uint64_t{row} << 1) ^ 0xf1f1) | 1;
+  }
+  return ids;
+}
+
 }  // namespace
 
 std::string write_native(const trace::Trace& trace) {
@@ -120,6 +162,7 @@ std::string write_native(const trace::Trace& trace) {
       {"ticks_per_second", "1000000000"},       {"source_format", run.source_format},
   };
   for (const auto& entry : run.extra) info.push_back(entry);
+  append_layout_info(trace, info);
   format::append_run_info_chunk(out, info);
 
   // Clock: ticks are ns; two points one second apart give slope 1.
@@ -198,13 +241,31 @@ std::string write_native(const trace::Trace& trace) {
       threads[it->second].push_back(id);
     }
     for (trace::TrackId id = 0; id < trace.tracks.size(); ++id) {
-      if (!trace.tracks[id].is_async()) continue;
+      if (trace.tracks[id].kind != trace::TrackKind::kThreadLane) continue;
       auto [it, inserted] =
           thread_of.try_emplace({trace.tracks[id].pid, trace.tracks[id].tid}, threads.size());
       if (inserted) threads.emplace_back();
       threads[it->second].push_back(id);
     }
   }
+
+  // Flow ends, written right after the begin of their slice (and its args).
+  std::vector<uint64_t> flow_ids = written_flow_ids(trace.flows);
+  std::unordered_multimap<RowIndex, std::pair<uint64_t, uint8_t>> flow_ends_of;
+  for (size_t row = 0; row < trace.flows.size(); ++row) {
+    flow_ends_of.emplace(trace.flows.slice_out[row], std::pair{flow_ids[row], format::kFlowOut});
+    flow_ends_of.emplace(trace.flows.slice_in[row], std::pair{flow_ids[row], format::kFlowIn});
+  }
+  for (const trace::OpenFlowEnd& end : trace.open_flow_ends)
+    flow_ends_of.emplace(end.slice,
+                         std::pair{end.id, end.outgoing ? format::kFlowOut : format::kFlowIn});
+  auto add_flow_ends = [&](EventsEncoder& events, RowIndex row, uint8_t flag) {
+    if (flow_ends_of.empty()) return;
+    auto [first, last] = flow_ends_of.equal_range(row);
+    for (auto it = first; it != last; ++it)
+      events.add(it->second.first,
+                 slot_word(0, SlotKind::kFlow, static_cast<uint8_t>(it->second.second | flag)));
+  };
 
   uint32_t thread_index = 0;
   for (const std::vector<trace::TrackId>& thread_tracks : threads) {
@@ -250,7 +311,9 @@ std::string write_native(const trace::Trace& trace) {
           int64_t instant_ts = trace.instants.ts[row];
           if (inclusive ? instant_ts > ts : instant_ts >= ts) break;
           close_until(instant_ts);
-          events.add(ticks_of(instant_ts), slot_word(instant_name_ids[row], SlotKind::kInstant));
+          events.add(ticks_of(instant_ts),
+                     slot_word(instant_name_ids[row], SlotKind::kInstant,
+                               static_cast<uint8_t>(trace.instants.scope[row])));
           add_args(events, trace, trace.instant_args, trace.instants.args_begin, row);
           ++next_instant;
         }
@@ -261,11 +324,62 @@ std::string write_native(const trace::Trace& trace) {
         events.add(ticks_of(trace.slices.ts[row]),
                    slot_word(slice_name_ids[row], SlotKind::kBegin));
         add_args(events, trace, trace.slice_args, trace.slices.args_begin, row);
+        add_flow_ends(events, row, 0);
         open.push_back(row);
       }
       emit_instants_until(std::numeric_limits<int64_t>::max(), true);
       close_until(std::numeric_limits<int64_t>::max());
       if (track.is_async()) events.add(0, slot_word(0, SlotKind::kTrack));
+    }
+  }
+
+  // Async tracks: one synthetic thread per process that has them; each track's slices as
+  // kAsyncBegin/kAsyncEnd pairs in nesting order, under the track's key (or a key derived
+  // from it when two async tracks of the process share one).
+  {
+    std::vector<int64_t> pids;
+    std::vector<std::vector<trace::TrackId>> tracks_of_pid;
+    for (trace::TrackId id = 0; id < trace.tracks.size(); ++id) {
+      if (trace.tracks[id].kind != trace::TrackKind::kAsync) continue;
+      auto it = std::find(pids.begin(), pids.end(), trace.tracks[id].pid);
+      if (it == pids.end()) {
+        pids.push_back(trace.tracks[id].pid);
+        tracks_of_pid.emplace_back();
+        it = pids.end() - 1;
+      }
+      tracks_of_pid[static_cast<size_t>(it - pids.begin())].push_back(id);
+    }
+    for (size_t i = 0; i < pids.size(); ++i) {
+      write_thread(thread_index, pids[i], -1, "async");
+      stats.push_back({thread_index, 0, 0, 0, 0});
+      EventsEncoder events(out, thread_index++);
+      std::unordered_map<uint64_t, int> keys_used;
+      for (trace::TrackId track_id : tracks_of_pid[i]) {
+        uint64_t key = trace.tracks[track_id].async_key;
+        if (keys_used[key]++ > 0) key = trace::mix64(key ^ track_id) | 1;
+        Slot key_slot{};
+        std::memcpy(&key_slot, &key, sizeof(key));
+        std::vector<RowIndex> open;
+        auto close_until = [&](int64_t ts) {
+          while (!open.empty() && trace.slices.end(open.back()) <= ts) {
+            events.add(ticks_of(trace.slices.end(open.back())), slot_word(0, SlotKind::kAsyncEnd),
+                       {}, &key_slot);
+            open.pop_back();
+          }
+        };
+        for (RowIndex row : slices_of[track_id]) {
+          close_until(trace.slices.ts[row]);
+          std::string_view name =
+              trace.str(trace.slices.name[row]).substr(0, format::kMaxInlineString);
+          events.add(ticks_of(trace.slices.ts[row]),
+                     slot_word(static_cast<uint32_t>(name.size()), SlotKind::kAsyncBegin,
+                               format::kAsyncNameBytes),
+                     name, &key_slot);
+          add_flow_ends(events, row, format::kFlowOnAsyncBegin);
+          open.push_back(row);
+        }
+        close_until(std::numeric_limits<int64_t>::max());
+      }
     }
   }
 

@@ -1,0 +1,232 @@
+// Async spans and flows end to end: recorded with opsight::begin_async / flow_out / flow_in
+// on several threads (and in a child process), read back with the native reader, written
+// and read again, and merged across processes with trace::append_trace.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "io/io.hpp"
+#include "opsight/opsight.hpp"
+#include "record/recorder.hpp"
+
+namespace {
+
+using opsight::trace::kNoRow;
+using opsight::trace::RowIndex;
+using opsight::trace::Trace;
+using opsight::trace::TrackKind;
+
+Trace record_and_read(const std::function<void()>& body) {
+  auto sink = std::make_unique<opsight::record::MemorySink>();
+  EXPECT_FALSE(opsight::record::start_recording([&](std::string*) { return std::move(sink); }, {})
+                   .has_value());
+  body();
+  auto stopped = opsight::record::stop_recording();
+  EXPECT_TRUE(stopped.sink);
+  auto result =
+      opsight::io::read_native(static_cast<opsight::record::MemorySink&>(*stopped.sink).bytes());
+  EXPECT_TRUE(result.ok());
+  EXPECT_FALSE(result.damage.has_value()) << result.damage->message;
+  return std::move(result.trace);
+}
+
+std::string name_of(const Trace& trace, RowIndex row) {
+  return std::string(trace.str(trace.slices.name[row]));
+}
+
+RowIndex row_named(const Trace& trace, std::string_view name) {
+  for (RowIndex row = 0; row < trace.slices.size(); ++row)
+    if (trace.str(trace.slices.name[row]) == name) return row;
+  return kNoRow;
+}
+
+// "from -> to" for every flow.
+std::multiset<std::string> flow_arrows(const Trace& trace) {
+  std::multiset<std::string> arrows;
+  for (size_t row = 0; row < trace.flows.size(); ++row)
+    arrows.insert(name_of(trace, trace.flows.slice_out[row]) + " -> " +
+                  name_of(trace, trace.flows.slice_in[row]));
+  return arrows;
+}
+
+TEST(AsyncSpans, BegunOnOneThreadEndedOnAnotherNestOnTheirIdsTrack) {
+  Trace trace = record_and_read([] {
+    opsight::begin_async("request 7", 7);
+    opsight::begin_async("queued", 7);
+    std::thread worker([] {
+      opsight::end_async(7);  // closes "queued", the innermost of id 7
+      opsight::begin_async("other request", 8);
+      opsight::end_async(8);
+      opsight::end_async(7);  // closes "request 7"
+    });
+    worker.join();
+    opsight::begin_async("never ends", 9);
+    opsight::end_async(12345);  // nothing open: counted
+  });
+  RowIndex request = row_named(trace, "request 7");
+  RowIndex queued = row_named(trace, "queued");
+  RowIndex other = row_named(trace, "other request");
+  ASSERT_NE(request, kNoRow);
+  ASSERT_NE(queued, kNoRow);
+  ASSERT_NE(other, kNoRow);
+  const auto& request_track = trace.tracks[trace.slices.track[request]];
+  EXPECT_EQ(request_track.kind, TrackKind::kAsync);
+  EXPECT_EQ(request_track.async_key, 7u);
+  EXPECT_EQ(request_track.pid, getpid());
+  EXPECT_EQ(trace.slices.track[queued], trace.slices.track[request]);
+  EXPECT_NE(trace.slices.track[other], trace.slices.track[request]);
+  EXPECT_EQ(trace.slices.parent[queued], request);
+  EXPECT_EQ(trace.slices.depth[queued], 1);
+  EXPECT_LE(trace.slices.end(queued), trace.slices.end(request));
+  RowIndex never = row_named(trace, "never ends");
+  ASSERT_NE(never, kNoRow);
+  EXPECT_TRUE(trace.slices.flags[never] & opsight::trace::kSliceUnfinished);
+  bool counted = false;
+  for (const auto& [key, value] : trace.run.extra)
+    if (key == "unmatched_async_ends") counted = value == "1";
+  EXPECT_TRUE(counted);
+}
+
+TEST(Flows, LinkTheSubmitterToTheJobOnAnotherThreadAndSurviveARoundTrip) {
+  Trace trace = record_and_read([] {
+    opsight::Span submit("submit");
+    uint64_t first = opsight::new_flow_id();
+    uint64_t second = opsight::new_flow_id();
+    EXPECT_NE(first, second);
+    opsight::flow_out(first);
+    opsight::flow_out(second);
+    std::thread worker([first, second] {
+      {
+        opsight::Span job("job");
+        opsight::flow_in(first);
+      }
+      opsight::flow_into_next(second);  // before the span that picks the work up
+      opsight::Span later("later job");
+    });
+    worker.join();
+    opsight::flow_in(opsight::new_flow_id());  // no partner: an open end, not an arrow
+  });
+  EXPECT_EQ(flow_arrows(trace),
+            (std::multiset<std::string>{"submit -> job", "submit -> later job"}));
+  EXPECT_EQ(trace.open_flow_ends.size(), 1u);
+  EXPECT_NE(trace.slices.track[trace.flows.slice_out[0]],
+            trace.slices.track[trace.flows.slice_in[0]]);
+
+  auto again = opsight::io::read_native(opsight::io::write_native(trace));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(flow_arrows(again.trace), flow_arrows(trace));
+  EXPECT_EQ(again.trace.open_flow_ends.size(), 1u);
+}
+
+TEST(Flows, AChainThroughAnAsyncSpanAndTheModelsTablesSurviveTheNativeFormat) {
+  Trace trace;
+  trace.run.pid = 5;
+  auto thread = trace.thread_track(5, 5);
+  auto batcher = trace.process_async_track(5, 77, "batch 77");
+  RowIndex enqueue = trace.slices.add(100, 10, trace.intern("enqueue"), 0, thread);
+  RowIndex waiting = trace.slices.add(105, 400, trace.intern("waiting"), 0, batcher);
+  trace.slices.add(200, 50, trace.intern("padding"), 0, batcher);
+  RowIndex reply = trace.slices.add(600, 10, trace.intern("reply"), 0, thread);
+  trace.flows.add(enqueue, waiting, 3);  // a chain: one id, two rows
+  trace.flows.add(waiting, reply, 3);
+  trace.open_flow_ends.push_back({reply, 99, true});
+  trace.process(5).name = trace.intern("server");
+  trace.process(5).parent_pid = 1;
+  trace.process(5).sort_index = 2;
+  trace.process(5).labels.push_back(trace.intern("rank 0"));
+  trace.tracks[thread].sort_index = 4;
+  trace.instants.add(300, trace.intern("oom"), 0, thread, opsight::trace::InstantScope::kProcess);
+  trace.counters.add(100, trace.counter_series(5, "memory", "heap", "bytes"), 1.0);
+  trace.finalize();
+
+  auto read = opsight::io::read_native(opsight::io::write_native(trace));
+  ASSERT_TRUE(read.ok());
+  const Trace& back = read.trace;
+  EXPECT_EQ(flow_arrows(back),
+            (std::multiset<std::string>{"enqueue -> waiting", "waiting -> reply"}));
+  RowIndex padding = row_named(back, "padding");
+  ASSERT_NE(padding, kNoRow);
+  EXPECT_EQ(name_of(back, back.slices.parent[padding]), "waiting");
+  EXPECT_EQ(back.tracks[back.slices.track[padding]].kind, TrackKind::kAsync);
+  EXPECT_EQ(back.tracks[back.slices.track[padding]].async_key, 77u);
+  ASSERT_EQ(back.open_flow_ends.size(), 1u);
+  EXPECT_EQ(back.open_flow_ends[0].id, 99u);
+  EXPECT_TRUE(back.open_flow_ends[0].outgoing);
+  EXPECT_EQ(name_of(back, back.open_flow_ends[0].slice), "reply");
+  Trace& mutable_back = read.trace;
+  const auto& process = mutable_back.process(5);
+  EXPECT_EQ(back.str(process.name), "server");
+  EXPECT_EQ(process.parent_pid, 1);
+  EXPECT_EQ(process.sort_index, 2);
+  ASSERT_EQ(process.labels.size(), 1u);
+  EXPECT_EQ(back.str(process.labels[0]), "rank 0");
+  EXPECT_EQ(back.tracks[mutable_back.thread_track(5, 5)].sort_index, 4);
+  ASSERT_EQ(back.instants.size(), 1u);
+  EXPECT_EQ(back.instants.scope[0], opsight::trace::InstantScope::kProcess);
+  ASSERT_EQ(back.counter_tracks.size(), 1u);
+  EXPECT_EQ(back.str(back.counter_tracks[0].group), "memory");
+  EXPECT_EQ(back.str(back.counter_tracks[0].series), "heap");
+}
+
+TEST(Flows, AChildProcessRootJoinsTheParentsCallWhenTheirTracesMerge) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("opsight_flow_child_" + std::to_string(getpid()) + ".opsight");
+  Trace parent;
+  uint64_t flow = 0;
+  parent = record_and_read([&] {
+    opsight::Span spawn("spawn child");
+    flow = opsight::new_flow_id();
+    opsight::flow_out(flow);
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // (The parent's session is not inherited: the child starts its own, like opsight run.)
+      bool started = !opsight::record::start_recording(
+                          [&](std::string* error) {
+                            return opsight::record::open_file_sink(path.string(), error);
+                          },
+                          {})
+                          .has_value();
+      opsight::flow_into_next(flow);
+      { opsight::Span root("child main"); }
+      bool stopped = opsight::record::stop_recording().sink != nullptr;
+      _exit(started && stopped ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  });
+  auto child_read = opsight::io::read_trace_file(path.string());
+  std::filesystem::remove(path);
+  ASSERT_TRUE(child_read.ok());
+  EXPECT_EQ(parent.open_flow_ends.size(), 1u);
+  EXPECT_EQ(child_read.trace.open_flow_ends.size(), 1u);
+  // The child knows its parent.
+  ASSERT_FALSE(child_read.trace.processes.empty());
+  EXPECT_EQ(child_read.trace.process(child_read.trace.run.pid).parent_pid, getpid());
+
+  opsight::trace::append_trace(parent, child_read.trace);
+  EXPECT_EQ(flow_arrows(parent), (std::multiset<std::string>{"spawn child -> child main"}));
+  EXPECT_TRUE(parent.open_flow_ends.empty());
+  RowIndex root = parent.flows.slice_in[0];
+  EXPECT_NE(parent.tracks[parent.slices.track[root]].pid, getpid());
+}
+
+TEST(Flows, WithoutASessionNothingIsRecordedAndIdsStayUnique) {
+  opsight::flow_out(1);  // no session: does nothing, must not crash
+  opsight::flow_in(1);
+  EXPECT_FALSE(opsight::begin_async("x", 1));
+  opsight::end_async(1);
+  std::set<uint64_t> ids;
+  for (int i = 0; i < 10000; ++i) ids.insert(opsight::new_flow_id());
+  EXPECT_EQ(ids.size(), 10000u);
+  EXPECT_EQ(ids.count(0), 0u);
+}
+
+}  // namespace
