@@ -35,6 +35,7 @@ from ._capture.wrapping import wrap as _wrap
 from ._results import TraceFile, compare, compare_report, load, spans_dataframe
 from ._session import integrations as _integrations
 from ._session.profile import Profile, profile
+from ._capture.handoffs import HandoffIntegration as _HandoffIntegration
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .targets import Target, TargetsError, load_targets
 from .torch._integration import TorchIntegration as _TorchIntegration
@@ -43,8 +44,9 @@ __version__ = _native.version()
 
 __all__ = [
     "Profile", "Span", "Target", "TargetsError", "TraceFile", "compare", "compare_report",
-    "disable", "enable", "enabled", "instant", "counter", "load", "load_targets", "profile",
-    "read_trace", "span", "spans_dataframe", "trace",
+    "begin_async", "disable", "enable", "enabled", "end_async", "flow_in", "flow_out",
+    "instant", "counter", "load", "load_targets", "new_flow_id", "profile", "read_trace", "span",
+    "spans_dataframe", "trace",
 ]
 
 _Callable = TypeVar("_Callable", bound=Callable[..., Any])
@@ -110,6 +112,39 @@ def counter(name: str, value: float) -> None:
     _native.counter(name, value)
 
 
+def begin_async(name: str, id: int) -> bool:  # noqa: A002 - the model's word
+    """Begins an async span ``name`` on the process's async track for ``id`` (a request id,
+    a queue entry): it may end on any thread, with :func:`end_async`. Spans of one id nest
+    by time. Returns whether it was recorded (a session records)."""
+    return _native.begin_async(name, id & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def end_async(id: int) -> None:  # noqa: A002
+    """Ends the innermost open async span of ``id``, whichever thread began it."""
+    _native.end_async(id & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+def new_flow_id() -> int:
+    """A flow id unique across threads and processes, for :func:`flow_out`/:func:`flow_in`."""
+    return _native.new_flow_id()
+
+
+def flow_out(id: int | None = None) -> int:  # noqa: A002
+    """Marks the innermost open span of this thread (or asyncio task) as handing work off:
+    a flow leaves it. Returns the flow's id (a new one unless given); hand it with the work
+    to whoever picks it up, who calls :func:`flow_in` with it inside the span doing the
+    work. asyncio tasks, thread-pool jobs and child processes are linked without this."""
+    flow = _native.new_flow_id() if id is None else id & 0xFFFF_FFFF_FFFF_FFFF
+    _native.flow_out(flow)
+    return flow
+
+
+def flow_in(id: int) -> None:  # noqa: A002
+    """The flow ``id`` (from :func:`flow_out`) arrives at the innermost open span of this
+    thread (or asyncio task)."""
+    _native.flow_in(id & 0xFFFF_FFFF_FFFF_FFFF)
+
+
 def read_trace(path: str) -> Any:
     """Deprecated: use :func:`opsight.load`, the one reader (files and stored runs), whose
     result has every report; ``opsight.load(path).trace`` is what this returned."""
@@ -119,5 +154,6 @@ def read_trace(path: str) -> Any:
 
 
 # The integrations take part in every session from here (opsight._session.integrations).
+_integrations.register(_HandoffIntegration())
 _integrations.register(_TorchIntegration())
 _integrations.register(_OnnxRuntimeIntegration())

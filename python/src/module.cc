@@ -454,6 +454,20 @@ NB_MODULE(_native, m) {
       "begin", [](uint32_t name_id) { return opsight::begin(name_id); }, nb::arg("name_id"),
       "Begins a span by name id; returns whether it recorded (call end() only then).");
   m.def("end", [] { opsight::end(); });
+  m.def(
+      "begin_async",
+      [](std::string_view name, uint64_t id) { return opsight::begin_async(name, id); },
+      nb::arg("name"), nb::arg("id"));
+  m.def("end_async", [](uint64_t id) { opsight::end_async(id); }, nb::arg("id"));
+  m.def("new_flow_id", [] { return opsight::new_flow_id(); });
+  m.def("flow_out", [](uint64_t id) { opsight::flow_out(id); }, nb::arg("id"));
+  m.def("flow_in", [](uint64_t id) { opsight::flow_in(id); }, nb::arg("id"));
+  m.def("flow_step", [](uint64_t id) { opsight::flow_step(id); }, nb::arg("id"));
+  m.def("flow_into_next", [](uint64_t id) { opsight::flow_into_next(id); }, nb::arg("id"));
+  m.def(
+      "note_task_flow",
+      [](nb::handle task, uint64_t id) { opsight::python::note_task_flow(task.ptr(), id); },
+      nb::arg("task"), nb::arg("id"));
   m.def("add_arg", &add_python_arg, nb::arg("key"), nb::arg("value"),
         "Adds an attribute to the calling thread's innermost open span.");
   m.def("instant", [](std::string_view name) { opsight::instant(name); });

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "opsight/metrics.hpp"
@@ -329,6 +330,9 @@ PyGetSetDef traced_function_getset[] = {
 thread_local uint64_t t_current_track = 0;
 // Keys whose track name was recorded this session (GIL-protected).
 std::unordered_set<uint64_t> g_named_tracks;
+// Flows from the span that created a task (asyncio's create_task, hooked in Python) to the
+// task's first span, by task key; taken when the task's track is first used.
+std::unordered_map<uint64_t, uint64_t> g_task_flows;
 PyObject* g_forget_task_callback = nullptr;
 PyObject* g_current_task = nullptr;   // asyncio.current_task
 PyObject* g_current_tasks = nullptr;  // asyncio.tasks._current_tasks ({loop: task}), if a dict
@@ -409,6 +413,7 @@ uint64_t object_key(PyObject* object) {
 
 PyObject* forget_task(PyObject* /*module*/, PyObject* task) {
   g_named_tracks.erase(object_key(task));
+  g_task_flows.erase(object_key(task));
   Py_RETURN_NONE;
 }
 
@@ -494,6 +499,13 @@ uint64_t awaitable_enter(TracedAwaitable* self) {
     if (!self->started) {
       self->started = true;
       self->span_open = tracing_active() && opsight::begin(self->name_id);
+    }
+    // The task's first span: the flow from the span that created the task arrives here.
+    if (!name.empty() && !g_task_flows.empty()) {
+      if (auto found = g_task_flows.find(self->track); found != g_task_flows.end()) {
+        if (self->span_open) opsight::flow_in(found->second);
+        g_task_flows.erase(found);
+      }
     }
     return previous;
   }
@@ -806,7 +818,15 @@ void set_heap_hooks(PyObject* start, PyObject* finish) {
   Py_XSETREF(g_heap_start, start);
   Py_XSETREF(g_heap_finish, finish);
 }
-void reset_task_tracks() { g_named_tracks.clear(); }
+void reset_task_tracks() {
+  g_named_tracks.clear();
+  g_task_flows.clear();
+}
+
+void note_task_flow(PyObject* task, uint64_t flow_id) {
+  if (g_task_flows.size() > 1'000'000) g_task_flows.clear();  // tasks never run: bound it
+  g_task_flows[object_key(task)] = flow_id;
+}
 
 bool add_traced_callable_types(PyObject* module) {
   for (PyTypeObject* type :

@@ -42,5 +42,8 @@ void set_heap_hooks(PyObject* start, PyObject* finish);
 
 // Forgets which asyncio tasks have a named track (a new session names them again).
 void reset_task_tracks();
+// Remembers that the asyncio task `task` was created inside a span that sent flow
+// `flow_id`: the task's first traced span receives it. Under the GIL.
+void note_task_flow(PyObject* task, uint64_t flow_id);
 
 }  // namespace opsight::python

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -157,6 +158,26 @@ std::string process_name() {
   return name;
 }
 
+// A process started by a traced call in its parent (the Python package's subprocess and
+// multiprocessing hooks set OPSIGHT_PARENT_FLOW="<parent pid>:<flow id in hex>"): the
+// flow arrives at the first span this process records. Taken by the first session of the
+// process only, and only if the parent named is really the parent (a grandchild that
+// inherited the variable is not linked to its grandparent's call).
+void link_to_parent_call() {
+  static pid_t linked_in = 0;
+  if (linked_in == getpid()) return;
+  linked_in = getpid();
+  const char* value = std::getenv("OPSIGHT_PARENT_FLOW");
+  if (value == nullptr) return;
+  char* end = nullptr;
+  long long parent = std::strtoll(value, &end, 10);
+  if (end == value || *end != ':' || parent != static_cast<long long>(getppid())) return;
+  const char* hex = end + 1;
+  unsigned long long flow = std::strtoull(hex, &end, 16);
+  if (end == hex || *end != '\0' || flow == 0) return;
+  flow_into_next(flow);
+}
+
 std::optional<std::string> start_recording(const SinkFactory& open_sink, RecordingOptions options) {
   std::call_once(g_fork_handler_once,
                  [] { pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child); });
@@ -211,6 +232,7 @@ std::optional<std::string> start_recording(const SinkFactory& open_sink, Recordi
   g_writer_for_notify.store(g_writer);
   reg.session_running.store(true);
   internal::g_recording.store(true);
+  link_to_parent_call();
   return std::nullopt;
 }
 

@@ -1,0 +1,182 @@
+"""Flows across hand-offs: work one span hands to another task, thread or process.
+
+While a session records, the standard library's hand-off points link the span that hands
+work off to the span that picks it up, as flows of the trace model (arrows in Perfetto,
+"from" lines in ``opsight report --tree``):
+
+* **asyncio tasks**: ``loop.create_task`` (so ``asyncio.create_task``, ``ensure_future``,
+  ``TaskGroup.create_task``, ``gather`` of coroutines) sends a flow from the span open
+  where the task is created to the task's first traced span (on the task's own track);
+* **thread pools**: ``concurrent.futures.ThreadPoolExecutor.submit`` (so also
+  ``map`` and ``loop.run_in_executor``) runs the job inside a span ``job <function>`` on
+  the worker thread, with a flow from the submitting span;
+* **child processes**: ``subprocess.Popen`` and ``multiprocessing``'s ``Process.start``
+  run inside a span ``subprocess <program>`` / ``multiprocessing <name>`` whose flow goes
+  to the child's first span, through ``OPSIGHT_PARENT_FLOW`` in the child's environment
+  (read by the core when the child's session starts; the child must be traced too, as
+  under ``opsight run`` or with ``OPSIGHT_OUTPUT``). The two ends meet when the traces of
+  the processes are merged.
+
+The hooks are installed when a session starts and removed when it stops (a hook someone
+replaced meanwhile is left alone). Each costs one ``recording()`` check when no session
+records; a hand-off recorded costs one flow event at each end.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Callable
+
+import opsight._native as _native
+from .._session.integrations import Integration
+from .wrapping import default_name, name_id
+
+#: The environment variable that carries a flow to a child process: "<pid>:<flow hex>".
+PARENT_FLOW_VARIABLE = "OPSIGHT_PARENT_FLOW"
+
+
+def _traced_create_task(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def create_task(self, coro, *args, **kwargs):
+        if not _native.recording():
+            return original(self, coro, *args, **kwargs)
+        flow = _native.new_flow_id()
+        _native.flow_out(flow)
+        task = original(self, coro, *args, **kwargs)
+        _native.note_task_flow(task, flow)
+        return task
+
+    create_task.__opsight_handoff__ = original
+    return create_task
+
+
+def _job(function: Callable, flow: int) -> Callable:
+    job_name = name_id(f"job {default_name(function)}")
+
+    def run_job(*args, **kwargs):
+        began = _native.begin(job_name)
+        if began:
+            _native.flow_in(flow)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if began:
+                _native.end()
+
+    return run_job
+
+
+def _traced_submit(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def submit(self, fn, /, *args, **kwargs):
+        if not _native.recording():
+            return original(self, fn, *args, **kwargs)
+        flow = _native.new_flow_id()
+        _native.flow_out(flow)
+        return original(self, _job(fn, flow), *args, **kwargs)
+
+    submit.__opsight_handoff__ = original
+    return submit
+
+
+def _program_name(args: Any) -> str:
+    if isinstance(args, (str, bytes, os.PathLike)):
+        program = os.fsdecode(args).split()[0] if os.fsdecode(args).split() else ""
+    else:
+        try:
+            program = os.fsdecode(next(iter(args)))
+        except (StopIteration, TypeError):
+            program = ""
+    return os.path.basename(program) or "?"
+
+
+def _parent_flow_value(flow: int) -> str:
+    return f"{os.getpid()}:{flow:x}"
+
+
+def _traced_popen_init(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def __init__(self, args, *positional, **kwargs):
+        if not _native.recording() or positional:
+            return original(self, args, *positional, **kwargs)
+        began = _native.begin(name_id(f"subprocess {_program_name(args)}"))
+        try:
+            if began:
+                flow = _native.new_flow_id()
+                _native.flow_out(flow)
+                environment = kwargs.get("env")
+                environment = dict(os.environ if environment is None else environment)
+                environment[PARENT_FLOW_VARIABLE] = _parent_flow_value(flow)
+                kwargs["env"] = environment
+            return original(self, args, **kwargs)
+        finally:
+            if began:
+                _native.end()
+
+    __init__.__opsight_handoff__ = original
+    return __init__
+
+
+def _traced_process_start(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def start(self):
+        if not _native.recording():
+            return original(self)
+        began = _native.begin(name_id(f"multiprocessing {getattr(self, 'name', 'process')}"))
+        previous = os.environ.get(PARENT_FLOW_VARIABLE)
+        try:
+            if began:
+                flow = _native.new_flow_id()
+                _native.flow_out(flow)
+                # fork copies the environment, spawn and forkserver pass it on.
+                os.environ[PARENT_FLOW_VARIABLE] = _parent_flow_value(flow)
+            return original(self)
+        finally:
+            if began:
+                if previous is None:
+                    os.environ.pop(PARENT_FLOW_VARIABLE, None)
+                else:
+                    os.environ[PARENT_FLOW_VARIABLE] = previous
+                _native.end()
+
+    start.__opsight_handoff__ = original
+    return start
+
+
+def _hook_points() -> list[tuple[Any, str, Callable[[Callable], Callable]]]:
+    # Imported here, at the first session's start, not at ``import opsight``.
+    import asyncio.base_events
+    import concurrent.futures
+    import multiprocessing.process
+    import subprocess
+
+    return [
+        (asyncio.base_events.BaseEventLoop, "create_task", _traced_create_task),
+        (concurrent.futures.ThreadPoolExecutor, "submit", _traced_submit),
+        (subprocess.Popen, "__init__", _traced_popen_init),
+        (multiprocessing.process.BaseProcess, "start", _traced_process_start),
+    ]
+
+
+class HandoffIntegration(Integration):
+    """Installs the hand-off hooks while a session runs (see the module's documentation)."""
+
+    name = "handoffs"
+
+    def on_start(self) -> None:
+        for owner, attribute, make in _hook_points():
+            current = owner.__dict__.get(attribute)
+            if current is None or hasattr(current, "__opsight_handoff__"):
+                continue
+            setattr(owner, attribute, make(current))
+
+    def on_stop(self) -> None:
+        for owner, attribute, _ in _hook_points():
+            current = owner.__dict__.get(attribute)
+            original = getattr(current, "__opsight_handoff__", None)
+            if original is not None:
+                setattr(owner, attribute, original)
+
+
+__all__ = ["HandoffIntegration", "PARENT_FLOW_VARIABLE"]
