@@ -931,7 +931,8 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
   return result;
 }
 
-ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_helper_thread) {
+ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_helper_thread,
+                                      bool may_mend = true) {
   ReadResult result;
   size_t offset_base = 0;
   if (bytes.substr(0, 3) == "\xEF\xBB\xBF") offset_base = 3;  // UTF-8 byte order mark
@@ -967,6 +968,19 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
         fast->trace.run.complete = false;
       }
       return std::move(*fast);
+    }
+  }
+
+  // Trailing commas and raw control characters in strings: read a mended copy (byte
+  // offsets of what it reports then count in the copy).
+  size_t mended_count = 0;
+  if (may_mend) {
+    if (auto mended = mend_sloppy_json(text, &mended_count)) {
+      ReadResult mended_result = read_chrome_json_unguarded(*mended, parse_on_helper_thread, false);
+      if (mended_result.ok()) {
+        mended_result.trace.run.extra.emplace_back("mended_json", std::to_string(mended_count));
+        return mended_result;
+      }
     }
   }
 

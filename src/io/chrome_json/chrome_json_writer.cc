@@ -511,7 +511,6 @@ class ChromeJsonWriter {
         raw(std::string_view(",\"cat\":"));
         append_string(slices.category[row]);
       }
-      out_.push_back('}');
     }
     end_event();
   }
