@@ -6,17 +6,27 @@
 // DOM parser (validating it entirely) and its events decoded into compact records with
 // strings local to the window (chrome_json_decode.cc); on a machine with two cores both
 // threads parse and decode windows (chrome_json_windows.cc). The calling thread merges the
-// records into the trace tables here, in file order:
-//   X          -> a slice (ts, dur)               B/E -> a slice, paired per thread on a stack
-//   i/I        -> an instant                      C   -> one counter sample per numeric arg
-//   M          -> process / thread names          anything else -> counted and skipped
-// Timestamps are microseconds (possibly fractional) and become int64 nanoseconds.
+// records into the trace tables here, in file order (docs/reports.md, "What the Chrome JSON
+// reader maps", has the whole table; chrome_json_conformance_test.cc a case per row):
+//   X          -> a slice (ts, dur)          B/E   -> a slice, paired per track by time and
+//                                                     name once every event is read
+//   i/I/R      -> an instant, with its scope C     -> a counter sample per numeric arg; one
+//                                                     series each when there are several
+//   b/e/n, S/T/F -> slices on a process-wide async track per (pid or global, cat, id)
+//   s/t/f      -> flows bound by time at finalize; bind_id/flow_in/flow_out (v2) -> flows
+//                 between the slices that carry them, chained at the end in time order
+//   M          -> process / thread names, sort indices, process labels
+//   anything else (P samples, O/N/D objects) -> counted by phase and skipped
+// Timestamps are microseconds (possibly fractional, possibly written as strings) and
+// become int64 nanoseconds; displayTimeUnit changes nothing. An event without tid belongs
+// to its process's main thread (tid = pid).
 //
 // Inputs that real tools leave behind are accepted: the object form {"traceEvents": [...]}
 // and the bare array form, and an array left open at the end (the format allows it; a
 // recorder that was killed leaves it cut in the middle of an event). A cut input is
 // repaired by closing it after its last complete value (see find_repair_point) and parsed
-// again; a cut event makes ReadResult::damage point at the byte where it started.
+// again; a cut event makes ReadResult::damage point at the byte where it started. Trailing
+// commas and raw control characters in strings are mended in a copy (mend_sloppy_json).
 // Invalid JSON gives ReadResult::error with the byte offset of the first problem, found by
 // a second, strict parse with nlohmann-json's SAX parser (simdjson reports no offsets).
 // Events that are malformed (not an object, no "ph", a non-numeric "ts") are skipped,
