@@ -52,8 +52,9 @@ ReadResult read_native(std::string_view bytes);
 std::string write_native(const trace::Trace& trace);
 
 // Chrome Trace Event Format JSON: object form {"traceEvents": [...]} or a bare array,
-// possibly left unterminated; X, B/E, i/I, C, M events; PyTorch-profiler and ONNX Runtime
-// profile files. `bytes` need no padding.
+// possibly left unterminated; X, B/E, i/I, C, M, async (b/e/n, S/T/F) and flow (s/t/f,
+// v2 bind_id) events; PyTorch-profiler and ONNX Runtime profile files. `bytes` need no
+// padding. What each phase becomes: docs/reports.md, "What the Chrome JSON reader maps".
 ReadResult read_chrome_json(std::string_view bytes);
 // The same with the decoding threads chosen: with 1, everything runs on the calling thread;
 // with 2 (what the overload above uses where the machine has two cores or more), a helper

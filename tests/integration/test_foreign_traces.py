@@ -111,8 +111,12 @@ def _check_summary_against_file(opsight_cli, path, source_format):
     assert set(actual) == set(expected)
     for key, stats in expected.items():
         row = actual[key]
-        for field in ("count", "total_ns", "min_ns", "max_ns", "category"):
+        exact = ("count", "category") if _may_be_clipped(stats["category"]) else (
+            "count", "total_ns", "min_ns", "max_ns", "category")
+        for field in exact:
             assert row[field] == stats[field], f"{key}: {field} {row[field]} != {stats[field]}"
+        for field in ("total_ns", "min_ns", "max_ns"):
+            assert row[field] <= stats[field], f"{key}: {field} {row[field]} > {stats[field]}"
         assert row["min_ns"] <= row["p50_ns"] <= row["p90_ns"] <= row["p99_ns"] <= row["max_ns"]
         assert row["min_ns"] <= row["mean_ns"] <= row["max_ns"]
     return expected
@@ -131,6 +135,14 @@ def _category_map(trace, tmp_path):
     return [tuple(entry.split("=")) for entry in extra["category_map"].split(",")]
 
 
+def _may_be_clipped(category):
+    """PyTorch's Python functions (modules among them) nest with the operators on one
+    thread; where they overlap without nesting the Python function gives way (docs/
+    reports.md, "PyTorch's modules enclose their operators"), so it may be shorter than
+    the file says. Operators and everything else keep their exact durations."""
+    return category in ("python", "module")
+
+
 def _check_slices_against_file(trace, path, source_format):
     """Every slice's (name, category, dur) against the file's X events, mapped here."""
     with open(path, encoding="utf-8") as file:
@@ -142,7 +154,20 @@ def _check_slices_against_file(trace, path, source_format):
         for event in events if event.get("ph") == "X")
     columns = trace.slice_columns()
     actual = collections.Counter(zip(columns["name"], columns["category"], columns["dur"]))
-    assert actual == expected
+    exact = lambda counter: collections.Counter(
+        {key: count for key, count in counter.items() if not _may_be_clipped(key[1])})
+    assert exact(actual) == exact(expected)
+    def counts_by_name(counter):
+        counts = collections.Counter()
+        for (name, category, _), count in counter.items():
+            if _may_be_clipped(category):
+                counts[(name, category)] += count
+        return counts
+
+    assert counts_by_name(actual) == counts_by_name(expected)
+    total = lambda counter: sum(dur * count for (_, category, dur), count in counter.items()
+                                if _may_be_clipped(category))
+    assert total(actual) <= total(expected)
 
 
 def test_pytorch_profiler_trace(opsight_cli, tmp_path):

@@ -25,6 +25,16 @@ struct EventFields {
   element pid;
   element tid;
   element args;
+  element id;                      // "id"
+  element id2;                     // "id2": {"local": ...} or {"global": ...}
+  element bind_id;                 // v2 flows
+  std::string_view scope;          // "s" of an instant
+  std::string_view binding_point;  // "bp" of a flow end
+  bool flow_in = false;
+  bool flow_out = false;
+  bool has_id = false;
+  bool has_id2 = false;
+  bool has_bind_id = false;
   bool has_phase = false;
   bool has_ts = false;
   bool has_dur = false;
@@ -36,12 +46,20 @@ struct EventFields {
 void gather_fields(simdjson::dom::object event, EventFields& fields) {
   for (auto [key, value] : event) {
     switch (key.size()) {
+      case 1:
+        if (key[0] == 's' && value.get(fields.scope) != simdjson::SUCCESS) fields.scope = {};
+        break;
       case 2:
         if (equals_literal(key, "ph")) {
           fields.has_phase = value.get(fields.phase) == simdjson::SUCCESS;
         } else if (equals_literal(key, "ts")) {
           fields.ts = value;
           fields.has_ts = true;
+        } else if (equals_literal(key, "id")) {
+          fields.id = value;
+          fields.has_id = true;
+        } else if (equals_literal(key, "bp")) {
+          if (value.get(fields.binding_point) != simdjson::SUCCESS) fields.binding_point = {};
         }
         break;
       case 3:
@@ -56,6 +74,9 @@ void gather_fields(simdjson::dom::object event, EventFields& fields) {
         } else if (equals_literal(key, "tid")) {
           fields.tid = value;
           fields.has_tid = true;
+        } else if (equals_literal(key, "id2")) {
+          fields.id2 = value;
+          fields.has_id2 = true;
         }
         break;
       case 4:
@@ -65,6 +86,18 @@ void gather_fields(simdjson::dom::object event, EventFields& fields) {
           fields.args = value;
           fields.has_args = true;
         }
+        break;
+      case 7:
+        if (equals_literal(key, "bind_id")) {
+          fields.bind_id = value;
+          fields.has_bind_id = true;
+        } else if (equals_literal(key, "flow_in")) {
+          fields.flow_in = value.type() == element_type::BOOL && value.get_bool().value_unsafe();
+        }
+        break;
+      case 8:
+        if (equals_literal(key, "flow_out"))
+          fields.flow_out = value.type() == element_type::BOOL && value.get_bool().value_unsafe();
         break;
       default:
         break;
@@ -76,8 +109,8 @@ void gather_fields(simdjson::dom::object event, EventFields& fields) {
 // which is kept as text for the merge to give a number (its digits, or one derived from a
 // hash that must not clash with the others: that needs the whole file's state).
 // Anything else, or a missing one, is 0.
-void resolve_id(element value, bool present, int64_t* number, uint32_t* text, uint8_t text_flag,
-                uint8_t* flags, LocalStrings& strings) {
+void resolve_id(element value, bool present, int64_t* number, uint32_t* text, uint16_t text_flag,
+                uint16_t* flags, LocalStrings& strings) {
   *number = 0;
   if (!present) return;
   switch (value.type()) {
@@ -108,17 +141,69 @@ void resolve_id(element value, bool present, int64_t* number, uint32_t* text, ui
 void decode_metadata(const EventFields& fields, bool written_by_opsight, DecodedEvent& event,
                      DecodedEvents& out) {
   event.kind = EventKind::kIgnored;
+  if (!fields.has_args || fields.args.type() != element_type::OBJECT) return;
+  LocalStrings& strings = out.strings;
+  const bool process_sort = fields.name == "process_sort_index";
+  if (process_sort || fields.name == "thread_sort_index") {
+    element index;
+    std::optional<double> number;
+    if (fields.args["sort_index"].get(index) != simdjson::SUCCESS ||
+        !(number = numeric_value(index)) || !(std::fabs(*number) < 9.2e18))
+      return;
+    event.kind = process_sort ? EventKind::kProcessSortIndex : EventKind::kThreadSortIndex;
+    event.dur = static_cast<int64_t>(*number);
+    resolve_id(fields.pid, fields.has_pid, &event.pid, &event.pid_text, kPidIsText, &event.flags,
+               strings);
+    if (!fields.has_tid) event.flags |= kNoTid;
+    resolve_id(fields.tid, fields.has_tid, &event.tid, &event.tid_text, kTidIsText, &event.flags,
+               strings);
+    return;
+  }
+  if (fields.name == "process_labels") {
+    std::string_view labels;
+    if (fields.args["labels"].get(labels) != simdjson::SUCCESS) return;
+    event.kind = EventKind::kProcessLabels;
+    event.name = strings.intern(labels);
+    resolve_id(fields.pid, fields.has_pid, &event.pid, &event.pid_text, kPidIsText, &event.flags,
+               strings);
+    return;
+  }
+  if (written_by_opsight && fields.name == "opsight_async_track") {
+    std::string_view name;
+    std::string_view key_text;
+    element written_id;
+    element sort_index;
+    if (fields.args["name"].get(name) != simdjson::SUCCESS ||
+        fields.args["opsight.async_key"].get(key_text) != simdjson::SUCCESS ||
+        fields.args["opsight.id"].get(written_id) != simdjson::SUCCESS ||
+        written_id.type() != element_type::INT64)
+      return;
+    auto key = parse_hex64(key_text);
+    if (!key) return;
+    event.kind = EventKind::kAsyncTrackName;
+    event.name = strings.intern(name);
+    event.span_id = static_cast<uint64_t>(written_id.get_int64().value_unsafe());
+    if (fields.args["sort_index"].get(sort_index) == simdjson::SUCCESS &&
+        sort_index.type() == element_type::INT64)
+      event.dur = sort_index.get_int64().value_unsafe();
+    resolve_id(fields.pid, fields.has_pid, &event.pid, &event.pid_text, kPidIsText, &event.flags,
+               strings);
+    EventExtra extra;
+    extra.key = *key;
+    out.extras.push_back(extra);
+    event.flags |= kHasExtra;
+    return;
+  }
   const bool process_name = fields.name == "process_name";
   if (!process_name && fields.name != "thread_name") return;
-  if (!fields.has_args || fields.args.type() != element_type::OBJECT) return;
   std::string_view name;
   if (fields.args["name"].get(name) != simdjson::SUCCESS) return;
-  LocalStrings& strings = out.strings;
   event.kind = process_name ? EventKind::kProcessName : EventKind::kThreadName;
   event.name = strings.intern(name);
   resolve_id(fields.pid, fields.has_pid, &event.pid, &event.pid_text, kPidIsText, &event.flags,
              strings);
   if (process_name) return;
+  if (!fields.has_tid) event.flags |= kNoTid;
   resolve_id(fields.tid, fields.has_tid, &event.tid, &event.tid_text, kTidIsText, &event.flags,
              strings);
   std::string_view key_text;
@@ -131,10 +216,61 @@ void decode_metadata(const EventFields& fields, bool written_by_opsight, Decoded
   event.span_id = *key;
   int64_t number = 0;
   uint32_t text = 0;
-  uint8_t flags = 0;
+  uint16_t flags = 0;
   resolve_id(thread_tid, true, &number, &text, 1, &flags, strings);
   out.args.push_back(
       {0, flags != 0 ? trace::ArgValue::of_string(text) : trace::ArgValue::of_int(number)});
+}
+
+// An async or flow id: a number as it is; a string of hex digits (with or without "0x", as
+// Chrome writes them) as their value; any other non-empty string as a hash of its text.
+std::optional<uint64_t> id_value(element value) {
+  switch (value.type()) {
+    case element_type::INT64:
+      return static_cast<uint64_t>(value.get_int64().value_unsafe());
+    case element_type::UINT64:
+      return value.get_uint64().value_unsafe();
+    case element_type::DOUBLE: {
+      double number = value.get_double().value_unsafe();
+      if (!(std::fabs(number) < 9.2e18)) return std::nullopt;
+      return static_cast<uint64_t>(static_cast<int64_t>(number));
+    }
+    case element_type::STRING: {
+      std::string_view text = value.get_string().value_unsafe();
+      if (text.empty()) return std::nullopt;
+      std::string_view digits = text;
+      if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X'))
+        digits.remove_prefix(2);
+      if (digits.size() <= 16)
+        if (auto hex = parse_hex64(digits)) return *hex;
+      return XXH3_64bits(text.data(), text.size());
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// The id of an async event: "id" (global, as in Perfetto's importer), else "id2" with
+// "global" or "local" (per process). Sets kGlobalId.
+bool resolve_async_id(const EventFields& fields, DecodedEvent& event) {
+  if (fields.has_id) {
+    auto id = id_value(fields.id);
+    if (!id) return false;
+    event.span_id = *id;
+    event.flags |= kGlobalId;
+    return true;
+  }
+  if (!fields.has_id2 || fields.id2.type() != element_type::OBJECT) return false;
+  element inner;
+  if (fields.id2["global"].get(inner) == simdjson::SUCCESS) {
+    event.flags |= kGlobalId;
+  } else if (fields.id2["local"].get(inner) != simdjson::SUCCESS) {
+    return false;
+  }
+  auto id = id_value(inner);
+  if (!id) return false;
+  event.span_id = *id;
+  return true;
 }
 
 }  // namespace
@@ -151,6 +287,8 @@ const char* describe(EventProblem problem) {
       return "\"ts\" is not a number of microseconds in range";
     case EventProblem::kBadDur:
       return "\"dur\" is not a number of microseconds in range";
+    case EventProblem::kNoId:
+      return "async or flow event without an \"id\" (or \"id2\")";
     case EventProblem::kNone:
       break;
   }
@@ -195,8 +333,7 @@ void EventDecoder::decode_event(element value, DecodedEvent& event, DecodedEvent
   gather_fields(object_of(value), fields);
   if (!fields.has_phase || fields.phase.empty()) return invalid(EventProblem::kNoPhase);
   LocalStrings& strings = out.strings;
-  char phase = fields.phase.size() == 1 ? fields.phase[0] : '\0';
-  switch (phase) {
+  switch (fields.phase[0]) {  // only the first character counts ("XXX" is X)
     case 'X':
       event.kind = EventKind::kSlice;
       break;
@@ -208,10 +345,37 @@ void EventDecoder::decode_event(element value, DecodedEvent& event, DecodedEvent
       break;
     case 'i':
     case 'I':
+    case 'R':  // a mark (navigation timing): an instant, as in Perfetto's importer
       event.kind = EventKind::kInstant;
+      if (fields.scope.size() == 1 && fields.scope[0] == 'p') event.flags |= kScopeProcess;
+      if (fields.scope.size() == 1 && fields.scope[0] == 'g') event.flags |= kScopeGlobal;
       break;
     case 'C':
       event.kind = EventKind::kCounter;
+      break;
+    case 'b':
+    case 'S':
+      event.kind = EventKind::kAsyncBegin;
+      break;
+    case 'e':
+    case 'F':
+      event.kind = EventKind::kAsyncEnd;
+      break;
+    case 'n':
+    case 'T':
+    case 'p':
+      event.kind = EventKind::kAsyncInstant;
+      break;
+    case 's':
+      event.kind = EventKind::kFlowStart;
+      break;
+    case 't':
+      event.kind = EventKind::kFlowStep;
+      break;
+    case 'f':
+      event.kind = EventKind::kFlowEnd;
+      if (fields.binding_point.size() == 1 && fields.binding_point[0] == 'e')
+        event.flags |= kBindEnclosing;
       break;
     case 'M':
       decode_metadata(fields, written_by_opsight_, event, out);
@@ -231,34 +395,80 @@ void EventDecoder::decode_event(element value, DecodedEvent& event, DecodedEvent
     if (event.ts > std::numeric_limits<int64_t>::max() - event.dur)
       event.dur = std::numeric_limits<int64_t>::max() - event.ts;
   }
+  const bool is_async = event.kind == EventKind::kAsyncBegin ||
+                        event.kind == EventKind::kAsyncEnd ||
+                        event.kind == EventKind::kAsyncInstant;
+  const bool is_flow = event.kind == EventKind::kFlowStart || event.kind == EventKind::kFlowStep ||
+                       event.kind == EventKind::kFlowEnd;
+  if (is_async && !resolve_async_id(fields, event)) return invalid(EventProblem::kNoId);
+  if (is_flow) {
+    std::optional<uint64_t> id = fields.has_id ? id_value(fields.id) : std::nullopt;
+    if (!id) return invalid(EventProblem::kNoId);
+    event.span_id = *id;
+  }
   resolve_id(fields.pid, fields.has_pid, &event.pid, &event.pid_text, kPidIsText, &event.flags,
              strings);
   event.name = strings.intern(fields.name);
   if (event.kind == EventKind::kCounter) {
+    if (written_by_opsight_) event.flags |= kSeriesCounter;
     if (fields.has_args && fields.args.type() == element_type::OBJECT)
       decode_counter_args(fields.args, out);
     return;
   }
+  if (!fields.has_tid) event.flags |= kNoTid;
   resolve_id(fields.tid, fields.has_tid, &event.tid, &event.tid_text, kTidIsText, &event.flags,
              strings);
   event.category = strings.intern(fields.category);
   if (event.kind == EventKind::kSlice &&
       (equals_literal(fields.category, "Session") || equals_literal(fields.category, "Node")))
     out.saw_onnxruntime_category = true;
-  const bool opens_a_slice = event.kind == EventKind::kSlice || event.kind == EventKind::kBegin;
+  const bool opens_a_slice = event.kind == EventKind::kSlice || event.kind == EventKind::kBegin ||
+                             event.kind == EventKind::kAsyncBegin ||
+                             event.kind == EventKind::kAsyncInstant;
   out.slices += opens_a_slice;
+  EventExtra extra;
+  bool has_extra = false;
+  if (opens_a_slice && fields.has_bind_id && (fields.flow_in || fields.flow_out)) {
+    if (auto bind_id = id_value(fields.bind_id)) {
+      extra.bind_id = *bind_id;
+      extra.flow_in = fields.flow_in;
+      extra.flow_out = fields.flow_out;
+      has_extra = true;
+    }
+  }
   if (fields.has_args && fields.args.type() == element_type::OBJECT) {
-    size_t args_before = out.args.size();
-    decode_args(fields.args, opens_a_slice && written_by_opsight_, event, out);
-    if (event.kind != EventKind::kInstant) out.slice_args += out.args.size() - args_before;
+    if (is_flow) {
+      // Flow events have no table for their args; opsight's writer marks the slice each
+      // end binds to.
+      element marked;
+      std::string_view hex;
+      if (written_by_opsight_ && fields.args["opsight.slice"].get(marked) == simdjson::SUCCESS &&
+          marked.get(hex) == simdjson::SUCCESS) {
+        if (auto span = parse_hex64(hex)) {
+          extra.marked_span = *span;
+          has_extra = true;
+        }
+      }
+    } else {
+      size_t args_before = out.args.size();
+      // An async slice's span id goes aside: span_id holds its async id.
+      decode_args(fields.args, opens_a_slice && written_by_opsight_,
+                  is_async ? &extra.marked_span : &event.span_id, event, out);
+      has_extra |= extra.marked_span != 0;
+      if (event.kind != EventKind::kInstant) out.slice_args += out.args.size() - args_before;
+    }
+  }
+  if (has_extra) {
+    out.extras.push_back(extra);
+    event.flags |= kHasExtra;
   }
 }
 
 // Every member of an "args" object becomes an argument. In files opsight wrote, on the
 // event that opens a slice, "opsight.span_id" is the slice's id, "opsight.unfinished" a
 // flag, and "opsight.parent_span_id" is implied by the nesting.
-void EventDecoder::decode_args(element args, bool own_markers, DecodedEvent& event,
-                               DecodedEvents& out) {
+void EventDecoder::decode_args(element args, bool own_markers, uint64_t* span_id,
+                               DecodedEvent& event, DecodedEvents& out) {
   for (auto [key, value] : object_of(args)) {
     if (own_markers && key.size() > 8 && std::memcmp(key.data(), "opsight.", 8) == 0) {
       std::string_view marker = key.substr(8);
@@ -270,7 +480,7 @@ void EventDecoder::decode_args(element args, bool own_markers, DecodedEvent& eve
       if ((is_span_id || equals_literal(marker, "parent_span_id")) &&
           value.type() == element_type::STRING) {
         if (auto id = parse_hex64(value.get_string().value_unsafe())) {
-          if (is_span_id) event.span_id = *id;
+          if (is_span_id) *span_id = *id;
           continue;
         }
       }

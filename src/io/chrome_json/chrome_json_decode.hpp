@@ -9,10 +9,18 @@
 // What an event becomes (the reader's header lists what each phase means in the model):
 //   X B E i I C     its fields converted: microseconds to ns (plus the file's time base),
 //                   pid and tid to numbers (a non-numeric string is kept as text: the
-//                   merge gives it a number), args to ArgValues, opsight's own markers
-//                   (span id, unfinished) to fields
-//   M               process_name / thread_name with the name; anything else is ignored
-//   other phases    kSkipped, named by the phase; malformed events kInvalid, saying why
+//                   merge gives it a number; no tid: kNoTid, the merge uses the pid), args
+//                   to ArgValues, opsight's own markers (span id, unfinished) to fields,
+//                   the instant scope "s" and the v2 flow fields (bind_id, flow_in,
+//                   flow_out) to flags and an EventExtra
+//   b e n S F T p   async begin / end / instant: the id ("id", or "id2" local or global)
+//                   to span_id, a global id flagged kGlobalId
+//   s t f           flow start / step / end: the id to span_id, "bp":"e" to kBindEnclosing
+//   M               process_name, thread_name, process_sort_index, thread_sort_index,
+//                   process_labels; anything else is ignored
+//   P O N D ...     kSkipped, named by the phase; malformed events kInvalid, saying why
+// Only the first character of "ph" counts ("XXX" is X), as in Perfetto's importer.
+// Numbers written as strings ("ts": "12.5", a counter's "7") are read as numbers.
 #pragma once
 
 #include <simdjson.h>
@@ -47,22 +55,52 @@ class LocalStrings {
 };
 
 enum class EventKind : uint8_t {
-  kSlice,        // X
-  kBegin,        // B
-  kEnd,          // E
-  kInstant,      // i, I
-  kCounter,      // C: its args are its numeric samples (kDouble)
-  kProcessName,  // M process_name: name is the process's name
-  kThreadName,   // M thread_name: name is the thread's name (see DecodedEvent::span_id)
-  kIgnored,      // M of another kind, or without a name
-  kSkipped,      // a phase the model has no table for: name is the phase
-  kInvalid,      // malformed: problem says why
+  kSlice,             // X
+  kBegin,             // B
+  kEnd,               // E
+  kInstant,           // i, I (scope in the flags)
+  kCounter,           // C: its args are its numeric samples (kDouble)
+  kAsyncBegin,        // b, S: span_id is the id
+  kAsyncEnd,          // e, F
+  kAsyncInstant,      // n, T, p: a zero-length slice on the async track
+  kFlowStart,         // s: span_id is the flow's id
+  kFlowStep,          // t
+  kFlowEnd,           // f
+  kProcessName,       // M process_name: name is the process's name
+  kThreadName,        // M thread_name: name is the thread's name (see DecodedEvent::span_id)
+  kProcessSortIndex,  // M process_sort_index: dur holds the index
+  kThreadSortIndex,   // M thread_sort_index: dur holds the index
+  kProcessLabels,     // M process_labels: name is the labels, comma-separated
+  kAsyncTrackName,    // M opsight_async_track (opsight's files): name, span_id the id the
+                      // events use, dur the sort index, the extra the track's own key
+  kIgnored,           // M of another kind, or without a name
+  kSkipped,           // a phase the model has no table for: name is the phase
+  kInvalid,           // malformed: problem says why
 };
 
-enum DecodedFlags : uint8_t {
-  kUnfinished = 1 << 0,  // opsight's "opsight.unfinished": true
-  kPidIsText = 1 << 1,   // pid is the string pid_text (not a number)
-  kTidIsText = 1 << 2,   // tid is the string tid_text
+enum DecodedFlags : uint16_t {
+  kUnfinished = 1 << 0,     // opsight's "opsight.unfinished": true
+  kPidIsText = 1 << 1,      // pid is the string pid_text (not a number)
+  kTidIsText = 1 << 2,      // tid is the string tid_text
+  kNoTid = 1 << 3,          // the event has no "tid": it belongs to its process's main thread
+  kGlobalId = 1 << 4,       // async: the id is global ("id" or "id2.global"), not per process
+  kBindEnclosing = 1 << 5,  // f: "bp":"e", binds to the enclosing slice, not the next one
+  kScopeProcess = 1 << 6,   // i/I: "s":"p"
+  kScopeGlobal = 1 << 7,    // i/I: "s":"g"
+  kHasExtra = 1 << 8,       // the next EventExtra of DecodedEvents::extras is this event's
+  kSeriesCounter = 1 << 9,  // C in opsight's files: its args are series even when one
+};
+
+// What few events carry beyond the 64-byte record, kept aside so that the common ones stay
+// small: the v2 flow fields of a slice, opsight's flow-end marker, an async track's key.
+struct EventExtra {
+  uint64_t bind_id = 0;  // v2 flows: "bind_id"
+  // In opsight's files: for s/t/f the span id of the slice the end binds to; for b/n the
+  // span id of the slice it opens (its DecodedEvent::span_id is its async id).
+  uint64_t marked_span = 0;
+  uint64_t key = 0;  // kAsyncTrackName: the track's own key
+  bool flow_in = false;
+  bool flow_out = false;
 };
 
 enum class EventProblem : uint8_t {
@@ -72,6 +110,7 @@ enum class EventProblem : uint8_t {
   kNoTs,
   kBadTs,
   kBadDur,
+  kNoId,
 };
 const char* describe(EventProblem problem);
 
@@ -81,8 +120,9 @@ struct DecodedEvent {
   int64_t dur = 0;  // ns, >= 0 (X only)
   int64_t pid = 0;
   int64_t tid = 0;
-  // X, B: the span id opsight's writer gave it (0: none). kThreadName: the key of the
+  // X, B, b: the span id opsight's writer gave it (0: none). kThreadName: the key of the
   // async lane this names (0: a plain thread); its one arg is then the lane's thread's tid.
+  // Async and flow events: their id.
   uint64_t span_id = 0;
   uint32_t name = 0;
   uint32_t category = 0;
@@ -90,8 +130,8 @@ struct DecodedEvent {
   uint32_t tid_text = 0;  // with kTidIsText
   uint32_t args_end = 0;  // its args are [the previous event's args_end, args_end)
   EventKind kind = EventKind::kIgnored;
-  uint8_t flags = 0;
   EventProblem problem = EventProblem::kNone;
+  uint16_t flags = 0;  // DecodedFlags
 };
 
 static_assert(sizeof(DecodedEvent) == 64);
@@ -105,6 +145,7 @@ struct DecodedArg {
 struct DecodedEvents {
   std::vector<DecodedEvent> events;
   std::vector<DecodedArg> args;
+  std::vector<EventExtra> extras;  // one per event flagged kHasExtra, in order
   LocalStrings strings;
   size_t slices = 0;      // X and B events: rows the merge adds to the slice table
   size_t slice_args = 0;  // args of X, B and E events: rows it adds to the slice args
@@ -113,6 +154,7 @@ struct DecodedEvents {
   void clear() {
     events.clear();
     args.clear();
+    extras.clear();
     strings.clear();
     slices = 0;
     slice_args = 0;
@@ -138,7 +180,8 @@ class EventDecoder {
  private:
   // Fills `event` (already appended to out.events) and appends its args.
   void decode_event(element value, DecodedEvent& event, DecodedEvents& out);
-  void decode_args(element args, bool own_markers, DecodedEvent& event, DecodedEvents& out);
+  void decode_args(element args, bool own_markers, uint64_t* span_id, DecodedEvent& event,
+                   DecodedEvents& out);
   void decode_counter_args(element args, DecodedEvents& out);
   trace::ArgValue to_arg_value(element value, LocalStrings& strings);
 

@@ -130,9 +130,9 @@ TEST(EventDecoder, MalformedEventsSayWhy) {
 
 TEST(EventDecoder, PhasesWithoutATableAreSkippedByName) {
   auto decoded =
-      decode_all(R"([{"ph":"s","ts":1},{"ph":"ac2g","ts":2},{"ph":"M","name":"other"}])");
+      decode_all(R"([{"ph":"P","ts":1},{"ph":"ac2g","ts":2},{"ph":"M","name":"other"}])");
   EXPECT_EQ(decoded.events[0].kind, EventKind::kSkipped);
-  EXPECT_EQ(decoded.strings.get(decoded.events[0].name), "s");
+  EXPECT_EQ(decoded.strings.get(decoded.events[0].name), "P");
   EXPECT_EQ(decoded.strings.get(decoded.events[1].name), "ac2g");
   EXPECT_EQ(decoded.events[2].kind, EventKind::kIgnored);
 }

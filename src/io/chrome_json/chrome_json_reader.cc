@@ -6,17 +6,27 @@
 // DOM parser (validating it entirely) and its events decoded into compact records with
 // strings local to the window (chrome_json_decode.cc); on a machine with two cores both
 // threads parse and decode windows (chrome_json_windows.cc). The calling thread merges the
-// records into the trace tables here, in file order:
-//   X          -> a slice (ts, dur)               B/E -> a slice, paired per thread on a stack
-//   i/I        -> an instant                      C   -> one counter sample per numeric arg
-//   M          -> process / thread names          anything else -> counted and skipped
-// Timestamps are microseconds (possibly fractional) and become int64 nanoseconds.
+// records into the trace tables here, in file order (docs/reports.md, "What the Chrome JSON
+// reader maps", has the whole table; chrome_json_conformance_test.cc a case per row):
+//   X          -> a slice (ts, dur)          B/E   -> a slice, paired per track by time and
+//                                                     name once every event is read
+//   i/I/R      -> an instant, with its scope C     -> a counter sample per numeric arg; one
+//                                                     series each when there are several
+//   b/e/n, S/T/F -> slices on a process-wide async track per (pid or global, cat, id)
+//   s/t/f      -> flows bound by time at finalize; bind_id/flow_in/flow_out (v2) -> flows
+//                 between the slices that carry them, chained at the end in time order
+//   M          -> process / thread names, sort indices, process labels
+//   anything else (P samples, O/N/D objects) -> counted by phase and skipped
+// Timestamps are microseconds (possibly fractional, possibly written as strings) and
+// become int64 nanoseconds; displayTimeUnit changes nothing. An event without tid belongs
+// to its process's main thread (tid = pid).
 //
 // Inputs that real tools leave behind are accepted: the object form {"traceEvents": [...]}
 // and the bare array form, and an array left open at the end (the format allows it; a
 // recorder that was killed leaves it cut in the middle of an event). A cut input is
 // repaired by closing it after its last complete value (see find_repair_point) and parsed
-// again; a cut event makes ReadResult::damage point at the byte where it started.
+// again; a cut event makes ReadResult::damage point at the byte where it started. Trailing
+// commas and raw control characters in strings are mended in a copy (mend_sloppy_json).
 // Invalid JSON gives ReadResult::error with the byte offset of the first problem, found by
 // a second, strict parse with nlohmann-json's SAX parser (simdjson reports no offsets).
 // Events that are malformed (not an object, no "ph", a non-numeric "ts") are skipped,
@@ -67,9 +77,6 @@ using namespace chrome_json;
 // Top-level keys that are not scalars are kept in run.extra as compact JSON up to this size.
 constexpr size_t kMaxExtraJsonBytes = 4096;
 
-// Async key of the lanes that hold a PyTorch trace's Python functions ("python" in ASCII).
-constexpr uint64_t kPythonLaneKey = 0x707974686f6e;
-
 // A small open-addressing cache in front of StringTable::intern: the same names,
 // categories and arg keys recur in every window, and XXH3 on a short string plus one
 // probe is cheaper than the general-purpose unordered_map behind the StringTable.
@@ -89,6 +96,65 @@ class InternCache {
 
   trace::Trace& trace_;
   StringIdIndex index_;
+};
+
+// A B/E or b/e event waiting to be paired: a begin (row: its slice) or an end (row kNoRow;
+// its name, and its args as [args_begin, args_end) of the builder's end_args_).
+struct BeginOrEnd {
+  int64_t ts;
+  trace::RowIndex row;
+  trace::StringId name;
+  uint32_t args_begin;
+  uint32_t args_end;
+};
+
+struct AsyncKey {
+  int64_t pid;  // 0 for a global id
+  trace::StringId category;
+  uint64_t id;
+  bool global;
+  bool operator==(const AsyncKey&) const = default;
+};
+struct AsyncKeyHash {
+  size_t operator()(const AsyncKey& key) const {
+    return static_cast<size_t>(trace::mix64(static_cast<uint64_t>(key.pid) * 31 + key.id) ^
+                               (uint64_t{key.category} << 1) ^ uint64_t{key.global});
+  }
+};
+
+struct FlowKey {
+  uint64_t id;
+  trace::StringId category;
+  trace::StringId name;
+  bool operator==(const FlowKey&) const = default;
+};
+struct FlowKeyHash {
+  size_t operator()(const FlowKey& key) const {
+    return static_cast<size_t>(
+        trace::mix64(key.id ^ (uint64_t{key.category} << 32) ^ uint64_t{key.name}));
+  }
+};
+
+// Where a flow chain stands: its last end, by time, or by span id in opsight's files.
+struct OpenFlow {
+  trace::FlowEndpoint end;
+  uint64_t span;
+};
+
+struct FlowBySpan {
+  uint64_t out_span;
+  uint64_t in_span;
+  uint64_t id;
+  trace::StringId category;
+  trace::StringId name;
+};
+
+struct V2FlowEnd {
+  int64_t ts;
+  trace::RowIndex row;
+  uint64_t bind_id;
+  bool flow_in;
+  bool flow_out;
 };
 
 class ChromeTraceBuilder {
@@ -157,20 +223,26 @@ class ChromeTraceBuilder {
     saw_onnxruntime_category_ |= window.saw_onnxruntime_category;
     reserve_rows(window, first_index, expected_events);
     uint32_t arg = 0;
+    size_t extra = 0;
     for (size_t position = 0; position < window.events.size(); ++position) {
       const DecodedEvent& event = window.events[position];
       std::span<const DecodedArg> args(window.args.data() + arg, event.args_end - arg);
       arg = event.args_end;
-      merge_event(event, args, window.strings, first_index + position);
+      const EventExtra* event_extra = nullptr;
+      if ((event.flags & kHasExtra) != 0 && extra < window.extras.size())
+        event_extra = &window.extras[extra++];
+      merge_event(event, args, event_extra, window.strings, first_index + position);
     }
   }
   void finish(bool object_form) {
-    close_unfinished_slices();
+    pair_begin_and_end_events();
+    add_flows_by_span_id();
+    chain_v2_flows();
     name_tracks_from_string_ids();
     if (!written_by_opsight_) {
       if (object_form && looks_like_pytorch_) {
         trace_.run.source_format = "pytorch-profiler";
-        move_python_functions_to_lanes();
+        nest_python_functions();
         map_pytorch_categories(trace_);
       } else if (!object_form && saw_onnxruntime_category_) {
         trace_.run.source_format = "onnxruntime";
@@ -186,10 +258,14 @@ class ChromeTraceBuilder {
       extra.emplace_back("invalid_events", std::to_string(invalid_events_));
       extra.emplace_back("first_invalid_event", first_invalid_event_);
     }
-    if (unmatched_end_events_ > 0)
-      extra.emplace_back("unmatched_end_events", std::to_string(unmatched_end_events_));
-    if (unfinished_slices_ > 0)
-      extra.emplace_back("unfinished_slices", std::to_string(unfinished_slices_));
+    auto count = [&](const char* key, uint64_t value) {
+      if (value > 0) extra.emplace_back(key, std::to_string(value));
+    };
+    count("unmatched_end_events", unmatched_end_events_);
+    count("slices_closed_by_an_outer_end", closed_by_outer_end_);
+    count("unfinished_slices", unfinished_slices_);
+    count("unmatched_flow_events", unmatched_flow_events_);
+    count("python_functions_clipped", python_functions_clipped_);
   }
 
  private:
@@ -299,11 +375,33 @@ class ChromeTraceBuilder {
     cached_pid_ = pid;
     cached_tid_ = tid;
     has_cached_track_ = true;
-    if (cached_track_ >= last_ts_by_track_.size()) {
-      last_ts_by_track_.resize(cached_track_ + 1, std::numeric_limits<int64_t>::min());
-      open_slices_by_track_.resize(cached_track_ + 1);
-    }
+    ensure_track_state(cached_track_);
     return cached_track_;
+  }
+
+  void ensure_track_state(trace::TrackId track) {
+    if (track >= last_ts_by_track_.size()) {
+      last_ts_by_track_.resize(track + 1, std::numeric_limits<int64_t>::min());
+      begin_end_by_track_.resize(track + 1);
+      begin_end_unordered_.resize(track + 1, false);
+    }
+  }
+
+  // The process-wide async track of an async event: keyed by (pid, cat, id) for an id of
+  // its process ("id2.local"), by (cat, id) for a global one ("id", "id2.global": its track
+  // belongs to the process of the first event that names it). In opsight's files the
+  // category is no part of the key (the writer gives each track an id of its own).
+  trace::TrackId async_track_for(const DecodedEvent& event, int64_t pid) {
+    AsyncKey key{(event.flags & kGlobalId) != 0 ? 0 : pid,
+                 written_by_opsight_ ? 0 : global_ids_[event.category], event.span_id,
+                 (event.flags & kGlobalId) != 0};
+    auto found = async_tracks_.find(key);
+    if (found != async_tracks_.end()) return found->second;
+    trace::TrackId track =
+        trace_.process_async_track(pid, event.span_id, trace_.str(global_ids_[event.name]));
+    async_tracks_.emplace(key, track);
+    ensure_track_state(track);
+    return track;
   }
 
   void saw_time(trace::TrackId track, int64_t ns) {
@@ -360,7 +458,7 @@ class ChromeTraceBuilder {
   }
 
   void merge_event(const DecodedEvent& event, std::span<const DecodedArg> args,
-                   const LocalStrings& strings, size_t index) {
+                   const EventExtra* extra, const LocalStrings& strings, size_t index) {
     switch (event.kind) {
       case EventKind::kInvalid:
         note_invalid_event(index, describe(event.problem));
@@ -370,11 +468,21 @@ class ChromeTraceBuilder {
         return;
       case EventKind::kIgnored:
         return;
-      case EventKind::kProcessName: {
-        int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
-        trace_.process(pid).name = global_ids_[event.name];
+      case EventKind::kProcessName:
+        trace_.process(pid_of(event, strings)).name = global_ids_[event.name];
         return;
-      }
+      case EventKind::kProcessSortIndex:
+        trace_.process(pid_of(event, strings)).sort_index = event.dur;
+        return;
+      case EventKind::kThreadSortIndex:
+        trace_.tracks[thread_track_of(event, strings)].sort_index = event.dur;
+        return;
+      case EventKind::kProcessLabels:
+        set_process_labels(pid_of(event, strings), strings.get(event.name));
+        return;
+      case EventKind::kAsyncTrackName:
+        merge_async_track_name(event, extra, strings);
+        return;
       case EventKind::kThreadName:
         merge_thread_name(event, args, strings);
         return;
@@ -384,61 +492,279 @@ class ChromeTraceBuilder {
       default:
         break;
     }
-    int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
-    int64_t tid = id_of(event.tid, event.tid_text, event.flags & kTidIsText, strings, false);
-    trace::TrackId track = track_for(pid, tid);
+    const bool is_async = event.kind == EventKind::kAsyncBegin ||
+                          event.kind == EventKind::kAsyncEnd ||
+                          event.kind == EventKind::kAsyncInstant;
+    const bool is_flow = event.kind == EventKind::kFlowStart ||
+                         event.kind == EventKind::kFlowStep || event.kind == EventKind::kFlowEnd;
+    if (is_flow && extra != nullptr && extra->marked_span != 0) {
+      merge_flow_event(event, 0, extra);  // bound by span id: no track of its own
+      return;
+    }
+    trace::TrackId track = 0;
+    if (is_async) {
+      track = async_track_for(event, pid_of(event, strings));
+    } else {
+      track = thread_track_of(event, strings);
+    }
     saw_time(track, event.ts);
     auto& slices = trace_.slices;
+    const uint16_t slice_flags = (event.flags & kUnfinished) != 0 ? trace::kSliceUnfinished : 0;
     switch (event.kind) {
       case EventKind::kSlice: {
         saw_time(track, event.ts + event.dur);
-        auto row = slices.add(
-            event.ts, event.dur, global_ids_[event.name], global_ids_[event.category], track,
-            (event.flags & kUnfinished) != 0 ? trace::kSliceUnfinished : 0, event.span_id);
+        auto row = slices.add(event.ts, event.dur, global_ids_[event.name],
+                              global_ids_[event.category], track, slice_flags, event.span_id);
         add_args(trace_.slice_args, row, args);
+        note_v2_flow(row, event.ts, extra);
         return;
       }
-      case EventKind::kBegin: {
+      case EventKind::kBegin:
+      case EventKind::kAsyncBegin: {
+        uint64_t span_id = event.kind == EventKind::kBegin ? event.span_id
+                           : extra != nullptr              ? extra->marked_span
+                                                           : 0;
         auto row = slices.add(event.ts, 0, global_ids_[event.name], global_ids_[event.category],
-                              track, (event.flags & kUnfinished) != 0 ? trace::kSliceUnfinished : 0,
-                              event.span_id);
+                              track, slice_flags, span_id);
         add_args(trace_.slice_args, row, args);
-        open_slices_by_track_[track].push_back(row);
+        note_begin_or_end(track, BeginOrEnd{event.ts, row, 0, 0, 0});
+        note_v2_flow(row, event.ts, extra);
         return;
       }
-      case EventKind::kEnd: {
-        auto& open = open_slices_by_track_[track];
-        if (open.empty()) {
-          ++unmatched_end_events_;
-          return;
-        }
-        trace::RowIndex row = open.back();
-        open.pop_back();
-        slices.dur[row] = duration_between(slices.ts[row], event.ts);
-        add_args(trace_.slice_args, row, args);  // "E" args merge into the slice
+      case EventKind::kAsyncInstant: {
+        auto row = slices.add(event.ts, 0, global_ids_[event.name], global_ids_[event.category],
+                              track, slice_flags, extra != nullptr ? extra->marked_span : 0);
+        add_args(trace_.slice_args, row, args);
+        note_v2_flow(row, event.ts, extra);
         return;
       }
+      case EventKind::kEnd:
+      case EventKind::kAsyncEnd: {
+        // Paired at the end of the read, by time (see pair_begin_and_end_events); its args
+        // wait for the slice they merge into.
+        auto args_begin = static_cast<uint32_t>(end_args_.size());
+        for (const DecodedArg& arg : args)
+          end_args_.emplace_back(global_ids_[arg.key], global_arg(arg.value));
+        note_begin_or_end(track, BeginOrEnd{event.ts, trace::kNoRow, global_ids_[event.name],
+                                            args_begin, static_cast<uint32_t>(end_args_.size())});
+        return;
+      }
+      case EventKind::kFlowStart:
+      case EventKind::kFlowStep:
+      case EventKind::kFlowEnd:
+        merge_flow_event(event, track, extra);
+        return;
       default: {  // kInstant
+        trace::InstantScope scope = (event.flags & kScopeGlobal) != 0 ? trace::InstantScope::kGlobal
+                                    : (event.flags & kScopeProcess) != 0
+                                        ? trace::InstantScope::kProcess
+                                        : trace::InstantScope::kThread;
         auto row = trace_.instants.add(event.ts, global_ids_[event.name],
-                                       global_ids_[event.category], track);
+                                       global_ids_[event.category], track, scope);
         add_args(trace_.instant_args, row, args);
         return;
       }
     }
   }
 
-  // One counter track per numeric arg when there are several ("name.key"), else "name".
+  int64_t pid_of(const DecodedEvent& event, const LocalStrings& strings) {
+    return id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
+  }
+
+  // The thread track of an event; one without a tid belongs to its process's main thread
+  // (tid = pid), as in Perfetto's importer.
+  trace::TrackId thread_track_of(const DecodedEvent& event, const LocalStrings& strings) {
+    int64_t pid = pid_of(event, strings);
+    int64_t tid = (event.flags & kNoTid) != 0
+                      ? pid
+                      : id_of(event.tid, event.tid_text, event.flags & kTidIsText, strings, false);
+    return track_for(pid, tid);
+  }
+
+  void note_begin_or_end(trace::TrackId track, const BeginOrEnd& entry) {
+    auto& entries = begin_end_by_track_[track];
+    if (!entries.empty() && entry.ts < entries.back().ts) begin_end_unordered_[track] = true;
+    entries.push_back(entry);
+  }
+
+  void note_v2_flow(trace::RowIndex row, int64_t ts, const EventExtra* extra) {
+    if (extra == nullptr || (!extra->flow_in && !extra->flow_out)) return;
+    v2_flows_.push_back(V2FlowEnd{ts, row, extra->bind_id, extra->flow_in, extra->flow_out});
+  }
+
+  // "labels": "rank 0,GPU 1" (Chrome's process_labels): one label per comma-separated item.
+  void set_process_labels(int64_t pid, std::string_view text) {
+    trace::Process& process = trace_.process(pid);
+    process.labels.clear();
+    while (!text.empty()) {
+      size_t comma = text.find(',');
+      std::string_view label = text.substr(0, comma);
+      while (!label.empty() && label.front() == ' ') label.remove_prefix(1);
+      while (!label.empty() && label.back() == ' ') label.remove_suffix(1);
+      if (!label.empty()) process.labels.push_back(trace_.intern(label));
+      if (comma == std::string_view::npos) break;
+      text.remove_prefix(comma + 1);
+    }
+  }
+
+  // opsight's writer names each process-wide async track with an "opsight_async_track" M
+  // event: the id its events use, the track's own key, name and sort index.
+  void merge_async_track_name(const DecodedEvent& event, const EventExtra* extra,
+                              const LocalStrings& strings) {
+    if (extra == nullptr) return;
+    int64_t pid = pid_of(event, strings);
+    AsyncKey key{pid, 0, event.span_id, false};
+    if (async_tracks_.count(key) != 0) return;
+    trace::TrackId track = trace_.process_async_track(pid, extra->key, strings.get(event.name));
+    trace_.tracks[track].sort_index = event.dur;
+    async_tracks_.emplace(key, track);
+    ensure_track_state(track);
+  }
+
+  // s / t / f, chained by (id, category, name) in file order: s opens a flow at the slice
+  // enclosing it; t adds a step from the previous end to the slice enclosing it; f closes
+  // it at the next slice that begins on its thread, or with "bp":"e" at the slice enclosing
+  // it. In opsight's files each end names its slice by span id.
+  void merge_flow_event(const DecodedEvent& event, trace::TrackId track, const EventExtra* extra) {
+    FlowKey key{event.span_id, global_ids_[event.category], global_ids_[event.name]};
+    trace::FlowBinding binding =
+        event.kind == EventKind::kFlowEnd && (event.flags & kBindEnclosing) == 0
+            ? trace::FlowBinding::kNextSlice
+            : trace::FlowBinding::kEnclosingSlice;
+    OpenFlow here{trace::FlowEndpoint{track, event.ts, binding},
+                  extra != nullptr ? extra->marked_span : 0};
+    auto found = open_flows_.find(key);
+    if (found == open_flows_.end()) {
+      if (event.kind == EventKind::kFlowEnd) {
+        ++unmatched_flow_events_;
+      } else {
+        open_flows_.emplace(key, here);
+      }
+      return;
+    }
+    if (event.kind == EventKind::kFlowStart) {  // a new flow with an id still open
+      ++unmatched_flow_events_;
+      found->second = here;
+      return;
+    }
+    const OpenFlow& from = found->second;
+    if (from.span != 0 && here.span != 0) {
+      flows_by_span_.push_back(FlowBySpan{from.span, here.span, key.id, key.category, key.name});
+    } else {
+      trace_.add_flow_by_time(from.end, here.end, key.id, key.name, key.category);
+    }
+    if (event.kind == EventKind::kFlowEnd) {
+      open_flows_.erase(found);
+    } else {
+      found->second = here;
+    }
+  }
+
+  // Flows whose ends opsight's writer marked with span ids, bound to those slices' rows.
+  void add_flows_by_span_id() {
+    if (flows_by_span_.empty()) return;
+    std::unordered_map<uint64_t, trace::RowIndex> row_of_span;
+    row_of_span.reserve(trace_.slices.size());
+    for (trace::RowIndex row = 0; row < trace_.slices.size(); ++row)
+      row_of_span.emplace(trace_.slices.span_id[row], row);
+    auto row_of = [&](uint64_t span) {
+      auto found = row_of_span.find(span);
+      return found == row_of_span.end() ? trace::kNoRow : found->second;
+    };
+    for (const FlowBySpan& flow : flows_by_span_)
+      trace_.flows.add(row_of(flow.out_span), row_of(flow.in_span), flow.id, flow.name,
+                       flow.category);  // a row not found is dropped and counted by finalize
+  }
+
+  // v2 flows ("bind_id" with "flow_out" / "flow_in" on the slices themselves), in time order:
+  // a slice with flow_in ends the flow of its id that a slice with flow_out began; one with
+  // both continues it.
+  void chain_v2_flows() {
+    if (v2_flows_.empty()) return;
+    std::stable_sort(v2_flows_.begin(), v2_flows_.end(),
+                     [](const V2FlowEnd& a, const V2FlowEnd& b) { return a.ts < b.ts; });
+    std::unordered_map<uint64_t, trace::RowIndex> open;
+    for (const V2FlowEnd& end : v2_flows_) {
+      if (end.flow_in) {
+        auto found = open.find(end.bind_id);
+        if (found != open.end()) {
+          trace_.flows.add(found->second, end.row, end.bind_id);
+          open.erase(found);
+        } else {
+          ++unmatched_flow_events_;
+        }
+      }
+      if (end.flow_out) open[end.bind_id] = end.row;
+    }
+  }
+
+  // B/E (and b/e) pairs, per track in time order (stable: file order among equal times), not
+  // file order: an E closes the innermost open B of its name (any name when it has none);
+  // slices opened inside that one and still open are closed at the same time and marked
+  // unfinished (counted); an E that matches no open B is counted and ignored. A B never
+  // closed ends at the last time seen on its track, marked unfinished.
+  void pair_begin_and_end_events() {
+    auto& slices = trace_.slices;
+    std::vector<trace::RowIndex> open;
+    for (trace::TrackId track = 0; track < begin_end_by_track_.size(); ++track) {
+      auto& entries = begin_end_by_track_[track];
+      if (entries.empty()) continue;
+      if (begin_end_unordered_[track])
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const BeginOrEnd& a, const BeginOrEnd& b) { return a.ts < b.ts; });
+      open.clear();
+      for (const BeginOrEnd& entry : entries) {
+        if (entry.row != trace::kNoRow) {
+          open.push_back(entry.row);
+          continue;
+        }
+        size_t match = open.size();
+        for (size_t position = open.size(); position-- > 0;) {
+          if (entry.name == 0 || slices.name[open[position]] == entry.name) {
+            match = position;
+            break;
+          }
+        }
+        if (match == open.size()) {
+          ++unmatched_end_events_;
+          continue;
+        }
+        for (size_t inner = match + 1; inner < open.size(); ++inner) {
+          slices.dur[open[inner]] = duration_between(slices.ts[open[inner]], entry.ts);
+          slices.flags[open[inner]] |= trace::kSliceUnfinished;
+          ++closed_by_outer_end_;
+        }
+        trace::RowIndex row = open[match];
+        slices.dur[row] = duration_between(slices.ts[row], entry.ts);
+        for (uint32_t arg = entry.args_begin; arg < entry.args_end; ++arg)
+          trace_.slice_args.add(row, end_args_[arg].first, end_args_[arg].second);
+        open.resize(match);
+      }
+      for (trace::RowIndex row : open) {
+        slices.dur[row] = duration_between(slices.ts[row], last_ts_by_track_[track]);
+        slices.flags[row] |= trace::kSliceUnfinished;
+        ++unfinished_slices_;
+      }
+      entries = {};
+    }
+    end_args_ = {};
+  }
+
+  // A counter of one numeric arg is a track named by the event ("memory"); one of several
+  // is a series each ("io" with "read" and "write": tracks "io read" and "io write", group
+  // "io"). In opsight's files every C event of a series group is written with its series
+  // names, so there any arg but a lone "value" is a series.
   void merge_counter(const DecodedEvent& event, std::span<const DecodedArg> samples,
                      const LocalStrings& strings) {
-    int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
+    int64_t pid = pid_of(event, strings);
+    const bool series =
+        samples.size() > 1 || ((event.flags & kSeriesCounter) != 0 && samples.size() == 1 &&
+                               strings.get(samples[0].key) != "value");
+    std::string_view name = strings.get(event.name);
     for (const DecodedArg& sample : samples) {
-      std::string track_name(strings.get(event.name));
-      if (samples.size() > 1) {
-        track_name += '.';
-        track_name += strings.get(sample.key);
-      }
-      trace_.counters.add(event.ts, trace_.counter_track(pid, track_name),
-                          sample.value.double_value);
+      uint32_t track = series ? trace_.counter_series(pid, name, strings.get(sample.key))
+                              : trace_.counter_track(pid, name);
+      trace_.counters.add(event.ts, track, sample.value.double_value);
     }
   }
 
@@ -446,8 +772,10 @@ class ChromeTraceBuilder {
   // lane's thread's tid: see EventDecoder) not seen before any event used its tid.
   void merge_thread_name(const DecodedEvent& event, std::span<const DecodedArg> args,
                          const LocalStrings& strings) {
-    int64_t pid = id_of(event.pid, event.pid_text, event.flags & kPidIsText, strings, true);
-    int64_t tid = id_of(event.tid, event.tid_text, event.flags & kTidIsText, strings, false);
+    int64_t pid = pid_of(event, strings);
+    int64_t tid = (event.flags & kNoTid) != 0
+                      ? pid
+                      : id_of(event.tid, event.tid_text, event.flags & kTidIsText, strings, false);
     if (event.span_id != 0 && args.size() == 1 && async_lanes_.count({pid, tid}) == 0) {
       trace::ArgValue thread = args[0].value;
       int64_t thread_tid = thread.type == trace::ArgType::kString
@@ -461,37 +789,53 @@ class ChromeTraceBuilder {
     trace_.tracks[track_for(pid, tid)].name = global_ids_[event.name];
   }
 
-  // The PyTorch profiler's Python functions (with_stack=True) and its operators and
-  // record_function ranges share a thread but do not nest with each other: a range opens
-  // inside record_function.__enter__ and closes inside __exit__. On one track the model
-  // would clip one of each such pair, so each thread's Python functions (nn.Module calls
-  // among them) move to a lane of their own, where both hierarchies keep exact times.
-  void move_python_functions_to_lanes() {
+  // The PyTorch profiler's Python functions (with_stack=True: nn.Module calls among them)
+  // and its operators and record_function ranges share a thread, and mostly nest: a module
+  // encloses its operators. Where they overlap without nesting (a range opens inside
+  // record_function.__enter__ and closes inside __exit__), the Python function gives way:
+  // one that an operator or range starts inside of and outlives ends where that one
+  // begins (counted in python_functions_clipped); a Python function that outlives the
+  // operator it starts in is clipped to it by finalize, like any child. So operators keep
+  // their exact times and sit under the module that called them, on the thread's track.
+  void nest_python_functions() {
     auto python_function = trace_.strings.find("python_function");
     if (!python_function) return;
-    constexpr trace::TrackId kNoLane = std::numeric_limits<trace::TrackId>::max();
-    std::vector<trace::TrackId> lane_of_track(trace_.tracks.size(), kNoLane);
     auto& slices = trace_.slices;
+    std::vector<bool> track_has_python(trace_.tracks.size(), false);
+    bool any = false;
     for (size_t row = 0; row < slices.size(); ++row) {
-      if (slices.category[row] != *python_function) continue;
-      trace::TrackId track = slices.track[row];
-      if (track >= lane_of_track.size()) continue;
-      if (lane_of_track[track] == kNoLane) {
-        const trace::Track thread = trace_.tracks[track];
-        lane_of_track[track] = trace_.async_track(thread.pid, thread.tid, kPythonLaneKey,
-                                                  trace_.track_label(track) + " / Python");
+      if (slices.category[row] == *python_function && slices.track[row] < track_has_python.size()) {
+        track_has_python[slices.track[row]] = true;
+        any = true;
       }
-      slices.track[row] = lane_of_track[track];
     }
-  }
-
-  void close_unfinished_slices() {
-    for (trace::TrackId track = 0; track < open_slices_by_track_.size(); ++track) {
-      for (trace::RowIndex row : open_slices_by_track_[track]) {
-        trace_.slices.dur[row] = duration_between(trace_.slices.ts[row], last_ts_by_track_[track]);
-        trace_.slices.flags[row] |= trace::kSliceUnfinished;
-        ++unfinished_slices_;
+    if (!any) return;
+    std::vector<trace::RowIndex> order;
+    for (trace::RowIndex row = 0; row < slices.size(); ++row)
+      if (slices.track[row] < track_has_python.size() && track_has_python[slices.track[row]])
+        order.push_back(row);
+    std::stable_sort(order.begin(), order.end(), [&](trace::RowIndex a, trace::RowIndex b) {
+      if (slices.track[a] != slices.track[b]) return slices.track[a] < slices.track[b];
+      if (slices.ts[a] != slices.ts[b]) return slices.ts[a] < slices.ts[b];
+      return slices.dur[a] > slices.dur[b];
+    });
+    std::vector<trace::RowIndex> open;
+    trace::TrackId current_track = std::numeric_limits<trace::TrackId>::max();
+    for (trace::RowIndex row : order) {
+      if (slices.track[row] != current_track) {
+        open.clear();
+        current_track = slices.track[row];
       }
+      while (!open.empty() && slices.end(open.back()) <= slices.ts[row]) open.pop_back();
+      const bool row_is_python = slices.category[row] == *python_function;
+      while (!row_is_python && !open.empty() && slices.end(open.back()) < slices.end(row) &&
+             slices.category[open.back()] == *python_function) {
+        trace::RowIndex outer = open.back();
+        slices.dur[outer] = slices.ts[row] - slices.ts[outer];
+        ++python_functions_clipped_;
+        open.pop_back();
+      }
+      open.push_back(row);
     }
   }
 
@@ -510,7 +854,14 @@ class ChromeTraceBuilder {
   // Async lanes by the (pid, synthetic tid) opsight's writer gave them.
   std::map<std::pair<int64_t, int64_t>, trace::TrackId> async_lanes_;
   std::vector<int64_t> last_ts_by_track_;
-  std::vector<std::vector<trace::RowIndex>> open_slices_by_track_;
+  // B/E and b/e events per track, paired once every event is read.
+  std::vector<std::vector<BeginOrEnd>> begin_end_by_track_;
+  std::vector<bool> begin_end_unordered_;  // per track: some event came before an earlier one
+  std::vector<std::pair<trace::StringId, trace::ArgValue>> end_args_;
+  std::unordered_map<AsyncKey, trace::TrackId, AsyncKeyHash> async_tracks_;
+  std::unordered_map<FlowKey, OpenFlow, FlowKeyHash> open_flows_;
+  std::vector<FlowBySpan> flows_by_span_;
+  std::vector<V2FlowEnd> v2_flows_;
   int64_t cached_pid_ = 0;
   int64_t cached_tid_ = 0;
   trace::TrackId cached_track_ = 0;
@@ -525,7 +876,10 @@ class ChromeTraceBuilder {
   uint64_t invalid_events_ = 0;
   std::string first_invalid_event_;
   uint64_t unmatched_end_events_ = 0;
+  uint64_t closed_by_outer_end_ = 0;
   uint64_t unfinished_slices_ = 0;
+  uint64_t unmatched_flow_events_ = 0;
+  uint64_t python_functions_clipped_ = 0;
 };
 
 // The fast path for a complete, well-formed document: the top level is parsed with the
@@ -587,7 +941,8 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
   return result;
 }
 
-ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_helper_thread) {
+ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_helper_thread,
+                                      bool may_mend = true) {
   ReadResult result;
   size_t offset_base = 0;
   if (bytes.substr(0, 3) == "\xEF\xBB\xBF") offset_base = 3;  // UTF-8 byte order mark
@@ -623,6 +978,19 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
         fast->trace.run.complete = false;
       }
       return std::move(*fast);
+    }
+  }
+
+  // Trailing commas and raw control characters in strings: read a mended copy (byte
+  // offsets of what it reports then count in the copy).
+  size_t mended_count = 0;
+  if (may_mend) {
+    if (auto mended = mend_sloppy_json(text, &mended_count)) {
+      ReadResult mended_result = read_chrome_json_unguarded(*mended, parse_on_helper_thread, false);
+      if (mended_result.ok()) {
+        mended_result.trace.run.extra.emplace_back("mended_json", std::to_string(mended_count));
+        return mended_result;
+      }
     }
   }
 

@@ -455,4 +455,49 @@ std::optional<ArrayWindows> split_array_elements(std::string_view text, size_t a
   return split_array_elements_portable(text, array_start, window_bytes);
 }
 
+std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mended) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  size_t changes = 0;
+  bool in_string = false;
+  size_t copied = 0;  // text[0, copied) is already in `out`
+  auto flush = [&](size_t up_to) {
+    if (out.empty()) out.reserve(text.size() + 64);
+    out.append(text.data() + copied, up_to - copied);
+    copied = up_to;
+  };
+  for (size_t pos = 0; pos < text.size(); ++pos) {
+    char c = text[pos];
+    if (in_string) {
+      if (c == '\\') {
+        ++pos;  // the escaped character, whatever it is
+      } else if (c == '"') {
+        in_string = false;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        flush(pos);
+        out += "\\u00";
+        out += kHex[(c >> 4) & 0xF];
+        out += kHex[c & 0xF];
+        copied = pos + 1;
+        ++changes;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == ',') {
+      size_t next = skip_whitespace(text, pos + 1);
+      if (next < text.size() && (text[next] == ']' || text[next] == '}')) {
+        flush(pos);
+        copied = pos + 1;
+        ++changes;
+      }
+    }
+  }
+  *mended = changes;
+  if (changes == 0) return std::nullopt;
+  flush(text.size());
+  return out;
+}
+
 }  // namespace opsight::io::chrome_json

@@ -55,6 +55,13 @@ std::optional<ArrayWindows> split_array_elements(std::string_view text, size_t a
 // tests compare the two).
 std::optional<ArrayWindows> split_array_elements_portable(std::string_view text, size_t array_start,
                                                           size_t window_bytes);
+// What sloppy writers leave that JSON forbids but whose meaning is plain: a comma before a
+// closing ']' or '}', and control characters written raw inside a string. Returns a copy
+// with those mended (the commas dropped, the characters escaped as \u00XX), and in
+// `mended` how many were, or nullopt when there is none (the input is then left to the
+// other repairs and to the error report).
+std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mended);
+
 // A one-line description of why `text` is not JSON, with the byte offset (plus
 // offset_base) of the first problem.
 Diagnostic describe_invalid_json(std::string_view text, simdjson::error_code simdjson_error,

@@ -215,8 +215,8 @@ TEST(ChromeJsonReader, CountersOneTrackPerKey) {
   EXPECT_EQ(counter_rows(result.trace),
             "3 memory 1000 10\n"
             "3 memory 2000 12.5\n"
-            "3 io.read 2000 1\n"
-            "3 io.write 2000 2\n");
+            "3 io read 2000 1\n"
+            "3 io write 2000 2\n");
 }
 
 TEST(ChromeJsonReader, MetadataNamesProcessesAndThreads) {
@@ -233,19 +233,20 @@ TEST(ChromeJsonReader, MetadataNamesProcessesAndThreads) {
 }
 
 TEST(ChromeJsonReader, OtherPhasesAreSkippedAndCounted) {
+  // Samples and object snapshots have no table in the model.
   auto result = read_ok(R"([
-    {"ph":"s","name":"flow","id":1,"pid":1,"tid":1,"ts":0},
-    {"ph":"f","name":"flow","id":1,"pid":1,"tid":1,"ts":1},
-    {"ph":"b","name":"async","id":2,"pid":1,"tid":1,"ts":0},
-    {"ph":"e","name":"async","id":2,"pid":1,"tid":1,"ts":1},
-    {"ph":"e","name":"async","id":3,"pid":1,"tid":1,"ts":1},
+    {"ph":"P","name":"sample","pid":1,"tid":1,"ts":0},
+    {"ph":"N","name":"obj","id":"0x1","pid":1,"tid":1,"ts":0},
+    {"ph":"O","name":"obj","id":"0x1","pid":1,"tid":1,"ts":1,"args":{"snapshot":{}}},
+    {"ph":"D","name":"obj","id":"0x1","pid":1,"tid":1,"ts":2},
+    {"ph":"O","name":"obj","id":"0x1","pid":1,"tid":1,"ts":1},
     {"ph":"X","name":"kept","pid":1,"tid":1,"ts":0,"dur":1}
   ])");
   EXPECT_EQ(result.trace.slices.size(), 1u);
-  EXPECT_EQ(extra_value(result.trace, "skipped_events.s"), "1");
-  EXPECT_EQ(extra_value(result.trace, "skipped_events.f"), "1");
-  EXPECT_EQ(extra_value(result.trace, "skipped_events.b"), "1");
-  EXPECT_EQ(extra_value(result.trace, "skipped_events.e"), "2");
+  EXPECT_EQ(extra_value(result.trace, "skipped_events.P"), "1");
+  EXPECT_EQ(extra_value(result.trace, "skipped_events.N"), "1");
+  EXPECT_EQ(extra_value(result.trace, "skipped_events.O"), "2");
+  EXPECT_EQ(extra_value(result.trace, "skipped_events.D"), "1");
 }
 
 TEST(ChromeJsonReader, ArgTypesAndNestedValuesAsCompactJson) {
@@ -461,6 +462,8 @@ TEST(ChromeJsonReader, PyTorchCategoriesAreMappedAndTheMapIsRecorded) {
   EXPECT_EQ(trace.run.source_format, "pytorch-profiler");
   EXPECT_EQ(name_and_category_rows(trace),
             "main: step [annotation]\n"
+            "main: nn.Module: Linear_0 [module]\n"
+            "main: torch/nn/modules/linear.py(125): forward [python]\n"
             "main: aten::linear [operator]\n"
             "main: cudaLaunchKernel [cuda_runtime]\n"
             "main: cuLaunchKernel [cuda_runtime]\n"
@@ -469,19 +472,15 @@ TEST(ChromeJsonReader, PyTorchCategoriesAreMappedAndTheMapIsRecorded) {
             "thread 7: Memcpy HtoD [gpu_memcpy]\n"
             "thread 7: gemm [gpu_kernel]\n"
             "thread 7: Memset [gpu_memset]\n"
-            "PyTorch Profiler: PyTorch Profiler (0) [profiler]\n"
-            "main / Python: nn.Module: Linear_0 [module]\n"
-            "main / Python: torch/nn/modules/linear.py(125): forward [python]\n");
-  // Python functions sit on a lane of their thread: on the thread itself the "step" range
-  // and a Python function that overlaps it without nesting would clip one another.
-  int python_lanes = 0;
-  for (const auto& track : trace.tracks) {
-    if (trace.str(track.name) != "main / Python") continue;
-    ++python_lanes;
-    EXPECT_TRUE(track.is_async());
-    EXPECT_EQ(track.tid, 1);
-  }
-  EXPECT_EQ(python_lanes, 1);
+            "PyTorch Profiler: PyTorch Profiler (0) [profiler]\n");
+  // Module -> Python function -> operator nest on the thread's own track.
+  EXPECT_EQ(trace.tracks.size(), 3u);
+  for (size_t row = 0; row < trace.slices.size(); ++row)
+    if (trace.str(trace.slices.name[row]) == "aten::linear") {
+      EXPECT_EQ(trace.slices.depth[row], 3);
+      EXPECT_EQ(trace.str(trace.slices.name[trace.slices.parent[row]]),
+                "torch/nn/modules/linear.py(125): forward");
+    }
   EXPECT_EQ(instant_rows(trace), "1/1 160000 mark [operator]\n");
   // Only the entries that applied, in the table's order; identities are not listed.
   EXPECT_EQ(extra_value(trace, "category_map"),
@@ -537,7 +536,7 @@ TEST(ChromeJsonReader, MappedCategoriesSurviveARoundTripWithoutBeingMappedTwice)
   auto second = read_ok(write_chrome_json(first.trace));
   EXPECT_EQ(second.trace.run.source_format, "pytorch-profiler");
   EXPECT_EQ(name_and_category_rows(second.trace),
-            "thread 1 / Python: nn.Module: Net_0 [module]\nthread 1: aten::mm [operator]\n");
+            "thread 1: nn.Module: Net_0 [module]\nthread 1: aten::mm [operator]\n");
   EXPECT_EQ(extra_value(second.trace, "category_map"),
             "cpu_op=operator,python_function[nn.Module: *]=module");
 }

@@ -14,6 +14,18 @@ void put_integer(Integer number, TextBuffer& out) {
 
 }  // namespace
 
+std::optional<double> number_in_text(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  if (text.empty() || text.front() == '+' || (text.front() == '-' && text.size() == 1))
+    return std::nullopt;
+  double number = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), number);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return number;
+}
+
 std::string scalar_to_string(element value) {
   switch (value.type()) {
     case element_type::STRING:

@@ -24,9 +24,28 @@ namespace opsight::io::chrome_json {
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
-// Microseconds (JSON number) to nanoseconds. A decimal with at most three fractional digits
+// A number written as a string ("12.5", "+3", ".75", "246."), as some writers do for
+// timestamps and counter values: the whole text must be the number. nullopt otherwise.
+std::optional<double> number_in_text(std::string_view text);
+
+// Microseconds (a double) to nanoseconds. A decimal with at most three fractional digits
 // is recovered exactly (not just llround(us * 1000), which can be 1 ns off once the double
 // has fewer than ~1e-3 us of precision left, i.e. beyond ~2^42 us).
+inline bool double_microseconds_to_ns(double micros, int64_t* out) {
+  if (!(std::fabs(micros) < 9.2e15)) return false;  // also rejects NaN
+  int64_t nanos = std::llround(micros * 1000.0);
+  if (std::fabs(micros) < 9.0e12 && static_cast<double>(nanos) / 1000.0 != micros) {
+    if (static_cast<double>(nanos - 1) / 1000.0 == micros) {
+      nanos -= 1;
+    } else if (static_cast<double>(nanos + 1) / 1000.0 == micros) {
+      nanos += 1;
+    }
+  }
+  *out = nanos;
+  return true;
+}
+
+// Microseconds (a JSON number, or a number written as a string) to nanoseconds.
 inline bool microseconds_to_ns(element value, int64_t* out) {
   switch (value.type()) {
     case element_type::INT64: {
@@ -37,20 +56,14 @@ inline bool microseconds_to_ns(element value, int64_t* out) {
     case element_type::DOUBLE: {
       double micros = 0;
       if (value.get(micros) != simdjson::SUCCESS) return false;
-      if (!(std::fabs(micros) < 9.2e15)) return false;  // also rejects NaN
-      int64_t nanos = std::llround(micros * 1000.0);
-      if (std::fabs(micros) < 9.0e12 && static_cast<double>(nanos) / 1000.0 != micros) {
-        if (static_cast<double>(nanos - 1) / 1000.0 == micros) {
-          nanos -= 1;
-        } else if (static_cast<double>(nanos + 1) / 1000.0 == micros) {
-          nanos += 1;
-        }
-      }
-      *out = nanos;
-      return true;
+      return double_microseconds_to_ns(micros, out);
+    }
+    case element_type::STRING: {
+      std::optional<double> micros = number_in_text(value.get_string().value_unsafe());
+      return micros && double_microseconds_to_ns(*micros, out);
     }
     default:
-      return false;  // uint64 (beyond int64 us is beyond int64 ns), strings, ...
+      return false;  // uint64 (beyond int64 us is beyond int64 ns), ...
   }
 }
 
@@ -64,6 +77,8 @@ inline std::optional<double> numeric_value(element value) {
       return value.get_double().value_unsafe();
     case element_type::BOOL:
       return value.get_bool().value_unsafe() ? 1.0 : 0.0;
+    case element_type::STRING:
+      return number_in_text(value.get_string().value_unsafe());
     default:
       return std::nullopt;
   }

@@ -1,6 +1,7 @@
 // Writer of the Chrome Trace Event Format, in the object form that chrome://tracing and
 // Perfetto UI open:
-//   {"traceEvents": [M process/thread names, X slices, i instants, C counters],
+//   {"traceEvents": [M process/thread names, sort indices and labels, X slices, b/e async
+//                    slices, s/f flows, i instants, C counters],
 //    "displayTimeUnit": "ns", "otherData": {"writer": "opsight", ...run info...}}
 // Times are written in microseconds with exactly three decimals, so every nanosecond
 // survives a round trip through read_chrome_json. Each slice carries its span id (and its
@@ -15,6 +16,18 @@
 // (from 2^29 up, above Linux's pid_max of 2^22), named by a thread_name event whose args
 // also carry "opsight.async_key" (16 hex digits) and "opsight.tid" (the thread that ran
 // it); the reader turns such a thread back into an async lane.
+//
+// A process-wide async track (TrackKind::kAsync) is written as nestable async events: each
+// slice a "b" and an "e" (in nesting order, so that pairing them by time gives the same
+// tree back) with "id2": {"local": N}, N an id of the track's own (its index), and the
+// track named by an "opsight_async_track" M event (its name, its key "opsight.async_key",
+// N as "opsight.id", its sort index) that other viewers ignore.
+//
+// A flow is an "s" event at its first slice's start and an "f" with "bp":"e" at its second
+// slice's start (what Perfetto binds to those slices unless a child starts at the same
+// time), each with an "opsight.slice" arg naming its slice's span id, which the reader uses
+// to bind it exactly. Instants keep their scope ("s": "t", "p", "g"). The series of a
+// counter group that share a timestamp are one "C" event with an arg per series.
 //
 // Speed: every interned string is escaped once into a pool, numbers are formatted with
 // fmt::format_int, and the output goes into one growing buffer (no iostreams).
@@ -135,6 +148,8 @@ class ChromeJsonWriter {
     raw("{\"traceEvents\":[\n");
     write_metadata_events();
     write_slices();
+    write_async_slices();
+    write_flows();
     write_instants();
     write_counters();
     if (wrote_event_)
@@ -316,19 +331,70 @@ class ChromeJsonWriter {
     append_int(tid);
   }
 
+  // {"ph":"M","name":"<name>","pid":P,"tid":T,"args":{  (the caller closes it)
+  void begin_metadata(std::string_view name, int64_t pid, int64_t tid) {
+    begin_event();
+    raw(std::string_view("{\"ph\":\"M\",\"name\":\""));
+    raw(name);
+    raw(std::string_view("\",\"pid\":"));
+    append_int(pid);
+    raw(std::string_view(",\"tid\":"));
+    append_int(tid);
+    raw(std::string_view(",\"args\":{"));
+  }
+
   void write_metadata_events() {
     for (const trace::Process& process : trace_.processes) {
-      if (process.name == 0) continue;
-      begin_event();
-      raw(std::string_view("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":"));
-      append_int(process.pid);
-      raw(std::string_view(",\"tid\":0,\"args\":{\"name\":"));
-      append_string(process.name);
-      out_.push_back('}');
-      end_event();
+      if (process.name != 0) {
+        begin_metadata("process_name", process.pid, 0);
+        raw(std::string_view("\"name\":"));
+        append_string(process.name);
+        out_.push_back('}');
+        end_event();
+      }
+      if (process.sort_index != 0) {
+        begin_metadata("process_sort_index", process.pid, 0);
+        raw(std::string_view("\"sort_index\":"));
+        append_int(process.sort_index);
+        out_.push_back('}');
+        end_event();
+      }
+      if (!process.labels.empty()) {
+        std::string labels;
+        for (trace::StringId label : process.labels) {
+          if (!labels.empty()) labels += ',';
+          labels += trace_.str(label);
+        }
+        begin_metadata("process_labels", process.pid, 0);
+        raw(std::string_view("\"labels\":"));
+        append_quoted(labels);
+        out_.push_back('}');
+        end_event();
+      }
     }
     for (size_t id = 0; id < trace_.tracks.size(); ++id) {
       const trace::Track& track = trace_.tracks[id];
+      if (track.kind == trace::TrackKind::kAsync) {
+        begin_metadata("opsight_async_track", track.pid, 0);
+        raw(std::string_view("\"name\":"));
+        append_quoted(trace_.track_label(static_cast<trace::TrackId>(id)));
+        raw(std::string_view(",\"opsight.async_key\":"));
+        append_hex64(track.async_key);
+        raw(std::string_view(",\"opsight.id\":"));
+        append_int(static_cast<int64_t>(id));
+        raw(std::string_view(",\"sort_index\":"));
+        append_int(track.sort_index);
+        out_.push_back('}');
+        end_event();
+        continue;
+      }
+      if (track.sort_index != 0) {
+        begin_metadata("thread_sort_index", track.pid, written_tid_[id]);
+        raw(std::string_view("\"sort_index\":"));
+        append_int(track.sort_index);
+        out_.push_back('}');
+        end_event();
+      }
       if (track.name == 0 && !track.is_async()) continue;
       begin_event();
       raw(std::string_view("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":"));
@@ -351,9 +417,39 @@ class ChromeJsonWriter {
     }
   }
 
+  bool on_process_async_track(trace::RowIndex row) const {
+    trace::TrackId track = trace_.slices.track[row];
+    return track < trace_.tracks.size() && trace_.tracks[track].kind == trace::TrackKind::kAsync;
+  }
+
+  // ,"name":...,"cat":...,"args":{opsight markers, args}}
+  void append_slice_body(size_t row) {
+    const trace::SliceTable& slices = trace_.slices;
+    raw(std::string_view(",\"name\":"));
+    append_string(slices.name[row]);
+    if (slices.category[row] != 0) {
+      raw(std::string_view(",\"cat\":"));
+      append_string(slices.category[row]);
+    }
+    raw(std::string_view(",\"args\":{\"opsight.span_id\":"));
+    append_hex64(row < slices.span_id.size() ? slices.span_id[row] : 0);
+    trace::RowIndex parent = row < slices.parent.size() ? slices.parent[row] : trace::kNoRow;
+    if (parent != trace::kNoRow && parent < slices.span_id.size()) {
+      raw(std::string_view(",\"opsight.parent_span_id\":"));
+      append_hex64(slices.span_id[parent]);
+    }
+    if (slices.flags[row] & trace::kSliceUnfinished) raw(",\"opsight.unfinished\":true");
+    append_args(trace_.slice_args, slice_args_index_, row, false);
+    out_.push_back('}');
+  }
+
   void write_slices() {
     const trace::SliceTable& slices = trace_.slices;
     for (size_t row = 0; row < slices.size(); ++row) {
+      if (on_process_async_track(static_cast<trace::RowIndex>(row))) {
+        has_async_slices_ = true;
+        continue;
+      }
       begin_event();
       raw(std::string_view("{\"ph\":\"X\","));
       append_track(slices.track[row]);
@@ -361,31 +457,108 @@ class ChromeJsonWriter {
       append_micros(slices.ts[row] - time_base_ns_);
       raw(std::string_view(",\"dur\":"));
       append_micros(slices.dur[row]);
+      append_slice_body(row);
+      end_event();
+    }
+  }
+
+  // The slices of process-wide async tracks as b/e pairs, a track at a time in nesting
+  // order: a slice's "e" comes once the next slice that is not inside it begins.
+  void write_async_slices() {
+    if (!has_async_slices_) return;
+    const trace::SliceTable& slices = trace_.slices;
+    std::vector<std::vector<trace::RowIndex>> rows_of_track(trace_.tracks.size());
+    for (trace::RowIndex row = 0; row < slices.size(); ++row)
+      if (on_process_async_track(row)) rows_of_track[slices.track[row]].push_back(row);
+    std::vector<trace::RowIndex> open;
+    for (trace::TrackId track = 0; track < rows_of_track.size(); ++track) {
+      const auto& rows = rows_of_track[track];
+      if (rows.empty()) continue;
+      bool nested = slices.parent.size() == slices.size();
+      open.clear();
+      for (trace::RowIndex row : rows) {
+        trace::RowIndex parent = nested ? slices.parent[row] : trace::kNoRow;
+        while (!open.empty() && open.back() != parent) {
+          write_async_event('e', open.back());
+          open.pop_back();
+        }
+        write_async_event('b', row);
+        open.push_back(row);
+      }
+      while (!open.empty()) {
+        write_async_event('e', open.back());
+        open.pop_back();
+      }
+    }
+  }
+
+  void write_async_event(char phase, trace::RowIndex row) {
+    const trace::SliceTable& slices = trace_.slices;
+    begin_event();
+    raw(phase == 'b' ? std::string_view("{\"ph\":\"b\",\"pid\":")
+                     : std::string_view("{\"ph\":\"e\",\"pid\":"));
+    append_int(trace_.tracks[slices.track[row]].pid);
+    raw(std::string_view(",\"tid\":0,\"id2\":{\"local\":"));
+    append_int(slices.track[row]);
+    raw(std::string_view("},\"ts\":"));
+    append_micros((phase == 'b' ? slices.ts[row] : slices.end(row)) - time_base_ns_);
+    if (phase == 'b') {
+      append_slice_body(row);
+    } else {
       raw(std::string_view(",\"name\":"));
       append_string(slices.name[row]);
       if (slices.category[row] != 0) {
         raw(std::string_view(",\"cat\":"));
         append_string(slices.category[row]);
       }
-      raw(std::string_view(",\"args\":{\"opsight.span_id\":"));
-      append_hex64(row < slices.span_id.size() ? slices.span_id[row] : 0);
-      trace::RowIndex parent = row < slices.parent.size() ? slices.parent[row] : trace::kNoRow;
-      if (parent != trace::kNoRow && parent < slices.span_id.size()) {
-        raw(std::string_view(",\"opsight.parent_span_id\":"));
-        append_hex64(slices.span_id[parent]);
-      }
-      if (slices.flags[row] & trace::kSliceUnfinished) raw(",\"opsight.unfinished\":true");
-      append_args(trace_.slice_args, slice_args_index_, row, false);
-      out_.push_back('}');
-      end_event();
     }
+    end_event();
+  }
+
+  // Each flow as an "s" at its first slice and an "f" ("bp":"e") at its second.
+  void write_flows() {
+    const trace::FlowTable& flows = trace_.flows;
+    const size_t slice_count = trace_.slices.size();
+    for (size_t row = 0; row < flows.size(); ++row) {
+      if (flows.slice_out[row] >= slice_count || flows.slice_in[row] >= slice_count) continue;
+      write_flow_end('s', row, flows.slice_out[row]);
+      write_flow_end('f', row, flows.slice_in[row]);
+    }
+  }
+
+  void write_flow_end(char phase, size_t flow, trace::RowIndex slice) {
+    const trace::FlowTable& flows = trace_.flows;
+    const trace::SliceTable& slices = trace_.slices;
+    begin_event();
+    raw(phase == 's' ? std::string_view("{\"ph\":\"s\",")
+                     : std::string_view("{\"ph\":\"f\",\"bp\":\"e\","));
+    append_track(slices.track[slice]);
+    raw(std::string_view(",\"ts\":"));
+    append_micros(slices.ts[slice] - time_base_ns_);
+    raw(std::string_view(",\"id\":"));
+    append_hex64(flows.id[flow]);
+    raw(std::string_view(",\"name\":"));
+    append_string(flows.name[flow]);
+    if (flows.category[flow] != 0) {
+      raw(std::string_view(",\"cat\":"));
+      append_string(flows.category[flow]);
+    }
+    raw(std::string_view(",\"args\":{\"opsight.slice\":"));
+    append_hex64(slices.span_id[slice]);
+    raw(std::string_view("}"));
+    end_event();
   }
 
   void write_instants() {
     const trace::InstantTable& instants = trace_.instants;
     for (size_t row = 0; row < instants.size(); ++row) {
       begin_event();
-      raw(std::string_view("{\"ph\":\"i\",\"s\":\"t\","));
+      trace::InstantScope scope =
+          row < instants.scope.size() ? instants.scope[row] : trace::InstantScope::kThread;
+      raw(scope == trace::InstantScope::kGlobal ? std::string_view("{\"ph\":\"i\",\"s\":\"g\",")
+          : scope == trace::InstantScope::kProcess
+              ? std::string_view("{\"ph\":\"i\",\"s\":\"p\",")
+              : std::string_view("{\"ph\":\"i\",\"s\":\"t\","));
       append_track(instants.track[row]);
       raw(std::string_view(",\"ts\":"));
       append_micros(instants.ts[row] - time_base_ns_);
@@ -402,21 +575,47 @@ class ChromeJsonWriter {
     }
   }
 
+  // A sample of a one-series counter is {"value": v}; the samples of a counter group's
+  // series that follow one another with the same time are one event, an arg per series.
   void write_counters() {
     const trace::CounterTable& counters = trace_.counters;
+    const auto& tracks = trace_.counter_tracks;
+    auto usable = [&](size_t row) {
+      return std::isfinite(counters.value[row]) && counters.counter_track[row] < tracks.size();
+    };
     for (size_t row = 0; row < counters.size(); ++row) {
-      double value = counters.value[row];
-      uint32_t track = counters.counter_track[row];
-      if (!std::isfinite(value) || track >= trace_.counter_tracks.size()) continue;
+      if (!usable(row)) continue;
+      const trace::CounterTrack& track = tracks[counters.counter_track[row]];
       begin_event();
       raw(std::string_view("{\"ph\":\"C\",\"pid\":"));
-      append_int(trace_.counter_tracks[track].pid);
+      append_int(track.pid);
       raw(std::string_view(",\"ts\":"));
       append_micros(counters.ts[row] - time_base_ns_);
       raw(std::string_view(",\"name\":"));
-      append_string(trace_.counter_tracks[track].name);
-      raw(std::string_view(",\"args\":{\"value\":"));
-      append_double(value);
+      if (track.group == 0) {
+        append_string(track.name);
+        raw(std::string_view(",\"args\":{\"value\":"));
+        append_double(counters.value[row]);
+        out_.push_back('}');
+        end_event();
+        continue;
+      }
+      append_string(track.group);
+      raw(std::string_view(",\"args\":{"));
+      append_string(track.series);
+      out_.push_back(':');
+      append_double(counters.value[row]);
+      while (row + 1 < counters.size() && usable(row + 1) &&
+             counters.ts[row + 1] == counters.ts[row]) {
+        const trace::CounterTrack& next = tracks[counters.counter_track[row + 1]];
+        if (next.group != track.group || next.pid != track.pid || next.series == track.series)
+          break;
+        ++row;
+        out_.push_back(',');
+        append_string(next.series);
+        out_.push_back(':');
+        append_double(counters.value[row]);
+      }
       out_.push_back('}');
       end_event();
     }
@@ -476,6 +675,7 @@ class ChromeJsonWriter {
   ArgIndex slice_args_index_;
   ArgIndex instant_args_index_;
   bool wrote_event_ = false;
+  bool has_async_slices_ = false;
 };
 
 }  // namespace
