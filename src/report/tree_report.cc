@@ -2,7 +2,10 @@
 // async lane (an asyncio task...) is labelled with the lane's name: "handle [Task-3]".
 // Spans that carry metrics show them: a last text column ("cpu 10.1 ms · rss +12.0 MiB"),
 // a "metrics" object in JSON, a column per metric in CSV; a trace without metrics renders
-// as it did before metrics existed.
+// as it did before metrics existed. Flows (a task, a pool job, a child process handed work
+// by a span) are shown on the span that received them: "⇠ from submit_jobs [thread 12]",
+// and in JSON as "from" (and "handed_off", the count of flows leaving a span); a last line
+// counts the hand-offs and the ends whose other half is not in the trace.
 #include <fmt/format.h>
 
 #include "analyze/call_tree.hpp"
@@ -51,6 +54,48 @@ std::vector<ShownNode> shown_nodes(const analyze::CallForest& forest, const trac
   return shown;
 }
 
+// For each slice, the slice its first incoming flow came from, and how many flows leave it.
+struct FlowIndex {
+  std::vector<trace::RowIndex> from;
+  std::vector<uint32_t> handed_off;
+
+  explicit FlowIndex(const trace::Trace& trace) {
+    if (trace.flows.size() == 0) return;
+    from.assign(trace.slices.size(), trace::kNoRow);
+    handed_off.assign(trace.slices.size(), 0);
+    for (size_t row = 0; row < trace.flows.size(); ++row) {
+      trace::RowIndex in = trace.flows.slice_in[row];
+      if (from[in] == trace::kNoRow) from[in] = trace.flows.slice_out[row];
+      ++handed_off[trace.flows.slice_out[row]];
+    }
+  }
+  trace::RowIndex source_of(trace::RowIndex row) const {
+    return row < from.size() ? from[row] : trace::kNoRow;
+  }
+  uint32_t handed_off_by(trace::RowIndex row) const {
+    return row < handed_off.size() ? handed_off[row] : 0;
+  }
+};
+
+std::string flow_source_label(const trace::Trace& trace, trace::RowIndex source) {
+  trace::TrackId track = trace.slices.track[source];
+  std::string label = internal::truncate_to_width(trace.str(trace.slices.name[source]),
+                                                  internal::kMaxNameWidth) +
+                      " [" + trace.track_label(track);
+  if (track < trace.tracks.size() && trace.tracks[track].pid != trace.run.pid && trace.run.pid != 0)
+    label += fmt::format(", pid {}", trace.tracks[track].pid);
+  return label + "]";
+}
+
+std::string flows_line(const trace::Trace& trace) {
+  if (trace.flows.size() == 0 && trace.open_flow_ends.empty()) return {};
+  std::string line = fmt::format("links: {} hand-off{} (⇠ from the span that started the work)",
+                                 trace.flows.size(), trace.flows.size() == 1 ? "" : "s");
+  if (!trace.open_flow_ends.empty())
+    line += fmt::format(", {} without the other end in this trace", trace.open_flow_ends.size());
+  return line + "\n";
+}
+
 std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
   std::string out = format_header_line("tree", trace, options) + "\n";
   analyze::CallForest forest = analyze::CallForest::build(trace);
@@ -60,6 +105,7 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
   } else {
     const int64_t trace_start = trace.time_bounds().first;
     const analyze::SliceMetricIndex metrics(trace);
+    const FlowIndex flows(trace);
     using Align = internal::TextTable::Align;
     internal::TextTable table(
         {Align::kLeft, Align::kRight, Align::kRight, Align::kRight, Align::kRight, Align::kLeft});
@@ -81,6 +127,8 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
           label += " [" +
                    internal::truncate_to_width(trace.track_label(track), internal::kMaxNameWidth) +
                    "]";
+        if (trace::RowIndex source = flows.source_of(node.row); source != trace::kNoRow)
+          label += " ⇠ from " + flow_source_label(trace, source);
         table.add_row({std::move(label), format_duration(static_cast<double>(node.duration_ns)),
                        node.depth == 0 ? std::string() : format_share(node.share_of_parent),
                        format_duration(static_cast<double>(node.start_ns - trace_start)),
@@ -91,6 +139,7 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
     table.render(out);
     if (roots.omitted > 0)
       out += fmt::format("… {} more root{}\n", roots.omitted, roots.omitted == 1 ? "" : "s");
+    out += flows_line(trace);
   }
   out += format_overhead_line(analyze::summarize_overhead(trace)) + "\n";
   return out;
@@ -106,6 +155,7 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
   document["trace_start_ns"] = trace_start;
   document["roots"] = Json::array();
   const analyze::SliceMetricIndex metrics(trace);
+  const FlowIndex flows(trace);
   // Built iteratively from the pre-order sequence: arrays_by_depth[d] is the array that
   // receives nodes of depth d (the roots array, or the last node's "children").
   std::vector<Json*> arrays_by_depth;
@@ -120,6 +170,14 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
         entry["track"] = trace.track_label(track);
         entry["async"] = track < trace.tracks.size() && trace.tracks[track].is_async();
       }
+      if (trace::RowIndex source = flows.source_of(node.row); source != trace::kNoRow) {
+        trace::TrackId track = trace.slices.track[source];
+        entry["from"] = Json{{"name", std::string(trace.str(trace.slices.name[source]))},
+                             {"track", trace.track_label(track)},
+                             {"pid", track < trace.tracks.size() ? trace.tracks[track].pid : 0},
+                             {"span_id", trace::span_id_to_hex(trace.slices.span_id[source])}};
+      }
+      if (uint32_t count = flows.handed_off_by(node.row); count > 0) entry["handed_off"] = count;
       entry["start_ns"] = node.start_ns - trace_start;
       entry["end_ns"] = node.end_ns - trace_start;
       entry["dur_ns"] = node.duration_ns;
@@ -143,6 +201,8 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
     }
   }
   document["roots_omitted"] = roots.omitted;
+  document["flows"] = trace.flows.size();
+  document["open_flow_ends"] = trace.open_flow_ends.size();
   internal::add_overhead_fields(document, analyze::summarize_overhead(trace));
   return internal::dump_json(document);
 }

@@ -1,0 +1,121 @@
+"""Flows across hand-offs: asyncio tasks, thread-pool jobs and child processes linked to
+the span that started them (opsight._capture.handoffs), read back from the trace with
+``opsight report --tree --format json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import opsight
+from opsight._core_command import core_command_path
+
+PROGRAM = textwrap.dedent("""
+    import asyncio, concurrent.futures, subprocess, sys
+    import opsight
+
+    @opsight.trace
+    async def handler(i):
+        await asyncio.sleep(0)
+
+    @opsight.trace
+    async def serve():
+        await asyncio.gather(*(asyncio.create_task(handler(i)) for i in range(2)))
+
+    @opsight.trace
+    def work(x):
+        return x * 2
+
+    @opsight.trace
+    def submit_jobs():
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            return list(pool.map(work, range(3)))
+
+    @opsight.trace
+    def spawn():
+        child = "import opsight\\n@opsight.trace\\ndef child_main(): pass\\nchild_main()"
+        subprocess.run([sys.executable, "-c", child], check=True)
+
+    asyncio.run(serve())
+    submit_jobs()
+    spawn()
+""")
+
+
+def _tree(path: Path) -> dict:
+    result = subprocess.run([core_command_path(), "report", str(path), "--tree", "--format", "json"],
+                            capture_output=True, text=True, check=True)
+    return json.loads(result.stdout)
+
+
+def _walk(nodes: list[dict]):
+    for node in nodes:
+        yield node
+        yield from _walk(node["children"])
+
+
+def test_tasks_jobs_and_children_link_to_the_span_that_started_them(tmp_path: Path) -> None:
+    script = tmp_path / "app.py"
+    script.write_text(PROGRAM)
+    output = tmp_path / "run.opsight"
+    environment = dict(os.environ)
+    environment.pop("OPSIGHT_OUTPUT", None)
+    subprocess.run([sys.executable, "-m", "opsight", "run", "--no-store", "-o", str(output),
+                    "--report", "none", "--", sys.executable, str(script)],
+                   check=True, env=environment, capture_output=True, text=True)
+    tree = _tree(output)
+    sources = {}
+    for node in _walk(tree["roots"]):
+        if "from" in node:
+            sources.setdefault(node["name"], []).append(node["from"])
+    # Each asyncio task's first span comes from the span that created the task.
+    assert [source["name"] for source in sources["handler"]] == ["serve", "serve"]
+    assert all("Task-" in source["track"] for source in sources["handler"])
+    # Each pool job runs in a span of its own on a worker thread, from the submitter.
+    assert [source["name"] for source in sources["job work"]] == ["submit_jobs"] * 3
+    # The child process's first span comes from the parent's subprocess call, across pids.
+    [child_source] = sources["child_main"]
+    assert child_source["name"].startswith("subprocess python")
+    assert child_source["pid"] != 0
+    assert tree["flows"] >= 6
+    handed = {node["name"]: node.get("handed_off", 0) for node in _walk(tree["roots"])}
+    assert handed["serve"] == 2 and handed["submit_jobs"] == 3
+
+
+def test_the_api_links_a_hand_off_and_records_async_spans(tmp_path: Path) -> None:
+    import threading
+
+    output = tmp_path / "api.opsight"
+    with opsight.profile(str(output), store=False):
+        with opsight.span("enqueue"):
+            flow = opsight.flow_out()
+            assert opsight.begin_async("request 1", 1)
+
+        def worker() -> None:
+            with opsight.span("dequeue"):
+                opsight.flow_in(flow)
+            opsight.end_async(1)
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+    tree = _tree(output)
+    nodes = {node["name"]: node for node in _walk(tree["roots"])}
+    assert nodes["dequeue"]["from"]["name"] == "enqueue"
+    assert nodes["enqueue"]["handed_off"] == 1
+    assert nodes["request 1"]["async"] is True
+    assert nodes["request 1"]["track"].startswith("request 1")
+
+
+def test_hooks_are_removed_when_the_session_stops(tmp_path: Path) -> None:
+    import concurrent.futures
+
+    original = concurrent.futures.ThreadPoolExecutor.__dict__["submit"]
+    with opsight.profile(str(tmp_path / "x.opsight"), store=False):
+        assert hasattr(concurrent.futures.ThreadPoolExecutor.__dict__["submit"],
+                       "__opsight_handoff__")
+    assert concurrent.futures.ThreadPoolExecutor.__dict__["submit"] is original
