@@ -4,6 +4,7 @@
 //   BM_SpanNoSession    OPSIGHT_SPAN with no session: one load and one branch
 //   BM_SpanCompiledOut  OPSIGHT_SPAN with OPSIGHT_ENABLE=0 (recorder_benchmark_disabled.cc)
 //   BM_EmptyLoop        the loop alone
+//   BM_AsyncSpan, BM_SpanWithFlowOut   async spans and flows, against BM_FrontEndBeginEnd
 // scripts/run_benchmarks.sh turns the results into the ratios docs/performance.md shows.
 // Counters: "dropped" must stay 0, or the enabled figures would flatter the recorder.
 #include <benchmark/benchmark.h>
@@ -115,5 +116,31 @@ void BM_FrontEndBeginEnd(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FrontEndBeginEnd);
+
+// An async span (begin_async/end_async with a registered name): against BM_FrontEndBeginEnd,
+// the same pair of events for a thread span.
+void BM_AsyncSpan(benchmark::State& state) {
+  start_session_once();
+  opsight::NameId name = opsight::register_name("request", "python");
+  uint64_t id = 0;
+  for (auto _ : state) {
+    if (opsight::begin_async(name, ++id)) opsight::end_async(id);
+  }
+}
+BENCHMARK(BM_AsyncSpan);
+
+// A span that hands work off: one flow event inside it (against BM_FrontEndBeginEnd).
+void BM_SpanWithFlowOut(benchmark::State& state) {
+  start_session_once();
+  opsight::NameId name = opsight::register_name("submit", "python");
+  uint64_t id = 0;
+  for (auto _ : state) {
+    if (opsight::begin(name)) {
+      opsight::flow_out(++id);
+      opsight::end();
+    }
+  }
+}
+BENCHMARK(BM_SpanWithFlowOut);
 
 }  // namespace

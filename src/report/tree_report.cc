@@ -79,9 +79,9 @@ struct FlowIndex {
 
 std::string flow_source_label(const trace::Trace& trace, trace::RowIndex source) {
   trace::TrackId track = trace.slices.track[source];
-  std::string label = internal::truncate_to_width(trace.str(trace.slices.name[source]),
-                                                  internal::kMaxNameWidth) +
-                      " [" + trace.track_label(track);
+  std::string label =
+      internal::truncate_to_width(trace.str(trace.slices.name[source]), internal::kMaxNameWidth) +
+      " [" + trace.track_label(track);
   if (track < trace.tracks.size() && trace.tracks[track].pid != trace.run.pid && trace.run.pid != 0)
     label += fmt::format(", pid {}", trace.tracks[track].pid);
   return label + "]";

@@ -34,7 +34,8 @@ bool is_count_key(std::string_view key) {
                                                     "unmatched_end_events",
                                                     "unfinished_slices",
                                                     "unmatched_async_ends",
-                                                    "flow_ends_without_span"};
+                                                    "flow_ends_without_span",
+                                                    "clock_max_error_ns"};
   for (std::string_view count_key : kCountKeys)
     if (key == count_key) return true;
   return key.starts_with("skipped_events.");

@@ -314,6 +314,14 @@ class NativeDecoder {
       slope_ = ticks_per_second_ > 0 ? 1e9 / ticks_per_second_ : 1.0;
     }
     slope_fixed_ = static_cast<int64_t>(std::llround(std::ldexp(std::min(slope_, 32767.0), 48)));
+    // How far the line strays from the sync points between the first and the last: the
+    // bound on a timestamp's error against CLOCK_MONOTONIC, which every process of the
+    // machine shares (so the traces of several processes align within the sum of theirs).
+    int64_t worst = 0;
+    for (const auto& sync : syncs_)
+      worst = std::max<int64_t>(worst, std::llabs(to_ns(sync.ticks) - sync.monotonic_ns));
+    if (syncs_.size() >= 3)
+      result_.trace.run.extra.emplace_back("clock_max_error_ns", std::to_string(worst));
     auto& run = result_.trace.run;
     run.start_unix_ns = first.realtime_ns;
     run.unix_offset_ns = first.realtime_ns - first.monotonic_ns;
