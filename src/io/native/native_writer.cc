@@ -422,10 +422,12 @@ std::string write_native(const trace::Trace& trace) {
 
   // A run-level overhead beyond the tracks' own (a Chrome JSON file keeps only the total)
   // goes to the first thread, so that reading the file back gives the same total.
-  int64_t track_overhead_ns = 0;
-  for (const auto& entry : stats) track_overhead_ns += static_cast<int64_t>(entry.slow_path_ticks);
-  if (!stats.empty() && run.overhead_ns > track_overhead_ns)
-    stats.front().slow_path_ticks += static_cast<uint64_t>(run.overhead_ns - track_overhead_ns);
+  // Unsigned sums: a trace read from a damaged file may hold huge overheads.
+  uint64_t track_overhead_ns = 0;
+  for (const auto& entry : stats) track_overhead_ns += entry.slow_path_ticks;
+  if (!stats.empty() && run.overhead_ns > 0 &&
+      static_cast<uint64_t>(run.overhead_ns) > track_overhead_ns)
+    stats.front().slow_path_ticks += static_cast<uint64_t>(run.overhead_ns) - track_overhead_ns;
 
   // Footer.
   size_t header = format::begin_chunk(out);
