@@ -26,10 +26,28 @@ profiling start minus (wall - monotonic) measured next to it, then refined: each
 ``model_run`` must lie inside the monotonic interval its ``run`` call measured, and the
 smallest correction that puts every one inside is applied (see :func:`alignments`).
 
-Limits: ORT cannot restart a session's profiler once ended, so a session's node events are
-merged into the first recording that it ran in (later ones get the ``run`` spans only);
-sessions created before ``instrument()`` get ``run`` spans only; ORT keeps at most a million
-events per session (then stops recording nodes, with a warning of its own).
+Every recording. ORT switches a session's profiler on only when the session is created
+(``SessionOptions.enable_profiling``; its Python API has no ``start_profiling``), keeps the
+events in memory and writes them only at ``end_profiling()``, after which the profiler is
+off for good. So a session whose profiler is off when it first runs in a recording (its
+profile went to an earlier recording, or it was created before ``instrument()``) gets a
+fresh native half: opsight creates a new ``InferenceSession`` from the same model, options
+(profiling on), providers and provider options, exactly as ORT's own ``set_providers()``
+re-creates a session, and swaps it in. That costs one model load (shown as a span
+``onnxruntime.enable_profiling <model>``, category ``profiler``, before the run that needed
+it) and, while it lasts, the memory of a second copy of the session. It is not done, and a
+warning naming the model says why, when something else holds the native session (an
+``IOBinding``, a run in flight on another thread, the program itself through ``_sess``:
+swapping would leave it on the old one), when CUDA graphs were captured, or when the model
+cannot be loaded again (its file is gone); those runs get the ``run`` spans only.
+``instrument(recreate_sessions=False)`` switches the re-creation off (a warning then says
+which sessions lack node events). ``disabled_optimizers`` given to the first creation are
+not known to opsight and not passed again (``set_providers`` loses them too).
+
+Limits: ORT keeps at most a million events per session (then stops recording nodes, with a
+warning of its own); a session created while instrumented profiles from its creation, also
+between recordings, until a recording in which it ran ends (only the recording's window is
+merged).
 
 Nothing here raises into the traced program: a missing or damaged profile is one warning
 naming the file, and the opsight spans stay.
@@ -72,6 +90,10 @@ _last_alignments: list[dict[str, Any]] = []
 _directory: str | None = None
 _session_count = 0
 _watcher: Any = None
+# Counts the recordings started (on_start): a session's first run in a new one checks that
+# its profiler is on.
+_recording_number = 0
+_recreate_sessions = True
 
 
 def _wall_minus_monotonic() -> int:
@@ -91,8 +113,8 @@ class _SessionRecord:
     profile is opsight's to merge, where that profile is and the calls that align it."""
 
     __slots__ = ("session", "label", "model", "name_ids", "prefix", "profiling_start_ns",
-                 "wall_minus_monotonic", "owns_file", "ended_path", "calls", "merged",
-                 "__weakref__")
+                 "wall_minus_monotonic", "owns_file", "ended_path", "calls", "profiling",
+                 "recording_number", "restart_lock", "__weakref__")
 
     def __init__(self, session: Any) -> None:
         self.session = weakref.ref(session)
@@ -105,7 +127,23 @@ class _SessionRecord:
         self.owns_file = False  # the profile file is opsight's (deleted once merged)
         self.ended_path: str | None = None  # the program called end_profiling() itself
         self.calls: dict[int, list[tuple[int, int]]] = {}  # native tid -> [(begin, end)]
-        self.merged = False
+        self.profiling = False  # ORT's profiler is on and its profile is still to be merged
+        self.recording_number = _recording_number  # the last recording it was checked in
+        self.restart_lock = threading.Lock()
+
+    def profiling_started(self, session: Any, prefix: str, owns_file: bool) -> None:
+        """Notes that ``session``'s profiler is on, writing under ``prefix``, and queues its
+        profile for the next recording in which it runs."""
+        self.prefix = prefix
+        self.owns_file = owns_file
+        self.ended_path = None
+        self.calls = {}
+        self.profiling_start_ns = session.get_profiling_start_time_ns()
+        self.wall_minus_monotonic = _wall_minus_monotonic()
+        self.profiling = True
+        with _lock:
+            if self not in _sessions:
+                _sessions.append(self)
 
     def name_id_for(self, method: str) -> int:
         identifier = self.name_ids.get(method)
@@ -156,9 +194,23 @@ def _model_name(session: Any) -> str:
 
 def _record_of(session: Any) -> _SessionRecord:
     record = session.__dict__.get("_opsight_onnxruntime")
-    if record is None:  # created before instrument(): spans, no ORT profile
+    if record is None:  # created before instrument()
         record = session.__dict__["_opsight_onnxruntime"] = _SessionRecord(session)
+        record.recording_number = -1  # checked at its first run in a recording
+        try:  # the program switched ORT's profiler on itself: its profile is merged
+            options = session.get_session_options()
+            if options.enable_profiling and session.get_profiling_start_time_ns():
+                record.profiling_started(session, options.profile_file_prefix, False)
+        except Exception:  # noqa: BLE001 - then it is re-created if it runs in a recording
+            pass
     return record
+
+
+def _new_prefix() -> str:
+    global _session_count
+    with _lock:
+        _session_count += 1
+        return os.path.join(_profile_directory(), f"session{_session_count}")
 
 
 def _profile_directory() -> str:
@@ -172,7 +224,6 @@ def _profile_directory() -> str:
 def _wrap_init(original: Any) -> Any:
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None,
                  **kwargs):
-        global _session_count
         import onnxruntime
 
         options = sess_options
@@ -182,9 +233,7 @@ def _wrap_init(original: Any) -> Any:
             if options is None:
                 options = onnxruntime.SessionOptions()
             if not options.enable_profiling:
-                with _lock:
-                    _session_count += 1
-                    prefix = os.path.join(_profile_directory(), f"session{_session_count}")
+                prefix = _new_prefix()
                 if options is sess_options:  # the user's object: put back once created
                     restore = (options.enable_profiling, options.profile_file_prefix)
                 options.enable_profiling = True
@@ -201,12 +250,8 @@ def _wrap_init(original: Any) -> Any:
             record = _record_of(self)
             users_own = prefix is None and sess_options is not None and sess_options.enable_profiling
             if prefix is not None or users_own:
-                record.prefix = prefix or sess_options.profile_file_prefix
-                record.owns_file = prefix is not None
-                record.profiling_start_ns = self.get_profiling_start_time_ns()
-                record.wall_minus_monotonic = _wall_minus_monotonic()
-                with _lock:
-                    _sessions.append(record)
+                record.profiling_started(self, prefix or sess_options.profile_file_prefix,
+                                         prefix is not None)
         except Exception as error:  # noqa: BLE001
             _warn(f"ONNX Runtime session not registered: {type(error).__name__}: {error}")
 
@@ -220,7 +265,11 @@ def _wrap_run(method: str, original: Any) -> Any:
     def run(self, *args, **kwargs):
         record = self.__dict__.get("_opsight_onnxruntime") or _record_of(self)
         identifier = record.name_ids.get(method) or record.name_id_for(method)
-        if not (tracing_enabled() and begin(identifier)):
+        if not tracing_enabled():
+            return original(self, *args, **kwargs)
+        if record.recording_number != _recording_number:
+            _first_run_in_recording(self, record)
+        if not begin(identifier):
             return original(self, *args, **kwargs)
         try:
             begin_ns = monotonic_ns()  # inside the span: the interval model_run must fit in
@@ -248,7 +297,7 @@ def _wrap_end_profiling(original: Any) -> Any:
     def end_profiling(self):
         path = original(self)
         record = self.__dict__.get("_opsight_onnxruntime")
-        if record is not None and path and not record.merged:
+        if record is not None and path and record.profiling:
             record.ended_path = path  # merged at the end all the same, but the program's now
             record.owns_file = False
         return path
@@ -257,15 +306,98 @@ def _wrap_end_profiling(original: Any) -> Any:
     return end_profiling
 
 
+def _first_run_in_recording(session: Any, record: _SessionRecord) -> None:
+    """The session runs for the first time in this recording: if its profiler is off,
+    re-create its native half with the profiler on (or warn why not)."""
+    with record.restart_lock:  # a second thread waits: it must not run on the old session
+        if record.recording_number == _recording_number:
+            return
+        try:
+            _switch_profiling_on(session, record)
+        finally:  # only now: another thread checking meanwhile waits for the lock above
+            record.recording_number = _recording_number
+
+
+def _switch_profiling_on(session: Any, record: _SessionRecord) -> None:
+    """Re-creates ``session`` with ORT's profiler on unless it is on; a warning if not."""
+    if record.profiling:
+        return
+    if not _recreate_sessions:
+        _warn(f"session of {record.model}: no ONNX Runtime node events in this recording: "
+              "its profiler is off (ORT switches it on only when a session is created) and "
+              "re-creating sessions is switched off (instrument(recreate_sessions=False))")
+        return
+    identifier = name_id(f"onnxruntime.enable_profiling {record.label}", "profiler")
+    began = _native.begin(identifier)
+    try:
+        reason = _recreate_with_profiling(session, record)
+    except Exception as error:  # noqa: BLE001 - the old session stays as it was
+        reason = f"{type(error).__name__}: {error}"
+    finally:
+        if began:
+            _native.end()
+    if reason is not None:
+        _warn(f"session of {record.model}: no ONNX Runtime node events in this recording: "
+              "its profiler is off (ORT switches it on only when a session is created, and "
+              f"an ended profile cannot be restarted) and it was not re-created: {reason}")
+
+
+def _recreate_with_profiling(session: Any, record: _SessionRecord) -> str | None:
+    """Creates a new InferenceSession from ``session``'s model, options, providers and
+    provider options with ORT's profiler on, and moves its native half into ``session``
+    (what ORT's own ``set_providers`` does). Returns why it did not, or None."""
+    import onnxruntime
+
+    state = session.__dict__
+    if state.get("_captured_graph_bindings"):
+        return "it holds captured CUDA graphs"
+    old = state.get("_sess")
+    if old is None or not ("_model_path" in state and "_model_bytes" in state):
+        return f"this ONNX Runtime ({onnxruntime.__version__}) keeps its session differently"
+    providers = session.get_providers()
+    provider_options = session.get_provider_options()
+    options = state.get("_sess_options_initial")
+    used = options if options is not None else onnxruntime.SessionOptions()
+    saved = (used.enable_profiling, used.profile_file_prefix)
+    prefix = _new_prefix()
+    used.enable_profiling, used.profile_file_prefix = True, prefix
+    session_class = type(session)
+    initialize = getattr(session_class.__init__, "__wrapped__", session_class.__init__)
+    fresh = session_class.__new__(session_class)
+    try:
+        initialize(fresh, state["_model_path"] or state["_model_bytes"], used,
+                   [(name, dict(provider_options.get(name, {}))) for name in providers],
+                   read_config_from_model=int(bool(state.get("_read_config_from_model"))),
+                   enable_fallback=int(bool(state.get("_enable_fallback", True))))
+    finally:
+        used.enable_profiling, used.profile_file_prefix = saved
+    if fresh.get_providers() != providers:
+        return f"the new session got providers {fresh.get_providers()} instead of {providers}"
+    # A fresh session's native half is held by its own attributes only; one more holder on
+    # the old one (an IOBinding, a run in flight, the program) would keep using it.
+    holders = sys.getrefcount(old) - 1  # less this function's own `old`
+    if holders > sys.getrefcount(fresh._sess):
+        return ("something else holds its native session (an IOBinding, or a run in flight "
+                "on another thread)")
+    moved = {key: value for key, value in fresh.__dict__.items() if key != "_opsight_onnxruntime"}
+    moved["_sess_options_initial"] = options  # the program's own object (or None), as before
+    state.update(moved)  # one step under the GIL: a run sees the old half or the new one
+    record.profiling_started(session, prefix, True)
+    return None
+
+
 # ---- switching ---------------------------------------------------------------------------------
-def instrument(span_name: str | None = None) -> None:
+def instrument(span_name: str | None = None, *, recreate_sessions: bool = True) -> None:
     """Patches ``onnxruntime.InferenceSession`` (see the module's documentation); calling it
-    again does nothing. ``span_name`` replaces the run spans' names (a targets entry's tag)."""
-    global _span_name_override
+    again does nothing. ``span_name`` replaces the run spans' names (a targets entry's tag).
+    ``recreate_sessions=False``: a session whose profiler is off when it runs in a recording
+    is not re-created (its runs get spans only, and a warning says so)."""
+    global _span_name_override, _recreate_sessions
     import onnxruntime
 
     session_class = onnxruntime.InferenceSession
     with _lock:
+        _recreate_sessions = recreate_sessions
         if span_name is not None:
             _span_name_override = span_name
         if _patches:
@@ -285,7 +417,7 @@ def instrument(span_name: str | None = None) -> None:
 def uninstrument() -> None:
     """Puts InferenceSession back as it was; calling it again does nothing. Sessions created
     while instrumented still have their profile merged when the recording stops."""
-    global _span_name_override
+    global _span_name_override, _recreate_sessions
     with _lock:
         while _patches:
             owner, attribute, original, had_it = _patches.pop()
@@ -294,6 +426,7 @@ def uninstrument() -> None:
             else:
                 delattr(owner, attribute)
         _span_name_override = None
+        _recreate_sessions = True
 
 
 def is_instrumented() -> bool:
@@ -338,6 +471,8 @@ class OnnxRuntimeIntegration(Integration):
     name = "opsight.onnxruntime"
 
     def on_start(self) -> None:
+        global _recording_number
+        _recording_number += 1
         if os.environ.get("OPSIGHT_ONNXRUNTIME", "").strip().lower() in ("1", "on", "true", "yes"):
             instrument_when_imported()
 
@@ -390,9 +525,9 @@ def _finish(begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
     """The integration's finished traces: the profiles of the sessions that ran during the
     recording, each with its shift onto CLOCK_MONOTONIC."""
     with _lock:
-        due = [record for record in _sessions if record.calls and not record.merged]
+        due = [record for record in _sessions if record.calls and record.profiling]
         for record in due:
-            record.merged = True
+            record.profiling = False  # ended below: a later recording re-creates the session
             _sessions.remove(record)
     _last_alignments.clear()
     traces = []
@@ -402,6 +537,9 @@ def _finish(begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
         except Exception as error:  # noqa: BLE001 - never fail the recording
             _warn(f"profile of {record.model} not merged: {type(error).__name__}: {error}")
             continue
+        finally:
+            record.calls = {}
+            record.ended_path = None
         if merged is not None:
             traces.append(merged)
     return traces

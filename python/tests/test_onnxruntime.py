@@ -282,3 +282,119 @@ def test_the_environment_switch_merges_the_profile(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "done" in result.stdout
     check_nesting(spans_of(tmp_path / "out.json"), "onnxruntime.run served", 3)
+
+
+# ---- every recording: ORT's profiler is switched on only at session creation ----------------
+def enable_spans(frame, label: str):
+    return frame[frame["name"] == f"onnxruntime.enable_profiling {label}"]
+
+
+def test_every_recording_over_one_session_gets_its_node_events(tmp_path):
+    opsight_ort.instrument()
+    session = new_session(tiny_model(tmp_path / "reused.onnx"))
+    expected = session.run(None, feed())[0]
+    for recording in range(3):
+        with opsight.profile() as prof:
+            for _ in range(recording + 2):
+                outputs = session.run(None, feed())
+        frame = prof.dataframe()
+        run_spans = check_nesting(frame, "onnxruntime.run reused", recording + 2)
+        [alignment] = opsight_ort.alignments()
+        assert alignment["contained"] == recording + 2
+        assert not Path(alignment["file"]).exists()
+        # the first recording had the profiler from the session's creation; the later ones
+        # re-created the session, before their first run and shown as a span of its own
+        enabling = enable_spans(frame, "reused")
+        assert len(enabling) == (0 if recording == 0 else 1)
+        if recording:
+            assert enabling["end"].iloc[0] <= run_spans["start"].min()
+        assert numpy.array_equal(outputs[0], expected)  # the same model, the same answer
+    assert session.get_session_options().graph_optimization_level == \
+        onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    with opsight.profile() as prof:  # a recording it does not run in: nothing re-created
+        pass
+    assert len(prof.dataframe()) == 0
+
+
+def test_a_session_created_before_instrument_gets_node_events(tmp_path):
+    options = unfused_options()
+    session = new_session(tiny_model(tmp_path / "early.onnx"), options)
+    bytes_session = onnxruntime.InferenceSession(
+        (tmp_path / "early.onnx").read_bytes(), unfused_options(),
+        providers=["CPUExecutionProvider"])
+    assert session.get_profiling_start_time_ns() == 0  # ORT's profiler is off
+    opsight_ort.instrument()
+    for each, label in ((session, "early"), (bytes_session, "tiny")):  # bytes: the graph's name
+        with opsight.profile() as prof:
+            for _ in range(3):
+                each.run(None, feed())
+        frame = prof.dataframe()
+        check_nesting(frame, f"onnxruntime.run {label}", 3)
+        assert len(enable_spans(frame, label)) == 1
+    # the program's own options object is as it was, and still the session's initial one
+    assert options.enable_profiling is False
+    assert options.profile_file_prefix == onnxruntime.SessionOptions().profile_file_prefix
+    assert session._sess_options_initial is options
+
+
+def test_two_threads_starting_on_an_old_session_both_get_node_events(tmp_path):
+    session = new_session(tiny_model(tmp_path / "shared.onnx"))
+    opsight_ort.instrument()
+    barrier = threading.Barrier(2)
+    tids = set()
+
+    def work():
+        tids.add(threading.get_native_id())
+        barrier.wait()
+        for _ in range(5):
+            session.run(None, feed())
+
+    with opsight.profile() as prof:
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    frame = prof.dataframe()
+    check_nesting(frame, "onnxruntime.run shared", 10, tids)
+    assert len(enable_spans(frame, "shared")) == 1
+
+
+def test_a_session_held_by_an_io_binding_is_not_recreated_and_says_why(tmp_path, capfd):
+    session = new_session(tiny_model(tmp_path / "held.onnx"))
+    binding = session.io_binding()  # holds the native session: swapping it would strand it
+    binding.bind_cpu_input("x", feed()["x"])
+    binding.bind_output("y")
+    native_session = session._sess
+    opsight_ort.instrument()
+    with opsight.profile() as prof:
+        session.run_with_iobinding(binding)
+        session.run(None, feed())
+    frame = prof.dataframe()
+    assert sorted(frame["name"]) == ["onnxruntime.enable_profiling held",
+                                     "onnxruntime.run held", "onnxruntime.run_with_iobinding held"]
+    assert session._sess is native_session
+    assert binding.copy_outputs_to_cpu()[0].shape == (4, 16)
+    error = capfd.readouterr().err
+    assert "held.onnx" in error and "IOBinding" in error and "only when a session is created" in error
+
+
+def test_recreating_switched_off_or_impossible_is_a_warning(tmp_path, capfd):
+    path = tiny_model(tmp_path / "gone.onnx")
+    session = new_session(path)
+    opsight_ort.instrument(recreate_sessions=False)
+    with opsight.profile() as prof:
+        session.run(None, feed())
+    assert list(prof.dataframe()["name"]) == ["onnxruntime.run gone"]
+    error = capfd.readouterr().err
+    assert "gone.onnx" in error and "recreate_sessions=False" in error
+    opsight_ort.uninstrument()
+    opsight_ort.instrument()
+    path.unlink()  # the model cannot be loaded again
+    with opsight.profile() as prof:
+        outputs = session.run(None, feed())
+    assert outputs[0].shape == (4, 16)  # the old session still runs
+    assert sorted(prof.dataframe()["name"]) == ["onnxruntime.enable_profiling gone",
+                                                "onnxruntime.run gone"]
+    error = capfd.readouterr().err
+    assert "gone.onnx" in error and "not re-created" in error

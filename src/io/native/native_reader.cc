@@ -308,7 +308,7 @@ class NativeDecoder {
     base_ticks_ = first.ticks;
     base_ns_ = first.monotonic_ns;
     if (syncs_.size() >= 2 && last.ticks > first.ticks && last.monotonic_ns > first.monotonic_ns) {
-      slope_ = static_cast<double>(last.monotonic_ns - first.monotonic_ns) /
+      slope_ = (static_cast<double>(last.monotonic_ns) - static_cast<double>(first.monotonic_ns)) /
                static_cast<double>(last.ticks - first.ticks);
     } else {
       slope_ = ticks_per_second_ > 0 ? 1e9 / ticks_per_second_ : 1.0;
@@ -324,17 +324,35 @@ class NativeDecoder {
       result_.trace.run.extra.emplace_back("clock_max_error_ns", std::to_string(worst));
     auto& run = result_.trace.run;
     run.start_unix_ns = first.realtime_ns;
-    run.unix_offset_ns = first.realtime_ns - first.monotonic_ns;
-    run.has_unix_offset = true;
-    run.traced_ns = last.monotonic_ns - first.monotonic_ns;
+    // Damaged or hostile sync points may hold any values: a difference that does not fit
+    // is no offset (and no traced time) rather than an overflow.
+    run.has_unix_offset =
+        !__builtin_sub_overflow(first.realtime_ns, first.monotonic_ns, &run.unix_offset_ns);
+    if (!run.has_unix_offset) run.unix_offset_ns = 0;
+    if (__builtin_sub_overflow(last.monotonic_ns, first.monotonic_ns, &run.traced_ns)) {
+      run.traced_ns = 0;
+    }
+  }
+
+  // An overhead from the file's costs and counts (which a damaged file may make NaN,
+  // negative or huge), as ns in [0, kMaxOverheadNs]: sums of them cannot overflow.
+  static constexpr int64_t kMaxOverheadNs = int64_t{1} << 61;
+  static int64_t overhead_ns(double value) {
+    if (!(value > 0)) return 0;
+    if (value >= static_cast<double>(kMaxOverheadNs)) return kMaxOverheadNs;
+    return static_cast<int64_t>(std::llround(value));
   }
 
   // ns = base_ns + delta_ticks * slope, slope in 16.48 fixed point (exact for slope 1,
   // under 0.1 ns of drift after 10^13 ticks).
+  // Clamped to +-2^62 ns (146 years), so that a damaged clock cannot make the sums and
+  // differences of timestamps downstream overflow.
   int64_t to_ns(uint64_t ticks) const {
     __extension__ using Wide = __int128;
+    constexpr Wide kLimit = Wide{1} << 62;
     auto delta = static_cast<Wide>(static_cast<int64_t>(ticks - base_ticks_));
-    return base_ns_ + static_cast<int64_t>((delta * slope_fixed_ + (Wide{1} << 47)) >> 48);
+    Wide ns = base_ns_ + ((delta * slope_fixed_ + (Wide{1} << 47)) >> 48);
+    return static_cast<int64_t>(std::clamp(ns, -kLimit, kLimit));
   }
 
   trace::TrackId track_of(const ThreadState& state, LaneState& lane) {
@@ -764,8 +782,7 @@ class NativeDecoder {
       if (!state.lanes[0].has_track) continue;
       trace::Track& track = trace.tracks[state.lanes[0].track];
       track.events_recorded = state.events;
-      track.overhead_ns =
-          static_cast<int64_t>(std::llround(static_cast<double>(state.events) * event_cost_ns_));
+      track.overhead_ns = overhead_ns(static_cast<double>(state.events) * event_cost_ns_);
     }
     for (const auto& stats : thread_stats_) {
       auto position = thread_positions_.find(stats.thread_index);
@@ -773,11 +790,12 @@ class NativeDecoder {
         continue;
       trace::Track& track = trace.tracks[threads_[position->second].lanes[0].track];
       track.events_dropped = stats.events_dropped;
-      track.overhead_ns = static_cast<int64_t>(
-          std::llround(static_cast<double>(track.events_recorded) * event_cost_ns_ +
-                       static_cast<double>(stats.slow_path_ticks) * slope_));
+      track.overhead_ns = overhead_ns(static_cast<double>(track.events_recorded) * event_cost_ns_ +
+                                      static_cast<double>(stats.slow_path_ticks) * slope_);
     }
-    for (const auto& track : trace.tracks) total_overhead += track.overhead_ns;
+    for (const auto& track : trace.tracks) {
+      total_overhead = std::min(total_overhead + track.overhead_ns, kMaxOverheadNs);
+    }
     trace.run.overhead_ns = total_overhead;
     apply_layout_entries();
     if (trace.run.pid != 0) {

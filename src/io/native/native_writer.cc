@@ -168,13 +168,20 @@ std::string write_native(const trace::Trace& trace) {
   // Clock: ticks are ns; two points one second apart give slope 1.
   auto [first_ns, last_ns] = trace.time_bounds();
   int64_t offset = run.has_unix_offset ? run.unix_offset_ns : 0;
-  int64_t span_ns = run.traced_ns > 0 ? run.traced_ns : std::max<int64_t>(last_ns - first_ns, 1);
+  // Wrapping arithmetic: a trace read from a damaged file may hold any offset and span.
+  auto plus = [](int64_t a, int64_t b) {
+    return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  };
+  int64_t bounds_ns = plus(last_ns, plus(~first_ns, 1));  // last_ns - first_ns
+  int64_t span_ns = run.traced_ns > 0 ? run.traced_ns : std::max<int64_t>(bounds_ns, 1);
   // Ticks count from the trace's first timestamp, so that negative timestamps (which
   // foreign traces may have) stay ordered as unsigned ticks.
-  format::ClockSync syncs[2] = {
-      {0, first_ns, first_ns + offset},
-      {static_cast<uint64_t>(span_ns), first_ns + span_ns, first_ns + span_ns + offset}};
-  auto ticks_of = [first = first_ns](int64_t ts) { return static_cast<uint64_t>(ts - first); };
+  format::ClockSync syncs[2] = {{0, first_ns, plus(first_ns, offset)},
+                                {static_cast<uint64_t>(span_ns), plus(first_ns, span_ns),
+                                 plus(plus(first_ns, span_ns), offset)}};
+  auto ticks_of = [first = first_ns](int64_t ts) {
+    return static_cast<uint64_t>(ts) - static_cast<uint64_t>(first);
+  };
   format::append_chunk(out, format::ChunkType::kClockSync,
                        std::string_view(reinterpret_cast<const char*>(syncs), sizeof(syncs)));
 
@@ -415,10 +422,12 @@ std::string write_native(const trace::Trace& trace) {
 
   // A run-level overhead beyond the tracks' own (a Chrome JSON file keeps only the total)
   // goes to the first thread, so that reading the file back gives the same total.
-  int64_t track_overhead_ns = 0;
-  for (const auto& entry : stats) track_overhead_ns += static_cast<int64_t>(entry.slow_path_ticks);
-  if (!stats.empty() && run.overhead_ns > track_overhead_ns)
-    stats.front().slow_path_ticks += static_cast<uint64_t>(run.overhead_ns - track_overhead_ns);
+  // Unsigned sums: a trace read from a damaged file may hold huge overheads.
+  uint64_t track_overhead_ns = 0;
+  for (const auto& entry : stats) track_overhead_ns += entry.slow_path_ticks;
+  if (!stats.empty() && run.overhead_ns > 0 &&
+      static_cast<uint64_t>(run.overhead_ns) > track_overhead_ns)
+    stats.front().slow_path_ticks += static_cast<uint64_t>(run.overhead_ns) - track_overhead_ns;
 
   // Footer.
   size_t header = format::begin_chunk(out);
