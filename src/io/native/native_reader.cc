@@ -317,11 +317,14 @@ class NativeDecoder {
     // How far the line strays from the sync points between the first and the last: the
     // bound on a timestamp's error against CLOCK_MONOTONIC, which every process of the
     // machine shares (so the traces of several processes align within the sum of theirs).
-    int64_t worst = 0;
+    // (In doubles: a damaged file's sync points may be anywhere in int64.)
+    double worst = 0;
     for (const auto& sync : syncs_)
-      worst = std::max<int64_t>(worst, std::llabs(to_ns(sync.ticks) - sync.monotonic_ns));
-    if (syncs_.size() >= 3)
-      result_.trace.run.extra.emplace_back("clock_max_error_ns", std::to_string(worst));
+      worst = std::max(worst, std::fabs(static_cast<double>(to_ns(sync.ticks)) -
+                                        static_cast<double>(sync.monotonic_ns)));
+    if (syncs_.size() >= 3 && worst < 1e15)
+      result_.trace.run.extra.emplace_back(
+          "clock_max_error_ns", std::to_string(static_cast<int64_t>(std::llround(worst))));
     auto& run = result_.trace.run;
     run.start_unix_ns = first.realtime_ns;
     // Damaged or hostile sync points may hold any values: a difference that does not fit
