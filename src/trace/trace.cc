@@ -98,27 +98,26 @@ TrackId Trace::thread_track(int64_t pid, int64_t tid) {
   return it->second;
 }
 
-TrackId Trace::async_track(int64_t pid, int64_t tid, uint64_t key, std::string_view name) {
+TrackId Trace::add_keyed_track(TrackKind kind, int64_t pid, int64_t tid, uint64_t key,
+                               std::string_view name, std::string_view unnamed_prefix) {
   Track track;
   track.pid = pid;
   track.tid = tid;
   track.async_key = key;
-  track.kind = TrackKind::kThreadLane;
-  track.name = name.empty() ? intern("track " + std::to_string(key)) : intern(name);
+  track.kind = kind;
+  track.name =
+      name.empty() ? intern(std::string(unnamed_prefix) + std::to_string(key)) : intern(name);
   tracks.push_back(track);
   process(pid);
   return static_cast<TrackId>(tracks.size() - 1);
 }
 
+TrackId Trace::async_track(int64_t pid, int64_t tid, uint64_t key, std::string_view name) {
+  return add_keyed_track(TrackKind::kThreadLane, pid, tid, key, name, "track ");
+}
+
 TrackId Trace::process_async_track(int64_t pid, uint64_t key, std::string_view name) {
-  Track track;
-  track.pid = pid;
-  track.async_key = key;
-  track.kind = TrackKind::kAsync;
-  track.name = name.empty() ? intern("async " + std::to_string(key)) : intern(name);
-  tracks.push_back(track);
-  process(pid);
-  return static_cast<TrackId>(tracks.size() - 1);
+  return add_keyed_track(TrackKind::kAsync, pid, 0, key, name, "async ");
 }
 
 void Trace::add_flow_by_time(FlowEndpoint out, FlowEndpoint in, uint64_t flow_id, StringId name_id,

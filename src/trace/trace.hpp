@@ -434,6 +434,8 @@ class Trace {
     StringId category;
   };
   std::vector<FlowByTime> flows_by_time_;
+  TrackId add_keyed_track(TrackKind kind, int64_t pid, int64_t tid, uint64_t key,
+                          std::string_view name, std::string_view unnamed_prefix);
   void bind_flows_by_time();
   void drop_flows_without_slices();
 
