@@ -148,6 +148,41 @@ def test_profile_writes_typed_tracks_slices_args_instants_and_counters(tmp_path)
                decoded.on_track(counter.uuid))
 
 
+def test_flows_and_async_spans_recorded_from_python(tmp_path):
+    path = tmp_path / "flows.pftrace"
+    handed = {}
+
+    def consumer():
+        with opsight.span("consume"):
+            opsight.flow_in(handed["id"])
+            opsight.end_async(77)
+
+    with opsight.profile(str(path)):
+        with opsight.span("produce"):
+            handed["id"] = opsight.flow_out()
+            opsight.begin_async("queued", 77)
+        worker = threading.Thread(target=consumer)
+        worker.start()
+        worker.join()
+    decoded = Decoded(path.read_bytes())
+
+    begins = {name: event for _, event, name, _, _ in decoded.events
+              if event.type == TrackEvent.TYPE_SLICE_BEGIN}
+    produce, consume = begins["produce"], begins["consume"]
+    assert produce.track_uuid != consume.track_uuid  # two threads
+    assert len(produce.flow_ids) == 1
+    assert list(consume.terminating_flow_ids) == list(produce.flow_ids)
+
+    process = decoded.track(lambda t: t.HasField("process") and t.process.pid == os.getpid())
+    queued = begins["queued"]
+    track = decoded.tracks[queued.track_uuid]
+    assert not track.HasField("thread") and not track.HasField("counter")
+    assert track.name and track.parent_uuid == process.uuid
+    ends = [ts for ts, event, *_ in decoded.on_track(track.uuid)
+            if event.type == TrackEvent.TYPE_SLICE_END]
+    assert len(ends) == 1
+
+
 def chrome_trace_with_flows(path):
     """Two named processes, a named thread, a counter with two series and a flow from a
     request to its handler."""
@@ -183,9 +218,7 @@ def test_convert_from_chrome_json_keeps_processes_counters_and_flows(tmp_path):
     assert handler.parent_uuid == server.uuid
 
     series = {t.name: t for t in decoded.tracks.values() if t.HasField("counter")}
-    # The model's series names ("memory heap"; "memory.heap" from a Chrome JSON reader that
-    # predates counter series), as the model has them.
-    assert sorted(name.replace(".", " ") for name in series) == ["memory heap", "memory stack"]
+    assert sorted(series) == ["memory heap", "memory stack"]
     heap_track = next(track for name, track in series.items() if name.endswith("heap"))
     assert heap_track.parent_uuid == server.uuid
     heap = [event.double_counter_value for _, event, *_ in decoded.on_track(heap_track.uuid)]
@@ -195,9 +228,7 @@ def test_convert_from_chrome_json_keeps_processes_counters_and_flows(tmp_path):
               if event.type == TrackEvent.TYPE_SLICE_BEGIN}
     request, handle = begins["request"], begins["handle"]
     assert [a.int_value for a in request.debug_annotations] == [512]
-    if not request.flow_ids:
-        pytest.skip("the Chrome JSON reader on this build makes no flows from s/f events "
-                    "(issue 15's reader part); the writer's flows are checked in C++")
+    assert len(request.flow_ids) == 1
     assert list(handle.terminating_flow_ids) == list(request.flow_ids)
 
 
