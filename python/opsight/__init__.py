@@ -8,7 +8,7 @@ Quick start::
     @opsight.trace
     def preprocess(batch): ...
 
-    with opsight.profile() as prof:           # or profile("run.opsight" | "trace.json")
+    with opsight.profile() as prof:           # or profile("run.opsight" | "trace.json" | "run.pftrace")
         with prof.record("warm up"):
             preprocess(batch)
         with opsight.span("infer", batch=8):

@@ -101,7 +101,8 @@ class TraceAnalyses:
 
     # ---- files --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
-        """Writes the trace: ``.opsight`` (native) or ``.json`` (Chrome trace), by extension."""
+        """Writes the trace: ``.opsight`` (native), ``.json`` (Chrome trace) or ``.pftrace``
+        (Perfetto protobuf), by extension."""
         self.trace.write(os.fspath(path))
 
     def export_chrome_trace(self, path: str | os.PathLike) -> None:

@@ -165,7 +165,7 @@ int run_convert(std::vector<std::string> files) {
   std::string output = files.back();
   files.pop_back();
   if (!opsight::io::format_from_path(output)) {
-    print_error(output + ": unknown output format (use .opsight or .json)");
+    print_error(output + ": unknown output format (use .opsight, .json or .pftrace)");
     return kExitUsage;
   }
   bool damaged = false;
@@ -327,11 +327,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> convert_files;
   auto* convert_command = app.add_subcommand(
       "convert",
-      "Convert between .opsight and Chrome JSON (by extension): opsight convert INPUT... "
-      "OUTPUT; several inputs are merged into one output");
+      "Convert between .opsight and Chrome JSON, or to Perfetto protobuf (.pftrace), by "
+      "extension: opsight convert INPUT... OUTPUT; several inputs are merged into one output");
   convert_command
       ->add_option("files", convert_files,
-                   "Input trace(s), then the output file (.opsight or .json)")
+                   "Input trace(s), then the output file (.opsight, .json or .pftrace)")
       ->required()
       ->expected(2, CLI::detail::expected_max_vector_size);
 

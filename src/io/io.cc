@@ -22,6 +22,8 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 std::optional<FileFormat> format_from_path(std::string_view path) {
   if (ends_with(path, ".opsight") || ends_with(path, ".opsight.tmp")) return FileFormat::kNative;
   if (ends_with(path, ".json")) return FileFormat::kChromeJson;
+  if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace"))
+    return FileFormat::kPerfetto;
   return std::nullopt;
 }
 
@@ -122,6 +124,14 @@ ReadResult read_trace_file(const std::string& path) {
         true};
     return result;
   }
+  if (*format == FileFormat::kPerfetto) {
+    ReadResult result;
+    result.error = Diagnostic{
+        "Perfetto protobuf traces can be written but not read (open it in Perfetto UI, or "
+        "convert the .opsight or .json it came from)",
+        0, false};
+    return result;
+  }
   return *format == FileFormat::kNative ? read_native(*bytes) : read_chrome_json(*bytes);
 }
 
@@ -150,9 +160,16 @@ ReadFilesResult read_trace_files(const std::vector<std::string>& paths) {
 
 std::optional<std::string> write_trace_file(const trace::Trace& trace, const std::string& path) {
   auto format = format_from_path(path);
-  if (!format) return path + ": unknown output format (use .opsight or .json)";
-  return write_file_bytes(
-      path, *format == FileFormat::kNative ? write_native(trace) : write_chrome_json(trace));
+  if (!format) return path + ": unknown output format (use .opsight, .json or .pftrace)";
+  switch (*format) {
+    case FileFormat::kNative:
+      return write_file_bytes(path, write_native(trace));
+    case FileFormat::kChromeJson:
+      return write_file_bytes(path, write_chrome_json(trace));
+    case FileFormat::kPerfetto:
+      return write_file_bytes(path, write_perfetto(trace));
+  }
+  return path + ": unknown output format";
 }
 
 }  // namespace opsight::io

@@ -16,10 +16,11 @@
 
 namespace opsight::io {
 
-enum class FileFormat { kNative, kChromeJson };
+enum class FileFormat { kNative, kChromeJson, kPerfetto };
 
 // The format a path names by its extension: ".opsight" native, ".json" (also ".json.gz"
-// is not supported yet) Chrome JSON. nullopt for anything else.
+// is not supported yet) Chrome JSON, ".pftrace" (or ".perfetto-trace") Perfetto protobuf
+// (written only: reading one is an error that says so). nullopt for anything else.
 std::optional<FileFormat> format_from_path(std::string_view path);
 // The format of a file's first bytes (native magic, or '{' / '[' after whitespace).
 std::optional<FileFormat> format_from_content(std::string_view head);
@@ -62,6 +63,10 @@ ReadResult read_chrome_json(std::string_view bytes);
 // Inputs of one window (about 1 MiB) are always read on the calling thread alone.
 ReadResult read_chrome_json(std::string_view bytes, int threads);
 std::string write_chrome_json(const trace::Trace& trace);
+
+// Perfetto's protobuf trace format (a .pftrace; what is written and how:
+// perfetto/perfetto_writer.cc and docs/formats.md).
+std::string write_perfetto(const trace::Trace& trace);
 
 // Files: by extension (falling back to content for unknown extensions).
 ReadResult read_trace_file(const std::string& path);

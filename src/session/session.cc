@@ -1,6 +1,6 @@
 // opsight::Session: a recording session with an output. Native output streams straight to
-// the file; Chrome JSON output streams to "<output>.opsight.tmp" (so a crash still leaves
-// a readable recording) and is converted when the session stops.
+// the file; Chrome JSON and Perfetto (.pftrace) output stream to "<output>.opsight.tmp" (so
+// a crash still leaves a readable recording) and are converted when the session stops.
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,7 +31,7 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   if (!output.empty()) {
     auto format = io::format_from_path(output);
     if (!format) {
-      state_->error = output + ": unknown output format (use .opsight or .json)";
+      state_->error = output + ": unknown output format (use .opsight, .json or .pftrace)";
       return;
     }
     state_->output_format = *format;
@@ -87,7 +87,7 @@ bool Session::stop() {
     return ok();
   }
   result.sink.reset();  // closes the file
-  if (state_->output_format == io::FileFormat::kChromeJson && state_->error.empty()) {
+  if (state_->output_format != io::FileFormat::kNative && state_->error.empty()) {
     io::ReadResult recording = io::read_trace_file(state_->stream_path);
     if (!recording.ok()) {
       state_->error = recording.error->to_string(state_->stream_path);

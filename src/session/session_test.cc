@@ -223,6 +223,23 @@ TEST(Session, WritesNativeAndChromeFiles) {
     EXPECT_EQ(count_by_name(result.trace)["leaf"], 10u) << name;
     EXPECT_FALSE(std::filesystem::exists(path + ".opsight.tmp"));
   }
+  // Perfetto output is converted at stop like Chrome JSON; it is written, not read back:
+  // its bytes are a Trace whose first field is a packet, with "leaf" interned once.
+  std::string perfetto_path = (directory / "run.pftrace").string();
+  {
+    opsight::Session session(perfetto_path);
+    ASSERT_TRUE(session.ok()) << session.error();
+    for (int i = 0; i < 10; ++i) leaf();
+  }
+  std::string problem;
+  auto bytes = opsight::io::read_file_bytes(perfetto_path, &problem);
+  ASSERT_TRUE(bytes.has_value()) << problem;
+  ASSERT_FALSE(bytes->empty());
+  EXPECT_EQ((*bytes)[0], '\x0a');  // field 1 (packet), length-delimited
+  size_t first = bytes->find("leaf");
+  EXPECT_NE(first, std::string::npos);
+  EXPECT_EQ(bytes->find("leaf", first + 1), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(perfetto_path + ".opsight.tmp"));
   opsight::Session bad((directory / "run.txt").string());
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.error().find("run.txt"), std::string::npos);

@@ -59,7 +59,8 @@ def _run_parser() -> ArgumentParser:
                "python -m opsight run -c targets.yaml main.py ARGS")
     parser.add_argument("-c", "--targets", help="targets file (YAML, JSON or CSV; docs/targets.md)")
     parser.add_argument("-o", "--output", default="opsight-run.opsight",
-                        help="trace file written after the run: .opsight or .json (default: %(default)s)")
+                        help="trace file written after the run: .opsight, .json (Chrome trace) or .pftrace "
+                             "(Perfetto protobuf) (default: %(default)s)")
     parser.add_argument("--strict", action="store_true",
                         help="fail before the program starts if a target does not resolve")
     parser.add_argument("--report", default="tree,summary",
@@ -192,8 +193,8 @@ def run_command(arguments: list[str]) -> int:
 
 def _output_problem(path: str) -> str | None:
     """Why the trace could not be written to ``path``, checked before the program runs."""
-    if not path.endswith((".opsight", ".json")):
-        return "unknown trace format (use .opsight or .json)"
+    if not path.endswith((".opsight", ".json", ".pftrace", ".perfetto-trace")):
+        return "unknown trace format (use .opsight, .json or .pftrace)"
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         return f"no such folder: {directory}"
@@ -260,9 +261,12 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         print(f"opsight run: {error}", file=sys.stderr)
         return exit_status or 1, True
     info = trace.run_info()
+    # A Perfetto file is written, not read back: the hint says where to open it.
+    readable = not options.output.endswith((".pftrace", ".perfetto-trace"))
+    hint = f"opsight report {options.output} --tree" if readable else "open it in ui.perfetto.dev"
     print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
-          f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); "
-          f"opsight report {options.output} --tree", file=sys.stderr)
+          f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); {hint}",
+          file=sys.stderr)
     return exit_status, False
 
 

@@ -33,6 +33,9 @@ class Recording:
         self.native_session = native_session
         #: The file the session writes, or None for a recording kept in memory.
         self.output = output
+        #: Where the native session streams: ``output`` itself, or for a Perfetto file
+        #: (written, never read back) a native file beside it, converted at stop.
+        self.stream_path = _stream_path(output)
         #: CLOCK_MONOTONIC at the start: the window integrations merge their traces into.
         self.begin_ns = time.monotonic_ns()
         self._previous_metrics = previous_metrics
@@ -42,7 +45,7 @@ class Recording:
     def start(cls, output: str | os.PathLike | None, *, buffer_mb: int = 64,
               flush_interval_ms: int = 100, sample_ms: int = 0,
               metrics: list[str] | tuple[str, ...] | None = None) -> "Recording":
-        """Starts recording into ``output`` (``.opsight`` or ``.json``), or into memory
+        """Starts recording into ``output`` (``.opsight``, ``.json`` or ``.pftrace``), or into memory
         when None. Raises :class:`RecordingError` when the session cannot start and
         ``ValueError`` for an unknown metric name; nothing is left running then."""
         if state.session is not None:
@@ -50,7 +53,8 @@ class Recording:
         if metrics:
             parse_metrics(metrics)  # an unknown name fails here, before anything starts
         path = os.fspath(output) if output is not None else None
-        session = _native.Session(path or "", buffer_mb, flush_interval_ms, sample_ms)
+        session = _native.Session(_stream_path(path) or "", buffer_mb, flush_interval_ms,
+                                  sample_ms)
         if not session.ok:
             raise RecordingError(session.error)
         previous_metrics = push_session_metrics(metrics) if metrics else None
@@ -82,6 +86,13 @@ class Recording:
         if not ok:
             raise RecordingError(session.error)
         added = integrations.finished_traces(self.begin_ns, end_ns)
+        if self.output is not None and self.stream_path != self.output:
+            trace = _native.read_trace(self.stream_path)
+            for other, shift_ns in added:
+                trace.append(other, shift_ns)
+            trace.write(self.output)
+            os.remove(self.stream_path)
+            return trace if keep_trace else None
         if not keep_trace:
             if added and self.output:
                 _merge_into_file(self.output, added)
@@ -95,6 +106,16 @@ class Recording:
         if added and self.output is not None:
             trace.write(self.output)
         return trace
+
+
+def _stream_path(output: str | None) -> str | None:
+    """Where the native session writes for ``output``: the file itself (``.opsight``; a
+    ``.json`` the core converts at stop), or a native file beside a Perfetto file, which
+    :meth:`Recording.stop` converts (a Perfetto file cannot be read back to add the
+    integrations' events)."""
+    if output is not None and output.endswith((".pftrace", ".perfetto-trace")):
+        return output + ".opsight.tmp"
+    return output
 
 
 def _merge_into_file(path: str, added: list[tuple[Any, int]]) -> None:

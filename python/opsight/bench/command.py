@@ -78,8 +78,8 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--format", choices=("text", "json", "csv"), default="text")
     result.add_argument("-o", "--output", help="write the report to this file, not stdout")
     result.add_argument("--trace", metavar="FILE",
-                        help="also write the timed queries' trace: Chrome JSON (.json) or "
-                             "opsight's format (.opsight)")
+                        help="also write the timed queries' trace: Chrome JSON (.json), Perfetto "
+                             "protobuf (.pftrace) or opsight's format (.opsight)")
     progress = result.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="show a progress bar on stderr (default: when stderr is a "

@@ -106,8 +106,8 @@ class BenchResult:
         }
 
     def write_trace(self, path: str) -> None:
-        """Writes the timed queries' trace: Chrome JSON (``.json``, for Perfetto UI) or
-        opsight's native format (``.opsight``), by extension."""
+        """Writes the timed queries' trace: Chrome JSON (``.json``, for Perfetto UI), Perfetto
+        protobuf (``.pftrace``) or opsight's native format (``.opsight``), by extension."""
         if self.trace is None:
             raise ValueError("this result holds no trace")
         self.trace.write(str(path))
