@@ -86,6 +86,37 @@ def test_tasks_jobs_and_children_link_to_the_span_that_started_them(tmp_path: Pa
     assert handed["serve"] == 2 and handed["submit_jobs"] == 3
 
 
+def test_multiprocessing_children_by_fork_and_spawn_link_to_their_start(tmp_path: Path) -> None:
+    script = tmp_path / "mp.py"
+    script.write_text(textwrap.dedent("""
+        import multiprocessing as mp, opsight
+
+        @opsight.trace
+        def child_work(x):
+            return x
+
+        @opsight.trace
+        def start_children(method):
+            process = mp.get_context(method).Process(target=child_work, args=(1,))
+            process.start()
+            process.join()
+
+        if __name__ == "__main__":
+            start_children("fork")
+            start_children("spawn")
+    """))
+    output = tmp_path / "mp.opsight"
+    environment = dict(os.environ)
+    environment.pop("OPSIGHT_OUTPUT", None)
+    subprocess.run([sys.executable, "-m", "opsight", "run", "--no-store", "-o", str(output),
+                    "--report", "none", "--", sys.executable, str(script)],
+                   check=True, env=environment, capture_output=True, text=True, cwd=tmp_path)
+    tree = _tree(output)
+    sources = [node["from"]["name"] for node in _walk(tree["roots"])
+               if node["name"] == "child_work" and "from" in node]
+    assert sorted(sources) == ["multiprocessing ForkProcess-1", "multiprocessing SpawnProcess-2"]
+
+
 def test_the_api_links_a_hand_off_and_records_async_spans(tmp_path: Path) -> None:
     import threading
 

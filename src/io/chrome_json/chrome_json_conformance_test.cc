@@ -181,6 +181,21 @@ TEST(ChromeJsonConformance, NumbersWrittenAsStringsAndControlCharactersInStrings
   EXPECT_EQ(result.trace.str(result.trace.slices.name[0]), "tab\x01here");
 }
 
+TEST(ChromeJsonConformance, OffsetsAfterMendingCountInTheInputNotInTheMendedCopy) {
+  // Two raw control characters (each becomes 6 bytes in the mended copy) and a trailing
+  // comma before an invalid event: its offset must be the input's.
+  std::string json =
+      std::string(R"([{"ph":"X","name":"a)") + "\x01\x02" + R"(","ts":1,"dur":1,"pid":1,"tid":1},)";
+  size_t invalid_at = json.size();
+  json += R"({"ph":"X","name":"bad","ts":"soon","pid":1,"tid":1},])";
+  auto result = read_ok(json);
+  EXPECT_EQ(result.trace.slices.size(), 1u);
+  std::string described = extra_value(result.trace, "first_invalid_event");
+  EXPECT_NE(described.find("at byte " + std::to_string(invalid_at) + ":"), std::string::npos)
+      << described;
+  EXPECT_EQ(extra_value(result.trace, "mended_json"), "3");
+}
+
 TEST(ChromeJsonConformance, AnIncompleteArrayKeepsItsWholeEvents) {
   auto result = read_ok(R"([
     {"name":"typecheck","ph":"X","ts":4619295550.000,"dur":8000.000,"pid":306339,"tid":3},

@@ -941,6 +941,25 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
   return result;
 }
 
+// A result read from a mended copy of the input (mend_sloppy_json, after the byte-order mark
+// at `offset_base`) names offsets in the copy: map them back to the input's, in the damage
+// and in the description of the first invalid event ("... at byte N: ...").
+void map_offsets_to_input(ReadResult& result, const MendedOffsets& edits, size_t offset_base) {
+  auto to_input = [&](size_t offset) { return edits.original(offset) + offset_base; };
+  if (result.damage) result.damage->byte_offset = to_input(result.damage->byte_offset);
+  for (auto& [key, value] : result.trace.run.extra) {
+    if (key != "first_invalid_event") continue;
+    static constexpr std::string_view kAtByte = " at byte ";
+    size_t at = value.find(kAtByte);
+    if (at == std::string::npos) continue;
+    size_t digits = at + kAtByte.size();
+    size_t end = value.find_first_not_of("0123456789", digits);
+    if (end == digits) continue;
+    size_t offset = std::strtoull(value.substr(digits, end - digits).c_str(), nullptr, 10);
+    value.replace(digits, end - digits, std::to_string(to_input(offset)));
+  }
+}
+
 ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_helper_thread,
                                       bool may_mend = true) {
   ReadResult result;
@@ -981,13 +1000,15 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
     }
   }
 
-  // Trailing commas and raw control characters in strings: read a mended copy (byte
-  // offsets of what it reports then count in the copy).
+  // Trailing commas and raw control characters in strings: read a mended copy; the byte
+  // offsets it reports are mapped back to the input's.
   size_t mended_count = 0;
+  MendedOffsets edits;
   if (may_mend) {
-    if (auto mended = mend_sloppy_json(text, &mended_count)) {
+    if (auto mended = mend_sloppy_json(text, &mended_count, &edits)) {
       ReadResult mended_result = read_chrome_json_unguarded(*mended, parse_on_helper_thread, false);
       if (mended_result.ok()) {
+        map_offsets_to_input(mended_result, edits, offset_base);
         mended_result.trace.run.extra.emplace_back("mended_json", std::to_string(mended_count));
         return mended_result;
       }

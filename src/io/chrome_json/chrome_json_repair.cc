@@ -455,8 +455,19 @@ std::optional<ArrayWindows> split_array_elements(std::string_view text, size_t a
   return split_array_elements_portable(text, array_start, window_bytes);
 }
 
-std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mended) {
+size_t MendedOffsets::original(size_t copy_offset) const {
+  auto after =
+      std::upper_bound(shifts.begin(), shifts.end(), copy_offset,
+                       [](size_t offset, const auto& shift) { return offset < shift.first; });
+  if (after == shifts.begin()) return copy_offset;
+  int64_t shifted = static_cast<int64_t>(copy_offset) + (after - 1)->second;
+  return shifted < 0 ? 0 : static_cast<size_t>(shifted);
+}
+
+std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mended,
+                                            MendedOffsets* edits) {
   static constexpr char kHex[] = "0123456789abcdef";
+  if (edits != nullptr) edits->shifts.clear();
   std::string out;
   size_t changes = 0;
   bool in_string = false;
@@ -465,6 +476,14 @@ std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mende
     if (out.empty()) out.reserve(text.size() + 64);
     out.append(text.data() + copied, up_to - copied);
     copied = up_to;
+  };
+  // After an edit, the copy's bytes from out.size() on stand `copied - out.size()` bytes
+  // further in the input.
+  auto note_edit = [&] {
+    ++changes;
+    if (edits != nullptr)
+      edits->shifts.emplace_back(out.size(),
+                                 static_cast<int64_t>(copied) - static_cast<int64_t>(out.size()));
   };
   for (size_t pos = 0; pos < text.size(); ++pos) {
     char c = text[pos];
@@ -479,7 +498,7 @@ std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mende
         out += kHex[(c >> 4) & 0xF];
         out += kHex[c & 0xF];
         copied = pos + 1;
-        ++changes;
+        note_edit();
       }
       continue;
     }
@@ -490,7 +509,7 @@ std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mende
       if (next < text.size() && (text[next] == ']' || text[next] == '}')) {
         flush(pos);
         copied = pos + 1;
-        ++changes;
+        note_edit();
       }
     }
   }

@@ -59,8 +59,15 @@ std::optional<ArrayWindows> split_array_elements_portable(std::string_view text,
 // closing ']' or '}', and control characters written raw inside a string. Returns a copy
 // with those mended (the commas dropped, the characters escaped as \u00XX), and in
 // `mended` how many were, or nullopt when there is none (the input is then left to the
-// other repairs and to the error report).
-std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mended);
+// other repairs and to the error report). `edits` (if given) receives what maps a byte
+// offset in the copy back to the input (MendedOffsets::original).
+struct MendedOffsets {
+  // After copy offset `first` (inclusive), original = copy + `shift`; sorted by `first`.
+  std::vector<std::pair<size_t, int64_t>> shifts;
+  size_t original(size_t copy_offset) const;
+};
+std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mended,
+                                            MendedOffsets* edits = nullptr);
 
 // A one-line description of why `text` is not JSON, with the byte offset (plus
 // offset_base) of the first problem.
