@@ -411,6 +411,17 @@ TEST(ChromeJsonConformance, FlowStartStepAndEndBindToSlicesByTheirRules) {
   EXPECT_EQ(extra_value(trace, "unmatched_flow_events"), "1");
 }
 
+TEST(ChromeJsonConformance, FlowEventsAreChainedInTimeOrderNotFileOrder) {
+  // Threads flushed separately: the finish comes first in the file, the start later.
+  auto result = read_ok(R"([
+    {"ph":"X","pid":1,"tid":2,"ts":20,"dur":10,"name":"consume"},
+    {"ph":"f","pid":1,"tid":2,"ts":25,"name":"job","id":3,"bp":"e"},
+    {"ph":"X","pid":1,"tid":1,"ts":0,"dur":10,"name":"produce"},
+    {"ph":"s","pid":1,"tid":1,"ts":5,"name":"job","id":3}])");
+  EXPECT_EQ(flow_rows(result.trace), "produce -> consume #3 job\n");
+  EXPECT_EQ(extra_value(result.trace, "unmatched_flow_events"), "<absent>");
+}
+
 TEST(ChromeJsonConformance, FlowWithNoSliceToBindIsCountedUnbound) {
   auto result = read_ok(R"([
     {"ph":"s","pid":1,"tid":1,"ts":5,"name":"f","id":1},

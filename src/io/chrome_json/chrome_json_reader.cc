@@ -141,6 +141,14 @@ struct OpenFlow {
   uint64_t span;
 };
 
+// One s / t / f event, kept until the whole file is read: chains are followed in time order.
+struct V1FlowEvent {
+  FlowKey key;
+  EventKind kind;
+  OpenFlow here;
+  size_t order;  // file order, for events at one time
+};
+
 struct FlowBySpan {
   uint64_t out_span;
   uint64_t in_span;
@@ -236,6 +244,7 @@ class ChromeTraceBuilder {
   }
   void finish(bool object_form) {
     pair_begin_and_end_events();
+    chain_v1_flows();
     add_flows_by_span_id();
     chain_v2_flows();
     name_tracks_from_string_ids();
@@ -621,10 +630,11 @@ class ChromeTraceBuilder {
     ensure_track_state(track);
   }
 
-  // s / t / f, chained by (id, category, name) in file order: s opens a flow at the slice
-  // enclosing it; t adds a step from the previous end to the slice enclosing it; f closes
-  // it at the next slice that begins on its thread, or with "bp":"e" at the slice enclosing
-  // it. In opsight's files each end names its slice by span id.
+  // s / t / f, chained by (id, category, name) in time order (file order at one time, as
+  // Perfetto sorts events before it follows them): s opens a flow at the slice enclosing
+  // it; t adds a step from the previous end to the slice enclosing it; f closes it at the
+  // next slice that begins on its thread, or with "bp":"e" at the slice enclosing it. In
+  // opsight's files each end names its slice by span id.
   void merge_flow_event(const DecodedEvent& event, trace::TrackId track, const EventExtra* extra) {
     FlowKey key{event.span_id, global_ids_[event.category], global_ids_[event.name]};
     trace::FlowBinding binding =
@@ -633,16 +643,35 @@ class ChromeTraceBuilder {
             : trace::FlowBinding::kEnclosingSlice;
     OpenFlow here{trace::FlowEndpoint{track, event.ts, binding},
                   extra != nullptr ? extra->marked_span : 0};
+    v1_flow_events_.push_back(V1FlowEvent{key, event.kind, here, v1_flow_events_.size()});
+  }
+
+  void chain_v1_flows() {
+    if (v1_flow_events_.empty()) return;
+    std::stable_sort(v1_flow_events_.begin(), v1_flow_events_.end(),
+                     [](const V1FlowEvent& a, const V1FlowEvent& b) {
+                       if (a.key.id != b.key.id) return a.key.id < b.key.id;
+                       if (a.key.category != b.key.category) return a.key.category < b.key.category;
+                       if (a.key.name != b.key.name) return a.key.name < b.key.name;
+                       return a.here.end.ts < b.here.end.ts;
+                     });
+    for (const V1FlowEvent& event : v1_flow_events_)
+      chain_flow_event(event.key, event.kind, event.here);
+    v1_flow_events_.clear();
+    v1_flow_events_.shrink_to_fit();
+  }
+
+  void chain_flow_event(const FlowKey& key, EventKind kind, const OpenFlow& here) {
     auto found = open_flows_.find(key);
     if (found == open_flows_.end()) {
-      if (event.kind == EventKind::kFlowEnd) {
+      if (kind == EventKind::kFlowEnd) {
         ++unmatched_flow_events_;
       } else {
         open_flows_.emplace(key, here);
       }
       return;
     }
-    if (event.kind == EventKind::kFlowStart) {  // a new flow with an id still open
+    if (kind == EventKind::kFlowStart) {  // a new flow with an id still open
       ++unmatched_flow_events_;
       found->second = here;
       return;
@@ -653,7 +682,7 @@ class ChromeTraceBuilder {
     } else {
       trace_.add_flow_by_time(from.end, here.end, key.id, key.name, key.category);
     }
-    if (event.kind == EventKind::kFlowEnd) {
+    if (kind == EventKind::kFlowEnd) {
       open_flows_.erase(found);
     } else {
       found->second = here;
@@ -860,6 +889,7 @@ class ChromeTraceBuilder {
   std::vector<std::pair<trace::StringId, trace::ArgValue>> end_args_;
   std::unordered_map<AsyncKey, trace::TrackId, AsyncKeyHash> async_tracks_;
   std::unordered_map<FlowKey, OpenFlow, FlowKeyHash> open_flows_;
+  std::vector<V1FlowEvent> v1_flow_events_;
   std::vector<FlowBySpan> flows_by_span_;
   std::vector<V2FlowEnd> v2_flows_;
   int64_t cached_pid_ = 0;
