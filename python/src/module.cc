@@ -458,12 +458,17 @@ NB_MODULE(_native, m) {
       "begin_async",
       [](std::string_view name, uint64_t id) { return opsight::begin_async(name, id); },
       nb::arg("name"), nb::arg("id"));
-  m.def("end_async", [](uint64_t id) { opsight::end_async(id); }, nb::arg("id"));
+  m.def(
+      "end_async", [](uint64_t id) { opsight::end_async(id); }, nb::arg("id"));
   m.def("new_flow_id", [] { return opsight::new_flow_id(); });
-  m.def("flow_out", [](uint64_t id) { opsight::flow_out(id); }, nb::arg("id"));
-  m.def("flow_in", [](uint64_t id) { opsight::flow_in(id); }, nb::arg("id"));
-  m.def("flow_step", [](uint64_t id) { opsight::flow_step(id); }, nb::arg("id"));
-  m.def("flow_into_next", [](uint64_t id) { opsight::flow_into_next(id); }, nb::arg("id"));
+  m.def(
+      "flow_out", [](uint64_t id) { opsight::flow_out(id); }, nb::arg("id"));
+  m.def(
+      "flow_in", [](uint64_t id) { opsight::flow_in(id); }, nb::arg("id"));
+  m.def(
+      "flow_step", [](uint64_t id) { opsight::flow_step(id); }, nb::arg("id"));
+  m.def(
+      "flow_into_next", [](uint64_t id) { opsight::flow_into_next(id); }, nb::arg("id"));
   m.def(
       "note_task_flow",
       [](nb::handle task, uint64_t id) { opsight::python::note_task_flow(task.ptr(), id); },
