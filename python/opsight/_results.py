@@ -93,7 +93,8 @@ class TraceAnalyses:
         self._print("table", file, sort=sort, limit=limit)
 
     def dataframe(self) -> Any:
-        """One row per span: trace_id, span_id, parent_span_id, name, category, thread, pid,
+        """One row per span: trace_id, span_id, parent_span_id, linked_from_span_id (the span
+        that handed it its work: a flow, ``None`` for most), name, category, thread, pid,
         tid, start, end, dur (ns), depth, unfinished, then one column per attribute, and one
         float column per metric named without its prefix (``cpu_ns``, ``rss_delta_bytes``,
         ...; NaN where a span has none)."""

@@ -184,9 +184,14 @@ nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
   const trace::Trace& trace = loaded.trace;
   const trace::SliceTable& slices = trace.slices;
   const size_t rows = slices.size();
-  nb::list span_id, parent_span_id, name, category, thread, pid, tid, start, end, dur, depth,
-      unfinished;
+  nb::list span_id, parent_span_id, linked_from_span_id, name, category, thread, pid, tid, start,
+      end, dur, depth, unfinished;
   nb::dict attributes;
+  // The first flow into each slice: the span that handed it its work (docs/trace-model.md).
+  std::vector<trace::RowIndex> linked_from(trace.flows.size() > 0 ? rows : 0, trace::kNoRow);
+  for (size_t flow = 0; flow < trace.flows.size(); ++flow)
+    if (linked_from[trace.flows.slice_in[flow]] == trace::kNoRow)
+      linked_from[trace.flows.slice_in[flow]] = trace.flows.slice_out[flow];
   const analyze::SliceMetricIndex metric_index(trace);
   std::vector<std::vector<double>> metric_values(
       metric_columns ? metric_index.names().size() : 0,
@@ -198,6 +203,10 @@ nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
       parent_span_id.append(nb::none());
     else
       parent_span_id.append(trace::span_id_to_hex(slices.span_id[parent]));
+    if (linked_from.empty() || linked_from[row] == trace::kNoRow)
+      linked_from_span_id.append(nb::none());
+    else
+      linked_from_span_id.append(trace::span_id_to_hex(slices.span_id[linked_from[row]]));
     name.append(nb::str(trace.strings.get(slices.name[row]).data(),
                         trace.strings.get(slices.name[row]).size()));
     category.append(nb::str(trace.strings.get(slices.category[row]).data(),
@@ -252,6 +261,7 @@ nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
   columns["trace_id"] = trace.run.trace_id.to_hex();
   columns["span_id"] = span_id;
   columns["parent_span_id"] = parent_span_id;
+  columns["linked_from_span_id"] = linked_from_span_id;
   columns["name"] = name;
   columns["category"] = category;
   columns["thread"] = thread;

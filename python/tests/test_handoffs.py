@@ -137,6 +137,9 @@ def test_the_api_links_a_hand_off_and_records_async_spans(tmp_path: Path) -> Non
     tree = _tree(output)
     nodes = {node["name"]: node for node in _walk(tree["roots"])}
     assert nodes["dequeue"]["from"]["name"] == "enqueue"
+    frame = opsight.load(str(output)).dataframe().set_index("name")
+    assert frame.loc["dequeue", "linked_from_span_id"] == frame.loc["enqueue", "span_id"]
+    assert frame["linked_from_span_id"].isna().sum() == len(frame) - 1
     assert nodes["enqueue"]["handed_off"] == 1
     assert nodes["request 1"]["async"] is True
     assert nodes["request 1"]["track"].startswith("request 1")

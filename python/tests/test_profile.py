@@ -60,8 +60,9 @@ def test_dataframe_columns():
         with opsight.span("outer", size=3):
             work()
     frame = prof.dataframe()
-    expected = ["trace_id", "span_id", "parent_span_id", "name", "category", "thread", "pid",
-                "tid", "start", "end", "dur", "depth", "unfinished", "size"]
+    expected = ["trace_id", "span_id", "parent_span_id", "linked_from_span_id", "name",
+                "category", "thread", "pid", "tid", "start", "end", "dur", "depth", "unfinished",
+                "size"]
     assert list(frame.columns) == expected
     assert frame["trace_id"].nunique() == 1 and len(frame["trace_id"].iloc[0]) == 32
     assert frame["span_id"].str.fullmatch("[0-9a-f]{16}").all()

@@ -143,12 +143,24 @@ void counter(std::string_view name, double value) {
                              static_cast<uint32_t>(name.size()), 0, name, {}, &value_slot);
 }
 
+namespace {
+// An async event with the id in its second slot: two slots, no bytes (the common case kept
+// off write_with_bytes's general path).
+bool write_async_event(format::SlotKind kind, uint32_t name, uint64_t id) {
+  format::Slot* slot = internal::reserve(2);
+  if (slot == nullptr) [[unlikely]]
+    return false;
+  internal::write_slot(slot, internal::now_ticks(),
+                       internal::slot_word(name, kind, format::kAsyncNameId, 1));
+  slot[1] = format::Slot{id, 0, 0, 0, 0};
+  internal::commit(2);
+  return true;
+}
+}  // namespace
+
 bool begin_async(NameId name, uint64_t id) {
   if (!recording()) return false;
-  format::Slot id_slot{};
-  std::memcpy(&id_slot, &id, sizeof(id));
-  return internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kAsyncBegin, name,
-                                    format::kAsyncNameId, {}, {}, &id_slot);
+  return write_async_event(format::SlotKind::kAsyncBegin, name, id);
 }
 
 bool begin_async(std::string_view name, uint64_t id) {
@@ -163,10 +175,7 @@ bool begin_async(std::string_view name, uint64_t id) {
 
 void end_async(uint64_t id) {
   if (!recording()) return;
-  format::Slot id_slot{};
-  std::memcpy(&id_slot, &id, sizeof(id));
-  internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kAsyncEnd, 0, 0, {}, {},
-                             &id_slot);
+  write_async_event(format::SlotKind::kAsyncEnd, 0, id);
 }
 
 uint64_t new_flow_id() {
