@@ -6,9 +6,6 @@
 // track of a thread — its own, and one per async key and reuse of that key — has a stack
 // of its own and becomes a trace::Track the first time something is recorded on it.
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <unordered_map>
 
@@ -152,9 +149,7 @@ class NativeDecoder {
     int64_t trace_end_ns = 0;
     for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
     build_async_slices(trace_end_ns);
-    auto t0 = std::chrono::steady_clock::now();
     build_flows();
-    if (getenv("OPSIGHT_TIME_FLOWS")) fprintf(stderr, "build_flows %.2f ms\n", std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     for (auto [key, count] : {std::pair{"unmatched_async_ends", unmatched_async_ends_},
                               std::pair{"flow_ends_without_span", flow_ends_without_span_}})
       if (count > 0) result_.trace.run.extra.emplace_back(key, std::to_string(count));
