@@ -216,6 +216,10 @@ TEST(Flows, AChildProcessRootJoinsTheParentsCallWhenTheirTracesMerge) {
   EXPECT_TRUE(parent.open_flow_ends.empty());
   RowIndex root = parent.flows.slice_in[0];
   EXPECT_NE(parent.tracks[parent.slices.track[root]].pid, getpid());
+  // The forking thread is the child's main thread: its tid is the child's pid, not the
+  // parent thread's tid it had before the fork.
+  EXPECT_EQ(parent.tracks[parent.slices.track[root]].tid,
+            parent.tracks[parent.slices.track[root]].pid);
 }
 
 TEST(Flows, WithoutASessionNothingIsRecordedAndIdsStayUnique) {

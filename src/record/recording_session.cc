@@ -4,6 +4,7 @@
 #include "record/recording_session.hpp"
 
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,6 +62,8 @@ void after_fork_in_child() {
   reg.session_running.store(false, std::memory_order_relaxed);
   for (Chunk* chunk : reg.full_chunks) reg.return_chunk(chunk);
   reg.full_chunks.clear();
+  // The forking thread lives on as the child's main thread, under a new tid.
+  if (t_thread_record != nullptr) t_thread_record->tid = static_cast<int64_t>(syscall(SYS_gettid));
   std::erase_if(reg.threads, [&](const std::unique_ptr<ThreadRecord>& thread) {
     if (thread.get() == t_thread_record) return false;
     if (thread->current != nullptr) {

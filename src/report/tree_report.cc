@@ -3,7 +3,8 @@
 // Spans that carry metrics show them: a last text column ("cpu 10.1 ms · rss +12.0 MiB"),
 // a "metrics" object in JSON, a column per metric in CSV; a trace without metrics renders
 // as it did before metrics existed. Flows (a task, a pool job, a child process handed work
-// by a span) are shown on the span that received them: "⇠ from submit_jobs [thread 12]",
+// by a span) are shown on the span that received them; a root of another process than the
+// recording's own says its pid ("child_main (pid 4242)"): "⇠ from submit_jobs [thread 12]",
 // and in JSON as "from" (and "handed_off", the count of flows leaving a span); a last line
 // counts the hand-offs and the ends whose other half is not in the trace.
 #include <fmt/format.h>
@@ -127,6 +128,9 @@ std::string tree_text(const trace::Trace& trace, const ReportOptions& options) {
           label += " [" +
                    internal::truncate_to_width(trace.track_label(track), internal::kMaxNameWidth) +
                    "]";
+        if (node.depth == 0 && track < trace.tracks.size() && trace.run.pid != 0 &&
+            trace.tracks[track].pid != trace.run.pid)
+          label += fmt::format(" (pid {})", trace.tracks[track].pid);
         if (trace::RowIndex source = flows.source_of(node.row); source != trace::kNoRow)
           label += " ⇠ from " + flow_source_label(trace, source);
         table.add_row({std::move(label), format_duration(static_cast<double>(node.duration_ns)),
