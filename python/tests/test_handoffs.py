@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import opsight
+from conftest import require
 from opsight._core_command import core_command_path
 
 PROGRAM = textwrap.dedent("""
@@ -52,6 +53,12 @@ def _tree(path: Path) -> dict:
     return json.loads(result.stdout)
 
 
+def _links(tree: dict) -> list[tuple[str, str]]:
+    """(receiving span, sending span) of every link in a tree report, sorted."""
+    return sorted((node["name"], node["from"]["name"]) for node in _walk(tree["roots"])
+                  if "from" in node)
+
+
 def _walk(nodes: list[dict]):
     for node in nodes:
         yield node
@@ -84,6 +91,26 @@ def test_tasks_jobs_and_children_link_to_the_span_that_started_them(tmp_path: Pa
     assert tree["flows"] >= 6
     handed = {node["name"]: node.get("handed_off", 0) for node in _walk(tree["roots"])}
     assert handed["serve"] == 2 and handed["submit_jobs"] == 3
+
+    # The same links in the Chrome JSON and Perfetto outputs of the run.
+    links = _links(tree)
+    chrome = tmp_path / "run.json"
+    subprocess.run([core_command_path(), "convert", str(output), str(chrome)], check=True,
+                   capture_output=True)
+    assert _links(_tree(chrome)) == links
+    require("perfetto")
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+
+    pftrace = tmp_path / "run.pftrace"
+    subprocess.run([core_command_path(), "convert", str(output), str(pftrace)], check=True,
+                   capture_output=True)
+    decoded = perfetto_trace_pb2.Trace()
+    decoded.ParseFromString(pftrace.read_bytes())
+    leaving = [flow for packet in decoded.packet if packet.HasField("track_event")
+               for flow in packet.track_event.flow_ids]
+    arriving = [flow for packet in decoded.packet if packet.HasField("track_event")
+                for flow in packet.track_event.terminating_flow_ids]
+    assert len(leaving) == tree["flows"] and sorted(leaving) == sorted(arriving)
 
 
 def test_multiprocessing_children_by_fork_and_spawn_link_to_their_start(tmp_path: Path) -> None:
