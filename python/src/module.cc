@@ -9,6 +9,7 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -471,6 +472,19 @@ NB_MODULE(_native, m) {
   m.def(
       "end_async", [](uint64_t id) { opsight::end_async(id); }, nb::arg("id"));
   m.def("new_flow_id", [] { return opsight::new_flow_id(); });
+  m.def("process_environment", [] {
+    // The C library's environment as it is now (what a child gets when Popen's env is
+    // None), including what native code changed with setenv behind os.environ's back.
+    nb::dict environment;
+    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+      std::string_view text(*entry);
+      size_t equals = text.find('=');
+      if (equals == std::string_view::npos || equals == 0) continue;
+      environment[nb::bytes(text.data(), equals)] =
+          nb::bytes(text.data() + equals + 1, text.size() - equals - 1);
+    }
+    return environment;
+  });
   m.def(
       "flow_out", [](uint64_t id) { opsight::flow_out(id); }, nb::arg("id"));
   m.def(
@@ -479,6 +493,8 @@ NB_MODULE(_native, m) {
       "flow_step", [](uint64_t id) { opsight::flow_step(id); }, nb::arg("id"));
   m.def(
       "flow_into_next", [](uint64_t id) { opsight::flow_into_next(id); }, nb::arg("id"));
+  m.def("set_pending_task_flow", &opsight::python::set_pending_task_flow, nb::arg("id"));
+  m.def("take_pending_task_flow", &opsight::python::take_pending_task_flow);
   m.def(
       "note_task_flow",
       [](nb::handle task, uint64_t id) { opsight::python::note_task_flow(task.ptr(), id); },

@@ -333,6 +333,10 @@ std::unordered_set<uint64_t> g_named_tracks;
 // Flows from the span that created a task (asyncio's create_task, hooked in Python) to the
 // task's first span, by task key; taken when the task's track is first used.
 std::unordered_map<uint64_t, uint64_t> g_task_flows;
+// A flow for a task being created right now (set around loop.create_task): an eager task
+// (Python 3.12's eager_task_factory) runs its first step inside create_task, before the
+// task object is known to the hook; its first new lane on this thread takes the flow.
+thread_local uint64_t t_pending_task_flow = 0;
 PyObject* g_forget_task_callback = nullptr;
 PyObject* g_current_task = nullptr;   // asyncio.current_task
 PyObject* g_current_tasks = nullptr;  // asyncio.tasks._current_tasks ({loop: task}), if a dict
@@ -501,10 +505,15 @@ uint64_t awaitable_enter(TracedAwaitable* self) {
       self->span_open = tracing_active() && opsight::begin(self->name_id);
     }
     // The task's first span: the flow from the span that created the task arrives here.
-    if (!name.empty() && !g_task_flows.empty()) {
-      if (auto found = g_task_flows.find(self->track); found != g_task_flows.end()) {
-        if (self->span_open) opsight::flow_in(found->second);
-        g_task_flows.erase(found);
+    if (!name.empty() && !self->owns_lane) {
+      if (t_pending_task_flow != 0) {
+        if (self->span_open) opsight::flow_in(t_pending_task_flow);
+        t_pending_task_flow = 0;
+      } else if (!g_task_flows.empty()) {
+        if (auto found = g_task_flows.find(self->track); found != g_task_flows.end()) {
+          if (self->span_open) opsight::flow_in(found->second);
+          g_task_flows.erase(found);
+        }
       }
     }
     return previous;
@@ -823,9 +832,23 @@ void reset_task_tracks() {
   g_task_flows.clear();
 }
 
+void set_pending_task_flow(uint64_t flow_id) { t_pending_task_flow = flow_id; }
+
+bool take_pending_task_flow() {
+  bool was_pending = t_pending_task_flow != 0;
+  t_pending_task_flow = 0;
+  return was_pending;
+}
+
 void note_task_flow(PyObject* task, uint64_t flow_id) {
-  if (g_task_flows.size() > 1'000'000) g_task_flows.clear();  // tasks never run: bound it
+  if (g_task_flows.size() > 1'000'000) return;  // tasks created and never run: bounded
   g_task_flows[object_key(task)] = flow_id;
+  // Forgotten when the task ends, whether or not a traced coroutine ever ran in it.
+  if (g_forget_task_callback != nullptr) {
+    PyObject* added = PyObject_CallMethod(task, "add_done_callback", "O", g_forget_task_callback);
+    if (added == nullptr) PyErr_Clear();
+    Py_XDECREF(added);
+  }
 }
 
 bool add_traced_callable_types(PyObject* module) {

@@ -45,5 +45,10 @@ void reset_task_tracks();
 // Remembers that the asyncio task `task` was created inside a span that sent flow
 // `flow_id`: the task's first traced span receives it. Under the GIL.
 void note_task_flow(PyObject* task, uint64_t flow_id);
+// Around loop.create_task: the flow an eager task's first span takes if the task starts
+// running inside create_task; take_pending_task_flow clears it and says whether it was
+// still unused (then the task did not start, and note_task_flow follows).
+void set_pending_task_flow(uint64_t flow_id);
+bool take_pending_task_flow();
 
 }  // namespace opsight::python

@@ -180,3 +180,58 @@ def test_hooks_are_removed_when_the_session_stops(tmp_path: Path) -> None:
         assert hasattr(concurrent.futures.ThreadPoolExecutor.__dict__["submit"],
                        "__opsight_handoff__")
     assert concurrent.futures.ThreadPoolExecutor.__dict__["submit"] is original
+
+
+def test_hooks_leave_what_the_program_sees_unchanged(tmp_path: Path) -> None:
+    import concurrent.futures
+    import functools
+
+    class Callable:
+        def __call__(self, value):
+            return value + 1
+
+        def __repr__(self):
+            raise RuntimeError("repr must not be called")
+
+    os.putenv("OPSIGHT_TEST_C_ONLY", "from putenv")  # in the C environment, not os.environ
+    try:
+        output = tmp_path / "same.opsight"
+        with opsight.profile(str(output), store=False):
+            with opsight.span("submit"):
+                with concurrent.futures.ThreadPoolExecutor(1) as pool:
+                    assert pool.submit(functools.partial(pow, 2), 3).result() == 8
+                    assert pool.submit(Callable(), 1).result() == 2
+                child = subprocess.run(
+                    [sys.executable, "-c",
+                     "import os; print(os.environ.get('OPSIGHT_TEST_C_ONLY'))"],
+                    capture_output=True, text=True, check=True)
+    finally:
+        os.unsetenv("OPSIGHT_TEST_C_ONLY")
+    # A child without env= gets the environment it would have had, C changes included.
+    assert child.stdout.strip() == "from putenv"
+    names = {node["name"] for node in _walk(_tree(output)["roots"])}
+    assert {"job pow", "job test_hooks_leave_what_the_program_sees_unchanged.<locals>.Callable"} <= names
+
+
+def test_an_eager_task_takes_its_flow_while_create_task_runs_it(tmp_path: Path) -> None:
+    import asyncio
+
+    if not hasattr(asyncio, "eager_task_factory"):
+        import pytest
+
+        pytest.skip(f"asyncio.eager_task_factory needs Python 3.12 (this is {sys.version.split()[0]})")
+
+    @opsight.trace
+    async def handler() -> None:
+        await asyncio.sleep(0)
+
+    @opsight.trace
+    async def serve() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+        await asyncio.create_task(handler())
+
+    output = tmp_path / "eager.opsight"
+    with opsight.profile(str(output), store=False):
+        asyncio.run(serve())
+    nodes = {node["name"]: node for node in _walk(_tree(output)["roots"])}
+    assert nodes["handler"]["from"]["name"] == "serve"

@@ -213,7 +213,7 @@ TEST(Flows, AChildProcessRootJoinsTheParentsCallWhenTheirTracesMerge) {
 
   opsight::trace::append_trace(parent, child_read.trace);
   EXPECT_EQ(flow_arrows(parent), (std::multiset<std::string>{"spawn child -> child main"}));
-  EXPECT_TRUE(parent.open_flow_ends.empty());
+  EXPECT_EQ(parent.unjoined_flow_ends(), 0u);
   RowIndex root = parent.flows.slice_in[0];
   EXPECT_NE(parent.tracks[parent.slices.track[root]].pid, getpid());
   // The forking thread is the child's main thread: its tid is the child's pid, not the

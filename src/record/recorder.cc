@@ -174,7 +174,9 @@ bool begin_async(std::string_view name, uint64_t id) {
 }
 
 void end_async(uint64_t id) {
-  if (!recording()) return;
+  // Recorded even while paused, like end(): the begin may have been recorded before the
+  // pause. (Without a session the reserve fails and nothing is written.)
+  if (!record::registry().session_running.load(std::memory_order_relaxed)) return;
   write_async_event(format::SlotKind::kAsyncEnd, 0, id);
 }
 

@@ -89,11 +89,11 @@ std::string flow_source_label(const trace::Trace& trace, trace::RowIndex source)
 }
 
 std::string flows_line(const trace::Trace& trace) {
-  if (trace.flows.size() == 0 && trace.open_flow_ends.empty()) return {};
+  const size_t open_ends = trace.unjoined_flow_ends();
+  if (trace.flows.size() == 0 && open_ends == 0) return {};
   std::string line = fmt::format("links: {} hand-off{} (⇠ from the span that started the work)",
                                  trace.flows.size(), trace.flows.size() == 1 ? "" : "s");
-  if (!trace.open_flow_ends.empty())
-    line += fmt::format(", {} without the other end in this trace", trace.open_flow_ends.size());
+  if (open_ends > 0) line += fmt::format(", {} without the other end in this trace", open_ends);
   return line + "\n";
 }
 
@@ -206,7 +206,7 @@ std::string tree_json(const trace::Trace& trace, const ReportOptions& options) {
   }
   document["roots_omitted"] = roots.omitted;
   document["flows"] = trace.flows.size();
-  document["open_flow_ends"] = trace.open_flow_ends.size();
+  document["open_flow_ends"] = trace.unjoined_flow_ends();
   internal::add_overhead_fields(document, analyze::summarize_overhead(trace));
   return internal::dump_json(document);
 }

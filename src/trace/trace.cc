@@ -135,18 +135,31 @@ std::string Trace::track_label(TrackId track_id) const {
 }
 
 Process& Trace::process(int64_t pid) {
-  for (auto& existing : processes)
-    if (existing.pid == pid) return existing;
-  Process added;
-  added.pid = pid;
-  processes.push_back(std::move(added));
-  return processes.back();
+  // The index follows the table; rebuilt if the table was changed behind its back.
+  if (process_index_.size() != processes.size()) {
+    process_index_.clear();
+    for (size_t position = 0; position < processes.size(); ++position)
+      process_index_.try_emplace(processes[position].pid, position);
+  }
+  auto [it, inserted] = process_index_.try_emplace(pid, processes.size());
+  if (inserted) {
+    Process added;
+    added.pid = pid;
+    processes.push_back(std::move(added));
+  }
+  return processes[it->second];
 }
 
 uint32_t Trace::counter_track(int64_t pid, std::string_view name, std::string_view unit) {
   StringId name_id = intern(name);
-  for (uint32_t i = 0; i < counter_tracks.size(); ++i)
-    if (counter_tracks[i].pid == pid && counter_tracks[i].name == name_id) return i;
+  if (counter_index_.size() != counter_tracks.size()) {
+    counter_index_.clear();
+    for (uint32_t i = 0; i < counter_tracks.size(); ++i)
+      counter_index_.try_emplace({counter_tracks[i].pid, counter_tracks[i].name}, i);
+  }
+  auto [it, inserted] = counter_index_.try_emplace(std::pair<int64_t, int64_t>{pid, name_id},
+                                                   static_cast<uint32_t>(counter_tracks.size()));
+  if (!inserted) return it->second;
   counter_tracks.push_back(CounterTrack{pid, name_id, intern(unit)});
   process(pid);
   return static_cast<uint32_t>(counter_tracks.size() - 1);
@@ -358,6 +371,11 @@ RowIndex SliceLookup::next(TrackId track, int64_t ts) const {
   auto first = std::lower_bound(rows.begin(), rows.end(), ts,
                                 [&](RowIndex row, int64_t time) { return slices.ts[row] < time; });
   return first == rows.end() ? kNoRow : *first;
+}
+
+size_t Trace::unjoined_flow_ends() const {
+  return static_cast<size_t>(std::count_if(open_flow_ends.begin(), open_flow_ends.end(),
+                                           [](const OpenFlowEnd& end) { return !end.joined; }));
 }
 
 std::pair<int64_t, int64_t> Trace::time_bounds() const {

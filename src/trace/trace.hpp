@@ -107,8 +107,9 @@ template <typename T>
 using Column = std::vector<T, ColumnAllocator<T>>;
 
 // A process of the trace, with what viewers need to lay it out: its name, its place in
-// the order (lower first; ties by pid), labels ("rank 0", "GPU 1") and the process that
-// started it when it was a child of a traced program (0 if none or unknown).
+// the order (lower first; ties by pid), labels ("rank 0", "GPU 1") and its parent's pid
+// as the process saw it when it recorded (getppid(): a shell, a launcher or the traced
+// program that started it; 0 if unknown). Which call started it is a flow, not this.
 struct Process {
   int64_t pid = 0;
   StringId name = 0;
@@ -311,6 +312,9 @@ struct OpenFlowEnd {
   RowIndex slice = kNoRow;
   uint64_t id = 0;
   bool outgoing = false;
+  // An outgoing end already joined to an incoming one stays, for more incoming ends of the
+  // same id in traces appended later (one call, several children); it is not "open".
+  bool joined = false;
 };
 
 // Which slice a flow end known only by its time and track binds to (Chrome JSON's rules):
@@ -373,6 +377,9 @@ class Trace {
   FlowTable flows;
   std::vector<OpenFlowEnd> open_flow_ends;
   RunInfo run;
+
+  // Open flow ends not joined to any other end (what reports count as unlinked).
+  size_t unjoined_flow_ends() const;
 
   Trace() = default;
   Trace(const Trace&) = delete;
@@ -446,6 +453,9 @@ class Trace {
     }
   };
   std::unordered_map<std::pair<int64_t, int64_t>, TrackId, PairHash> track_index_;
+  std::unordered_map<int64_t, size_t> process_index_;  // pid -> position in processes
+  std::unordered_map<std::pair<int64_t, int64_t>, uint32_t, PairHash>
+      counter_index_;  // (pid, name)
 };
 
 // Finds the slices of a finalized trace by track and time (what binds a flow end given by
@@ -455,8 +465,8 @@ class Trace {
 class SliceLookup {
  public:
   explicit SliceLookup(const Trace& trace);
-  // The innermost slice of `track` open at `ts` (begin <= ts < end, or a zero-length slice
-  // at ts), or kNoRow.
+  // The innermost slice of `track` open at `ts`, its end included (begin <= ts <= end), or
+  // kNoRow.
   RowIndex enclosing(TrackId track, int64_t ts) const;
   // The first slice of `track` that begins at or after `ts`, or kNoRow.
   RowIndex next(TrackId track, int64_t ts) const;

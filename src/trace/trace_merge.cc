@@ -146,34 +146,40 @@ void make_new_span_ids_unique(Trace& into, RowIndex first_new_row) {
 }
 
 // Adds `from`'s open flow ends (rows shifted by slice_base) to `into`'s, and turns every
-// outgoing end and incoming end of the same id, one from each trace, into a flow.
+// outgoing end and incoming end of the same id, one from each trace, into a flow. Incoming
+// ends that found their outgoing end go; outgoing ends stay (marked joined), so that the
+// children of one call appended in any order all find it.
 void join_open_flow_ends(Trace& into, const Trace& from, RowIndex slice_base) {
   if (from.open_flow_ends.empty()) return;
   std::unordered_map<uint64_t, std::vector<size_t>> mine;  // id -> positions in into's list
   for (size_t position = 0; position < into.open_flow_ends.size(); ++position)
     mine[into.open_flow_ends[position].id].push_back(position);
-  std::vector<bool> joined(into.open_flow_ends.size(), false);
-  std::vector<OpenFlowEnd> still_open;
+  std::vector<bool> incoming_joined(into.open_flow_ends.size(), false);
+  std::vector<OpenFlowEnd> added;
   for (OpenFlowEnd end : from.open_flow_ends) {
     end.slice += slice_base;
-    bool linked = false;
     if (auto found = mine.find(end.id); found != mine.end()) {
       for (size_t position : found->second) {
-        const OpenFlowEnd& other = into.open_flow_ends[position];
-        if (other.outgoing == end.outgoing) continue;
-        RowIndex out = end.outgoing ? end.slice : other.slice;
-        RowIndex in = end.outgoing ? other.slice : end.slice;
-        into.flows.add(out, in, end.id);
-        joined[position] = true;
-        linked = true;
+        OpenFlowEnd& other = into.open_flow_ends[position];
+        if (other.outgoing == end.outgoing || incoming_joined[position]) continue;
+        if (end.outgoing) {
+          into.flows.add(end.slice, other.slice, end.id);
+          incoming_joined[position] = true;
+          end.joined = true;
+        } else {
+          into.flows.add(other.slice, end.slice, end.id);
+          other.joined = true;
+          end.joined = true;
+          break;  // an incoming end arrives once
+        }
       }
     }
-    if (!linked) still_open.push_back(end);
+    if (end.outgoing || !end.joined) added.push_back(end);
   }
   std::vector<OpenFlowEnd> kept;
   for (size_t position = 0; position < into.open_flow_ends.size(); ++position)
-    if (!joined[position]) kept.push_back(into.open_flow_ends[position]);
-  kept.insert(kept.end(), still_open.begin(), still_open.end());
+    if (!incoming_joined[position]) kept.push_back(into.open_flow_ends[position]);
+  kept.insert(kept.end(), added.begin(), added.end());
   into.open_flow_ends = std::move(kept);
 }
 

@@ -249,6 +249,41 @@ TEST(TraceMerge, KeepsFlowsAsyncTracksProcessMetadataScopesAndSeries) {
   EXPECT_EQ(parent.str(parent.counter_tracks[0].series), "heap");
 }
 
+// A trace of one process with one root slice and, optionally, an open flow end.
+Trace process_with_open_end(int64_t pid, const char* name, bool outgoing, uint64_t id) {
+  Trace trace;
+  trace.run.pid = pid;
+  RowIndex row =
+      trace.slices.add(pid * 1000, 10, trace.intern(name), 0, trace.thread_track(pid, pid));
+  trace.open_flow_ends.push_back({row, id, outgoing});
+  trace.finalize();
+  return trace;
+}
+
+TEST(TraceMerge, OneCallsOutgoingEndJoinsEveryChildInAnyOrder) {
+  for (bool parent_first : {true, false}) {
+    Trace merged = parent_first ? process_with_open_end(1, "spawn", true, 5)
+                                : process_with_open_end(2, "child a", false, 5);
+    opsight::trace::append_trace(merged, parent_first
+                                             ? process_with_open_end(2, "child a", false, 5)
+                                             : process_with_open_end(1, "spawn", true, 5));
+    opsight::trace::append_trace(merged, process_with_open_end(3, "child b", false, 5));
+    std::multiset<std::string> arrows;
+    for (size_t row = 0; row < merged.flows.size(); ++row)
+      arrows.insert(std::string(merged.str(merged.slices.name[merged.flows.slice_out[row]])) +
+                    " -> " +
+                    std::string(merged.str(merged.slices.name[merged.flows.slice_in[row]])));
+    EXPECT_EQ(arrows, (std::multiset<std::string>{"spawn -> child a", "spawn -> child b"}))
+        << "parent first: " << parent_first;
+    EXPECT_EQ(merged.unjoined_flow_ends(), 0u);
+  }
+  // An incoming end with no outgoing one stays open, and is counted.
+  Trace lone = process_with_open_end(4, "orphan", false, 9);
+  opsight::trace::append_trace(lone, process_with_open_end(5, "other", true, 8));
+  EXPECT_EQ(lone.flows.size(), 0u);
+  EXPECT_EQ(lone.unjoined_flow_ends(), 2u);
+}
+
 TEST(TraceWindow, KeepsOnlyFlowsWhoseBothSlicesStay) {
   Trace trace;
   auto a = trace.thread_track(1, 1);

@@ -10,12 +10,14 @@ work off to the span that picks it up, as flows of the trace model (arrows in Pe
 * **thread pools**: ``concurrent.futures.ThreadPoolExecutor.submit`` (so also
   ``map`` and ``loop.run_in_executor``) runs the job inside a span ``job <function>`` on
   the worker thread, with a flow from the submitting span;
-* **child processes**: ``subprocess.Popen`` and ``multiprocessing``'s ``Process.start``
-  run inside a span ``subprocess <program>`` / ``multiprocessing <name>`` whose flow goes
-  to the child's first span, through ``OPSIGHT_PARENT_FLOW`` in the child's environment
-  (read by the core when the child's session starts; the child must be traced too, as
-  under ``opsight run`` or with ``OPSIGHT_OUTPUT``). The two ends meet when the traces of
-  the processes are merged.
+* **child processes**: ``subprocess.Popen`` runs inside a span ``subprocess <program>``
+  whose flow goes to the child's first span (on the thread that starts its session),
+  through ``OPSIGHT_PARENT_FLOW`` in the child's environment, read by the core when the
+  child's session starts; ``multiprocessing``'s ``Process.start`` runs inside a span
+  ``multiprocessing <name>`` whose flow travels in the ``Process`` object itself (pickled
+  to a spawned or forkserver child, inherited by a forked one) to the first span of the
+  child's ``run``. The child must be traced too (``opsight run``, ``OPSIGHT_OUTPUT``); the
+  two ends meet when the traces of the processes are merged.
 
 The hooks are installed when a session starts and removed when it stops (a hook someone
 replaced meanwhile is left alone). Each costs one ``recording()`` check when no session
@@ -30,7 +32,7 @@ from typing import Any, Callable
 
 import opsight._native as _native
 from .._session.integrations import Integration
-from .wrapping import default_name, name_id
+from .wrapping import name_id
 
 #: The environment variable that carries a flow to a child process: "<pid>:<flow hex>".
 PARENT_FLOW_VARIABLE = "OPSIGHT_PARENT_FLOW"
@@ -43,16 +45,36 @@ def _traced_create_task(original: Callable) -> Callable:
             return original(self, coro, *args, **kwargs)
         flow = _native.new_flow_id()
         _native.flow_out(flow)
-        task = original(self, coro, *args, **kwargs)
-        _native.note_task_flow(task, flow)
+        # An eager task (eager_task_factory) takes the flow while create_task runs it.
+        _native.set_pending_task_flow(flow)
+        try:
+            task = original(self, coro, *args, **kwargs)
+        finally:
+            unused = _native.take_pending_task_flow()
+        if unused:
+            _native.note_task_flow(task, flow)
         return task
 
     create_task.__opsight_handoff__ = original
     return create_task
 
 
+def _job_name(function: Any) -> str:
+    """``job <qualname>`` without calling ``repr`` (slow, unbounded, may raise): a
+    ``functools.partial`` is named by its function, a callable object by its type."""
+    try:
+        while isinstance(function, functools.partial):
+            function = function.func
+        name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None)
+        if not isinstance(name, str) or not name:
+            name = type(function).__qualname__
+    except Exception:  # noqa: BLE001 - naming must never break submit
+        name = "?"
+    return f"job {name}"
+
+
 def _job(function: Callable, flow: int) -> Callable:
-    job_name = name_id(f"job {default_name(function)}")
+    job_name = name_id(_job_name(function))
 
     def run_job(*args, **kwargs):
         began = _native.begin(job_name)
@@ -106,8 +128,18 @@ def _traced_popen_init(original: Callable) -> Callable:
                 flow = _native.new_flow_id()
                 _native.flow_out(flow)
                 environment = kwargs.get("env")
-                environment = dict(os.environ if environment is None else environment)
-                environment[PARENT_FLOW_VARIABLE] = _parent_flow_value(flow)
+                if environment is None:  # what the child would get: the C environment
+                    environment = _native.process_environment()
+                    environment[os.fsencode(PARENT_FLOW_VARIABLE)] = os.fsencode(
+                        _parent_flow_value(flow))
+                else:
+                    environment = dict(environment)
+                    key = next((k for k in environment if isinstance(k, bytes)), None)
+                    if key is not None:
+                        environment[os.fsencode(PARENT_FLOW_VARIABLE)] = os.fsencode(
+                            _parent_flow_value(flow))
+                    else:
+                        environment[PARENT_FLOW_VARIABLE] = _parent_flow_value(flow)
                 kwargs["env"] = environment
             return original(self, args, **kwargs)
         finally:
@@ -118,30 +150,42 @@ def _traced_popen_init(original: Callable) -> Callable:
     return __init__
 
 
+#: The attribute of a ``multiprocessing`` Process object that carries its flow to the child.
+_PROCESS_FLOW_ATTRIBUTE = "_opsight_parent_flow"
+
+
 def _traced_process_start(original: Callable) -> Callable:
     @functools.wraps(original)
     def start(self):
         if not _native.recording():
             return original(self)
         began = _native.begin(name_id(f"multiprocessing {getattr(self, 'name', 'process')}"))
-        previous = os.environ.get(PARENT_FLOW_VARIABLE)
         try:
             if began:
                 flow = _native.new_flow_id()
                 _native.flow_out(flow)
-                # fork copies the environment, spawn and forkserver pass it on.
-                os.environ[PARENT_FLOW_VARIABLE] = _parent_flow_value(flow)
+                # Pickled with the object to a spawned or forkserver child, inherited by a
+                # forked one; read there by _traced_process_bootstrap.
+                setattr(self, _PROCESS_FLOW_ATTRIBUTE, flow)
             return original(self)
         finally:
             if began:
-                if previous is None:
-                    os.environ.pop(PARENT_FLOW_VARIABLE, None)
-                else:
-                    os.environ[PARENT_FLOW_VARIABLE] = previous
                 _native.end()
 
     start.__opsight_handoff__ = original
     return start
+
+
+def _traced_process_bootstrap(original: Callable) -> Callable:
+    @functools.wraps(original)
+    def _bootstrap(self, *args, **kwargs):
+        flow = self.__dict__.pop(_PROCESS_FLOW_ATTRIBUTE, None)
+        if flow is not None and _native.recording():
+            _native.flow_into_next(flow)  # the first span of the child's run()
+        return original(self, *args, **kwargs)
+
+    _bootstrap.__opsight_handoff__ = original
+    return _bootstrap
 
 
 def _hook_points() -> list[tuple[Any, str, Callable[[Callable], Callable]]]:
@@ -156,6 +200,7 @@ def _hook_points() -> list[tuple[Any, str, Callable[[Callable], Callable]]]:
         (concurrent.futures.ThreadPoolExecutor, "submit", _traced_submit),
         (subprocess.Popen, "__init__", _traced_popen_init),
         (multiprocessing.process.BaseProcess, "start", _traced_process_start),
+        (multiprocessing.process.BaseProcess, "_bootstrap", _traced_process_bootstrap),
     ]
 
 

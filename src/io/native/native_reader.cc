@@ -7,6 +7,7 @@
 // of its own and becomes a trace::Track the first time something is recorded on it.
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <unordered_map>
 
 #include "format/chunk_codec.hpp"
@@ -42,6 +43,7 @@ struct AsyncEvent {
   int64_t ns = 0;
   uint64_t order = 0;  // file order, for a stable sort of events at one time
   bool begin = false;
+  bool unfinished = false;  // an end the model writer marked kEndOfUnfinished
   StringId name = 0;
   StringId category = 0;
 };
@@ -150,8 +152,10 @@ class NativeDecoder {
     for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
     build_async_slices(trace_end_ns);
     build_flows();
-    for (auto [key, count] : {std::pair{"unmatched_async_ends", unmatched_async_ends_},
-                              std::pair{"flow_ends_without_span", flow_ends_without_span_}})
+    for (auto [key, count] :
+         {std::pair{"unmatched_async_ends", unmatched_async_ends_},
+          std::pair{"flow_ends_without_span", flow_ends_without_span_ + flows_into_next_unbound_},
+          std::pair{"layout_entries_ignored", layout_entries_ignored_}})
       if (count > 0) result_.trace.run.extra.emplace_back(key, std::to_string(count));
     trace::Trace& trace = result_.trace;
     trace.run.complete = saw_stats && !result_.damage;
@@ -214,9 +218,12 @@ class NativeDecoder {
       else if (key == "pid")
         run.pid = std::strtoll(std::string(value).c_str(), nullptr, 10);
       else if (key.starts_with("process.") || key.starts_with("thread.") ||
-               key.starts_with("counter_series."))
-        layout_entries_.emplace_back(std::string(key), std::string(value));
-      else if (key == "parent_pid")
+               key.starts_with("counter_series.")) {
+        if (layout_entries_.size() < kMaxLayoutEntries)
+          layout_entries_.emplace_back(std::string(key), std::string(value));
+        else
+          ++layout_entries_ignored_;
+      } else if (key == "parent_pid")
         parent_pid_ = std::strtoll(std::string(value).c_str(), nullptr, 10);
       else if (key == "process_name")
         process_name_ = value;
@@ -543,6 +550,7 @@ class NativeDecoder {
           event.ns = ns;
           event.order = async_events_.size();
           event.begin = kind == SlotKind::kAsyncBegin;
+          event.unfinished = !event.begin && slot.arg_type == format::kEndOfUnfinished;
           if (event.begin) {
             NameIds ids =
                 slot.arg_type == format::kAsyncNameId
@@ -663,6 +671,7 @@ class NativeDecoder {
           RowIndex row = open.back();
           open.pop_back();
           trace.slices.dur[row] = std::max<int64_t>(0, event.ns - trace.slices.ts[row]);
+          if (event.unfinished) trace.slices.flags[row] |= trace::kSliceUnfinished;
         }
       }
       for (RowIndex row : open) {  // never ended: shown up to the end of the trace
@@ -700,11 +709,14 @@ class NativeDecoder {
       uint32_t last;
     };
     std::vector<IdGroup> table(capacity, IdGroup{0, kNone, kNone});
+    // Salted per process, so that a file cannot choose ids that collide in the table.
+    static const uint64_t hash_salt =
+        (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
     std::vector<uint32_t> next_of(count, kNone);
     std::vector<uint8_t> is_first(count, 0);
     for (uint32_t index = 0; index < count; ++index) {
       uint64_t id = flow_ends_[index].id;
-      size_t position = trace::mix64(id) & mask;
+      size_t position = trace::mix64(id ^ hash_salt) & mask;
       while (table[position].first != kNone && table[position].id != id)
         position = (position + 1) & mask;
       IdGroup& group = table[position];
@@ -739,27 +751,48 @@ class NativeDecoder {
     }
   }
 
-  // The ends of one flow id, in any order: the out end, then the steps in time order, form
-  // a chain, and each in end links from the chain's last stop before it (by time).
+  // The ends of one flow id, in any order. In time order, each departure (out or step)
+  // becomes the flow's current stop and each arrival (in or step) links from it; an arrival
+  // before any departure (a kFlow end carries only its thread's last time, so a receiver
+  // can seem early) links from the first departure. Ends with nothing to link stay open.
   void join_flow_group(std::vector<FlowEndEvent>& ends) {
     trace::Trace& trace = result_.trace;
-    std::stable_sort(ends.begin(), ends.end(), [](const FlowEndEvent& a, const FlowEndEvent& b) {
-      if ((a.direction == format::kFlowOut) != (b.direction == format::kFlowOut))
-        return a.direction == format::kFlowOut;
-      return a.ns < b.ns;
-    });
-    RowIndex from = kNoRow;
-    bool linked = false;
-    for (const FlowEndEvent& end : ends) {
-      if (end.direction != format::kFlowOut && from != kNoRow) {
-        trace.flows.add(from, end.slice, end.id);
-        linked = true;
-      } else if (end.direction != format::kFlowOut) {
-        trace.open_flow_ends.push_back({end.slice, end.id, false});
+    std::stable_sort(ends.begin(), ends.end(),
+                     [](const FlowEndEvent& a, const FlowEndEvent& b) { return a.ns < b.ns; });
+    const FlowEndEvent* first_departure = nullptr;
+    for (const FlowEndEvent& end : ends)
+      if (end.direction != format::kFlowIn) {
+        first_departure = &end;
+        break;
       }
-      if (end.direction != format::kFlowIn) from = end.slice;
+    RowIndex from = kNoRow;
+    std::vector<bool> departed_linked(ends.size(), false);
+    size_t from_index = 0;
+    for (size_t index = 0; index < ends.size(); ++index) {
+      const FlowEndEvent& end = ends[index];
+      if (end.direction != format::kFlowOut) {  // an arrival
+        RowIndex source = from;
+        size_t source_index = from_index;
+        if (source == kNoRow && first_departure != nullptr && first_departure != &end) {
+          source = first_departure->slice;
+          source_index = static_cast<size_t>(first_departure - ends.data());
+        }
+        if (source != kNoRow) {
+          trace.flows.add(source, end.slice, end.id);
+          departed_linked[source_index] = true;
+        } else {
+          trace.open_flow_ends.push_back({end.slice, end.id, false});
+        }
+      }
+      if (end.direction != format::kFlowIn) {
+        from = end.slice;
+        from_index = index;
+      }
     }
-    if (!linked && from != kNoRow) trace.open_flow_ends.push_back({from, ends.front().id, true});
+    for (size_t index = 0; index < ends.size(); ++index)
+      if (ends[index].direction != format::kFlowIn && !departed_linked[index] &&
+          ends[index].direction == format::kFlowOut)
+        trace.open_flow_ends.push_back({ends[index].slice, ends[index].id, true});
   }
 
   // The model writer's run-info entries for what the event streams cannot carry
@@ -816,6 +849,7 @@ class NativeDecoder {
       bool has_async_track = false;
       for (LaneState& lane : state.lanes) {
         close_open_spans(lane, state.last_ns);
+        flows_into_next_unbound_ += lane.flows_into_next.size();
         has_async_track = has_async_track || (lane.key != 0 && lane.has_track);
       }
       // The thread's own track holds its overhead and counts, also when all its spans ran
@@ -885,6 +919,11 @@ class NativeDecoder {
   std::vector<RowIndex> row_of_async_begin_;  // by AsyncEvent::order
   std::string source_format_;
   std::vector<std::pair<std::string, std::string>> layout_entries_;
+  // Far more processes, threads and counters than any recording has: a damaged or hostile
+  // file cannot make the reader spend its time on them.
+  static constexpr size_t kMaxLayoutEntries = 100'000;
+  uint64_t layout_entries_ignored_ = 0;
+  uint64_t flows_into_next_unbound_ = 0;
   std::string process_name_;
   int64_t parent_pid_ = 0;
 };

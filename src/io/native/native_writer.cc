@@ -264,8 +264,9 @@ std::string write_native(const trace::Trace& trace) {
     flow_ends_of.emplace(trace.flows.slice_in[row], std::pair{flow_ids[row], format::kFlowIn});
   }
   for (const trace::OpenFlowEnd& end : trace.open_flow_ends)
-    flow_ends_of.emplace(end.slice,
-                         std::pair{end.id, end.outgoing ? format::kFlowOut : format::kFlowIn});
+    if (!end.joined)
+      flow_ends_of.emplace(end.slice,
+                           std::pair{end.id, end.outgoing ? format::kFlowOut : format::kFlowIn});
   auto add_flow_ends = [&](EventsEncoder& events, RowIndex row, uint8_t flag) {
     if (flow_ends_of.empty()) return;
     auto [first, last] = flow_ends_of.equal_range(row);
@@ -369,19 +370,18 @@ std::string write_native(const trace::Trace& trace) {
         std::vector<RowIndex> open;
         auto close_until = [&](int64_t ts) {
           while (!open.empty() && trace.slices.end(open.back()) <= ts) {
-            events.add(ticks_of(trace.slices.end(open.back())), slot_word(0, SlotKind::kAsyncEnd),
+            bool unfinished = trace.slices.flags[open.back()] & trace::kSliceUnfinished;
+            events.add(ticks_of(trace.slices.end(open.back())),
+                       slot_word(0, SlotKind::kAsyncEnd, unfinished ? format::kEndOfUnfinished : 0),
                        {}, &key_slot);
             open.pop_back();
           }
         };
         for (RowIndex row : slices_of[track_id]) {
           close_until(trace.slices.ts[row]);
-          std::string_view name =
-              trace.str(trace.slices.name[row]).substr(0, format::kMaxInlineString);
           events.add(ticks_of(trace.slices.ts[row]),
-                     slot_word(static_cast<uint32_t>(name.size()), SlotKind::kAsyncBegin,
-                               format::kAsyncNameBytes),
-                     name, &key_slot);
+                     slot_word(slice_name_ids[row], SlotKind::kAsyncBegin, format::kAsyncNameId),
+                     {}, &key_slot);
           add_flow_ends(events, row, format::kFlowOnAsyncBegin);
           open.push_back(row);
         }
