@@ -201,7 +201,9 @@ Decoded decode_trace(const std::string& bytes) {
   std::map<uint64_t, std::string> names, categories, annotation_names, strings;
   auto intern = [&](std::string_view interned_bytes, uint32_t kind,
                     std::map<uint64_t, std::string>& table, const std::string& label) {
-    for (const ProtoField* entry : find_fields(must_decode(interned_bytes), kind)) {
+    // (Kept in a variable: a range-for over a call on a temporary would dangle.)
+    const auto interned_fields = must_decode(interned_bytes);
+    for (const ProtoField* entry : find_fields(interned_fields, kind)) {
       auto entry_fields = must_decode(entry->bytes);
       const ProtoField* iid = find_field(entry_fields, fields::interned::kIid);
       EXPECT_NE(iid, nullptr);
