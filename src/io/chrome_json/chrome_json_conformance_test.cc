@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "io/chrome_json/chrome_json_test_support.hpp"
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 
@@ -32,20 +33,7 @@ std::string extra_value(const Trace& trace, std::string_view key) {
 }
 
 std::string arg_text(const Trace& trace, const trace::ArgValue& value) {
-  switch (value.type) {
-    case trace::ArgType::kInt:
-      return std::to_string(value.int_value);
-    case trace::ArgType::kDouble: {
-      std::ostringstream out;
-      out << value.double_value << "d";
-      return out.str();
-    }
-    case trace::ArgType::kString:
-      return "'" + std::string(trace.str(value.string_value)) + "'";
-    case trace::ArgType::kBool:
-      return value.int_value != 0 ? "true" : "false";
-  }
-  return "?";
+  return testing::arg_value_text(trace, value);
 }
 
 // "<track label> ts+dur depth name [cat] {args} unfinished", tracks by label, rows by time.

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "io/chrome_json/chrome_json_repair.hpp"
+#include "io/chrome_json/chrome_json_test_support.hpp"
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 
@@ -23,20 +24,7 @@ namespace {
 using trace::Trace;
 
 std::string format_arg(const Trace& trace, const trace::ArgValue& value) {
-  switch (value.type) {
-    case trace::ArgType::kInt:
-      return std::to_string(value.int_value);
-    case trace::ArgType::kDouble: {
-      std::ostringstream out;
-      out << value.double_value << "d";
-      return out.str();
-    }
-    case trace::ArgType::kString:
-      return "'" + std::string(trace.str(value.string_value)) + "'";
-    case trace::ArgType::kBool:
-      return value.int_value != 0 ? "true" : "false";
-  }
-  return "?";
+  return testing::arg_value_text(trace, value);
 }
 
 std::string format_args(const Trace& trace, const trace::ArgTable& args, size_t begin, size_t end) {
