@@ -65,9 +65,13 @@ std::optional<std::string> read_file_bytes(const std::string& path, std::string*
   std::string bytes;
   bytes.resize(static_cast<size_t>(info.st_size));
   size_t filled = 0;
+  char probe[4096];
   while (true) {
-    if (filled == bytes.size()) bytes.resize(bytes.size() + 65536);  // growing files, pipes
-    ssize_t got = ::read(fd, bytes.data() + filled, bytes.size() - filled);
+    // Once the string is full, a small read finds out whether more comes (growing files,
+    // pipes): growing the string first doubled it, and copied it, for every whole file.
+    const bool full = filled == bytes.size();
+    ssize_t got = ::read(fd, full ? probe : bytes.data() + filled,
+                         full ? sizeof probe : bytes.size() - filled);
     if (got < 0) {
       if (errno == EINTR) continue;
       *error = path + ": cannot read: " + std::strerror(errno);
@@ -75,6 +79,7 @@ std::optional<std::string> read_file_bytes(const std::string& path, std::string*
       return std::nullopt;
     }
     if (got == 0) break;
+    if (full) bytes.append(probe, static_cast<size_t>(got));
     filled += static_cast<size_t>(got);
   }
   ::close(fd);
