@@ -37,6 +37,9 @@
 // trace/categories.hpp (chrome_json_categories.cc), the mapping recorded in
 // run.extra["category_map"] (docs/reports.md, "Foreign traces").
 //
+// read_trace_file maps the file and, through read_chrome_json_dropping_input, hears where
+// each merged window ends: the pages before it leave the process's memory (io.cc).
+//
 // Thread-safety: read_chrome_json is reentrant; it shares nothing between calls (each
 // calling thread keeps its own parsers, which a read's helper thread borrows).
 #include <simdjson.h>
