@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -126,6 +127,7 @@ int run_report(const ReportCommand& command) {
     return kExitUsage;
   }
   bool damaged = false;
+  auto load_start = std::chrono::steady_clock::now();
   std::optional<opsight::trace::Trace> trace;
   if (command.files.size() == 1) {
     // A file or a run of the store ("latest", an id, a name): store/trace_source.hpp decides.
@@ -150,9 +152,17 @@ int run_report(const ReportCommand& command) {
     if (!out.empty()) out += "\n";
     out += text;
   };
+  auto render_start = std::chrono::steady_clock::now();
   for (size_t i = 0; i < views.size(); ++i)
     if (wanted[i]) add_view(views[i].render(*trace, options));
   if (!write_stdout(out)) return kExitError;
+  if (std::getenv("OPSIGHT_DEBUG_TIMING") != nullptr) {
+    auto done = std::chrono::steady_clock::now();
+    std::fprintf(
+        stderr, "opsight timing: %-28s %8.1f ms\nopsight timing: %-28s %8.1f ms\n", "load (all)",
+        std::chrono::duration<double, std::milli>(render_start - load_start).count(),
+        "render views", std::chrono::duration<double, std::milli>(done - render_start).count());
+  }
   return damaged ? kExitDamaged : 0;
 }
 

@@ -68,7 +68,9 @@ std::string write_chrome_json(const trace::Trace& trace);
 // perfetto/perfetto_writer.cc and docs/formats.md).
 std::string write_perfetto(const trace::Trace& trace);
 
-// Files: by extension (falling back to content for unknown extensions).
+// Files: by extension (falling back to content for unknown extensions). A regular file is
+// mapped, not copied (a Chrome JSON file's pages leave memory as its events are merged);
+// anything else (a pipe) is read with read_file_bytes.
 ReadResult read_trace_file(const std::string& path);
 
 // Several trace files read and merged into one trace, in the order given (see

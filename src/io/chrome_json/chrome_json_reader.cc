@@ -37,6 +37,9 @@
 // trace/categories.hpp (chrome_json_categories.cc), the mapping recorded in
 // run.extra["category_map"] (docs/reports.md, "Foreign traces").
 //
+// read_trace_file maps the file and, through read_chrome_json_dropping_input, hears where
+// each merged window ends: the pages before it leave the process's memory (io.cc).
+//
 // Thread-safety: read_chrome_json is reentrant; it shares nothing between calls (each
 // calling thread keeps its own parsers, which a read's helper thread borrows).
 #include <simdjson.h>
@@ -50,6 +53,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -62,9 +66,11 @@
 
 #include "io/chrome_json/chrome_json_categories.hpp"
 #include "io/chrome_json/chrome_json_decode.hpp"
+#include "io/chrome_json/chrome_json_reader.hpp"
 #include "io/chrome_json/chrome_json_repair.hpp"
 #include "io/chrome_json/chrome_json_values.hpp"
 #include "io/chrome_json/chrome_json_windows.hpp"
+#include "io/debug_timing.hpp"
 #include "io/io.hpp"
 #include "trace/categories.hpp"
 #include "trace/trace.hpp"
@@ -420,7 +426,9 @@ class ChromeTraceBuilder {
   // Sizes the slice and slice-arg columns before `window` is merged: growing them by doubling
   // costs copies and faults and leaves up to half of them unused (96 bytes per 48-byte
   // slice), so they grow only when a window would not fit, to what the rest of the file
-  // needs at the density seen so far (rows per event, events as estimated).
+  // needs at the density seen so far (rows per event, events as estimated), plus 1/64: an
+  // estimate short by a few rows at the end cost a copy of every column into fresh pages
+  // (150 MB on a 200 MB file), and capacity never written takes address space, not memory.
   void reserve_rows(const DecodedEvents& window, size_t first_index, size_t expected_events) {
     slices_seen_ += window.slices;
     size_t events_seen = std::max<size_t>(1, first_index + window.events.size());
@@ -428,7 +436,7 @@ class ChromeTraceBuilder {
     auto expected_rows = [&](size_t rows_seen) {
       return static_cast<size_t>(
           std::ceil(static_cast<double>(rows_seen) / static_cast<double>(events_seen) *
-                    static_cast<double>(expected_total)));
+                    static_cast<double>(expected_total) * (65.0 / 64.0)));
     };
     ensure_slice_room(window.slices, expected_rows(slices_seen_));
     auto& args = trace_.slice_args;
@@ -916,8 +924,12 @@ class ChromeTraceBuilder {
 // event array emptied, then the events a window of about 1 MiB at a time. Returns nullopt
 // whenever anything is unusual (cut input, invalid JSON, no traceEvents...), and the whole
 // document is then read by the careful path, which knows how to repair and explain.
+// `done_before` (may be null) hears of the text each merged window leaves behind.
+using DoneBefore = std::function<void(const char*)>;
 std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_base, size_t first,
-                                          bool parse_on_helper_thread) {
+                                          bool parse_on_helper_thread,
+                                          const DoneBefore* done_before) {
+  PhaseClock clock;
   bool object_form = text[first] == '{';
   std::optional<size_t> array_start = object_form ? find_event_array(text) : first;
   if (!array_start || *array_start >= text.size() || text[*array_start] != '[') return std::nullopt;
@@ -925,6 +937,7 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
   if (!split) return std::nullopt;  // left open: the careful path repairs it
   if (!object_form && skip_whitespace(text, split->array_end) != text.size()) return std::nullopt;
 
+  clock.lap("cut windows");
   ReadResult result;
   ChromeTraceBuilder builder(result.trace, text, offset_base);
   if (object_form) {
@@ -943,8 +956,14 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
                             parse_on_helper_thread);
     size_t index = 0;
     const size_t array_begin = split->windows.empty() ? 0 : split->windows[0].first;
+    clock.lap("top level");
+    double waiting_ms = 0;
+    double merging_ms = 0;
     for (size_t window = 0; window < split->windows.size(); ++window) {
+      auto wait_start = PhaseClock::Clock::now();
       const DecodedEvents* events = pipeline.next(window);
+      auto merge_start = PhaseClock::Clock::now();
+      waiting_ms += std::chrono::duration<double, std::milli>(merge_start - wait_start).count();
       if (events == nullptr) return std::nullopt;
       // The events the whole array holds, estimated from the density so far (an event is
       // more than 16 bytes).
@@ -960,14 +979,22 @@ std::optional<ReadResult> read_in_windows(std::string_view text, size_t offset_b
       builder.merge(*events, index, expected_events);
       index += events->events.size();
       pipeline.release(window);
+      if (done_before != nullptr) (*done_before)(text.data() + split->windows[window].second);
+      merging_ms +=
+          std::chrono::duration<double, std::milli>(PhaseClock::Clock::now() - merge_start).count();
     }
+    clock.lap("windows (all)");
+    PhaseClock::print("  caller: decode or wait", waiting_ms);
+    PhaseClock::print("  caller: merge", merging_ms);
   }
   // Windows hold at most ~1 MiB of text: drop the parsers' memory if one grew it large.
   for (WindowParser& parser : window_parsers())
     if (parser.parser.capacity() > 8 * kWindowBytes)
       parser = WindowParser{simdjson::dom::parser{}, std::string{}};
   builder.finish(object_form);
+  clock.lap("finish (B/E, flows, names)");
   result.trace.finalize();
+  clock.lap("finalize");
   return result;
 }
 
@@ -991,7 +1018,7 @@ void map_offsets_to_input(ReadResult& result, const MendedOffsets& edits, size_t
 }
 
 ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_helper_thread,
-                                      bool may_mend = true) {
+                                      const DoneBefore* done_before, bool may_mend = true) {
   ReadResult result;
   size_t offset_base = 0;
   if (bytes.substr(0, 3) == "\xEF\xBB\xBF") offset_base = 3;  // UTF-8 byte order mark
@@ -1012,14 +1039,15 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
     return result;
   }
 
-  if (auto fast = read_in_windows(text, offset_base, first, parse_on_helper_thread))
+  if (auto fast = read_in_windows(text, offset_base, first, parse_on_helper_thread, done_before))
     return std::move(*fast);
   // Cut short (a killed recorder): close it after its last whole event and read that a
   // window at a time too, rather than parsing the whole file (and a repaired copy) at once.
   if (RepairPoint repair = find_repair_point(text); repair.input_is_cut) {
     std::string repaired(text.substr(0, repair.keep_bytes));
     repaired += repair.closing_brackets;
-    if (auto fast = read_in_windows(repaired, offset_base, first, parse_on_helper_thread)) {
+    if (auto fast =
+            read_in_windows(repaired, offset_base, first, parse_on_helper_thread, nullptr)) {
       if (repair.cut_value_offset != std::string_view::npos) {
         fast->damage = Diagnostic{
             "input ends in the middle of a value; read up to the last complete event before it",
@@ -1036,7 +1064,8 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
   MendedOffsets edits;
   if (may_mend) {
     if (auto mended = mend_sloppy_json(text, &mended_count, &edits)) {
-      ReadResult mended_result = read_chrome_json_unguarded(*mended, parse_on_helper_thread, false);
+      ReadResult mended_result =
+          read_chrome_json_unguarded(*mended, parse_on_helper_thread, nullptr, false);
       if (mended_result.ok()) {
         map_offsets_to_input(mended_result, edits, offset_base);
         mended_result.trace.run.extra.emplace_back("mended_json", std::to_string(mended_count));
@@ -1112,11 +1141,10 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
   return result;
 }
 
-}  // namespace
-
-ReadResult read_chrome_json(std::string_view bytes, int threads) {
+ReadResult read_chrome_json_guarded(std::string_view bytes, int threads,
+                                    const DoneBefore* done_before) {
   try {
-    return read_chrome_json_unguarded(bytes, threads >= 2);
+    return read_chrome_json_unguarded(bytes, threads >= 2, done_before);
   } catch (const std::exception& failure) {
     ReadResult result;
     result.error = Diagnostic{std::string("cannot read Chrome JSON: ") + failure.what(), 0, false};
@@ -1128,9 +1156,26 @@ ReadResult read_chrome_json(std::string_view bytes, int threads) {
   }
 }
 
-ReadResult read_chrome_json(std::string_view bytes) {
+int default_threads() {
   static const int threads = std::thread::hardware_concurrency() >= 2 ? 2 : 1;
-  return read_chrome_json(bytes, threads);
+  return threads;
 }
+
+}  // namespace
+
+ReadResult read_chrome_json(std::string_view bytes, int threads) {
+  return read_chrome_json_guarded(bytes, threads, nullptr);
+}
+
+ReadResult read_chrome_json(std::string_view bytes) {
+  return read_chrome_json_guarded(bytes, default_threads(), nullptr);
+}
+
+namespace chrome_json {
+ReadResult read_chrome_json_dropping_input(std::string_view bytes,
+                                           const std::function<void(const char*)>& done_before) {
+  return read_chrome_json_guarded(bytes, default_threads(), &done_before);
+}
+}  // namespace chrome_json
 
 }  // namespace opsight::io

@@ -3,8 +3,10 @@
 // plus round trips through the writer and two fixtures made by the real PyTorch profiler
 // and ONNX Runtime (tests/data/generate_fixtures.py).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -1000,6 +1002,43 @@ TEST(ChromeJsonReader, LaneMarkersOutsideOpsightFilesAreOrdinaryArgs) {
   ASSERT_EQ(result.trace.tracks.size(), 1u);
   EXPECT_FALSE(result.trace.tracks[0].is_async());
   EXPECT_EQ(result.trace.tracks[0].tid, 9);
+}
+
+// read_trace_file maps a file and lets the pages of merged windows go (every 8 MiB): what
+// it reads must be what read_chrome_json reads from the same bytes in memory, including
+// the byte offset of a bad event found after those pages went, and a cut file's damage.
+TEST(ChromeJsonReader, AMappedFileReadsAsTheSameBytesInMemory) {
+  std::string json = "{\"traceEvents\":[\n";
+  for (int event = 0; event < 240'000; ++event)
+    json += "{\"ph\":\"X\",\"cat\":\"op\",\"name\":\"n" + std::to_string(event % 7) +
+            "\",\"pid\":1,\"tid\":" + std::to_string(event % 3) +
+            ",\"ts\":" + std::to_string(event * 10) + ",\"dur\":5,\"args\":{\"k\":\"" +
+            std::to_string(event) + "\"}},\n";
+  json += "{\"ph\":\"X\",\"name\":\"bad ts\",\"ts\":\"soon\"},\n";
+  json += "{\"ph\":\"X\",\"name\":\"last\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1}]}\n";
+  ASSERT_GT(json.size(), size_t{20} << 20);
+  auto path = std::filesystem::temp_directory_path() /
+              ("opsight_mapped_" + std::to_string(::getpid()) + ".json");
+  for (std::string bytes : {json, json.substr(0, json.size() - 30)}) {
+    {
+      std::ofstream file(path, std::ios::binary);
+      file << bytes;
+    }
+    auto mapped = read_trace_file(path.string());
+    auto in_memory = read_chrome_json(bytes);
+    std::filesystem::remove(path);
+    ASSERT_TRUE(mapped.ok());
+    ASSERT_TRUE(in_memory.ok());
+    EXPECT_EQ(mapped.trace.slices.size(), in_memory.trace.slices.size());
+    EXPECT_EQ(slice_rows(mapped.trace), slice_rows(in_memory.trace));
+    EXPECT_NE(extra_value(mapped.trace, "first_invalid_event"), "<absent>");
+    EXPECT_EQ(extra_value(mapped.trace, "first_invalid_event"),
+              extra_value(in_memory.trace, "first_invalid_event"));
+    EXPECT_EQ(mapped.damage.has_value(), in_memory.damage.has_value());
+    if (mapped.damage && in_memory.damage) {
+      EXPECT_EQ(mapped.damage->byte_offset, in_memory.damage->byte_offset);
+    }
+  }
 }
 
 }  // namespace
