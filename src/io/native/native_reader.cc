@@ -49,14 +49,18 @@ struct AsyncEvent {
 };
 
 // One end of a flow bound to a slice, kept until every thread is read.
+// 24 bytes: a read keeps one per flow end until the last thread is read.
 struct FlowEndEvent {
   uint64_t id = 0;
-  RowIndex slice = kNoRow;
   int64_t ns = 0;  // the thread's last time when it was recorded (kFlow carries none)
+  // The slice row; with kOnAsyncBegin in `direction`, the AsyncEvent::order of the async
+  // begin it binds to, turned into a row once async slices are built.
+  RowIndex slice = kNoRow;
   uint8_t direction = 0;
-  uint64_t async_begin = kNoAsyncBegin;  // for kFlowOnAsyncBegin: that begin's AsyncEvent::order
+  static constexpr uint8_t kOnAsyncBegin = 0x80;
   static constexpr uint64_t kNoAsyncBegin = ~uint64_t{0};
 };
+static_assert(sizeof(FlowEndEvent) == 24);
 
 struct ThreadState {
   int64_t pid = 0;
@@ -457,7 +461,8 @@ class NativeDecoder {
             continue;
           }
           flow_ends_.push_back(
-              FlowEndEvent{slot.ticks, kNoRow, state.last_ns, direction, state.last_async_begin});
+              FlowEndEvent{slot.ticks, state.last_ns, static_cast<RowIndex>(state.last_async_begin),
+                           static_cast<uint8_t>(direction | FlowEndEvent::kOnAsyncBegin)});
           continue;
         }
         bind_flow_end(*lane, slot.ticks, slot.arg_type, state.last_ns);
@@ -494,7 +499,7 @@ class NativeDecoder {
           lane->last_instant = kNoRow;
           if (!lane->flows_into_next.empty()) [[unlikely]] {
             for (uint64_t flow : lane->flows_into_next)
-              flow_ends_.push_back(FlowEndEvent{flow, row, ns, format::kFlowIn});
+              flow_ends_.push_back(FlowEndEvent{flow, ns, row, format::kFlowIn});
             lane->flows_into_next.clear();
           }
           break;
@@ -626,7 +631,7 @@ class NativeDecoder {
       ++flow_ends_without_span_;
       return;
     }
-    flow_ends_.push_back(FlowEndEvent{flow, lane.open.back(), ns, direction});
+    flow_ends_.push_back(FlowEndEvent{flow, ns, lane.open.back(), direction});
   }
 
   // Pairs the async begins and ends of every thread: per (process, id), in time order, an
@@ -690,42 +695,71 @@ class NativeDecoder {
     if (flow_ends_.empty()) return;
     trace::Trace& trace = result_.trace;
     for (FlowEndEvent& end : flow_ends_)
-      if (end.async_begin != FlowEndEvent::kNoAsyncBegin)
-        end.slice = end.async_begin < row_of_async_begin_.size()
-                        ? row_of_async_begin_[end.async_begin]
-                        : kNoRow;
+      if (end.direction & FlowEndEvent::kOnAsyncBegin) {
+        end.direction &= static_cast<uint8_t>(~FlowEndEvent::kOnAsyncBegin);
+        end.slice =
+            end.slice < row_of_async_begin_.size() ? row_of_async_begin_[end.slice] : kNoRow;
+      }
     std::erase_if(flow_ends_, [](const FlowEndEvent& end) { return end.slice == kNoRow; });
     // Group the ends by id with an open-addressing table (first end of each id) and a chain
     // through the others: linear time, where a sort of 2M ends cost more than the rest of
     // the read. Groups are joined in the order of their first end in the file.
     constexpr uint32_t kNone = ~uint32_t{0};
     const size_t count = flow_ends_.size();
-    size_t capacity = 16;
-    while (capacity < count * 2) capacity *= 2;
-    const size_t mask = capacity - 1;
+    // Salted per process, so that a file cannot choose ids that collide in the tables.
+    static const uint64_t hash_salt =
+        (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    // Partitioned by the hash's top byte first (one sequential scatter of (id, index)), so
+    // that each partition's table fits in the cache: a single table over every end missed
+    // the cache on nearly every probe.
+    struct IdAndIndex {
+      uint64_t id;
+      uint32_t index;
+    };
+    constexpr size_t kPartitions = 256;
+    auto partition_of = [](uint64_t hash) { return static_cast<size_t>(hash >> 56); };
+    std::vector<uint32_t> partition_begin(kPartitions + 1, 0);
+    for (const FlowEndEvent& end : flow_ends_)
+      ++partition_begin[partition_of(trace::mix64(end.id ^ hash_salt)) + 1];
+    for (size_t partition = 0; partition < kPartitions; ++partition)
+      partition_begin[partition + 1] += partition_begin[partition];
+    std::vector<IdAndIndex> partitioned(count);
+    {
+      std::vector<uint32_t> cursor(partition_begin.begin(), partition_begin.end() - 1);
+      for (uint32_t index = 0; index < count; ++index) {
+        uint64_t id = flow_ends_[index].id;
+        partitioned[cursor[partition_of(trace::mix64(id ^ hash_salt))]++] = IdAndIndex{id, index};
+      }
+    }
     struct IdGroup {
       uint64_t id;
       uint32_t first;  // kNone: an empty slot
       uint32_t last;
     };
-    std::vector<IdGroup> table(capacity, IdGroup{0, kNone, kNone});
-    // Salted per process, so that a file cannot choose ids that collide in the table.
-    static const uint64_t hash_salt =
-        (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    std::vector<IdGroup> table;
     std::vector<uint32_t> next_of(count, kNone);
     std::vector<uint8_t> is_first(count, 0);
-    for (uint32_t index = 0; index < count; ++index) {
-      uint64_t id = flow_ends_[index].id;
-      size_t position = trace::mix64(id ^ hash_salt) & mask;
-      while (table[position].first != kNone && table[position].id != id)
-        position = (position + 1) & mask;
-      IdGroup& group = table[position];
-      if (group.first == kNone) {
-        group = IdGroup{id, index, index};
-        is_first[index] = 1;
-      } else {
-        next_of[group.last] = index;
-        group.last = index;
+    for (size_t partition = 0; partition < kPartitions; ++partition) {
+      const uint32_t begin = partition_begin[partition];
+      const uint32_t end = partition_begin[partition + 1];
+      if (begin == end) continue;
+      size_t capacity = 16;
+      while (capacity < size_t{end - begin} * 2) capacity *= 2;
+      const size_t mask = capacity - 1;
+      table.assign(capacity, IdGroup{0, kNone, kNone});
+      for (uint32_t position_in = begin; position_in < end; ++position_in) {
+        auto [id, index] = partitioned[position_in];
+        size_t position = trace::mix64(id ^ hash_salt) & mask;  // low bits; the top chose it
+        while (table[position].first != kNone && table[position].id != id)
+          position = (position + 1) & mask;
+        IdGroup& group = table[position];
+        if (group.first == kNone) {
+          group = IdGroup{id, index, index};
+          is_first[index] = 1;
+        } else {  // (the scatter kept file order within a partition: index grows)
+          next_of[group.last] = index;
+          group.last = index;
+        }
       }
     }
     std::vector<FlowEndEvent> group;
