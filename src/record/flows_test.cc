@@ -177,30 +177,35 @@ TEST(Flows, AChainThroughAnAsyncSpanAndTheModelsTablesSurviveTheNativeFormat) {
 TEST(Flows, AChildProcessRootJoinsTheParentsCallWhenTheirTracesMerge) {
   auto path = std::filesystem::temp_directory_path() /
               ("opsight_flow_child_" + std::to_string(getpid()) + ".opsight");
-  Trace parent;
-  uint64_t flow = 0;
-  parent = record_and_read([&] {
+  const uint64_t flow = opsight::new_flow_id();
+  // This thread records once before the fork, so that the child inherits its thread record
+  // (the case where the child's main thread must take its own tid). The fork itself comes
+  // outside any session: no recorder thread is alive (ThreadSanitizer forbids a child of a
+  // multi-threaded process to start threads).
+  record_and_read([] { opsight::Span warm_up("warm up"); });
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child starts its own session, like a process under opsight run.
+    bool started = !opsight::record::start_recording(
+                        [&](std::string* error) {
+                          return opsight::record::open_file_sink(path.string(), error);
+                        },
+                        {})
+                        .has_value();
+    opsight::flow_into_next(flow);
+    { opsight::Span root("child main"); }
+    bool stopped = opsight::record::stop_recording().sink != nullptr;
+    _exit(started && stopped ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  // The parent's call that handed the work off (recorded after the child here; the join
+  // does not depend on the order).
+  Trace parent = record_and_read([&] {
     opsight::Span spawn("spawn child");
-    flow = opsight::new_flow_id();
     opsight::flow_out(flow);
-    pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      // (The parent's session is not inherited: the child starts its own, like opsight run.)
-      bool started = !opsight::record::start_recording(
-                          [&](std::string* error) {
-                            return opsight::record::open_file_sink(path.string(), error);
-                          },
-                          {})
-                          .has_value();
-      opsight::flow_into_next(flow);
-      { opsight::Span root("child main"); }
-      bool stopped = opsight::record::stop_recording().sink != nullptr;
-      _exit(started && stopped ? 0 : 1);
-    }
-    int status = 0;
-    ASSERT_EQ(waitpid(child, &status, 0), child);
-    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   });
   auto child_read = opsight::io::read_trace_file(path.string());
   std::filesystem::remove(path);
@@ -214,12 +219,12 @@ TEST(Flows, AChildProcessRootJoinsTheParentsCallWhenTheirTracesMerge) {
   opsight::trace::append_trace(parent, child_read.trace);
   EXPECT_EQ(flow_arrows(parent), (std::multiset<std::string>{"spawn child -> child main"}));
   EXPECT_EQ(parent.unjoined_flow_ends(), 0u);
+  ASSERT_EQ(parent.flows.size(), 1u);
   RowIndex root = parent.flows.slice_in[0];
-  EXPECT_NE(parent.tracks[parent.slices.track[root]].pid, getpid());
+  EXPECT_EQ(parent.tracks[parent.slices.track[root]].pid, child);
   // The forking thread is the child's main thread: its tid is the child's pid, not the
   // parent thread's tid it had before the fork.
-  EXPECT_EQ(parent.tracks[parent.slices.track[root]].tid,
-            parent.tracks[parent.slices.track[root]].pid);
+  EXPECT_EQ(parent.tracks[parent.slices.track[root]].tid, child);
 }
 
 TEST(Flows, WithoutASessionNothingIsRecordedAndIdsStayUnique) {
