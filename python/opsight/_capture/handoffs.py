@@ -103,13 +103,17 @@ def _traced_submit(original: Callable) -> Callable:
 
 
 def _program_name(args: Any) -> str:
-    if isinstance(args, (str, bytes, os.PathLike)):
-        program = os.fsdecode(args).split()[0] if os.fsdecode(args).split() else ""
-    else:
-        try:
-            program = os.fsdecode(next(iter(args)))
-        except (StopIteration, TypeError):
+    """The program a Popen runs, for the span's name; never consumes or changes ``args``."""
+    try:
+        if isinstance(args, (str, bytes, os.PathLike)):
+            words = os.fsdecode(args).split()
+            program = words[0] if words else ""
+        elif isinstance(args, (list, tuple)) and args:
+            program = os.fsdecode(args[0])
+        else:  # any other iterable is left alone (iterating it could consume it)
             program = ""
+    except (TypeError, ValueError):
+        program = ""
     return os.path.basename(program) or "?"
 
 
