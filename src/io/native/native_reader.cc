@@ -7,6 +7,7 @@
 // of its own and becomes a trace::Track the first time something is recorded on it.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <unordered_map>
 
@@ -79,6 +80,14 @@ struct ThreadState {
 
 // Ids and thread indices above this are damage, not data (2^24: far beyond any recording).
 constexpr uint32_t kMaxIndex = 1u << 24;
+
+// end - start, at least 0, saturated: a damaged file's times may be 2^63 apart.
+int64_t duration_until(int64_t start, int64_t end) {
+  int64_t duration = 0;
+  if (__builtin_sub_overflow(end, start, &duration))
+    return end > start ? std::numeric_limits<int64_t>::max() : 0;
+  return std::max<int64_t>(0, duration);
+}
 
 struct NameIds {
   StringId name = 0;
@@ -405,7 +414,7 @@ class NativeDecoder {
   void close_open_spans(LaneState& lane, int64_t end_ns) {
     trace::Trace& trace = result_.trace;
     for (RowIndex row : lane.open) {
-      trace.slices.dur[row] = std::max<int64_t>(0, end_ns - trace.slices.ts[row]);
+      trace.slices.dur[row] = duration_until(trace.slices.ts[row], end_ns);
       trace.slices.flags[row] |= trace::kSliceUnfinished;
     }
     lane.open.clear();
@@ -510,7 +519,7 @@ class NativeDecoder {
           } else {
             RowIndex row = lane->open.back();
             lane->open.pop_back();
-            trace.slices.dur[row] = std::max<int64_t>(0, ns - trace.slices.ts[row]);
+            trace.slices.dur[row] = duration_until(trace.slices.ts[row], ns);
             if (slot.arg_type == format::kEndOfUnfinished)
               trace.slices.flags[row] |= trace::kSliceUnfinished;
             if (slot.arg_type == format::kEndIsLate) {
@@ -675,12 +684,12 @@ class NativeDecoder {
         } else {
           RowIndex row = open.back();
           open.pop_back();
-          trace.slices.dur[row] = std::max<int64_t>(0, event.ns - trace.slices.ts[row]);
+          trace.slices.dur[row] = duration_until(trace.slices.ts[row], event.ns);
           if (event.unfinished) trace.slices.flags[row] |= trace::kSliceUnfinished;
         }
       }
       for (RowIndex row : open) {  // never ended: shown up to the end of the trace
-        trace.slices.dur[row] = std::max<int64_t>(0, trace_end_ns - trace.slices.ts[row]);
+        trace.slices.dur[row] = duration_until(trace.slices.ts[row], trace_end_ns);
         trace.slices.flags[row] |= trace::kSliceUnfinished;
       }
       first = last;
