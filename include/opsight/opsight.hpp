@@ -104,10 +104,18 @@ OPSIGHT_API void switch_track(uint64_t key, std::string_view name = {});
 // entry, a CUDA stream), begun on one thread and ended on any other. Spans of one id nest
 // by time; end_async(id) closes the innermost open one of that id. Recorded like begin():
 // only while recording; an async span that never ends is shown unfinished at the end of
-// the trace. Cost: two event slots per call (a span's begin or end is one).
-OPSIGHT_API bool begin_async(NameId name, uint64_t id);
+// the trace. Inlined like begin()/end(), and as cheap: each call writes one event slot
+// (a begin_async whose id is 2^40 or more takes two).
+inline bool begin_async(NameId name, uint64_t id) {
+  if (!recording()) return false;
+  return internal::write_async_begin(name, id);
+}
 OPSIGHT_API bool begin_async(std::string_view name, uint64_t id);  // a run-time name, copied
-OPSIGHT_API void end_async(uint64_t id);
+// Recorded even while paused, like end(): the begin may have been recorded before the
+// pause. Without a session the reserve fails and nothing is written.
+inline void end_async(uint64_t id) {
+  internal::write_packed_async(format::SlotKind::kAsyncEndPacked, id);
+}
 
 // Flows: arrows from the span that hands work off to the span that picks it up, on any
 // thread, asyncio task or process (a job submitted to a pool, a request queued for a
@@ -118,10 +126,10 @@ OPSIGHT_API void end_async(uint64_t id);
 // leaves again). Each costs one event slot; does nothing when not recording. An end with
 // no open span to bind to, or a flow whose other end never comes, is counted, not shown.
 OPSIGHT_API uint64_t new_flow_id();  // unique across threads and processes (never 0)
-OPSIGHT_API void flow_out(uint64_t id);
-OPSIGHT_API void flow_in(uint64_t id);
-OPSIGHT_API void flow_step(uint64_t id);
-OPSIGHT_API void flow_into_next(uint64_t id);
+inline void flow_out(uint64_t id) { internal::write_flow(id, format::kFlowOut); }
+inline void flow_in(uint64_t id) { internal::write_flow(id, format::kFlowIn); }
+inline void flow_step(uint64_t id) { internal::write_flow(id, format::kFlowStep); }
+inline void flow_into_next(uint64_t id) { internal::write_flow(id, format::kFlowIntoNext); }
 
 namespace internal {
 // For front ends whose hooks cost time the recorder cannot see (the torch operator

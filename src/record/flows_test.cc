@@ -93,6 +93,52 @@ TEST(AsyncSpans, BegunOnOneThreadEndedOnAnotherNestOnTheirIdsTrack) {
   EXPECT_TRUE(counted);
 }
 
+// begin_async/end_async write one slot each (like a span's begin and end) unless the id is
+// 2^40 or more, when the begin takes a second slot; both forms read back alike, also past
+// the recorder's 4096-slot chunks.
+TEST(AsyncSpans, SmallIdsTakeOneSlotPerEventLargeIdsTwoPerBeginAndBothReadAlike) {
+  constexpr int kSpans = 3000;  // 6000+ slots: more than one chunk
+  opsight::NameId name = opsight::register_name("request", "test");
+  auto record_spans = [&](uint64_t first_id, size_t* bytes) {
+    auto sink = std::make_unique<opsight::record::MemorySink>();
+    EXPECT_FALSE(opsight::record::start_recording([&](std::string*) { return std::move(sink); }, {})
+                     .has_value());
+    for (int i = 0; i < kSpans; ++i) {
+      opsight::begin_async(name, first_id + i);
+      opsight::begin_async(name, first_id + i);
+      opsight::end_async(first_id + i);
+      opsight::end_async(first_id + i);
+    }
+    auto stopped = opsight::record::stop_recording();
+    const std::string& file = static_cast<opsight::record::MemorySink&>(*stopped.sink).bytes();
+    *bytes = file.size();
+    auto result = opsight::io::read_native(file);
+    EXPECT_TRUE(result.ok());
+    EXPECT_FALSE(result.damage.has_value());
+    return std::move(result.trace);
+  };
+  size_t small_bytes = 0;
+  size_t large_bytes = 0;
+  Trace small = record_spans(1, &small_bytes);
+  Trace large = record_spans(uint64_t{1} << 40, &large_bytes);
+  for (const Trace* trace : {&small, &large}) {
+    ASSERT_EQ(trace->slices.size(), 2u * kSpans);
+    size_t nested = 0;
+    for (RowIndex row = 0; row < trace->slices.size(); ++row) {
+      EXPECT_EQ(trace->tracks[trace->slices.track[row]].kind, TrackKind::kAsync);
+      EXPECT_FALSE(trace->slices.flags[row] & opsight::trace::kSliceUnfinished);
+      if (trace->slices.depth[row] == 1) {
+        ++nested;
+        EXPECT_LE(trace->slices.end(row), trace->slices.end(trace->slices.parent[row]));
+      }
+    }
+    EXPECT_EQ(nested, size_t{kSpans});
+  }
+  // One slot (16 bytes) more per large-id begin; chunk headers and run info differ little.
+  double extra_per_begin = static_cast<double>(large_bytes - small_bytes) / (2.0 * kSpans);
+  EXPECT_NEAR(extra_per_begin, 16.0, 1.0);
+}
+
 TEST(Flows, LinkTheSubmitterToTheJobOnAnotherThreadAndSurviveARoundTrip) {
   Trace trace = record_and_read([] {
     opsight::Span submit("submit");

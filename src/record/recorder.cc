@@ -143,26 +143,6 @@ void counter(std::string_view name, double value) {
                              static_cast<uint32_t>(name.size()), 0, name, {}, &value_slot);
 }
 
-namespace {
-// An async event with the id in its second slot: two slots, no bytes (the common case kept
-// off write_with_bytes's general path).
-bool write_async_event(format::SlotKind kind, uint32_t name, uint64_t id) {
-  format::Slot* slot = internal::reserve(2);
-  if (slot == nullptr) [[unlikely]]
-    return false;
-  internal::write_slot(slot, internal::now_ticks(),
-                       internal::slot_word(name, kind, format::kAsyncNameId, 1));
-  slot[1] = format::Slot{id, 0, 0, 0, 0};
-  internal::commit(2);
-  return true;
-}
-}  // namespace
-
-bool begin_async(NameId name, uint64_t id) {
-  if (!recording()) return false;
-  return write_async_event(format::SlotKind::kAsyncBegin, name, id);
-}
-
 bool begin_async(std::string_view name, uint64_t id) {
   if (!recording()) return false;
   name = internal::clip(name);
@@ -171,13 +151,6 @@ bool begin_async(std::string_view name, uint64_t id) {
   return internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kAsyncBegin,
                                     static_cast<uint32_t>(name.size()), format::kAsyncNameBytes,
                                     name, {}, &id_slot);
-}
-
-void end_async(uint64_t id) {
-  // Recorded even while paused, like end(): the begin may have been recorded before the
-  // pause. (Without a session the reserve fails and nothing is written.)
-  if (!record::registry().session_running.load(std::memory_order_relaxed)) return;
-  write_async_event(format::SlotKind::kAsyncEnd, 0, id);
 }
 
 uint64_t new_flow_id() {
@@ -191,21 +164,6 @@ uint64_t new_flow_id() {
   uint64_t id = internal::mix_bits(input);
   return id == 0 ? 1 : id;
 }
-
-namespace {
-void write_flow(uint64_t id, format::FlowDirection direction) {
-  if (!recording()) return;
-  if (format::Slot* slot = internal::reserve(1)) [[likely]] {
-    internal::write_slot(slot, id, internal::slot_word(0, format::SlotKind::kFlow, direction));
-    internal::commit(1);
-  }
-}
-}  // namespace
-
-void flow_out(uint64_t id) { write_flow(id, format::kFlowOut); }
-void flow_in(uint64_t id) { write_flow(id, format::kFlowIn); }
-void flow_step(uint64_t id) { write_flow(id, format::kFlowStep); }
-void flow_into_next(uint64_t id) { write_flow(id, format::kFlowIntoNext); }
 
 void switch_track(uint64_t key, std::string_view name) {
   record::Registry& reg = record::registry();

@@ -4,7 +4,8 @@
 //   BM_SpanNoSession    OPSIGHT_SPAN with no session: one load and one branch
 //   BM_SpanCompiledOut  OPSIGHT_SPAN with OPSIGHT_ENABLE=0 (recorder_benchmark_disabled.cc)
 //   BM_EmptyLoop        the loop alone
-//   BM_AsyncSpan, BM_SpanWithFlowOut   async spans and flows, against BM_FrontEndBeginEnd
+//   BM_AsyncSpan(LargeId), BM_SpanWithFlowOut   async spans and flows, against
+//                       BM_FrontEndBeginEnd
 // scripts/run_benchmarks.sh turns the results into the ratios docs/performance.md shows.
 // Counters: "dropped" must stay 0, or the enabled figures would flatter the recorder.
 #include <benchmark/benchmark.h>
@@ -128,6 +129,17 @@ void BM_AsyncSpan(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AsyncSpan);
+
+// The same with ids of 2^40 and more, whose begins take the two-slot form.
+void BM_AsyncSpanLargeId(benchmark::State& state) {
+  start_session_once();
+  opsight::NameId name = opsight::register_name("request", "python");
+  uint64_t id = uint64_t{1} << 40;
+  for (auto _ : state) {
+    if (opsight::begin_async(name, ++id)) opsight::end_async(id);
+  }
+}
+BENCHMARK(BM_AsyncSpanLargeId);
 
 // A span that hands work off: one flow event inside it (against BM_FrontEndBeginEnd).
 void BM_SpanWithFlowOut(benchmark::State& state) {

@@ -16,7 +16,7 @@ namespace {
 // Counts events (not their extra payload slots) in a run of slots.
 uint64_t count_events(const format::Slot* slots, uint32_t count) {
   uint64_t events = 0;
-  for (uint32_t i = 0; i < count; i += 1u + slots[i].extra_slots) ++events;
+  for (uint32_t i = 0; i < count; i += 1u + format::extra_slots_of(slots[i])) ++events;
   return events;
 }
 

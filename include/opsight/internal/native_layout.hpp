@@ -16,9 +16,10 @@
 namespace opsight::format {
 
 inline constexpr char kFileMagic[8] = {'O', 'P', 'S', 'I', 'G', 'H', 'T', '\0'};
-// Version 2 added kAsyncBegin, kAsyncEnd and kFlow; a reader of version 2 reads version 1
-// files unchanged (they have none of these).
-inline constexpr uint16_t kFormatVersion = 2;
+// Version 2 added kAsyncBegin, kAsyncEnd and kFlow; version 3 added their one-slot forms
+// kAsyncBeginPacked and kAsyncEndPacked. A reader reads every older version unchanged (an
+// older file has none of the newer kinds).
+inline constexpr uint16_t kFormatVersion = 3;
 inline constexpr uint16_t kOldestReadableVersion = 1;
 
 struct FileHeader {
@@ -116,7 +117,19 @@ enum class SlotKind : uint8_t {
   kFlow = 11,         // ticks holds the flow id (no time); arg_type = FlowDirection. Binds
                       // one end of flow `id` to the innermost open span of the thread's
                       // current track (kFlowIntoNext: to the next span it begins).
+  // The one-slot forms of kAsyncBegin/kAsyncEnd (a span's begin or end is one slot too).
+  // Only the kind byte keeps its place: the first 8 bytes hold the payload below, and the
+  // other 7 bytes (id, arg_type, extra_slots) the low 56 bits of the ticks (see
+  // pack_async/unpack_async_ticks). Never followed by extra slots.
+  kAsyncBeginPacked = 12,  // payload: name id (kNames, < 2^24) | async id (< 2^40) << 24
+  kAsyncEndPacked = 13,    // payload: the async id
 };
+
+// The packed async forms' limits: a begin whose name id or async id is larger is written
+// in the two-slot form.
+inline constexpr uint32_t kPackedNameIdLimit = uint32_t{1} << 24;
+inline constexpr uint64_t kPackedAsyncIdLimit = uint64_t{1} << 40;
+inline constexpr int kPackedTicksBits = 56;
 
 enum AsyncNameForm : uint8_t { kAsyncNameId = 0, kAsyncNameBytes = 1 };
 
@@ -148,6 +161,40 @@ struct Slot {
   uint16_t extra_slots;
 };
 static_assert(sizeof(Slot) == 16);
+
+constexpr bool is_packed_async(uint8_t kind) {
+  return kind == static_cast<uint8_t>(SlotKind::kAsyncBeginPacked) ||
+         kind == static_cast<uint8_t>(SlotKind::kAsyncEndPacked);
+}
+
+// How many payload slots follow the event `slot` (0 for the packed kinds, whose
+// extra_slots bytes hold ticks).
+constexpr uint32_t extra_slots_of(const Slot& slot) {
+  return is_packed_async(slot.kind) ? 0 : slot.extra_slots;
+}
+
+// The second 8 bytes of a packed async slot: the low 56 bits of `ticks` around the kind.
+constexpr uint64_t packed_async_word(SlotKind kind, uint64_t ticks) {
+  return (ticks & 0xFFFF'FFFFu) | (uint64_t{static_cast<uint8_t>(kind)} << 32) |
+         (((ticks >> 32) & 0xFF'FFFFu) << 40);
+}
+
+// The low 56 bits of the ticks a packed async slot holds.
+constexpr uint64_t packed_async_ticks_low(const Slot& slot) {
+  return uint64_t{slot.id} | (uint64_t{slot.arg_type} << 32) | (uint64_t{slot.extra_slots} << 40);
+}
+
+// A packed slot's full ticks, from its low 56 bits and `reference`, a tick count near it
+// (the same thread's previous event): the value nearest the reference, so a thread whose
+// events are less than 2^55 ticks apart (139 days at 3 GHz) reads exactly, across a carry
+// into bit 56 too.
+constexpr uint64_t unpack_async_ticks(uint64_t low56, uint64_t reference) {
+  constexpr uint64_t kMask = (uint64_t{1} << kPackedTicksBits) - 1;
+  uint64_t delta = (low56 - reference) & kMask;  // forward distance, modulo 2^56
+  if (delta >= (uint64_t{1} << (kPackedTicksBits - 1)))
+    return reference - ((reference - low56) & kMask);  // behind the reference
+  return reference + delta;
+}
 
 constexpr uint16_t slots_for_bytes(size_t bytes) {
   return static_cast<uint16_t>((bytes + sizeof(Slot) - 1) / sizeof(Slot));

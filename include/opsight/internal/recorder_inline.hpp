@@ -122,5 +122,39 @@ inline void end_span() {
   commit(1);
 }
 
+// An async span's begin or end. One slot (the packed form: the payload in the first 8
+// bytes, 56 bits of ticks around the kind), like a span's begin or end; a begin whose name
+// id or async id is too large for the packed form takes two slots (event, then the id).
+inline bool write_packed_async(format::SlotKind kind, uint64_t payload) {
+  format::Slot* slot = reserve(1);
+  if (slot == nullptr) [[unlikely]]
+    return false;
+  write_slot(slot, payload, format::packed_async_word(kind, now_ticks()));
+  commit(1);
+  return true;
+}
+
+inline bool write_async_begin(uint32_t name, uint64_t async_id) {
+  if (name < format::kPackedNameIdLimit && async_id < format::kPackedAsyncIdLimit) [[likely]]
+    return write_packed_async(format::SlotKind::kAsyncBeginPacked, name | (async_id << 24));
+  format::Slot* slot = reserve(2);
+  if (slot == nullptr) [[unlikely]]
+    return false;
+  write_slot(slot, now_ticks(),
+             slot_word(name, format::SlotKind::kAsyncBegin, format::kAsyncNameId, 1));
+  slot[1] = format::Slot{async_id, 0, 0, 0, 0};
+  commit(2);
+  return true;
+}
+
+// One end of a flow: a single slot whose ticks field holds the flow id.
+inline void write_flow(uint64_t flow_id, format::FlowDirection direction) {
+  if (!g_recording.load(std::memory_order_relaxed)) return;
+  if (format::Slot* slot = reserve(1)) [[likely]] {
+    write_slot(slot, flow_id, slot_word(0, format::SlotKind::kFlow, direction));
+    commit(1);
+  }
+}
+
 }  // namespace internal
 }  // namespace opsight

@@ -72,6 +72,10 @@ struct ThreadState {
   std::unordered_map<uint64_t, size_t> lane_of_key;  // the current lane of each async key
   size_t current_lane = 0;
   int64_t last_ns = 0;
+  // The ticks of the thread's last timed event: the reference packed async events' 56-bit
+  // ticks are read against (the session's first clock sync before any).
+  uint64_t last_ticks = 0;
+  bool has_last_ticks = false;
   uint64_t events = 0;
   uint64_t slots_decoded = 0;
   bool skipping_stale = false;
@@ -444,7 +448,7 @@ class NativeDecoder {
     while (index < header.slot_count) {
       Slot slot;
       std::memcpy(&slot, base + size_t{index} * sizeof(Slot), sizeof(Slot));
-      uint32_t extra = slot.extra_slots;
+      uint32_t extra = format::extra_slots_of(slot);
       if (extra > header.slot_count - index - 1) {
         damage(chunk.payload_offset + sizeof(header) + size_t{index} * sizeof(Slot),
                "event payload runs past its chunk");
@@ -477,14 +481,20 @@ class NativeDecoder {
         bind_flow_end(*lane, slot.ticks, slot.arg_type, state.last_ns);
         continue;
       }
+      uint64_t ticks = slot.ticks;
+      if (format::is_packed_async(slot.kind))
+        ticks = format::unpack_async_ticks(format::packed_async_ticks_low(slot),
+                                           state.has_last_ticks ? state.last_ticks : base_ticks_);
       if (kind != SlotKind::kArg) {
+        state.last_ticks = ticks;
+        state.has_last_ticks = true;
         // Events a thread wrote before this session started are stale; so are the args
         // that follow them.
-        state.skipping_stale = !syncs_.empty() && slot.ticks < syncs_.front().ticks;
+        state.skipping_stale = !syncs_.empty() && ticks < syncs_.front().ticks;
       }
       if (state.skipping_stale) continue;
       ++state.events;
-      int64_t ns = kind == SlotKind::kArg ? state.last_ns : to_ns(slot.ticks);
+      int64_t ns = kind == SlotKind::kArg ? state.last_ns : to_ns(ticks);
       state.last_ns = std::max(state.last_ns, ns);
       lane->last_ns = std::max(lane->last_ns, ns);
       switch (kind) {
@@ -558,31 +568,50 @@ class NativeDecoder {
             ++unknown_slots_;
             break;
           }
-          AsyncEvent event;
-          event.pid = state.pid;
-          std::memcpy(&event.id, payload, sizeof(event.id));
-          event.ns = ns;
-          event.order = async_events_.size();
-          event.begin = kind == SlotKind::kAsyncBegin;
-          event.unfinished = !event.begin && slot.arg_type == format::kEndOfUnfinished;
-          if (event.begin) {
-            NameIds ids =
+          uint64_t id;
+          std::memcpy(&id, payload, sizeof(id));
+          bool begin = kind == SlotKind::kAsyncBegin;
+          NameIds ids;
+          if (begin)
+            ids =
                 slot.arg_type == format::kAsyncNameId
                     ? name_of(slot.id)
                     : NameIds{trace.intern(inline_text(payload + sizeof(Slot), slot.id, extra - 1)),
                               0};
-            event.name = ids.name;
-            event.category = ids.category;
-            state.last_async_begin = event.order;
-          }
-          async_events_.push_back(event);
+          add_async_event(state, id, ns, begin, !begin && slot.arg_type == format::kEndOfUnfinished,
+                          ids);
           break;
         }
+        case SlotKind::kAsyncBeginPacked:
+          add_async_event(
+              state, slot.ticks >> 24, ns, true, false,
+              name_of(static_cast<uint32_t>(slot.ticks & (format::kPackedNameIdLimit - 1))));
+          break;
+        case SlotKind::kAsyncEndPacked:
+          add_async_event(state, slot.ticks, ns, false, false, {});
+          break;
         default:
           ++unknown_slots_;
           break;
       }
     }
+  }
+
+  void add_async_event(ThreadState& state, uint64_t id, int64_t ns, bool begin, bool unfinished,
+                       NameIds ids) {
+    AsyncEvent event;
+    event.pid = state.pid;
+    event.id = id;
+    event.ns = ns;
+    event.order = async_events_.size();
+    event.begin = begin;
+    event.unfinished = unfinished;
+    if (begin) {
+      event.name = ids.name;
+      event.category = ids.category;
+      state.last_async_begin = event.order;
+    }
+    async_events_.push_back(event);
   }
 
   static std::string_view inline_text(const char* payload, uint32_t length, uint32_t slots) {

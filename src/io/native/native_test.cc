@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -231,6 +232,69 @@ std::string file_with_events(const std::vector<opsight::format::Slot>& slots, ui
 opsight::format::Slot slot(uint64_t ticks, opsight::format::SlotKind kind, uint32_t id = 0,
                            uint8_t arg_type = 0) {
   return {ticks, id, static_cast<uint8_t>(kind), arg_type, 0};
+}
+
+// A packed async slot: payload in the first 8 bytes, the low 56 bits of ticks around the
+// kind (what the recorder writes).
+opsight::format::Slot packed_slot(opsight::format::SlotKind kind, uint64_t payload,
+                                  uint64_t ticks) {
+  opsight::format::Slot out;
+  out.ticks = payload;
+  uint64_t word = opsight::format::packed_async_word(kind, ticks);
+  std::memcpy(&out.id, &word, sizeof(word));
+  return out;
+}
+
+TEST(Native, PackedAsyncTicksReadNearestTheThreadsPreviousEvent) {
+  using opsight::format::unpack_async_ticks;
+  constexpr uint64_t kMask = (uint64_t{1} << 56) - 1;
+  EXPECT_EQ(unpack_async_ticks(1500, 1000), 1500u);
+  EXPECT_EQ(unpack_async_ticks(900, 1000), 900u);  // behind: an earlier clock read
+  uint64_t near_carry = (uint64_t{7} << 56) | (kMask - 10);
+  EXPECT_EQ(unpack_async_ticks(5, near_carry), (uint64_t{8} << 56) | 5);  // carries into bit 56
+  EXPECT_EQ(unpack_async_ticks(kMask - 20, (uint64_t{8} << 56) | 5),
+            (uint64_t{7} << 56) | (kMask - 20));                    // and back over it
+  EXPECT_EQ(unpack_async_ticks(3, ~uint64_t{0} - 1), uint64_t{3});  // wraps like the ticks
+  uint64_t far = uint64_t{1} << 54;
+  EXPECT_EQ(unpack_async_ticks((1000 + far) & kMask, 1000), 1000 + far);
+}
+
+// The one-slot async forms read like the two-slot ones, their ticks carried across bit 56
+// from the thread's previous event; the two forms mix on one id.
+TEST(Native, PackedAsyncSpansReadAcrossACarryIntoBit56) {
+  using opsight::format::SlotKind;
+  const uint64_t base = (uint64_t{3} << 56) - 300;  // ticks at the session's first sync
+  opsight::format::Slot id_slot{};
+  const uint64_t big_id = uint64_t{1} << 45;
+  std::memcpy(&id_slot, &big_id, sizeof(big_id));
+  opsight::format::Slot two_slot_begin = slot(base + 100, SlotKind::kAsyncBegin, 1);
+  two_slot_begin.extra_slots = 1;
+  opsight::format::Slot two_slot_end = slot(base + 900, SlotKind::kAsyncEnd);
+  two_slot_end.extra_slots = 1;
+  auto result = opsight::io::read_native(file_with_events(
+      {packed_slot(SlotKind::kAsyncBeginPacked, 1 | (uint64_t{77} << 24), base + 10),
+       two_slot_begin, id_slot,
+       packed_slot(SlotKind::kAsyncBeginPacked, 1 | (uint64_t{77} << 24), base + 290),
+       packed_slot(SlotKind::kAsyncEndPacked, 77, base + 400),  // past the carry
+       two_slot_end, id_slot, packed_slot(SlotKind::kAsyncEndPacked, 77, base + 1000)},
+      1, 0, base));
+  ASSERT_TRUE(result.ok());
+  const auto& slices = result.trace.slices;
+  ASSERT_EQ(slices.size(), 3u);
+  std::vector<std::string> got;
+  for (size_t row = 0; row < slices.size(); ++row) {
+    const auto& track = result.trace.tracks[slices.track[row]];
+    got.push_back(
+        std::string(result.trace.str(slices.name[row])) +
+        " key=" + std::to_string(track.async_key) + " ts=" + std::to_string(slices.ts[row]) +
+        " dur=" + std::to_string(slices.dur[row]) + " depth=" + std::to_string(slices.depth[row]));
+  }
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "span key=35184372088832 ts=100 dur=800 depth=0",
+                     "span key=77 ts=10 dur=990 depth=0",
+                     "span key=77 ts=290 dur=110 depth=1",
+                 }));
 }
 
 TEST(Native, AnEndWrittenLateAfterDropsMarksItsSpanUnfinished) {

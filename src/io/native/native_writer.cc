@@ -182,6 +182,10 @@ std::string write_native(const trace::Trace& trace) {
   auto ticks_of = [first = first_ns](int64_t ts) {
     return static_cast<uint64_t>(ts) - static_cast<uint64_t>(first);
   };
+  // The packed async forms hold 56 bits of ticks, read against the thread's previous event:
+  // exact while the trace spans less than 2^55 ticks (417 days), so used only then.
+  const bool pack_async = static_cast<uint64_t>(last_ns) - static_cast<uint64_t>(first_ns) <
+                          (uint64_t{1} << (format::kPackedTicksBits - 1));
   format::append_chunk(out, format::ChunkType::kClockSync,
                        std::string_view(reinterpret_cast<const char*>(syncs), sizeof(syncs)));
 
@@ -342,7 +346,7 @@ std::string write_native(const trace::Trace& trace) {
   }
 
   // Async tracks: one synthetic thread per process that has them; each track's slices as
-  // kAsyncBegin/kAsyncEnd pairs in nesting order, under the track's key (or a key derived
+  // async begin/end pairs in nesting order, under the track's key (or a key derived
   // from it when two async tracks of the process share one).
   {
     std::vector<int64_t> pids;
@@ -371,17 +375,29 @@ std::string write_native(const trace::Trace& trace) {
         auto close_until = [&](int64_t ts) {
           while (!open.empty() && trace.slices.end(open.back()) <= ts) {
             bool unfinished = trace.slices.flags[open.back()] & trace::kSliceUnfinished;
-            events.add(ticks_of(trace.slices.end(open.back())),
-                       slot_word(0, SlotKind::kAsyncEnd, unfinished ? format::kEndOfUnfinished : 0),
-                       {}, &key_slot);
+            uint64_t end_ticks = ticks_of(trace.slices.end(open.back()));
+            if (unfinished || !pack_async)
+              events.add(
+                  end_ticks,
+                  slot_word(0, SlotKind::kAsyncEnd, unfinished ? format::kEndOfUnfinished : 0), {},
+                  &key_slot);
+            else
+              events.add(key, format::packed_async_word(SlotKind::kAsyncEndPacked, end_ticks));
             open.pop_back();
           }
         };
         for (RowIndex row : slices_of[track_id]) {
           close_until(trace.slices.ts[row]);
-          events.add(ticks_of(trace.slices.ts[row]),
-                     slot_word(slice_name_ids[row], SlotKind::kAsyncBegin, format::kAsyncNameId),
-                     {}, &key_slot);
+          // The recorder's forms: packed where the name id and key fit, else two slots.
+          uint64_t begin_ticks = ticks_of(trace.slices.ts[row]);
+          if (pack_async && slice_name_ids[row] < format::kPackedNameIdLimit &&
+              key < format::kPackedAsyncIdLimit)
+            events.add(slice_name_ids[row] | (key << 24),
+                       format::packed_async_word(SlotKind::kAsyncBeginPacked, begin_ticks));
+          else
+            events.add(begin_ticks,
+                       slot_word(slice_name_ids[row], SlotKind::kAsyncBegin, format::kAsyncNameId),
+                       {}, &key_slot);
           add_flow_ends(events, row, format::kFlowOnAsyncBegin);
           open.push_back(row);
         }
