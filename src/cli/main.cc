@@ -1,5 +1,6 @@
 // The `opsight` command: report, convert and demo here; save, runs, show and rm in
-// store_commands.cc; compare in compare_command.cc; devices in devices_command.cc.
+// store_commands.cc; compare in compare_command.cc; export in export_command.cc; devices in
+// devices_command.cc.
 // `report` and `convert` take several input files (the files the processes of one run
 // wrote) and merge them into one trace.
 //
@@ -23,6 +24,7 @@
 
 #include "cli/compare_command.hpp"
 #include "cli/devices_command.hpp"
+#include "cli/export_command.hpp"
 #include "cli/output.hpp"
 #include "cli/store_commands.hpp"
 #include "io/io.hpp"
@@ -358,6 +360,7 @@ int main(int argc, char** argv) {
 
   opsight::cli::StoreCommands store_commands(app);  // save, runs, show, rm
   opsight::cli::CompareCommand compare_command(app);
+  opsight::cli::ExportCommand export_command(app);
   opsight::cli::DevicesCommand devices_command(app, opsight::cli::devices_source_of_this_build());
 
   try {
@@ -380,6 +383,7 @@ int main(int argc, char** argv) {
     if (*demo_command) return run_demo(demo_prefix, demo_iterations);
     if (auto status = store_commands.run()) return *status;
     if (auto status = compare_command.run()) return *status;
+    if (auto status = export_command.run()) return *status;
     if (auto status = devices_command.run()) return *status;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");

@@ -11,20 +11,20 @@
 
 #include "io/io.hpp"
 #include "io/perfetto/perfetto_fields.hpp"
-#include "io/perfetto/proto_decoder_for_tests.hpp"
-#include "io/perfetto/proto_encoder.hpp"
 #include "trace/trace.hpp"
+#include "wire/proto_decoder_for_tests.hpp"
+#include "wire/proto_encoder.hpp"
 
 namespace {
 
 namespace fields = opsight::io::perfetto::fields;
-using opsight::io::perfetto::ProtoEncoder;
-using opsight::io::perfetto::testing::decode_message;
-using opsight::io::perfetto::testing::find_field;
-using opsight::io::perfetto::testing::find_fields;
-using opsight::io::perfetto::testing::ProtoField;
 using opsight::trace::ArgValue;
 using opsight::trace::Trace;
+using opsight::wire::ProtoEncoder;
+using opsight::wire::testing::decode_message;
+using opsight::wire::testing::find_field;
+using opsight::wire::testing::find_fields;
+using opsight::wire::testing::ProtoField;
 
 std::string hex(const std::string& bytes) {
   std::string text;

@@ -51,8 +51,8 @@
 
 #include "io/io.hpp"
 #include "io/perfetto/perfetto_fields.hpp"
-#include "io/perfetto/proto_encoder.hpp"
 #include "trace/trace.hpp"
+#include "wire/proto_encoder.hpp"
 
 namespace opsight::io {
 namespace {
@@ -495,7 +495,7 @@ class PerfettoWriter {
 
   const trace::Trace& trace_;
   std::string out_;
-  perfetto::ProtoEncoder encoder_;
+  wire::ProtoEncoder encoder_;
   int64_t time_shift_ = 0;
   size_t descriptor_ = 0;
 

@@ -1,12 +1,13 @@
-// A minimal protocol-buffers encoder: varint, fixed64, double, length-delimited bytes and
-// nested messages, appended to one std::string.
+// A minimal protocol-buffers encoder: varint, fixed64, fixed32, double, length-delimited
+// bytes and nested messages, appended to one std::string.
 //
-// Why by hand and not libprotobuf: the Perfetto writer needs about thirty fields of a dozen
-// messages, all of them scalars, strings or nested messages. Writing them takes a hundred
-// lines and needs no generated code, no protoc at build time and no runtime library (the
-// core depends on nothing it does not use). The wire format is a published fact: every
-// field is a key (field number << 3 | wire type) followed by a varint (type 0), eight
-// little-endian bytes (type 1) or a varint length and that many bytes (type 2).
+// Why by hand and not libprotobuf: the Perfetto writer and the OTLP exporter each need a
+// few dozen fields of a dozen messages, all of them scalars, strings or nested messages.
+// Writing them takes a hundred lines and needs no generated code, no protoc at build time
+// and no runtime library (the core depends on nothing it does not use). The wire format is
+// a published fact: every field is a key (field number << 3 | wire type) followed by a
+// varint (type 0), eight little-endian bytes (type 1), a varint length and that many bytes
+// (type 2) or four little-endian bytes (type 5).
 //
 // Nested messages are written in place: begin_message() leaves one byte for the length,
 // end_message() fills it, and moves the body one or more bytes right in the rare case it
@@ -21,7 +22,7 @@
 #include <string>
 #include <string_view>
 
-namespace opsight::io::perfetto {
+namespace opsight::wire {
 
 class ProtoEncoder {
  public:
@@ -41,6 +42,12 @@ class ProtoEncoder {
     char bytes[8];
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(value >> (8 * i));
     out_.append(bytes, 8);
+  }
+  void fixed32_field(uint32_t field, uint32_t value) {
+    key(field, kWireFixed32);
+    char bytes[4];
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>(value >> (8 * i));
+    out_.append(bytes, 4);
   }
   void double_field(uint32_t field, double value) {
     fixed64_field(field, std::bit_cast<uint64_t>(value));
@@ -72,6 +79,7 @@ class ProtoEncoder {
   static constexpr uint32_t kWireVarint = 0;
   static constexpr uint32_t kWireFixed64 = 1;
   static constexpr uint32_t kWireLengthDelimited = 2;
+  static constexpr uint32_t kWireFixed32 = 5;
 
  private:
   static size_t encode_varint(uint64_t value, char* bytes) {
@@ -96,4 +104,4 @@ class ProtoEncoder {
   std::string& out_;
 };
 
-}  // namespace opsight::io::perfetto
+}  // namespace opsight::wire

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace opsight::io::perfetto::testing {
+namespace opsight::wire::testing {
 
 struct ProtoField {
   uint32_t number = 0;
@@ -103,4 +103,4 @@ inline std::vector<const ProtoField*> find_fields(const std::vector<ProtoField>&
   return found;
 }
 
-}  // namespace opsight::io::perfetto::testing
+}  // namespace opsight::wire::testing

@@ -1,0 +1,223 @@
+// The export pipeline under failure: a scripted sender answers each attempt as a test
+// says (sent, retryable with or without Retry-After, permanent failure, slow), and the
+// pipeline must retry, give up, drop and shut down exactly as documented, with
+// offered = sent + dropped for every span. The HTTP sender against a real HTTP server
+// (cpp-httplib's, in this process) sorts statuses the OTLP way.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "export/batch_exporter.hpp"
+#include "export/http_sender.hpp"
+
+namespace {
+
+using opsight::exporting::BatchExporter;
+using opsight::exporting::BatchExporterOptions;
+using opsight::exporting::EncodedBatch;
+using opsight::exporting::SendResult;
+
+// Answers from a script; once the script is used up, every attempt is sent.
+class ScriptedSender : public opsight::exporting::BatchSender {
+ public:
+  struct Shared {
+    std::mutex mutex;
+    std::deque<SendResult> script;
+    std::vector<std::string> delivered;
+    std::atomic<int> attempts{0};
+    std::chrono::milliseconds delay{0};
+  };
+  explicit ScriptedSender(std::shared_ptr<Shared> shared) : shared_(std::move(shared)) {}
+  SendResult send(std::string_view body) override {
+    ++shared_->attempts;
+    std::this_thread::sleep_for(shared_->delay);
+    std::lock_guard lock(shared_->mutex);
+    SendResult result;
+    result.outcome = SendResult::Outcome::kSent;
+    if (!shared_->script.empty()) {
+      result = shared_->script.front();
+      shared_->script.pop_front();
+    }
+    if (result.outcome == SendResult::Outcome::kSent) shared_->delivered.emplace_back(body);
+    return result;
+  }
+  std::string describe() const override { return "scripted"; }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+};
+
+SendResult retryable(std::optional<double> retry_after = std::nullopt) {
+  SendResult result;
+  result.outcome = SendResult::Outcome::kRetryable;
+  result.status = 503;
+  result.message = "HTTP 503";
+  result.retry_after_s = retry_after;
+  return result;
+}
+SendResult failed() {
+  SendResult result;
+  result.outcome = SendResult::Outcome::kFailed;
+  result.status = 400;
+  result.message = "HTTP 400: bad request";
+  return result;
+}
+
+BatchExporterOptions fast_options() {
+  BatchExporterOptions options;
+  options.initial_backoff_s = 0.001;
+  options.max_backoff_s = 0.004;
+  options.max_elapsed_s = 5;
+  options.random_seed = 7;
+  return options;
+}
+
+void expect_balanced(const opsight::exporting::ExportStats& stats) {
+  EXPECT_EQ(stats.spans_offered, stats.spans_sent + stats.spans_dropped() + stats.spans_pending);
+}
+
+TEST(BatchExporter, RetriesRetryableAnswersThenDeliversInOrder) {
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  shared->script = {retryable(), retryable(), failed()};
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared), fast_options());
+  exporter.offer({"first", 10});
+  exporter.offer({"second", 5});
+  ASSERT_TRUE(exporter.flush(10));
+  auto stats = exporter.stats();
+  EXPECT_EQ(stats.retries, 2u);
+  EXPECT_EQ(stats.spans_sent, 5u);            // "first" was retried twice then refused
+  EXPECT_EQ(stats.spans_dropped_failed, 10u);
+  EXPECT_EQ(stats.last_error, "HTTP 400: bad request");
+  EXPECT_EQ(shared->delivered, std::vector<std::string>{"second"});
+  expect_balanced(stats);
+}
+
+TEST(BatchExporter, HonoursRetryAfterAndGivesUpPastMaxElapsed) {
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  shared->script = {retryable(0.05), retryable(10.0)};
+  auto options = fast_options();
+  options.max_elapsed_s = 1;
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared), options);
+  auto start = std::chrono::steady_clock::now();
+  exporter.offer({"batch", 3});
+  ASSERT_TRUE(exporter.flush(10));
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  auto stats = exporter.stats();
+  EXPECT_GE(waited, 0.05);  // the first Retry-After was honoured
+  EXPECT_LT(waited, 1.0);   // the second (10 s) would pass max_elapsed: given up at once
+  EXPECT_EQ(stats.spans_dropped_failed, 3u);
+  EXPECT_NE(stats.last_error.find("gave up"), std::string::npos) << stats.last_error;
+  EXPECT_EQ(shared->attempts.load(), 2);
+  expect_balanced(stats);
+}
+
+TEST(BatchExporter, AFullQueueDropsAndCountsWithoutBlocking) {
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  shared->delay = std::chrono::milliseconds(50);  // a slow server
+  auto options = fast_options();
+  options.max_queued_batches = 2;
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared), options);
+  auto start = std::chrono::steady_clock::now();
+  int accepted = 0;
+  for (int i = 0; i < 20; ++i) accepted += exporter.offer({"b" + std::to_string(i), 1}) ? 1 : 0;
+  double offering = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(offering, 0.04);  // never waited for the server
+  ASSERT_TRUE(exporter.flush(10));
+  auto stats = exporter.stats();
+  EXPECT_EQ(stats.spans_offered, 20u);
+  EXPECT_EQ(stats.spans_sent, static_cast<uint64_t>(accepted));
+  EXPECT_EQ(stats.spans_dropped_queue_full, static_cast<uint64_t>(20 - accepted));
+  EXPECT_LE(accepted, 3);  // two queued and at most one taken by the sender meanwhile
+  expect_balanced(stats);
+}
+
+TEST(BatchExporter, OfferCanWaitForRoomWhenTheCallerMayBlock) {
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  shared->delay = std::chrono::milliseconds(5);
+  auto options = fast_options();
+  options.max_queued_batches = 1;
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared), options);
+  for (int i = 0; i < 10; ++i) EXPECT_TRUE(exporter.offer({"b", 1}, 5.0));
+  ASSERT_TRUE(exporter.flush(10));
+  EXPECT_EQ(exporter.stats().spans_sent, 10u);
+}
+
+TEST(BatchExporter, ShutdownBoundsTheWaitAndCountsWhatItAbandons) {
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  for (int i = 0; i < 1000; ++i) shared->script.push_back(retryable(0.02));  // a server that never recovers
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared), fast_options());
+  exporter.offer({"a", 4});
+  exporter.offer({"b", 6});
+  auto start = std::chrono::steady_clock::now();
+  exporter.shutdown(0.2);
+  double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 1.0);
+  auto stats = exporter.stats();
+  EXPECT_EQ(stats.spans_dropped_shutdown, 10u);
+  EXPECT_EQ(stats.spans_pending, 0u);
+  EXPECT_FALSE(exporter.offer({"late", 2}));
+  EXPECT_EQ(exporter.stats().spans_dropped_shutdown, 12u);
+  expect_balanced(exporter.stats());
+}
+
+TEST(HttpSender, SortsAnswersTheOtlpWayAgainstARealHttpServer) {
+  httplib::Server server;
+  std::atomic<int> calls{0};
+  std::string received_body, received_type, received_header;
+  server.Post("/v1/traces", [&](const httplib::Request& request, httplib::Response& response) {
+    int call = ++calls;
+    received_body = request.body;
+    received_type = request.get_header_value("Content-Type");
+    received_header = request.get_header_value("api-key");
+    if (call == 1) response.status = 200;
+    if (call == 2) {
+      response.status = 429;
+      response.set_header("Retry-After", "3");
+    }
+    if (call == 3) {
+      response.status = 400;
+      response.set_content("field 'x' invalid", "text/plain");
+    }
+  });
+  server.set_keep_alive_timeout(1);  // stop() waits for open keep-alive connections
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  std::string error;
+  auto endpoint = opsight::exporting::parse_endpoint("http://127.0.0.1:" + std::to_string(port), "/v1/traces", &error);
+  ASSERT_TRUE(endpoint) << error;
+  opsight::exporting::HttpSenderOptions options;
+  options.content_type = "application/x-protobuf";
+  options.headers = {{"api-key", "secret"}};
+  opsight::exporting::HttpSender sender(*endpoint, options);
+  SendResult ok = sender.send("payload");
+  EXPECT_EQ(ok.outcome, SendResult::Outcome::kSent);
+  EXPECT_EQ(received_body, "payload");
+  EXPECT_EQ(received_type, "application/x-protobuf");
+  EXPECT_EQ(received_header, "secret");
+  SendResult throttled = sender.send("x");
+  EXPECT_EQ(throttled.outcome, SendResult::Outcome::kRetryable);
+  EXPECT_EQ(throttled.retry_after_s, 3.0);
+  SendResult refused = sender.send("x");
+  EXPECT_EQ(refused.outcome, SendResult::Outcome::kFailed);
+  EXPECT_NE(refused.message.find("HTTP 400"), std::string::npos);
+  EXPECT_NE(refused.message.find("field 'x' invalid"), std::string::npos);
+  server.stop();
+  serving.join();
+
+  // Nobody listening any more: retryable at once, with a message naming where.
+  auto before = std::chrono::steady_clock::now();
+  SendResult down = sender.send("x");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_EQ(down.outcome, SendResult::Outcome::kRetryable);
+  EXPECT_NE(down.message.find("127.0.0.1"), std::string::npos) << down.message;
+}
+
+}  // namespace

@@ -1,0 +1,83 @@
+// The export module's entry: where to send a trace, said the way users say it, and the
+// one call that sends a whole trace there.
+//
+//   otlp[=URL]           OTLP over HTTP, protobuf (or JSON when OTEL_EXPORTER_OTLP_PROTOCOL
+//                        or OTEL_EXPORTER_OTLP_TRACES_PROTOCOL is http/json); without a URL,
+//                        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (as is), else
+//                        OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else
+//                        http://localhost:4318/v1/traces; a URL without a path gets
+//                        /v1/traces. Headers from OTEL_EXPORTER_OTLP_HEADERS and
+//                        OTEL_EXPORTER_OTLP_TRACES_HEADERS.
+//   otlp-json=URL, otlp-protobuf=URL   the same with the body format fixed
+//   zipkin[=URL]         Zipkin v2 JSON; default http://localhost:9411/api/v2/spans
+//   pushgateway=URL      the trace's metrics (prometheus_text.hpp) PUT to a Pushgateway
+//                        under /metrics/job/opsight/instance/<host> unless URL has a path
+// The service name is --service, else OTEL_SERVICE_NAME, else service.name of
+// OTEL_RESOURCE_ATTRIBUTES, else the program's name; OTEL_RESOURCE_ATTRIBUTES adds the rest.
+//
+// Thread-safety: export_trace runs its own sender threads and returns when they are done;
+// the trace must not change meanwhile.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "export/batch_exporter.hpp"
+#include "export/http_sender.hpp"
+#include "export/span_view.hpp"
+#include "trace/trace.hpp"
+
+namespace opsight::exporting {
+
+enum class ExportKind { kOtlpProtobuf, kOtlpJson, kZipkin, kPushgateway };
+
+struct ExportTarget {
+  ExportKind kind = ExportKind::kOtlpProtobuf;
+  Endpoint endpoint;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string label() const;  // "otlp", "otlp-json", "zipkin", "pushgateway"
+};
+
+// Reads an environment variable (nullptr when unset); tests pass their own.
+using Environment = std::function<const char*(const char*)>;
+Environment process_environment();
+
+// Parses "kind[=URL]"; nullopt with `error` naming what is wrong.
+std::optional<ExportTarget> parse_export_target(std::string_view spec, const Environment& environment,
+                                                std::string* error);
+
+// The resource options the environment gives (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES);
+// `service_name`, when not empty, wins. Malformed entries are named in `warnings`.
+ResourceOptions resource_options_from(const Environment& environment, std::string service_name,
+                                      std::vector<std::string>* warnings);
+
+struct TraceExportOptions {
+  size_t batch_spans = 512;  // spans per request (the OTLP SDKs' default batch size)
+  double timeout_s = 30;     // for the whole export, per target
+  ResourceOptions resource;
+  BatchExporterOptions exporter;
+  // Makes the sender for a target (tests script answers); default: an HttpSender.
+  std::function<std::unique_ptr<BatchSender>(const ExportTarget&)> make_sender;
+};
+
+struct TargetReport {
+  std::string description;  // "otlp http://127.0.0.1:4318/v1/traces"
+  ExportStats stats;
+  double seconds = 0;
+};
+
+// Sends every slice of `trace` to each target (their exporters run concurrently) and
+// waits for them to finish, up to the timeout.
+std::vector<TargetReport> export_trace(const trace::Trace& trace,
+                                       const std::vector<ExportTarget>& targets,
+                                       const TraceExportOptions& options);
+
+// The HTTP sender a target uses (content type, method, headers).
+std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s);
+
+}  // namespace opsight::exporting

@@ -1,0 +1,364 @@
+// Golden tests of the export encoders: a small trace (two processes, nested spans with
+// arguments, a server span, an exception, a flow, an unfinished span) encoded as OTLP
+// protobuf (decoded back field by field with the wire walker), OTLP JSON and Zipkin JSON
+// (parsed back with nlohmann::json), and Prometheus text; and how export targets are read
+// from the command line and the OTEL_* environment.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "export/export.hpp"
+#include "export/otlp_encoder.hpp"
+#include "export/otlp_fields.hpp"
+#include "export/prometheus_text.hpp"
+#include "export/zipkin_encoder.hpp"
+#include "wire/proto_decoder_for_tests.hpp"
+
+namespace {
+
+using opsight::exporting::ExportKind;
+using opsight::exporting::ResourceOptions;
+using opsight::exporting::SpanView;
+using opsight::trace::ArgValue;
+using opsight::trace::RowIndex;
+using opsight::trace::Trace;
+using opsight::wire::testing::decode_message;
+using opsight::wire::testing::find_field;
+using opsight::wire::testing::find_fields;
+using opsight::wire::testing::ProtoField;
+namespace otlp = opsight::exporting::otlp;
+
+constexpr int64_t kUnixOffset = 1'700'000'000'000'000'000;
+
+Trace sample_trace() {
+  Trace trace;
+  trace.run.command_line = "/usr/bin/python3 serve.py --port 80";
+  trace.run.host = "gpu-7";
+  trace.run.pid = 42;
+  trace.run.trace_id = {0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+  trace.run.has_unix_offset = true;
+  trace.run.unix_offset_ns = kUnixOffset;
+  trace.run.overhead_ns = 2'500'000;
+  trace.run.traced_ns = 1'000'000'000;
+  trace.run.events_dropped = 3;
+  auto main_track = trace.thread_track(42, 42);
+  auto worker = trace.thread_track(42, 43);
+  auto child = trace.thread_track(77, 77);
+  trace.tracks[main_track].name = trace.intern("main");
+  trace.process(77).parent_pid = 42;
+  trace.process(77).name = trace.intern("worker process");
+  auto request = trace.slices.add(1000, 9000, trace.intern("request"), trace.intern("http"), main_track);
+  trace.slices.add(2000, 3000, trace.intern("preprocess \"fast\""), 0, main_track);
+  auto job = trace.slices.add(1500, 500, trace.intern("job"), 0, worker);
+  trace.slices.add(4000, 2500, trace.intern("child work"), 0, child,
+                   opsight::trace::kSliceUnfinished);
+  trace.slice_args.add(request, trace.intern("batch"), ArgValue::of_int(8));
+  trace.slice_args.add(request, trace.intern("ratio"), ArgValue::of_double(0.25));
+  trace.slice_args.add(request, trace.intern("cached"), ArgValue::of_bool(true));
+  trace.slice_args.add(request, trace.intern("span.kind"), ArgValue::of_string(trace.intern("server")));
+  trace.slice_args.add(job, trace.intern("exception.type"), ArgValue::of_string(trace.intern("ValueError")));
+  trace.slice_args.add(job, trace.intern("exception.message"),
+                       ArgValue::of_string(trace.intern("bad \"input\"\n")));
+  trace.counters.add(1000, trace.counter_track(42, "process.rss_bytes", "bytes"), 1.5e6);
+  trace.counters.add(9000, trace.counter_track(42, "process.rss_bytes", "bytes"), 2.5e6);
+  trace.finalize();
+  // The job was handed off by the request (a flow), after finalize() settled the rows.
+  RowIndex request_row = 0, job_row = 0;
+  for (RowIndex row = 0; row < trace.slices.size(); ++row) {
+    if (trace.str(trace.slices.name[row]) == "request") request_row = row;
+    if (trace.str(trace.slices.name[row]) == "job") job_row = row;
+  }
+  trace.flows.add(request_row, job_row, 5);
+  return trace;
+}
+
+RowIndex row_named(const Trace& trace, std::string_view name) {
+  for (RowIndex row = 0; row < trace.slices.size(); ++row)
+    if (trace.str(trace.slices.name[row]) == name) return row;
+  return opsight::trace::kNoRow;
+}
+
+std::string be_bytes(uint64_t value) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(value >> (56 - 8 * i));
+  return out;
+}
+
+std::vector<ProtoField> must_decode(std::string_view bytes) {
+  auto decoded = decode_message(bytes);
+  EXPECT_TRUE(decoded.has_value());
+  return decoded.value_or(std::vector<ProtoField>{});
+}
+
+// An OTLP KeyValue list as "key=value" strings.
+std::map<std::string, std::string> decode_attributes(const std::vector<ProtoField>& message,
+                                                     uint32_t field) {
+  std::map<std::string, std::string> out;
+  for (const ProtoField* attribute : find_fields(message, field)) {
+    auto key_value = must_decode(attribute->bytes);
+    std::string key(find_field(key_value, otlp::key_value::kKey)->bytes);
+    auto value = must_decode(find_field(key_value, otlp::key_value::kValue)->bytes);
+    const ProtoField& any = value.at(0);
+    switch (any.number) {
+      case otlp::any_value::kStringValue:
+        out[key] = "s:" + std::string(any.bytes);
+        break;
+      case otlp::any_value::kBoolValue:
+        out[key] = any.value ? "b:true" : "b:false";
+        break;
+      case otlp::any_value::kIntValue:
+        out[key] = "i:" + std::to_string(any.as_int());
+        break;
+      case otlp::any_value::kDoubleValue:
+        out[key] = "d:" + std::to_string(any.as_double());
+        break;
+      default:
+        out[key] = "?";
+    }
+  }
+  return out;
+}
+
+TEST(OtlpProtobuf, EverySpanWithItsIdsTimesAttributesEventsAndLinksPerProcess) {
+  Trace trace = sample_trace();
+  ResourceOptions resource;
+  resource.opsight_version = "0.1.0";
+  resource.attributes = {{"deployment.environment", "staging"}};
+  SpanView view(trace, resource);
+  std::string body = opsight::exporting::encode_otlp_protobuf(view, view.rows());
+  auto request = must_decode(body);
+  auto resource_spans = find_fields(request, otlp::export_request::kResourceSpans);
+  ASSERT_EQ(resource_spans.size(), 2u);  // pid 42, pid 77
+
+  auto first = must_decode(resource_spans[0]->bytes);
+  auto resource_message = must_decode(find_field(first, otlp::resource_spans::kResource)->bytes);
+  auto resource_attributes = decode_attributes(resource_message, otlp::resource::kAttributes);
+  EXPECT_EQ(resource_attributes["service.name"], "s:serve.py");
+  EXPECT_EQ(resource_attributes["host.name"], "s:gpu-7");
+  EXPECT_EQ(resource_attributes["process.pid"], "i:42");
+  EXPECT_EQ(resource_attributes["process.command_line"], "s:/usr/bin/python3 serve.py --port 80");
+  EXPECT_EQ(resource_attributes["telemetry.sdk.name"], "s:opsight");
+  EXPECT_EQ(resource_attributes["telemetry.sdk.version"], "s:0.1.0");
+  EXPECT_EQ(resource_attributes["deployment.environment"], "s:staging");
+
+  auto scope_spans = must_decode(find_field(first, otlp::resource_spans::kScopeSpans)->bytes);
+  auto scope = must_decode(find_field(scope_spans, otlp::scope_spans::kScope)->bytes);
+  EXPECT_EQ(find_field(scope, otlp::scope::kName)->bytes, "opsight");
+  auto spans = find_fields(scope_spans, otlp::scope_spans::kSpans);
+  ASSERT_EQ(spans.size(), 3u);  // request, job, preprocess: by start time
+
+  std::map<std::string, std::vector<ProtoField>> by_name;
+  for (const ProtoField* span : spans) {
+    auto fields = must_decode(span->bytes);
+    by_name[std::string(find_field(fields, otlp::span::kName)->bytes)] = fields;
+  }
+  const auto& request_span = by_name.at("request");
+  std::string trace_id = be_bytes(0x0123456789abcdefULL) + be_bytes(0xfedcba9876543210ULL);
+  EXPECT_EQ(find_field(request_span, otlp::span::kTraceId)->bytes, trace_id);
+  RowIndex request_row = row_named(trace, "request");
+  EXPECT_EQ(find_field(request_span, otlp::span::kSpanId)->bytes,
+            be_bytes(trace.slices.span_id[request_row]));
+  EXPECT_EQ(find_field(request_span, otlp::span::kParentSpanId), nullptr);  // a root
+  EXPECT_EQ(find_field(request_span, otlp::span::kKind)->value, 2u);      // SERVER
+  EXPECT_EQ(find_field(request_span, otlp::span::kStartTimeUnixNano)->value,
+            static_cast<uint64_t>(kUnixOffset + 1000));
+  EXPECT_EQ(find_field(request_span, otlp::span::kEndTimeUnixNano)->value,
+            static_cast<uint64_t>(kUnixOffset + 10000));
+  EXPECT_EQ(find_field(request_span, otlp::span::kFlags)->value, 0x101u);
+  auto attributes = decode_attributes(request_span, otlp::span::kAttributes);
+  EXPECT_EQ(attributes["batch"], "i:8");
+  EXPECT_EQ(attributes["ratio"], "d:0.250000");
+  EXPECT_EQ(attributes["cached"], "b:true");
+  EXPECT_EQ(attributes["thread.id"], "i:42");
+  EXPECT_EQ(attributes["thread.name"], "s:main");
+  EXPECT_EQ(attributes["opsight.category"], "s:http");
+  EXPECT_EQ(attributes.count("span.kind"), 0u);  // became the kind
+
+  const auto& preprocess = by_name.at("preprocess \"fast\"");
+  EXPECT_EQ(find_field(preprocess, otlp::span::kParentSpanId)->bytes,
+            be_bytes(trace.slices.span_id[request_row]));
+  EXPECT_EQ(find_field(preprocess, otlp::span::kKind)->value, 1u);  // INTERNAL
+
+  const auto& job = by_name.at("job");
+  EXPECT_EQ(decode_attributes(job, otlp::span::kAttributes).count("exception.type"), 0u);
+  auto event = must_decode(find_field(job, otlp::span::kEvents)->bytes);
+  EXPECT_EQ(find_field(event, otlp::event::kName)->bytes, "exception");
+  EXPECT_EQ(find_field(event, otlp::event::kTimeUnixNano)->value,
+            static_cast<uint64_t>(kUnixOffset + 2000));  // at the span's end
+  auto event_attributes = decode_attributes(event, otlp::event::kAttributes);
+  EXPECT_EQ(event_attributes["exception.type"], "s:ValueError");
+  EXPECT_EQ(event_attributes["exception.message"], "s:bad \"input\"\n");
+  auto status = must_decode(find_field(job, otlp::span::kStatus)->bytes);
+  EXPECT_EQ(find_field(status, otlp::status::kCode)->value, 2u);
+  EXPECT_EQ(find_field(status, otlp::status::kMessage)->bytes, "ValueError: bad \"input\"\n");
+  auto link = must_decode(find_field(job, otlp::span::kLinks)->bytes);
+  EXPECT_EQ(find_field(link, otlp::link::kSpanId)->bytes, be_bytes(trace.slices.span_id[request_row]));
+  EXPECT_EQ(find_field(link, otlp::link::kTraceId)->bytes, trace_id);
+
+  auto second = must_decode(resource_spans[1]->bytes);
+  auto second_resource = decode_attributes(
+      must_decode(find_field(second, otlp::resource_spans::kResource)->bytes), otlp::resource::kAttributes);
+  EXPECT_EQ(second_resource["process.pid"], "i:77");
+  EXPECT_EQ(second_resource["process.parent_pid"], "i:42");
+  EXPECT_EQ(second_resource["process.title"], "s:worker process");
+  EXPECT_EQ(second_resource.count("process.command_line"), 0u);  // not this process's
+  auto child_spans = must_decode(find_field(second, otlp::resource_spans::kScopeSpans)->bytes);
+  auto child = must_decode(find_field(child_spans, otlp::scope_spans::kSpans)->bytes);
+  EXPECT_EQ(decode_attributes(child, otlp::span::kAttributes)["opsight.unfinished"], "b:true");
+}
+
+TEST(OtlpProtobuf, ABatchOfSomeRowsHoldsJustThose) {
+  Trace trace = sample_trace();
+  SpanView view(trace, {});
+  auto rows = view.rows().subspan(1, 2);
+  std::string body = opsight::exporting::encode_otlp_protobuf(view, rows);
+  auto request = must_decode(body);
+  size_t spans = 0;
+  for (const ProtoField* resource_spans : find_fields(request, otlp::export_request::kResourceSpans)) {
+    auto message = must_decode(resource_spans->bytes);
+    for (const ProtoField* scope : find_fields(message, otlp::resource_spans::kScopeSpans))
+      spans += find_fields(must_decode(scope->bytes), otlp::scope_spans::kSpans).size();
+  }
+  EXPECT_EQ(spans, 2u);
+}
+
+TEST(OtlpJson, TheJsonMappingHexIdsStringIntegersAndNumericEnums) {
+  Trace trace = sample_trace();
+  SpanView view(trace, {});
+  auto document = nlohmann::json::parse(opsight::exporting::encode_otlp_json(view, view.rows()));
+  ASSERT_EQ(document["resourceSpans"].size(), 2u);
+  const auto& spans = document["resourceSpans"][0]["scopeSpans"][0]["spans"];
+  ASSERT_EQ(spans.size(), 3u);
+  const nlohmann::json* request = nullptr;
+  const nlohmann::json* job = nullptr;
+  for (const auto& span : spans) {
+    if (span["name"] == "request") request = &span;
+    if (span["name"] == "job") job = &span;
+  }
+  ASSERT_TRUE(request && job);
+  EXPECT_EQ((*request)["traceId"], "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ((*request)["spanId"], opsight::trace::span_id_to_hex(trace.slices.span_id[row_named(trace, "request")]));
+  EXPECT_EQ((*request)["kind"], 2);
+  EXPECT_EQ((*request)["startTimeUnixNano"], std::to_string(kUnixOffset + 1000));
+  EXPECT_EQ((*request)["endTimeUnixNano"], std::to_string(kUnixOffset + 10000));
+  std::map<std::string, nlohmann::json> attributes;
+  for (const auto& attribute : (*request)["attributes"]) attributes[attribute["key"]] = attribute["value"];
+  EXPECT_EQ(attributes["batch"]["intValue"], "8");
+  EXPECT_EQ(attributes["ratio"]["doubleValue"], 0.25);
+  EXPECT_EQ(attributes["cached"]["boolValue"], true);
+  EXPECT_EQ((*job)["status"]["code"], 2);
+  EXPECT_EQ((*job)["events"][0]["name"], "exception");
+  EXPECT_EQ((*job)["links"][0]["spanId"], (*request)["spanId"]);
+  EXPECT_EQ(document["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"], "serve.py");
+}
+
+TEST(ZipkinJson, MicrosecondsThatNeverShrinkAKindAndStringTags) {
+  Trace trace = sample_trace();
+  ResourceOptions resource;
+  resource.service_name = "inference";
+  SpanView view(trace, resource);
+  auto spans = nlohmann::json::parse(opsight::exporting::encode_zipkin_json(view, view.rows()));
+  ASSERT_EQ(spans.size(), 4u);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& span : spans) by_name[span["name"]] = span;
+  const auto& request = by_name.at("request");
+  EXPECT_EQ(request["traceId"], "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(request["kind"], "SERVER");
+  EXPECT_EQ(request["timestamp"], (kUnixOffset + 1000) / 1000);
+  EXPECT_EQ(request["duration"], 9);
+  EXPECT_EQ(request["localEndpoint"]["serviceName"], "inference");
+  EXPECT_EQ(request["tags"]["batch"], "8");
+  EXPECT_EQ(request["tags"]["cached"], "true");
+  EXPECT_FALSE(request.contains("parentId"));
+  const auto& job = by_name.at("job");  // 1500..2000 ns: under a microsecond, written as 1
+  EXPECT_EQ(job["duration"], 1);
+  EXPECT_EQ(job["tags"]["error"], "ValueError: bad \"input\"\n");
+  EXPECT_EQ(job["tags"]["opsight.linked_from"], request["id"]);
+  EXPECT_FALSE(job.contains("kind"));
+  EXPECT_EQ(by_name.at("preprocess \"fast\"")["parentId"], request["id"]);
+}
+
+TEST(PrometheusText, CumulativeHistogramsPerSpanNameCountersAndGauges) {
+  Trace trace = sample_trace();
+  std::string text = opsight::exporting::prometheus_exposition(trace);
+  EXPECT_NE(text.find("# TYPE opsight_span_duration_seconds histogram\n"), std::string::npos);
+  // request: 9 µs; le=1e-05 holds it and every later bucket too.
+  EXPECT_NE(text.find("opsight_span_duration_seconds_bucket{span=\"request\",le=\"1e-05\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("opsight_span_duration_seconds_bucket{span=\"request\",le=\"+Inf\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("opsight_span_duration_seconds_count{span=\"preprocess \\\"fast\\\"\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("opsight_span_duration_seconds_sum{span=\"request\"} 9e-06\n"), std::string::npos);
+  EXPECT_NE(text.find("opsight_tracer_overhead_seconds_total 0.0025\n"), std::string::npos);
+  EXPECT_NE(text.find("opsight_events_dropped_total 3\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE opsight_process_rss_bytes gauge\nopsight_process_rss_bytes{pid=\"42\"} 2500000\n"),
+            std::string::npos);
+  EXPECT_EQ(opsight::exporting::prometheus_name("gpu0.power-watts"), "gpu0_power_watts");
+  EXPECT_EQ(opsight::exporting::prometheus_name("0bad"), "_0bad");
+}
+
+opsight::exporting::Environment environment_of(std::map<std::string, std::string> variables) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(variables));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+
+TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
+  std::string error;
+  auto none = environment_of({});
+  auto otlp = opsight::exporting::parse_export_target("otlp=http://127.0.0.1:4318", none, &error);
+  ASSERT_TRUE(otlp) << error;
+  EXPECT_EQ(otlp->kind, ExportKind::kOtlpProtobuf);
+  EXPECT_EQ(otlp->endpoint.url(), "http://127.0.0.1:4318/v1/traces");
+  auto defaulted = opsight::exporting::parse_export_target("otlp", none, &error);
+  EXPECT_EQ(defaulted->endpoint.url(), "http://localhost:4318/v1/traces");
+
+  auto env = environment_of({{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/"},
+                             {"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"},
+                             {"OTEL_EXPORTER_OTLP_HEADERS", "api-key=secret%20one, x-team=ml"},
+                             {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-team=infra"}});
+  auto from_env = opsight::exporting::parse_export_target("otlp", env, &error);
+  ASSERT_TRUE(from_env) << error;
+  EXPECT_EQ(from_env->kind, ExportKind::kOtlpJson);
+  EXPECT_EQ(from_env->endpoint.url(), "http://collector:4318/v1/traces");
+  EXPECT_EQ(from_env->headers, (std::vector<std::pair<std::string, std::string>>{
+                                   {"api-key", "secret one"}, {"x-team", "infra"}}));
+  auto traces_endpoint = environment_of({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://otel.example:443/custom"}});
+  auto custom = opsight::exporting::parse_export_target("otlp", traces_endpoint, &error);
+  EXPECT_EQ(custom->endpoint.url(), "https://otel.example/custom");
+
+  auto zipkin = opsight::exporting::parse_export_target("zipkin=http://[::1]:9411", none, &error);
+  ASSERT_TRUE(zipkin) << error;
+  EXPECT_EQ(zipkin->endpoint.host, "::1");
+  EXPECT_EQ(zipkin->endpoint.path, "/api/v2/spans");
+
+  EXPECT_FALSE(opsight::exporting::parse_export_target("jaeger=http://x", none, &error));
+  EXPECT_NE(error.find("unknown kind 'jaeger'"), std::string::npos) << error;
+  EXPECT_FALSE(opsight::exporting::parse_export_target("otlp=ftp://x", none, &error));
+  EXPECT_NE(error.find("scheme 'ftp'"), std::string::npos) << error;
+  EXPECT_FALSE(opsight::exporting::parse_export_target("zipkin=http://host:99999", none, &error));
+  EXPECT_NE(error.find("port '99999'"), std::string::npos) << error;
+  EXPECT_FALSE(opsight::exporting::parse_export_target("pushgateway", none, &error));
+  EXPECT_NE(error.find("needs its URL"), std::string::npos) << error;
+  auto grpc = environment_of({{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}});
+  EXPECT_FALSE(opsight::exporting::parse_export_target("otlp", grpc, &error));
+  EXPECT_NE(error.find("'grpc' is not supported"), std::string::npos) << error;
+}
+
+TEST(ExportTargets, ServiceNameFromFlagThenOtelServiceNameThenResourceAttributes) {
+  auto env = environment_of({{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs,team=ml,broken"}});
+  std::vector<std::string> warnings;
+  auto options = opsight::exporting::resource_options_from(env, "", &warnings);
+  EXPECT_EQ(options.service_name, "from-attrs");
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("'broken'"), std::string::npos);
+  auto with_name = environment_of({{"OTEL_SERVICE_NAME", "svc"}, {"OTEL_RESOURCE_ATTRIBUTES", "service.name=x"}});
+  EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "", nullptr).service_name, "svc");
+  EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "flag", nullptr).service_name, "flag");
+}
+
+}  // namespace

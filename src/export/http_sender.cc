@@ -1,0 +1,120 @@
+#include "export/http_sender.hpp"
+
+#include <httplib.h>
+
+#include <charconv>
+#include <cstdlib>
+
+namespace opsight::exporting {
+
+std::string Endpoint::origin() const {
+  bool default_port = (scheme == "http" && port == 80) || (scheme == "https" && port == 443);
+  return scheme + "://" + host + (default_port ? "" : ":" + std::to_string(port));
+}
+
+std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view default_path,
+                                       std::string* error) {
+  auto fail = [&](const std::string& why) -> std::optional<Endpoint> {
+    if (error) *error = "'" + std::string(url) + "': " + why;
+    return std::nullopt;
+  };
+  Endpoint endpoint;
+  size_t scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return fail("not a URL (write http://host:port/path)");
+  endpoint.scheme = std::string(url.substr(0, scheme_end));
+  if (endpoint.scheme != "http" && endpoint.scheme != "https")
+    return fail("scheme '" + endpoint.scheme + "' is not http or https");
+  std::string_view rest = url.substr(scheme_end + 3);
+  size_t slash = rest.find('/');
+  std::string_view authority = rest.substr(0, slash);
+  endpoint.path = slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash));
+  if (endpoint.path.empty() || endpoint.path == "/") endpoint.path = std::string(default_path);
+  if (endpoint.path.empty()) endpoint.path = "/";
+  std::string_view host = authority;
+  endpoint.port = endpoint.scheme == "https" ? 443 : 80;
+  if (!authority.empty() && authority.front() == '[') {  // [ipv6]:port
+    size_t close = authority.find(']');
+    if (close == std::string_view::npos) return fail("unclosed '[' in the host");
+    host = authority.substr(1, close - 1);
+    authority = authority.substr(close + 1);
+    if (!authority.empty() && authority.front() != ':') return fail("junk after ']'");
+    if (!authority.empty()) authority.remove_prefix(1);
+    else authority = {};
+    if (!authority.empty()) {
+      int port = 0;
+      auto [end, code] = std::from_chars(authority.data(), authority.data() + authority.size(), port);
+      if (code != std::errc() || end != authority.data() + authority.size() || port <= 0 || port > 65535)
+        return fail("port '" + std::string(authority) + "' is not 1-65535");
+      endpoint.port = port;
+    }
+  } else if (size_t colon = authority.rfind(':'); colon != std::string_view::npos) {
+    host = authority.substr(0, colon);
+    std::string_view port_text = authority.substr(colon + 1);
+    int port = 0;
+    auto [end, code] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+    if (code != std::errc() || end != port_text.data() + port_text.size() || port <= 0 || port > 65535)
+      return fail("port '" + std::string(port_text) + "' is not 1-65535");
+    endpoint.port = port;
+  }
+  if (host.empty()) return fail("no host");
+  endpoint.host = std::string(host);
+  return endpoint;
+}
+
+struct HttpSender::Client {
+  explicit Client(const std::string& origin) : client(origin) {}
+  httplib::Client client;
+};
+
+HttpSender::HttpSender(Endpoint endpoint, HttpSenderOptions options)
+    : endpoint_(std::move(endpoint)), options_(std::move(options)) {
+  client_ = std::make_unique<Client>(endpoint_.origin());
+  auto seconds = static_cast<time_t>(options_.timeout_s);
+  auto microseconds = static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);
+  client_->client.set_connection_timeout(seconds, microseconds);
+  client_->client.set_read_timeout(seconds, microseconds);
+  client_->client.set_write_timeout(seconds, microseconds);
+  client_->client.set_keep_alive(true);
+}
+
+HttpSender::~HttpSender() = default;
+
+std::string HttpSender::describe() const {
+  return options_.label.empty() ? endpoint_.url() : options_.label + " " + endpoint_.url();
+}
+
+SendResult HttpSender::send(std::string_view body) {
+  httplib::Headers headers;
+  for (const auto& [key, value] : options_.headers) headers.emplace(key, value);
+  httplib::Result response =
+      options_.method == "PUT"
+          ? client_->client.Put(endpoint_.path, headers, body.data(), body.size(), options_.content_type)
+          : client_->client.Post(endpoint_.path, headers, body.data(), body.size(),
+                                 options_.content_type);
+  SendResult result;
+  if (!response) {
+    result.outcome = SendResult::Outcome::kRetryable;
+    result.message = "no answer from " + endpoint_.origin() + " (" + httplib::to_string(response.error()) + " error)";
+    return result;
+  }
+  result.status = response->status;
+  if (response->status >= 200 && response->status < 300) {
+    result.outcome = SendResult::Outcome::kSent;
+    return result;
+  }
+  bool retryable = response->status == 429 || response->status == 502 || response->status == 503 ||
+                   response->status == 504;
+  result.outcome = retryable ? SendResult::Outcome::kRetryable : SendResult::Outcome::kFailed;
+  std::string snippet = response->body.substr(0, 300);
+  result.message = "HTTP " + std::to_string(response->status) + " from " + endpoint_.url() +
+                   (snippet.empty() ? "" : ": " + snippet);
+  if (response->has_header("Retry-After")) {
+    std::string value = response->get_header_value("Retry-After");
+    char* end = nullptr;
+    double seconds = std::strtod(value.c_str(), &end);
+    if (end != value.c_str() && seconds >= 0) result.retry_after_s = seconds;
+  }
+  return result;
+}
+
+}  // namespace opsight::exporting

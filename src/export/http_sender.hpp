@@ -1,0 +1,72 @@
+// Sends one encoded batch to an HTTP endpoint (cpp-httplib from Debian: HTTP/1.1 with
+// keep-alive, TLS through OpenSSL for https:// URLs) and sorts the answer the way the
+// OTLP specification sorts it: 2xx sent; 429, 502, 503, 504, a timeout or a refused
+// connection worth retrying (with the server's Retry-After when it gives one); any other
+// status a permanent failure, whose body is kept for the message.
+//
+// Thread-safety: one HttpSender per thread (BatchExporter's sender thread owns its own).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace opsight::exporting {
+
+// An endpoint parsed from a URL: "http://127.0.0.1:4318/v1/traces".
+struct Endpoint {
+  std::string scheme = "http";  // http or https
+  std::string host;
+  int port = 0;
+  std::string path = "/";
+  std::string origin() const;  // "http://host:port"
+  std::string url() const { return origin() + path; }
+};
+
+// Parses `url`; a URL without a path gets `default_path`. nullopt with `error` set when
+// the URL is not http(s)://host[:port][/path].
+std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view default_path,
+                                       std::string* error);
+
+struct SendResult {
+  enum class Outcome { kSent, kRetryable, kFailed };
+  Outcome outcome = Outcome::kFailed;
+  int status = 0;                      // HTTP status, 0 when no answer came
+  std::string message;                 // what went wrong, for the report
+  std::optional<double> retry_after_s; // the server's Retry-After, in seconds
+};
+
+// What BatchExporter sends through: an HTTP endpoint, or a test's script of answers.
+class BatchSender {
+ public:
+  virtual ~BatchSender() = default;
+  virtual SendResult send(std::string_view body) = 0;
+  virtual std::string describe() const = 0;  // "otlp http://127.0.0.1:4318/v1/traces"
+};
+
+struct HttpSenderOptions {
+  std::string method = "POST";  // POST, or PUT (Pushgateway's replace)
+  std::string content_type;
+  std::vector<std::pair<std::string, std::string>> headers;
+  double timeout_s = 10;
+  std::string label;  // "otlp", "zipkin", ...: prefixes describe()
+};
+
+class HttpSender : public BatchSender {
+ public:
+  HttpSender(Endpoint endpoint, HttpSenderOptions options);
+  ~HttpSender() override;
+  SendResult send(std::string_view body) override;
+  std::string describe() const override;
+
+ private:
+  struct Client;
+  Endpoint endpoint_;
+  HttpSenderOptions options_;
+  std::unique_ptr<Client> client_;
+};
+
+}  // namespace opsight::exporting

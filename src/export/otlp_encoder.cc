@@ -1,0 +1,243 @@
+#include "export/otlp_encoder.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+#include "wire/json_escape.hpp"
+#include "export/otlp_fields.hpp"
+#include "wire/proto_encoder.hpp"
+
+namespace opsight::exporting {
+
+namespace {
+
+using wire::ProtoEncoder;
+
+void put_trace_id(char* out, trace::TraceId id) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(id.high >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i) out[8 + i] = static_cast<char>(id.low >> (56 - 8 * i));
+}
+void put_span_id(char* out, uint64_t id) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(id >> (56 - 8 * i));
+}
+
+void write_attribute(ProtoEncoder& encoder, uint32_t field, const Attribute& attribute) {
+  size_t key_value = encoder.begin_message(field);
+  encoder.bytes_field(otlp::key_value::kKey, attribute.key);
+  size_t value = encoder.begin_message(otlp::key_value::kValue);
+  const AttributeValue& v = attribute.value;
+  switch (v.type) {
+    case AttributeValue::Type::kString:
+      encoder.bytes_field(otlp::any_value::kStringValue, v.string_value);
+      break;
+    case AttributeValue::Type::kBool:
+      encoder.bool_field(otlp::any_value::kBoolValue, v.int_value != 0);
+      break;
+    case AttributeValue::Type::kInt:
+      encoder.int_field(otlp::any_value::kIntValue, v.int_value);
+      break;
+    case AttributeValue::Type::kDouble:
+      encoder.double_field(otlp::any_value::kDoubleValue, v.double_value);
+      break;
+  }
+  encoder.end_message(value);
+  encoder.end_message(key_value);
+}
+
+// Calls `each(resource_index, rows)` for every run of rows of one process.
+template <typename Each>
+void for_each_process_run(const SpanView& view, std::span<const trace::RowIndex> rows, Each each) {
+  size_t begin = 0;
+  while (begin < rows.size()) {
+    uint32_t resource = view.resource_of(rows[begin]);
+    size_t end = begin + 1;
+    while (end < rows.size() && view.resource_of(rows[end]) == resource) ++end;
+    each(resource, rows.subspan(begin, end - begin));
+    begin = end;
+  }
+}
+
+}  // namespace
+
+std::string encode_otlp_protobuf(const SpanView& view, std::span<const trace::RowIndex> rows) {
+  std::string out;
+  out.reserve(rows.size() * 160 + 512);
+  ProtoEncoder encoder(out);
+  std::vector<Attribute> attributes;
+  char trace_id[16];
+  char span_id[8];
+  for_each_process_run(view, rows, [&](uint32_t resource_index, auto process_rows) {
+    const ProcessResource& resource = view.resources()[resource_index];
+    size_t resource_spans = encoder.begin_message(otlp::export_request::kResourceSpans);
+    size_t resource_message = encoder.begin_message(otlp::resource_spans::kResource);
+    for (const Attribute& attribute : resource.attributes)
+      write_attribute(encoder, otlp::resource::kAttributes, attribute);
+    encoder.end_message(resource_message);
+    size_t scope_spans = encoder.begin_message(otlp::resource_spans::kScopeSpans);
+    size_t scope = encoder.begin_message(otlp::scope_spans::kScope);
+    encoder.bytes_field(otlp::scope::kName, "opsight");
+    encoder.end_message(scope);
+    for (trace::RowIndex row : process_rows) {
+      size_t span = encoder.begin_message(otlp::scope_spans::kSpans);
+      put_trace_id(trace_id, view.trace_id(row));
+      encoder.bytes_field(otlp::span::kTraceId, std::string_view(trace_id, 16));
+      put_span_id(span_id, view.span_id(row));
+      encoder.bytes_field(otlp::span::kSpanId, std::string_view(span_id, 8));
+      if (uint64_t parent = view.parent_span_id(row)) {
+        put_span_id(span_id, parent);
+        encoder.bytes_field(otlp::span::kParentSpanId, std::string_view(span_id, 8));
+      }
+      encoder.fixed32_field(otlp::span::kFlags, otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+      encoder.bytes_field(otlp::span::kName, view.name(row));
+      encoder.varint_field(otlp::span::kKind, static_cast<uint64_t>(view.kind(row)));
+      encoder.fixed64_field(otlp::span::kStartTimeUnixNano,
+                            static_cast<uint64_t>(view.start_unix_ns(row)));
+      encoder.fixed64_field(otlp::span::kEndTimeUnixNano,
+                            static_cast<uint64_t>(view.end_unix_ns(row)));
+      view.attributes(row, attributes);
+      for (const Attribute& attribute : attributes)
+        write_attribute(encoder, otlp::span::kAttributes, attribute);
+      if (view.has_error(row)) {
+        view.exception_attributes(row, attributes);
+        size_t event = encoder.begin_message(otlp::span::kEvents);
+        encoder.fixed64_field(otlp::event::kTimeUnixNano,
+                              static_cast<uint64_t>(view.end_unix_ns(row)));
+        encoder.bytes_field(otlp::event::kName, "exception");
+        for (const Attribute& attribute : attributes)
+          write_attribute(encoder, otlp::event::kAttributes, attribute);
+        encoder.end_message(event);
+      }
+      for (uint64_t linked : view.links(row)) {
+        size_t link = encoder.begin_message(otlp::span::kLinks);
+        put_trace_id(trace_id, view.trace_id(row));
+        encoder.bytes_field(otlp::link::kTraceId, std::string_view(trace_id, 16));
+        put_span_id(span_id, linked);
+        encoder.bytes_field(otlp::link::kSpanId, std::string_view(span_id, 8));
+        write_attribute(encoder, otlp::link::kAttributes,
+                        {"opsight.link", AttributeValue::of(std::string_view("handoff"))});
+        encoder.fixed32_field(otlp::link::kFlags, otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+        encoder.end_message(link);
+      }
+      if (view.has_error(row)) {
+        size_t status = encoder.begin_message(otlp::span::kStatus);
+        encoder.bytes_field(otlp::status::kMessage, view.error_message(row));
+        encoder.varint_field(otlp::status::kCode, otlp::status::kCodeError);
+        encoder.end_message(status);
+      }
+      encoder.end_message(span);
+    }
+    encoder.end_message(scope_spans);
+    encoder.end_message(resource_spans);
+  });
+  return out;
+}
+
+namespace {
+
+void json_attribute(std::string& out, const Attribute& attribute) {
+  out += "{\"key\":";
+  wire::append_json_string(out, attribute.key);
+  out += ",\"value\":{";
+  const AttributeValue& v = attribute.value;
+  switch (v.type) {
+    case AttributeValue::Type::kString:
+      out += "\"stringValue\":";
+      wire::append_json_string(out, v.string_value);
+      break;
+    case AttributeValue::Type::kBool:
+      out += v.int_value ? "\"boolValue\":true" : "\"boolValue\":false";
+      break;
+    case AttributeValue::Type::kInt:
+      fmt::format_to(std::back_inserter(out), "\"intValue\":\"{}\"", v.int_value);
+      break;
+    case AttributeValue::Type::kDouble:
+      if (std::isfinite(v.double_value))
+        fmt::format_to(std::back_inserter(out), "\"doubleValue\":{}", v.double_value);
+      else  // the JSON mapping's names for the values JSON cannot write
+        out += std::isnan(v.double_value) ? "\"doubleValue\":\"NaN\""
+               : v.double_value > 0       ? "\"doubleValue\":\"Infinity\""
+                                          : "\"doubleValue\":\"-Infinity\"";
+      break;
+  }
+  out += "}}";
+}
+
+void json_attributes(std::string& out, const std::vector<Attribute>& attributes) {
+  out += '[';
+  for (size_t i = 0; i < attributes.size(); ++i) {
+    if (i) out += ',';
+    json_attribute(out, attributes[i]);
+  }
+  out += ']';
+}
+
+}  // namespace
+
+std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowIndex> rows) {
+  std::string out;
+  out.reserve(rows.size() * 400 + 512);
+  out += "{\"resourceSpans\":[";
+  std::vector<Attribute> attributes;
+  bool first_resource = true;
+  for_each_process_run(view, rows, [&](uint32_t resource_index, auto process_rows) {
+    if (!first_resource) out += ',';
+    first_resource = false;
+    out += "{\"resource\":{\"attributes\":";
+    json_attributes(out, view.resources()[resource_index].attributes);
+    out += "},\"scopeSpans\":[{\"scope\":{\"name\":\"opsight\"},\"spans\":[";
+    bool first_span = true;
+    for (trace::RowIndex row : process_rows) {
+      if (!first_span) out += ',';
+      first_span = false;
+      fmt::format_to(std::back_inserter(out),
+                     "{{\"traceId\":\"{}\",\"spanId\":\"{}\"", view.trace_id(row).to_hex(),
+                     trace::span_id_to_hex(view.span_id(row)));
+      if (uint64_t parent = view.parent_span_id(row))
+        fmt::format_to(std::back_inserter(out), ",\"parentSpanId\":\"{}\"",
+                       trace::span_id_to_hex(parent));
+      fmt::format_to(std::back_inserter(out), ",\"flags\":{}",
+                     otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+      out += ",\"name\":";
+      wire::append_json_string(out, view.name(row));
+      fmt::format_to(std::back_inserter(out),
+                     ",\"kind\":{},\"startTimeUnixNano\":\"{}\",\"endTimeUnixNano\":\"{}\"",
+                     static_cast<int>(view.kind(row)), view.start_unix_ns(row),
+                     view.end_unix_ns(row));
+      out += ",\"attributes\":";
+      view.attributes(row, attributes);
+      json_attributes(out, attributes);
+      if (view.has_error(row)) {
+        view.exception_attributes(row, attributes);
+        fmt::format_to(std::back_inserter(out),
+                       ",\"events\":[{{\"timeUnixNano\":\"{}\",\"name\":\"exception\","
+                       "\"attributes\":",
+                       view.end_unix_ns(row));
+        json_attributes(out, attributes);
+        out += "}],\"status\":{\"message\":";
+        wire::append_json_string(out, view.error_message(row));
+        out += ",\"code\":2}";
+      }
+      auto links = view.links(row);
+      if (!links.empty()) {
+        out += ",\"links\":[";
+        for (size_t i = 0; i < links.size(); ++i) {
+          if (i) out += ',';
+          fmt::format_to(std::back_inserter(out),
+                         "{{\"traceId\":\"{}\",\"spanId\":\"{}\",\"flags\":{},\"attributes\":"
+                         "[{{\"key\":\"opsight.link\",\"value\":{{\"stringValue\":\"handoff\"}}}}]}}",
+                         view.trace_id(row).to_hex(), trace::span_id_to_hex(links[i]),
+                         otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+        }
+        out += ']';
+      }
+      out += '}';
+    }
+    out += "]}]}";
+  });
+  out += "]}";
+  return out;
+}
+
+}  // namespace opsight::exporting

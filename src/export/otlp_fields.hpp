@@ -1,0 +1,77 @@
+// Field numbers of the OTLP messages the exporter writes, from the OpenTelemetry protocol's
+// .proto files (opentelemetry/proto/{collector/trace,trace,resource,common}/v1). Facts of
+// the wire format, shared by the encoder and its tests.
+#pragma once
+
+#include <cstdint>
+
+namespace opsight::exporting::otlp {
+
+namespace export_request {  // ExportTraceServiceRequest
+inline constexpr uint32_t kResourceSpans = 1;
+}
+namespace resource_spans {  // ResourceSpans
+inline constexpr uint32_t kResource = 1;
+inline constexpr uint32_t kScopeSpans = 2;
+inline constexpr uint32_t kSchemaUrl = 3;
+}  // namespace resource_spans
+namespace resource {  // Resource
+inline constexpr uint32_t kAttributes = 1;
+}
+namespace scope_spans {  // ScopeSpans
+inline constexpr uint32_t kScope = 1;
+inline constexpr uint32_t kSpans = 2;
+}  // namespace scope_spans
+namespace scope {  // InstrumentationScope
+inline constexpr uint32_t kName = 1;
+inline constexpr uint32_t kVersion = 2;
+}  // namespace scope
+namespace span {  // Span
+inline constexpr uint32_t kTraceId = 1;
+inline constexpr uint32_t kSpanId = 2;
+inline constexpr uint32_t kTraceState = 3;
+inline constexpr uint32_t kParentSpanId = 4;
+inline constexpr uint32_t kName = 5;
+inline constexpr uint32_t kKind = 6;
+inline constexpr uint32_t kStartTimeUnixNano = 7;  // fixed64
+inline constexpr uint32_t kEndTimeUnixNano = 8;    // fixed64
+inline constexpr uint32_t kAttributes = 9;
+inline constexpr uint32_t kEvents = 11;
+inline constexpr uint32_t kLinks = 13;
+inline constexpr uint32_t kStatus = 15;
+inline constexpr uint32_t kFlags = 16;  // fixed32
+}  // namespace span
+namespace event {  // Span.Event
+inline constexpr uint32_t kTimeUnixNano = 1;  // fixed64
+inline constexpr uint32_t kName = 2;
+inline constexpr uint32_t kAttributes = 3;
+}  // namespace event
+namespace link {  // Span.Link
+inline constexpr uint32_t kTraceId = 1;
+inline constexpr uint32_t kSpanId = 2;
+inline constexpr uint32_t kAttributes = 4;
+inline constexpr uint32_t kFlags = 6;  // fixed32
+}  // namespace link
+namespace status {  // Status
+inline constexpr uint32_t kMessage = 2;
+inline constexpr uint32_t kCode = 3;
+inline constexpr uint64_t kCodeError = 2;
+}  // namespace status
+namespace key_value {  // KeyValue
+inline constexpr uint32_t kKey = 1;
+inline constexpr uint32_t kValue = 2;
+}  // namespace key_value
+namespace any_value {  // AnyValue
+inline constexpr uint32_t kStringValue = 1;
+inline constexpr uint32_t kBoolValue = 2;
+inline constexpr uint32_t kIntValue = 3;
+inline constexpr uint32_t kDoubleValue = 4;
+}  // namespace any_value
+
+// Span.flags: the low 8 bits are the W3C trace flags (bit 0: sampled); bits 8 and 9 say
+// whether the parent is known to be remote (SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK = 0x100,
+// SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK = 0x200).
+inline constexpr uint32_t kFlagSampled = 0x01;
+inline constexpr uint32_t kFlagContextHasIsRemote = 0x100;
+
+}  // namespace opsight::exporting::otlp

@@ -1,0 +1,139 @@
+// The OpenTelemetry view of a trace: what every span exporter (OTLP, Zipkin) sends for a
+// slice, computed once per trace so that the encoders only walk rows and write bytes.
+//
+// For each slice: its trace id (the run's), span id and parent span id (the model's
+// 64-bit ids; 0 for a root), start and end in Unix-epoch nanoseconds, kind (from the
+// `span.kind` argument, else internal), its attributes (the slice's arguments, the
+// thread, the category, an unfinished mark), its links (the flows that arrive at it: the
+// span that handed the work off) and, when it carries `exception.type`, an error status
+// and an `exception` event. Spans are grouped by process: each process is one resource
+// (service.name, host.name, process.pid, process.command_line, telemetry.sdk.*, and what
+// OTEL_RESOURCE_ATTRIBUTES adds).
+//
+// Thread-safety: immutable after construction; any number of threads may encode from one
+// view at once. It refers to the trace, which must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "trace/trace.hpp"
+
+namespace opsight::exporting {
+
+// OTLP's SpanKind values (opentelemetry/proto/trace/v1/trace.proto).
+enum class SpanKind : uint8_t {
+  kUnspecified = 0,
+  kInternal = 1,
+  kServer = 2,
+  kClient = 3,
+  kProducer = 4,
+  kConsumer = 5,
+};
+std::string_view span_kind_name(SpanKind kind);  // "INTERNAL", "SERVER", ...
+
+// One attribute value, with its string held by the trace or the view.
+struct AttributeValue {
+  enum class Type : uint8_t { kString, kBool, kInt, kDouble };
+  Type type = Type::kString;
+  int64_t int_value = 0;  // kInt, kBool
+  double double_value = 0;
+  std::string_view string_value;
+
+  static AttributeValue of(std::string_view text) { return {Type::kString, 0, 0, text}; }
+  static AttributeValue of(int64_t value) { return {Type::kInt, value, 0, {}}; }
+  static AttributeValue of_bool(bool value) { return {Type::kBool, value ? 1 : 0, 0, {}}; }
+  static AttributeValue of(double value) { return {Type::kDouble, 0, value, {}}; }
+  std::string to_string() const;  // for formats whose values are strings (Zipkin tags)
+};
+
+struct Attribute {
+  std::string_view key;
+  AttributeValue value;
+};
+
+// What the exporters are told beyond the trace: the service name and extra resource
+// attributes (from the command line, else OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES).
+struct ResourceOptions {
+  std::string service_name;  // empty: the program's name from the run's command line
+  std::vector<std::pair<std::string, std::string>> attributes;
+  std::string opsight_version;  // telemetry.sdk.version
+};
+
+// The resource of one process.
+struct ProcessResource {
+  int64_t pid = 0;
+  std::string service_name;
+  std::vector<Attribute> attributes;  // service.name first
+};
+
+class SpanView {
+ public:
+  SpanView(const trace::Trace& trace, const ResourceOptions& options);
+  SpanView(const SpanView&) = delete;
+  SpanView& operator=(const SpanView&) = delete;
+
+  const trace::Trace& trace() const { return trace_; }
+  size_t span_count() const { return rows_.size(); }
+  // Every slice, grouped by process (in the order of `resources()`), by time within one.
+  std::span<const trace::RowIndex> rows() const { return rows_; }
+  // The resource of rows()[i] .. : resources are contiguous runs of rows().
+  const std::vector<ProcessResource>& resources() const { return resources_; }
+  // Index into resources() of the process of `row`.
+  uint32_t resource_of(trace::RowIndex row) const { return resource_of_track_[trace_.slices.track[row]]; }
+
+  trace::TraceId trace_id(trace::RowIndex) const { return trace_.run.trace_id; }
+  uint64_t span_id(trace::RowIndex row) const { return trace_.slices.span_id[row]; }
+  uint64_t parent_span_id(trace::RowIndex row) const {
+    trace::RowIndex parent = trace_.slices.parent[row];
+    return parent == trace::kNoRow ? 0 : trace_.slices.span_id[parent];
+  }
+  int64_t start_unix_ns(trace::RowIndex row) const { return trace_.slices.ts[row] + unix_offset_ns_; }
+  int64_t end_unix_ns(trace::RowIndex row) const { return trace_.slices.end(row) + unix_offset_ns_; }
+  std::string_view name(trace::RowIndex row) const { return trace_.str(trace_.slices.name[row]); }
+  SpanKind kind(trace::RowIndex row) const;
+
+  // The span's attributes, appended to `out` (cleared first).
+  void attributes(trace::RowIndex row, std::vector<Attribute>& out) const;
+
+  // Set when the span carries exception.type: the error status's message ("Type: message")
+  // and the exception event's attributes (exception.type, exception.message, and
+  // exception.stacktrace when recorded).
+  bool has_error(trace::RowIndex row) const;
+  std::string error_message(trace::RowIndex row) const;
+  void exception_attributes(trace::RowIndex row, std::vector<Attribute>& out) const;
+
+  // The span ids of the spans whose flows arrive at `row` (OTLP links).
+  std::span<const uint64_t> links(trace::RowIndex row) const {
+    return {link_span_ids_.data() + link_begin_[row], link_span_ids_.data() + link_begin_[row + 1]};
+  }
+
+ private:
+  const trace::Trace& trace_;
+  int64_t unix_offset_ns_ = 0;
+  std::vector<trace::RowIndex> rows_;
+  std::vector<ProcessResource> resources_;
+  std::vector<uint32_t> resource_of_track_;
+  std::vector<uint32_t> link_begin_;  // span_count()+1 entries (CSR over rows)
+  std::vector<uint64_t> link_span_ids_;
+  // Per track: the thread.name attribute.
+  std::vector<std::string> thread_names_;
+  // Strings the attributes point into (a deque: its elements never move).
+  std::deque<std::string> owned_strings_;
+  // Interned argument keys the view treats specially (0 where the trace lacks them).
+  trace::StringId kind_key_ = 0, exception_type_key_ = 0, exception_message_key_ = 0,
+                  exception_stack_key_ = 0;
+  bool has_kind_key_ = false, has_exception_keys_ = false;
+};
+
+// "a=b,c=d" as OTEL_RESOURCE_ATTRIBUTES writes it (values percent-decoded); a malformed
+// entry is skipped and named in `errors`.
+std::vector<std::pair<std::string, std::string>> parse_key_value_list(
+    std::string_view text, std::vector<std::string>* errors = nullptr);
+
+}  // namespace opsight::exporting
