@@ -22,6 +22,7 @@
 
 #include "analyze/compare.hpp"
 #include "analyze/metrics.hpp"
+#include "export/export.hpp"
 #include "io/io.hpp"
 #include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
@@ -315,6 +316,47 @@ nb::dict counter_columns(const LoadedTrace& loaded) {
   columns["unit"] = unit;
   columns["value"] = value;
   return columns;
+}
+
+// Trace.export(targets, ...): sends the trace to each target (export/export.hpp's specs)
+// and returns one dict per target: what was sent and dropped, and the last error.
+nb::list export_trace(const LoadedTrace& loaded, const std::vector<std::string>& specs,
+                      const std::string& service, double timeout_s, size_t batch_spans) {
+  exporting::Environment environment = exporting::process_environment();
+  std::vector<exporting::ExportTarget> targets;
+  for (const std::string& spec : specs) {
+    std::string error;
+    auto target = exporting::parse_export_target(spec, environment, &error);
+    if (!target) throw std::invalid_argument(error);
+    targets.push_back(std::move(*target));
+  }
+  std::vector<std::string> warnings;
+  exporting::TraceExportOptions options;
+  options.resource = exporting::resource_options_from(environment, service, &warnings);
+  options.resource.opsight_version = opsight::version();
+  options.timeout_s = timeout_s;
+  options.batch_spans = std::max<size_t>(1, batch_spans);
+  std::vector<exporting::TargetReport> reports;
+  {
+    nb::gil_scoped_release release;
+    reports = exporting::export_trace(loaded.trace, targets, options);
+  }
+  nb::list out;
+  for (const auto& report : reports) {
+    nb::dict entry;
+    entry["target"] = report.description;
+    entry["spans"] = report.stats.spans_offered;
+    entry["sent"] = report.stats.spans_sent;
+    entry["dropped"] = report.stats.spans_dropped();
+    entry["requests"] = report.stats.batches_sent;
+    entry["retries"] = report.stats.retries;
+    entry["bytes"] = report.stats.bytes_sent;
+    entry["seconds"] = report.seconds;
+    entry["error"] = report.stats.last_error;
+    entry["warnings"] = warnings;
+    out.append(entry);
+  }
+  return out;
 }
 
 nb::dict run_info(const LoadedTrace& loaded) {
@@ -634,6 +676,10 @@ NB_MODULE(_native, m) {
       .def("slice_times", &slice_times, nb::arg("name"),
            "(tid, start, end) of every slice named `name`.")
       .def("run_info", &run_info)
+      .def("export", &export_trace, nb::arg("targets"), nb::arg("service") = "",
+           nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 512,
+           "Sends the trace to each target (otlp[=URL], otlp-json=URL, zipkin[=URL], "
+           "pushgateway=URL); one dict per target.")
       .def(
           "write",
           [](const LoadedTrace& loaded, const std::string& path) {

@@ -17,7 +17,8 @@ ExportCommand::ExportCommand(CLI::App& app) {
       "export",
       "Send recorded runs to OpenTelemetry (OTLP/HTTP), Zipkin or a Prometheus Pushgateway: "
       "opsight export latest --to otlp=http://127.0.0.1:4318");
-  command_->add_option("traces", traces_, "Trace file(s) or runs of the store (an id, latest, a name)")
+  command_
+      ->add_option("traces", traces_, "Trace file(s) or runs of the store (an id, latest, a name)")
       ->required();
   command_
       ->add_option("--to", targets_,
@@ -72,7 +73,8 @@ std::optional<int> ExportCommand::run() {
       continue;
     }
     for (const std::string& damage : loaded.damage) {
-      std::fprintf(stderr, "opsight: warning: %s (sending what was read before it)\n", damage.c_str());
+      std::fprintf(stderr, "opsight: warning: %s (sending what was read before it)\n",
+                   damage.c_str());
       if (status == kExitOk) status = kExitDamaged;
     }
     auto reports = exporting::export_trace(loaded.trace, targets, options);
@@ -95,12 +97,14 @@ std::optional<int> ExportCommand::run() {
                             {"error", stats.last_error}});
         continue;
       }
-      std::string line = fmt::format("{}: {} -> {}: {} of {} spans sent in {} request{} ({:.1f} KiB, {:.2f} s)",
-                                     stats.spans_dropped() ? "opsight: error" : "exported", loaded.label,
-                                     report.description, stats.spans_sent, stats.spans_offered,
-                                     stats.batches_sent, stats.batches_sent == 1 ? "" : "s",
-                                     static_cast<double>(stats.bytes_sent) / 1024.0, report.seconds);
-      if (stats.retries) line += fmt::format(", {} retr{}", stats.retries, stats.retries == 1 ? "y" : "ies");
+      std::string line =
+          fmt::format("{}: {} -> {}: {} of {} spans sent in {} request{} ({:.1f} KiB, {:.2f} s)",
+                      stats.spans_dropped() ? "opsight: error" : "exported", loaded.label,
+                      report.description, stats.spans_sent, stats.spans_offered, stats.batches_sent,
+                      stats.batches_sent == 1 ? "" : "s",
+                      static_cast<double>(stats.bytes_sent) / 1024.0, report.seconds);
+      if (stats.retries)
+        line += fmt::format(", {} retr{}", stats.retries, stats.retries == 1 ? "y" : "ies");
       if (stats.spans_dropped()) {
         line += fmt::format("; {} dropped", stats.spans_dropped());
         if (!stats.last_error.empty()) line += ": " + stats.last_error;

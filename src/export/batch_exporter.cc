@@ -27,8 +27,9 @@ bool BatchExporter::offer(EncodedBatch batch, double wait_s) {
   std::unique_lock lock(mutex_);
   stats_.spans_offered += batch.spans;
   auto has_room = [&] {
-    return closed_ || (queue_.size() < options_.max_queued_batches &&
-                       (queue_.empty() || queued_bytes_ + batch.body.size() <= options_.max_queued_bytes));
+    return closed_ ||
+           (queue_.size() < options_.max_queued_batches &&
+            (queue_.empty() || queued_bytes_ + batch.body.size() <= options_.max_queued_bytes));
   };
   if (!has_room() && wait_s > 0) state_changed_.wait_for(lock, seconds_of(wait_s), has_room);
   if (closed_ || !has_room()) {
@@ -112,7 +113,8 @@ void BatchExporter::run() {
       double wait = std::uniform_real_distribution<double>(0, backoff)(random_);
       if (result.retry_after_s) wait = std::max(wait, *result.retry_after_s);
       if (elapsed + wait > options_.max_elapsed_s) {
-        error += " (gave up after " + std::to_string(static_cast<int>(std::lround(elapsed))) + " s)";
+        error +=
+            " (gave up after " + std::to_string(static_cast<int>(std::lround(elapsed))) + " s)";
         break;
       }
       backoff = std::min(backoff * 2, options_.max_backoff_s);

@@ -80,7 +80,7 @@ class BatchExporter {
   std::unique_ptr<BatchSender> sender_;
   BatchExporterOptions options_;
   mutable std::mutex mutex_;
-  std::condition_variable work_ready_;   // the sender thread waits on it
+  std::condition_variable work_ready_;     // the sender thread waits on it
   std::condition_variable state_changed_;  // offer (room), flush (drained) wait on it
   std::deque<EncodedBatch> queue_;
   size_t queued_bytes_ = 0;

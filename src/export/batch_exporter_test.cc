@@ -3,6 +3,8 @@
 // pipeline must retry, give up, drop and shut down exactly as documented, with
 // offered = sent + dropped for every span. The HTTP sender against a real HTTP server
 // (cpp-httplib's, in this process) sorts statuses the OTLP way.
+#include "export/batch_exporter.hpp"
+
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -12,7 +14,6 @@
 #include <mutex>
 #include <thread>
 
-#include "export/batch_exporter.hpp"
 #include "export/http_sender.hpp"
 
 namespace {
@@ -90,7 +91,7 @@ TEST(BatchExporter, RetriesRetryableAnswersThenDeliversInOrder) {
   ASSERT_TRUE(exporter.flush(10));
   auto stats = exporter.stats();
   EXPECT_EQ(stats.retries, 2u);
-  EXPECT_EQ(stats.spans_sent, 5u);            // "first" was retried twice then refused
+  EXPECT_EQ(stats.spans_sent, 5u);  // "first" was retried twice then refused
   EXPECT_EQ(stats.spans_dropped_failed, 10u);
   EXPECT_EQ(stats.last_error, "HTTP 400: bad request");
   EXPECT_EQ(shared->delivered, std::vector<std::string>{"second"});
@@ -149,7 +150,8 @@ TEST(BatchExporter, OfferCanWaitForRoomWhenTheCallerMayBlock) {
 
 TEST(BatchExporter, ShutdownBoundsTheWaitAndCountsWhatItAbandons) {
   auto shared = std::make_shared<ScriptedSender::Shared>();
-  for (int i = 0; i < 1000; ++i) shared->script.push_back(retryable(0.02));  // a server that never recovers
+  for (int i = 0; i < 1000; ++i)
+    shared->script.push_back(retryable(0.02));  // a server that never recovers
   BatchExporter exporter(std::make_unique<ScriptedSender>(shared), fast_options());
   exporter.offer({"a", 4});
   exporter.offer({"b", 6});
@@ -190,7 +192,8 @@ TEST(HttpSender, SortsAnswersTheOtlpWayAgainstARealHttpServer) {
   while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
   std::string error;
-  auto endpoint = opsight::exporting::parse_endpoint("http://127.0.0.1:" + std::to_string(port), "/v1/traces", &error);
+  auto endpoint = opsight::exporting::parse_endpoint("http://127.0.0.1:" + std::to_string(port),
+                                                     "/v1/traces", &error);
   ASSERT_TRUE(endpoint) << error;
   opsight::exporting::HttpSenderOptions options;
   options.content_type = "application/x-protobuf";

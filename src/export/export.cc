@@ -55,11 +55,13 @@ Environment process_environment() {
   return [](const char* name) { return static_cast<const char*>(std::getenv(name)); };
 }
 
-std::optional<ExportTarget> parse_export_target(std::string_view spec, const Environment& environment,
+std::optional<ExportTarget> parse_export_target(std::string_view spec,
+                                                const Environment& environment,
                                                 std::string* error) {
   size_t equals = spec.find('=');
   std::string_view kind = spec.substr(0, equals);
-  std::string_view url = equals == std::string_view::npos ? std::string_view() : spec.substr(equals + 1);
+  std::string_view url =
+      equals == std::string_view::npos ? std::string_view() : spec.substr(equals + 1);
   ExportTarget target;
   std::string default_path;
   std::string url_text(url);
@@ -70,17 +72,20 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec, const Env
   if (kind == "otlp" || kind == "otlp-json" || kind == "otlp-protobuf") {
     std::string_view protocol = env_or_empty(environment, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL");
     if (protocol.empty()) protocol = env_or_empty(environment, "OTEL_EXPORTER_OTLP_PROTOCOL");
-    if (kind == "otlp" && !protocol.empty() && protocol != "http/protobuf" && protocol != "http/json")
+    if (kind == "otlp" && !protocol.empty() && protocol != "http/protobuf" &&
+        protocol != "http/json")
       return fail("OTEL_EXPORTER_OTLP_PROTOCOL '" + std::string(protocol) +
                   "' is not supported (opsight speaks http/protobuf and http/json)");
     bool json = kind == "otlp-json" || (kind == "otlp" && protocol == "http/json");
     target.kind = json ? ExportKind::kOtlpJson : ExportKind::kOtlpProtobuf;
     default_path = "/v1/traces";
     if (url_text.empty()) {
-      if (auto traces = env_or_empty(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"); !traces.empty()) {
+      if (auto traces = env_or_empty(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+          !traces.empty()) {
         url_text = std::string(traces);
         default_path = "/";  // used as is
-      } else if (auto base = env_or_empty(environment, "OTEL_EXPORTER_OTLP_ENDPOINT"); !base.empty()) {
+      } else if (auto base = env_or_empty(environment, "OTEL_EXPORTER_OTLP_ENDPOINT");
+                 !base.empty()) {
         url_text = std::string(base);
         while (!url_text.empty() && url_text.back() == '/') url_text.pop_back();
         url_text += "/v1/traces";
@@ -89,8 +94,10 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec, const Env
       }
     }
     std::vector<std::string> header_errors;
-    for (const char* variable : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
-      for (auto& [key, value] : parse_key_value_list(env_or_empty(environment, variable), &header_errors)) {
+    for (const char* variable :
+         {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
+      for (auto& [key, value] :
+           parse_key_value_list(env_or_empty(environment, variable), &header_errors)) {
         std::erase_if(target.headers, [&](const auto& header) { return header.first == key; });
         target.headers.emplace_back(key, value);
       }
@@ -118,11 +125,14 @@ ResourceOptions resource_options_from(const Environment& environment, std::strin
                                       std::vector<std::string>* warnings) {
   ResourceOptions options;
   std::vector<std::string> errors;
-  options.attributes = parse_key_value_list(env_or_empty(environment, "OTEL_RESOURCE_ATTRIBUTES"), &errors);
+  options.attributes =
+      parse_key_value_list(env_or_empty(environment, "OTEL_RESOURCE_ATTRIBUTES"), &errors);
   if (warnings)
-    for (const std::string& entry : errors) warnings->push_back("OTEL_RESOURCE_ATTRIBUTES: " + entry);
+    for (const std::string& entry : errors)
+      warnings->push_back("OTEL_RESOURCE_ATTRIBUTES: " + entry);
   options.service_name = std::move(service_name);
-  if (options.service_name.empty()) options.service_name = std::string(env_or_empty(environment, "OTEL_SERVICE_NAME"));
+  if (options.service_name.empty())
+    options.service_name = std::string(env_or_empty(environment, "OTEL_SERVICE_NAME"));
   if (options.service_name.empty())
     for (const auto& [key, value] : options.attributes)
       if (key == "service.name") options.service_name = value;
@@ -162,15 +172,18 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
   std::vector<Running> running;
   for (const ExportTarget& original : targets) {
     ExportTarget target = original;
-    if (target.kind == ExportKind::kPushgateway && (target.endpoint.path.empty() || target.endpoint.path == "/"))
+    if (target.kind == ExportKind::kPushgateway &&
+        (target.endpoint.path.empty() || target.endpoint.path == "/"))
       target.endpoint.path = "/metrics/job/opsight/instance/" +
                              path_segment(trace.run.host.empty() ? "unknown" : trace.run.host);
     auto sender = options.make_sender ? options.make_sender(target)
                                       : make_http_sender(target, std::min(options.timeout_s, 10.0));
-    running.push_back({std::make_unique<BatchExporter>(std::move(sender), options.exporter), Clock::now()});
+    running.push_back(
+        {std::make_unique<BatchExporter>(std::move(sender), options.exporter), Clock::now()});
     BatchExporter& exporter = *running.back().exporter;
-    Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                    std::chrono::duration<double>(options.timeout_s));
+    Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(options.timeout_s));
     auto remaining = [&] {
       return std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
     };
@@ -182,9 +195,10 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
     size_t batch = std::max<size_t>(1, options.batch_spans);
     for (size_t begin = 0; begin < rows.size(); begin += batch) {
       auto batch_rows = rows.subspan(begin, std::min(batch, rows.size() - begin));
-      std::string body = target.kind == ExportKind::kZipkin     ? encode_zipkin_json(view, batch_rows)
-                         : target.kind == ExportKind::kOtlpJson ? encode_otlp_json(view, batch_rows)
-                                                                : encode_otlp_protobuf(view, batch_rows);
+      std::string body = target.kind == ExportKind::kZipkin ? encode_zipkin_json(view, batch_rows)
+                         : target.kind == ExportKind::kOtlpJson
+                             ? encode_otlp_json(view, batch_rows)
+                             : encode_otlp_protobuf(view, batch_rows);
       exporter.offer({std::move(body), batch_rows.size()}, remaining());
     }
   }

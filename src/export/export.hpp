@@ -48,8 +48,8 @@ using Environment = std::function<const char*(const char*)>;
 Environment process_environment();
 
 // Parses "kind[=URL]"; nullopt with `error` naming what is wrong.
-std::optional<ExportTarget> parse_export_target(std::string_view spec, const Environment& environment,
-                                                std::string* error);
+std::optional<ExportTarget> parse_export_target(std::string_view spec,
+                                                const Environment& environment, std::string* error);
 
 // The resource options the environment gives (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES);
 // `service_name`, when not empty, wins. Malformed entries are named in `warnings`.

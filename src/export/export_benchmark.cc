@@ -48,7 +48,8 @@ void run_encoder(benchmark::State& state, Encode encode) {
   size_t bytes = 0;
   for (auto _ : state) {
     for (size_t begin = 0; begin < rows.size(); begin += 512) {
-      std::string body = encode(view, rows.subspan(begin, std::min<size_t>(512, rows.size() - begin)));
+      std::string body =
+          encode(view, rows.subspan(begin, std::min<size_t>(512, rows.size() - begin)));
       bytes += body.size();
       benchmark::DoNotOptimize(body.data());
     }

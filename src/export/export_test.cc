@@ -3,12 +3,13 @@
 // protobuf (decoded back field by field with the wire walker), OTLP JSON and Zipkin JSON
 // (parsed back with nlohmann::json), and Prometheus text; and how export targets are read
 // from the command line and the OTEL_* environment.
+#include "export/export.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "export/export.hpp"
 #include "export/otlp_encoder.hpp"
 #include "export/otlp_fields.hpp"
 #include "export/prometheus_text.hpp"
@@ -48,7 +49,8 @@ Trace sample_trace() {
   trace.tracks[main_track].name = trace.intern("main");
   trace.process(77).parent_pid = 42;
   trace.process(77).name = trace.intern("worker process");
-  auto request = trace.slices.add(1000, 9000, trace.intern("request"), trace.intern("http"), main_track);
+  auto request =
+      trace.slices.add(1000, 9000, trace.intern("request"), trace.intern("http"), main_track);
   trace.slices.add(2000, 3000, trace.intern("preprocess \"fast\""), 0, main_track);
   auto job = trace.slices.add(1500, 500, trace.intern("job"), 0, worker);
   trace.slices.add(4000, 2500, trace.intern("child work"), 0, child,
@@ -56,8 +58,10 @@ Trace sample_trace() {
   trace.slice_args.add(request, trace.intern("batch"), ArgValue::of_int(8));
   trace.slice_args.add(request, trace.intern("ratio"), ArgValue::of_double(0.25));
   trace.slice_args.add(request, trace.intern("cached"), ArgValue::of_bool(true));
-  trace.slice_args.add(request, trace.intern("span.kind"), ArgValue::of_string(trace.intern("server")));
-  trace.slice_args.add(job, trace.intern("exception.type"), ArgValue::of_string(trace.intern("ValueError")));
+  trace.slice_args.add(request, trace.intern("span.kind"),
+                       ArgValue::of_string(trace.intern("server")));
+  trace.slice_args.add(job, trace.intern("exception.type"),
+                       ArgValue::of_string(trace.intern("ValueError")));
   trace.slice_args.add(job, trace.intern("exception.message"),
                        ArgValue::of_string(trace.intern("bad \"input\"\n")));
   trace.counters.add(1000, trace.counter_track(42, "process.rss_bytes", "bytes"), 1.5e6);
@@ -160,7 +164,7 @@ TEST(OtlpProtobuf, EverySpanWithItsIdsTimesAttributesEventsAndLinksPerProcess) {
   EXPECT_EQ(find_field(request_span, otlp::span::kSpanId)->bytes,
             be_bytes(trace.slices.span_id[request_row]));
   EXPECT_EQ(find_field(request_span, otlp::span::kParentSpanId), nullptr);  // a root
-  EXPECT_EQ(find_field(request_span, otlp::span::kKind)->value, 2u);      // SERVER
+  EXPECT_EQ(find_field(request_span, otlp::span::kKind)->value, 2u);        // SERVER
   EXPECT_EQ(find_field(request_span, otlp::span::kStartTimeUnixNano)->value,
             static_cast<uint64_t>(kUnixOffset + 1000));
   EXPECT_EQ(find_field(request_span, otlp::span::kEndTimeUnixNano)->value,
@@ -193,12 +197,14 @@ TEST(OtlpProtobuf, EverySpanWithItsIdsTimesAttributesEventsAndLinksPerProcess) {
   EXPECT_EQ(find_field(status, otlp::status::kCode)->value, 2u);
   EXPECT_EQ(find_field(status, otlp::status::kMessage)->bytes, "ValueError: bad \"input\"\n");
   auto link = must_decode(find_field(job, otlp::span::kLinks)->bytes);
-  EXPECT_EQ(find_field(link, otlp::link::kSpanId)->bytes, be_bytes(trace.slices.span_id[request_row]));
+  EXPECT_EQ(find_field(link, otlp::link::kSpanId)->bytes,
+            be_bytes(trace.slices.span_id[request_row]));
   EXPECT_EQ(find_field(link, otlp::link::kTraceId)->bytes, trace_id);
 
   auto second = must_decode(resource_spans[1]->bytes);
-  auto second_resource = decode_attributes(
-      must_decode(find_field(second, otlp::resource_spans::kResource)->bytes), otlp::resource::kAttributes);
+  auto second_resource =
+      decode_attributes(must_decode(find_field(second, otlp::resource_spans::kResource)->bytes),
+                        otlp::resource::kAttributes);
   EXPECT_EQ(second_resource["process.pid"], "i:77");
   EXPECT_EQ(second_resource["process.parent_pid"], "i:42");
   EXPECT_EQ(second_resource["process.title"], "s:worker process");
@@ -215,7 +221,8 @@ TEST(OtlpProtobuf, ABatchOfSomeRowsHoldsJustThose) {
   std::string body = opsight::exporting::encode_otlp_protobuf(view, rows);
   auto request = must_decode(body);
   size_t spans = 0;
-  for (const ProtoField* resource_spans : find_fields(request, otlp::export_request::kResourceSpans)) {
+  for (const ProtoField* resource_spans :
+       find_fields(request, otlp::export_request::kResourceSpans)) {
     auto message = must_decode(resource_spans->bytes);
     for (const ProtoField* scope : find_fields(message, otlp::resource_spans::kScopeSpans))
       spans += find_fields(must_decode(scope->bytes), otlp::scope_spans::kSpans).size();
@@ -238,19 +245,22 @@ TEST(OtlpJson, TheJsonMappingHexIdsStringIntegersAndNumericEnums) {
   }
   ASSERT_TRUE(request && job);
   EXPECT_EQ((*request)["traceId"], "0123456789abcdeffedcba9876543210");
-  EXPECT_EQ((*request)["spanId"], opsight::trace::span_id_to_hex(trace.slices.span_id[row_named(trace, "request")]));
+  EXPECT_EQ((*request)["spanId"],
+            opsight::trace::span_id_to_hex(trace.slices.span_id[row_named(trace, "request")]));
   EXPECT_EQ((*request)["kind"], 2);
   EXPECT_EQ((*request)["startTimeUnixNano"], std::to_string(kUnixOffset + 1000));
   EXPECT_EQ((*request)["endTimeUnixNano"], std::to_string(kUnixOffset + 10000));
   std::map<std::string, nlohmann::json> attributes;
-  for (const auto& attribute : (*request)["attributes"]) attributes[attribute["key"]] = attribute["value"];
+  for (const auto& attribute : (*request)["attributes"])
+    attributes[attribute["key"]] = attribute["value"];
   EXPECT_EQ(attributes["batch"]["intValue"], "8");
   EXPECT_EQ(attributes["ratio"]["doubleValue"], 0.25);
   EXPECT_EQ(attributes["cached"]["boolValue"], true);
   EXPECT_EQ((*job)["status"]["code"], 2);
   EXPECT_EQ((*job)["events"][0]["name"], "exception");
   EXPECT_EQ((*job)["links"][0]["spanId"], (*request)["spanId"]);
-  EXPECT_EQ(document["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"], "serve.py");
+  EXPECT_EQ(document["resourceSpans"][0]["resource"]["attributes"][0]["value"]["stringValue"],
+            "serve.py");
 }
 
 TEST(ZipkinJson, MicrosecondsThatNeverShrinkAKindAndStringTags) {
@@ -290,10 +300,12 @@ TEST(PrometheusText, CumulativeHistogramsPerSpanNameCountersAndGauges) {
             std::string::npos);
   EXPECT_NE(text.find("opsight_span_duration_seconds_count{span=\"preprocess \\\"fast\\\"\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(text.find("opsight_span_duration_seconds_sum{span=\"request\"} 9e-06\n"), std::string::npos);
+  EXPECT_NE(text.find("opsight_span_duration_seconds_sum{span=\"request\"} 9e-06\n"),
+            std::string::npos);
   EXPECT_NE(text.find("opsight_tracer_overhead_seconds_total 0.0025\n"), std::string::npos);
   EXPECT_NE(text.find("opsight_events_dropped_total 3\n"), std::string::npos);
-  EXPECT_NE(text.find("# TYPE opsight_process_rss_bytes gauge\nopsight_process_rss_bytes{pid=\"42\"} 2500000\n"),
+  EXPECT_NE(text.find("# TYPE opsight_process_rss_bytes "
+                      "gauge\nopsight_process_rss_bytes{pid=\"42\"} 2500000\n"),
             std::string::npos);
   EXPECT_EQ(opsight::exporting::prometheus_name("gpu0.power-watts"), "gpu0_power_watts");
   EXPECT_EQ(opsight::exporting::prometheus_name("0bad"), "_0bad");
@@ -327,7 +339,8 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
   EXPECT_EQ(from_env->endpoint.url(), "http://collector:4318/v1/traces");
   EXPECT_EQ(from_env->headers, (std::vector<std::pair<std::string, std::string>>{
                                    {"api-key", "secret one"}, {"x-team", "infra"}}));
-  auto traces_endpoint = environment_of({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://otel.example:443/custom"}});
+  auto traces_endpoint =
+      environment_of({{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://otel.example:443/custom"}});
   auto custom = opsight::exporting::parse_export_target("otlp", traces_endpoint, &error);
   EXPECT_EQ(custom->endpoint.url(), "https://otel.example/custom");
 
@@ -350,15 +363,18 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
 }
 
 TEST(ExportTargets, ServiceNameFromFlagThenOtelServiceNameThenResourceAttributes) {
-  auto env = environment_of({{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs,team=ml,broken"}});
+  auto env =
+      environment_of({{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs,team=ml,broken"}});
   std::vector<std::string> warnings;
   auto options = opsight::exporting::resource_options_from(env, "", &warnings);
   EXPECT_EQ(options.service_name, "from-attrs");
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("'broken'"), std::string::npos);
-  auto with_name = environment_of({{"OTEL_SERVICE_NAME", "svc"}, {"OTEL_RESOURCE_ATTRIBUTES", "service.name=x"}});
+  auto with_name = environment_of(
+      {{"OTEL_SERVICE_NAME", "svc"}, {"OTEL_RESOURCE_ATTRIBUTES", "service.name=x"}});
   EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "", nullptr).service_name, "svc");
-  EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "flag", nullptr).service_name, "flag");
+  EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "flag", nullptr).service_name,
+            "flag");
 }
 
 }  // namespace

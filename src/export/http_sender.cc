@@ -38,12 +38,16 @@ std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view de
     host = authority.substr(1, close - 1);
     authority = authority.substr(close + 1);
     if (!authority.empty() && authority.front() != ':') return fail("junk after ']'");
-    if (!authority.empty()) authority.remove_prefix(1);
-    else authority = {};
+    if (!authority.empty())
+      authority.remove_prefix(1);
+    else
+      authority = {};
     if (!authority.empty()) {
       int port = 0;
-      auto [end, code] = std::from_chars(authority.data(), authority.data() + authority.size(), port);
-      if (code != std::errc() || end != authority.data() + authority.size() || port <= 0 || port > 65535)
+      auto [end, code] =
+          std::from_chars(authority.data(), authority.data() + authority.size(), port);
+      if (code != std::errc() || end != authority.data() + authority.size() || port <= 0 ||
+          port > 65535)
         return fail("port '" + std::string(authority) + "' is not 1-65535");
       endpoint.port = port;
     }
@@ -52,7 +56,8 @@ std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view de
     std::string_view port_text = authority.substr(colon + 1);
     int port = 0;
     auto [end, code] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-    if (code != std::errc() || end != port_text.data() + port_text.size() || port <= 0 || port > 65535)
+    if (code != std::errc() || end != port_text.data() + port_text.size() || port <= 0 ||
+        port > 65535)
       return fail("port '" + std::string(port_text) + "' is not 1-65535");
     endpoint.port = port;
   }
@@ -70,7 +75,8 @@ HttpSender::HttpSender(Endpoint endpoint, HttpSenderOptions options)
     : endpoint_(std::move(endpoint)), options_(std::move(options)) {
   client_ = std::make_unique<Client>(endpoint_.origin());
   auto seconds = static_cast<time_t>(options_.timeout_s);
-  auto microseconds = static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);
+  auto microseconds =
+      static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);
   client_->client.set_connection_timeout(seconds, microseconds);
   client_->client.set_read_timeout(seconds, microseconds);
   client_->client.set_write_timeout(seconds, microseconds);
@@ -86,15 +92,16 @@ std::string HttpSender::describe() const {
 SendResult HttpSender::send(std::string_view body) {
   httplib::Headers headers;
   for (const auto& [key, value] : options_.headers) headers.emplace(key, value);
-  httplib::Result response =
-      options_.method == "PUT"
-          ? client_->client.Put(endpoint_.path, headers, body.data(), body.size(), options_.content_type)
-          : client_->client.Post(endpoint_.path, headers, body.data(), body.size(),
-                                 options_.content_type);
+  httplib::Result response = options_.method == "PUT"
+                                 ? client_->client.Put(endpoint_.path, headers, body.data(),
+                                                       body.size(), options_.content_type)
+                                 : client_->client.Post(endpoint_.path, headers, body.data(),
+                                                        body.size(), options_.content_type);
   SendResult result;
   if (!response) {
     result.outcome = SendResult::Outcome::kRetryable;
-    result.message = "no answer from " + endpoint_.origin() + " (" + httplib::to_string(response.error()) + " error)";
+    result.message = "no answer from " + endpoint_.origin() + " (" +
+                     httplib::to_string(response.error()) + " error)";
     return result;
   }
   result.status = response->status;

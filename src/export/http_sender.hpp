@@ -34,9 +34,9 @@ std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view de
 struct SendResult {
   enum class Outcome { kSent, kRetryable, kFailed };
   Outcome outcome = Outcome::kFailed;
-  int status = 0;                      // HTTP status, 0 when no answer came
-  std::string message;                 // what went wrong, for the report
-  std::optional<double> retry_after_s; // the server's Retry-After, in seconds
+  int status = 0;                       // HTTP status, 0 when no answer came
+  std::string message;                  // what went wrong, for the report
+  std::optional<double> retry_after_s;  // the server's Retry-After, in seconds
 };
 
 // What BatchExporter sends through: an HTTP endpoint, or a test's script of answers.

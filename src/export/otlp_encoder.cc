@@ -5,8 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "wire/json_escape.hpp"
 #include "export/otlp_fields.hpp"
+#include "wire/json_escape.hpp"
 #include "wire/proto_encoder.hpp"
 
 namespace opsight::exporting {
@@ -117,7 +117,8 @@ std::string encode_otlp_protobuf(const SpanView& view, std::span<const trace::Ro
         encoder.bytes_field(otlp::link::kSpanId, std::string_view(span_id, 8));
         write_attribute(encoder, otlp::link::kAttributes,
                         {"opsight.link", AttributeValue::of(std::string_view("handoff"))});
-        encoder.fixed32_field(otlp::link::kFlags, otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+        encoder.fixed32_field(otlp::link::kFlags,
+                              otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
         encoder.end_message(link);
       }
       if (view.has_error(row)) {
@@ -191,9 +192,8 @@ std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowInd
     for (trace::RowIndex row : process_rows) {
       if (!first_span) out += ',';
       first_span = false;
-      fmt::format_to(std::back_inserter(out),
-                     "{{\"traceId\":\"{}\",\"spanId\":\"{}\"", view.trace_id(row).to_hex(),
-                     trace::span_id_to_hex(view.span_id(row)));
+      fmt::format_to(std::back_inserter(out), "{{\"traceId\":\"{}\",\"spanId\":\"{}\"",
+                     view.trace_id(row).to_hex(), trace::span_id_to_hex(view.span_id(row)));
       if (uint64_t parent = view.parent_span_id(row))
         fmt::format_to(std::back_inserter(out), ",\"parentSpanId\":\"{}\"",
                        trace::span_id_to_hex(parent));
@@ -224,11 +224,12 @@ std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowInd
         out += ",\"links\":[";
         for (size_t i = 0; i < links.size(); ++i) {
           if (i) out += ',';
-          fmt::format_to(std::back_inserter(out),
-                         "{{\"traceId\":\"{}\",\"spanId\":\"{}\",\"flags\":{},\"attributes\":"
-                         "[{{\"key\":\"opsight.link\",\"value\":{{\"stringValue\":\"handoff\"}}}}]}}",
-                         view.trace_id(row).to_hex(), trace::span_id_to_hex(links[i]),
-                         otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+          fmt::format_to(
+              std::back_inserter(out),
+              "{{\"traceId\":\"{}\",\"spanId\":\"{}\",\"flags\":{},\"attributes\":"
+              "[{{\"key\":\"opsight.link\",\"value\":{{\"stringValue\":\"handoff\"}}}}]}}",
+              view.trace_id(row).to_hex(), trace::span_id_to_hex(links[i]),
+              otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
         }
         out += ']';
       }

@@ -41,7 +41,7 @@ inline constexpr uint32_t kLinks = 13;
 inline constexpr uint32_t kStatus = 15;
 inline constexpr uint32_t kFlags = 16;  // fixed32
 }  // namespace span
-namespace event {  // Span.Event
+namespace event {                             // Span.Event
 inline constexpr uint32_t kTimeUnixNano = 1;  // fixed64
 inline constexpr uint32_t kName = 2;
 inline constexpr uint32_t kAttributes = 3;

@@ -44,7 +44,8 @@ std::string prometheus_name(std::string_view text) {
   std::string name;
   name.reserve(text.size());
   for (char character : text) {
-    bool allowed = (character >= 'a' && character <= 'z') || (character >= 'A' && character <= 'Z') ||
+    bool allowed = (character >= 'a' && character <= 'z') ||
+                   (character >= 'A' && character <= 'Z') ||
                    (character >= '0' && character <= '9') || character == '_' || character == ':';
     name += allowed ? character : '_';
   }
@@ -69,9 +70,9 @@ std::string prometheus_exposition(const trace::Trace& trace, const PrometheusOpt
     Histogram*& histogram = of_name[name];
     if (histogram == nullptr) histogram = &by_name[trace.str(name)];
     double seconds = static_cast<double>(trace.slices.dur[row]) * 1e-9;
-    size_t bucket =
-        static_cast<size_t>(std::lower_bound(std::begin(kDurationBuckets), std::end(kDurationBuckets), seconds) -
-                            std::begin(kDurationBuckets));
+    size_t bucket = static_cast<size_t>(
+        std::lower_bound(std::begin(kDurationBuckets), std::end(kDurationBuckets), seconds) -
+        std::begin(kDurationBuckets));
     if (bucket < kBuckets) ++histogram->buckets[bucket];
     ++histogram->count;
     histogram->sum += seconds;
@@ -85,17 +86,20 @@ std::string prometheus_exposition(const trace::Trace& trace, const PrometheusOpt
       uint64_t cumulative = 0;
       for (size_t i = 0; i < kBuckets; ++i) {
         cumulative += histogram.buckets[i];
-        fmt::format_to(std::back_inserter(out), "opsight_span_duration_seconds_bucket{{span=\"{}\",le=\"", label);
+        fmt::format_to(std::back_inserter(out),
+                       "opsight_span_duration_seconds_bucket{{span=\"{}\",le=\"", label);
         append_number(out, kDurationBuckets[i]);
         fmt::format_to(std::back_inserter(out), "\"}} {}\n", cumulative);
       }
       fmt::format_to(std::back_inserter(out),
                      "opsight_span_duration_seconds_bucket{{span=\"{}\",le=\"+Inf\"}} {}\n", label,
                      histogram.count);
-      fmt::format_to(std::back_inserter(out), "opsight_span_duration_seconds_sum{{span=\"{}\"}} ", label);
+      fmt::format_to(std::back_inserter(out), "opsight_span_duration_seconds_sum{{span=\"{}\"}} ",
+                     label);
       append_number(out, histogram.sum);
-      fmt::format_to(std::back_inserter(out), "\nopsight_span_duration_seconds_count{{span=\"{}\"}} {}\n",
-                     label, histogram.count);
+      fmt::format_to(std::back_inserter(out),
+                     "\nopsight_span_duration_seconds_count{{span=\"{}\"}} {}\n", label,
+                     histogram.count);
     }
   }
 

@@ -32,9 +32,9 @@ struct PrometheusOptions {
 std::string prometheus_exposition(const trace::Trace& trace, const PrometheusOptions& options = {});
 
 // The upper bounds of opsight_span_duration_seconds's buckets, in seconds (+Inf apart).
-inline constexpr double kDurationBuckets[] = {1e-5,  1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
-                                              5e-3,  1e-2, 2.5e-2, 5e-2, 0.1,  0.25,
-                                              0.5,   1.0,  2.5,    5.0,  10.0};
+inline constexpr double kDurationBuckets[] = {1e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
+                                              5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,  0.25,
+                                              0.5,  1.0,  2.5,    5.0,  10.0};
 
 // A metric name made of [a-zA-Z0-9_:] ("gpu0.power_watts" -> "gpu0_power_watts").
 std::string prometheus_name(std::string_view text);

@@ -254,8 +254,8 @@ void SpanView::attributes(trace::RowIndex row, std::vector<Attribute>& out) cons
   for (auto arg = trace_.slices.args_begin[row]; arg < trace_.slices.args_begin[row + 1]; ++arg) {
     trace::StringId key = args.key[arg];
     if (has_kind_key_ && key == kind_key_) continue;
-    if (has_exception_keys_ &&
-        (key == exception_type_key_ || key == exception_message_key_ || key == exception_stack_key_))
+    if (has_exception_keys_ && (key == exception_type_key_ || key == exception_message_key_ ||
+                                key == exception_stack_key_))
       continue;  // in the exception event
     out.push_back({trace_.str(key), attribute_of(trace_, args.value[arg])});
   }
@@ -280,7 +280,8 @@ std::string SpanView::error_message(trace::RowIndex row) const {
   std::string type, message;
   const trace::ArgTable& args = trace_.slice_args;
   for (auto arg = trace_.slices.args_begin[row]; arg < trace_.slices.args_begin[row + 1]; ++arg) {
-    if (args.key[arg] == exception_type_key_) type = attribute_of(trace_, args.value[arg]).to_string();
+    if (args.key[arg] == exception_type_key_)
+      type = attribute_of(trace_, args.value[arg]).to_string();
     if (args.key[arg] == exception_message_key_)
       message = attribute_of(trace_, args.value[arg]).to_string();
   }

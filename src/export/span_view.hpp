@@ -85,7 +85,9 @@ class SpanView {
   // The resource of rows()[i] .. : resources are contiguous runs of rows().
   const std::vector<ProcessResource>& resources() const { return resources_; }
   // Index into resources() of the process of `row`.
-  uint32_t resource_of(trace::RowIndex row) const { return resource_of_track_[trace_.slices.track[row]]; }
+  uint32_t resource_of(trace::RowIndex row) const {
+    return resource_of_track_[trace_.slices.track[row]];
+  }
 
   trace::TraceId trace_id(trace::RowIndex) const { return trace_.run.trace_id; }
   uint64_t span_id(trace::RowIndex row) const { return trace_.slices.span_id[row]; }
@@ -93,8 +95,12 @@ class SpanView {
     trace::RowIndex parent = trace_.slices.parent[row];
     return parent == trace::kNoRow ? 0 : trace_.slices.span_id[parent];
   }
-  int64_t start_unix_ns(trace::RowIndex row) const { return trace_.slices.ts[row] + unix_offset_ns_; }
-  int64_t end_unix_ns(trace::RowIndex row) const { return trace_.slices.end(row) + unix_offset_ns_; }
+  int64_t start_unix_ns(trace::RowIndex row) const {
+    return trace_.slices.ts[row] + unix_offset_ns_;
+  }
+  int64_t end_unix_ns(trace::RowIndex row) const {
+    return trace_.slices.end(row) + unix_offset_ns_;
+  }
   std::string_view name(trace::RowIndex row) const { return trace_.str(trace_.slices.name[row]); }
   SpanKind kind(trace::RowIndex row) const;
 

@@ -26,7 +26,8 @@ std::string encode_zipkin_json(const SpanView& view, std::span<const trace::RowI
     fmt::format_to(std::back_inserter(out), "{{\"traceId\":\"{}\",\"id\":\"{}\"",
                    view.trace_id(row).to_hex(), trace::span_id_to_hex(view.span_id(row)));
     if (uint64_t parent = view.parent_span_id(row))
-      fmt::format_to(std::back_inserter(out), ",\"parentId\":\"{}\"", trace::span_id_to_hex(parent));
+      fmt::format_to(std::back_inserter(out), ",\"parentId\":\"{}\"",
+                     trace::span_id_to_hex(parent));
     out += ",\"name\":";
     wire::append_json_string(out, view.name(row));
     SpanKind kind = view.kind(row);

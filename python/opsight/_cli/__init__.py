@@ -2,7 +2,7 @@
 
 ``run``, ``ctl`` and ``compare-backends`` are Python's (they start, steer or time Python
 programs; ``compare-backends`` lives in ``opsight.torch.compare_backends``); every other
-command (``report``, ``convert``, ``demo``, ``save``, ``runs``, ``show``, ``rm``,
+command (``report``, ``compare``, ``export``, ``convert``, ``save``, ``runs``, ``show``, ``rm``,
 ``--version``) is the C++ command installed inside the package (``opsight/bin/opsight``),
 which this one replaces itself with.
 
@@ -32,6 +32,8 @@ Commands:
   compare  Compare two runs or files per span and code path: opsight compare A B --fail-on-regression 5%
   compare-backends  Time a torch function on several back-ends, graph by graph, with cost per
            request: opsight compare-backends mymodels:make_predict --backends eager,inductor
+  export   Send runs to OpenTelemetry (OTLP/HTTP), Zipkin or a Pushgateway:
+           opsight export latest --to otlp=http://127.0.0.1:4318 (docs/export.md)
   devices  List the GPUs: memory, utilization, temperature, power, health (docs/devices.md)
   convert  Convert between .opsight and Chrome JSON
   demo     Profile and benchmark a small BERT-style model (--quickstart: the C++ example)
@@ -45,7 +47,8 @@ opsight COMMAND --help shows a command's options; opsight --version its version.
 
 
 #: The commands the C++ core runs (``opsight/bin/opsight``); the others are Python's.
-CORE_COMMANDS = ("report", "compare", "devices", "convert", "save", "runs", "show", "rm")
+CORE_COMMANDS = ("report", "compare", "export", "devices", "convert", "save", "runs", "show",
+                 "rm")
 PYTHON_COMMANDS = ("run", "ctl", "bench", "compare-backends", "demo")
 
 

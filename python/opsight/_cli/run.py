@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 
+from .._export import EXPORT_VARIABLE, export_trace, parse_targets, targets_from_environment
 from .._store import save_run
 from .arguments import ArgumentParser
 from .exit_codes import USAGE_ERROR
@@ -83,6 +84,13 @@ def _run_parser() -> ArgumentParser:
     parser.add_argument("--store", metavar="PATH",
                         help="run store file (default: $OPSIGHT_HOME/runs.db, else "
                              "~/.opsight/runs.db)")
+    parser.add_argument("--export", action="append", default=[], metavar="KIND[=URL]",
+                        help="send the run's trace when the program ends: otlp[=URL], "
+                             "otlp-json=URL, zipkin[=URL], pushgateway=URL (repeatable; "
+                             "default: $OPSIGHT_EXPORT; docs/export.md)")
+    parser.add_argument("--service", default="",
+                        help="service.name of the exported spans (default: OTEL_SERVICE_NAME, "
+                             "else the program's name)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- PROGRAM [ARGS...]")
     return parser
 
@@ -153,9 +161,11 @@ def run_command(arguments: list[str]) -> int:
         print("opsight run: --strict: not starting the program", file=sys.stderr)
         return 1
 
+    options.export_targets = parse_targets(options.export) or targets_from_environment()
     run_directory = tempfile.mkdtemp(prefix="opsight-run-")
     environment = dict(os.environ)
     environment.pop("OPSIGHT_OUTPUT_OWNER", None)
+    environment.pop(EXPORT_VARIABLE, None)  # the merged trace is exported here, not per process
     environment["OPSIGHT_OUTPUT"] = os.path.join(run_directory, "trace.%p.opsight")
     environment["OPSIGHT_RUN_DIR"] = run_directory
     if targets_path:
@@ -267,6 +277,7 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
           f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); {hint}",
           file=sys.stderr)
+    export_trace(trace, options.export_targets, prefix="opsight run", service=options.service)
     return exit_status, False
 
 

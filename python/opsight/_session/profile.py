@@ -23,6 +23,7 @@ from .lifecycle import Recording, RecordingError
 from .._capture.metrics import parse_metrics, push_session_metrics, restore_session_metrics
 from .._results import TraceAnalyses
 from .._capture.span import Span
+from .._export import export_trace, parse_targets, targets_from_environment
 
 
 class Profile(TraceAnalyses):
@@ -43,6 +44,7 @@ class Profile(TraceAnalyses):
         tags: dict[str, str] | None = None,
         metrics: list[str] | tuple[str, ...] | None = None,
         sample_ms: int = 0,
+        export: str | list[str] | tuple[str, ...] | None = None,
     ) -> None:
         self.output = os.fspath(output) if output is not None else None
         # Run store (docs/store.md): True saves the trace as a run in the default store when
@@ -61,6 +63,11 @@ class Profile(TraceAnalyses):
         if not isinstance(sample_ms, int) or sample_ms < 0:
             raise ValueError(f"opsight.profile: sample_ms must be an integer >= 0, got {sample_ms!r}")
         self.sample_ms = sample_ms
+        # Where the trace goes when the profile stops (docs/export.md): "otlp=URL",
+        # "zipkin=URL", "pushgateway=URL", ... (OPSIGHT_EXPORT when not given).
+        self.export_targets = parse_targets(export) if export is not None else targets_from_environment()
+        #: One report per export target ({"target", "sent", "dropped", "error", ...}).
+        self.export_reports: list[dict[str, Any]] = []
         self._previous_metrics: Any = None
         self.label = label
         self._recording: Recording | None = None
@@ -106,6 +113,9 @@ class Profile(TraceAnalyses):
             self._trace = recording.stop(keep_trace=True, drops_hint="raise buffer_mb")
         except RecordingError as error:
             raise RuntimeError(f"opsight.profile: {error}") from None
+        if self.export_targets:
+            self.export_reports = export_trace(self._trace, self.export_targets,
+                                               prefix="opsight.profile")
         if self.store:
             try:
                 self._save_to_store()

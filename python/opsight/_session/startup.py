@@ -221,10 +221,17 @@ class _Activation:
         recording, self.recording = self.recording, None
         if recording is None:
             return
+        from .._export import export_trace, targets_from_environment
+
+        targets = targets_from_environment()  # OPSIGHT_EXPORT (docs/export.md)
         try:
-            recording.stop(keep_trace=False, drops_hint="raise OPSIGHT_BUFFER_MB")
+            trace = recording.stop(keep_trace=bool(targets), drops_hint="raise OPSIGHT_BUFFER_MB")
         except RecordingError as error:
             print(f"opsight: {error}", file=sys.stderr)
+            return
+        if targets and trace is not None:
+            # Bounded: a process ending (SIGTERM included) never waits long on a server.
+            export_trace(trace, targets, prefix="opsight", timeout_s=10.0)
 
     @staticmethod
     def _report_unresolved(instrumenter) -> None:

@@ -1,0 +1,59 @@
+"""Sending a finished trace to the observability stack (the C++ export module, through
+``Trace.export``): the one place ``opsight run --export``, ``opsight.profile(export=...)``
+and ``OPSIGHT_EXPORT`` go through, so they read targets and report results alike.
+
+A target is ``otlp[=URL]``, ``otlp-json=URL``, ``otlp-protobuf=URL``, ``zipkin[=URL]`` or
+``pushgateway=URL`` (docs/export.md); ``OPSIGHT_EXPORT`` holds several, separated by commas,
+semicolons or spaces. Exporting never raises into the traced program: a failure is a line
+on stderr and in the returned reports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Any, Iterable
+
+#: The environment variable naming export targets for a program run unchanged.
+EXPORT_VARIABLE = "OPSIGHT_EXPORT"
+
+
+def parse_targets(value: str | Iterable[str] | None) -> list[str]:
+    """``"otlp=http://a:4318, zipkin"`` or a list of such strings -> ``["otlp=...", "zipkin"]``."""
+    if value is None:
+        return []
+    items = [value] if isinstance(value, str) else list(value)
+    targets: list[str] = []
+    for item in items:
+        if not isinstance(item, str):
+            raise TypeError(f"export target must be a string, got {type(item).__name__}")
+        targets.extend(part for part in re.split(r"[,;\s]+", item) if part)
+    return targets
+
+
+def targets_from_environment() -> list[str]:
+    return parse_targets(os.environ.get(EXPORT_VARIABLE))
+
+
+def export_trace(trace: Any, targets: list[str], *, prefix: str, service: str = "",
+                 timeout_s: float = 30.0) -> list[dict[str, Any]]:
+    """Sends ``trace`` to every target and prints one line per target on stderr (sent,
+    dropped and why). Returns the reports; a bad target is reported, not raised."""
+    if not targets:
+        return []
+    try:
+        reports = trace.export(targets, service=service, timeout_s=timeout_s)
+    except ValueError as error:
+        print(f"{prefix}: export: {error}", file=sys.stderr)
+        return [{"target": " ".join(targets), "error": str(error), "sent": 0, "dropped": None}]
+    for warning in (reports[0].get("warnings", []) if reports else []):
+        print(f"{prefix}: export: warning: {warning} (ignored)", file=sys.stderr)
+    for report in reports:
+        line = (f"{prefix}: exported {report['sent']} of {report['spans']} spans to "
+                f"{report['target']} in {report['requests']} request"
+                f"{'' if report['requests'] == 1 else 's'} ({report['seconds']:.2f} s)")
+        if report["dropped"]:
+            line += f"; {report['dropped']} dropped: {report['error']}"
+        print(line, file=sys.stderr)
+    return reports
