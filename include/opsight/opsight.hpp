@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -130,6 +131,35 @@ inline void flow_out(uint64_t id) { internal::write_flow(id, format::kFlowOut); 
 inline void flow_in(uint64_t id) { internal::write_flow(id, format::kFlowIn); }
 inline void flow_step(uint64_t id) { internal::write_flow(id, format::kFlowStep); }
 inline void flow_into_next(uint64_t id) { internal::write_flow(id, format::kFlowIntoNext); }
+
+// W3C trace context (https://www.w3.org/TR/trace-context/), so that one request's spans
+// in several processes form one trace in Jaeger or any OpenTelemetry back-end:
+//   server side: inside the span begun for a request whose `traceparent` header parses,
+//     join_remote_trace(context): that span (and every span under it) belongs to the
+//     caller's trace, its parent the caller's span;
+//   client side: inside the span that makes the call, take an id (new_flow_id()),
+//     set_span_id(id), and send format_traceparent({trace id of the request being served,
+//     or session_trace_id(), id, flags}).
+// Each call writes one event (join_remote_trace two) for the innermost open span of the
+// thread's current track; without one it is counted, not shown. Does nothing when not
+// recording. The front ends keep which trace a thread is serving (Python: a contextvar).
+struct TraceContext {
+  uint64_t trace_id_high = 0;
+  uint64_t trace_id_low = 0;
+  uint64_t span_id = 0;     // the caller's span: the parent of the span that joins
+  uint8_t trace_flags = 1;  // bit 0: sampled
+  bool valid() const { return (trace_id_high | trace_id_low) != 0 && span_id != 0; }
+};
+// Parses "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>" (version 00, and any later
+// version's first four fields as the specification asks); nullopt for anything else,
+// all-zero ids included.
+OPSIGHT_API std::optional<TraceContext> parse_traceparent(std::string_view header);
+OPSIGHT_API std::string format_traceparent(const TraceContext& context);
+OPSIGHT_API void join_remote_trace(const TraceContext& remote);
+OPSIGHT_API void set_span_id(uint64_t span_id);
+// The running session's trace id (every span not joined to a remote trace is in it);
+// all zero when no session runs.
+OPSIGHT_API TraceContext session_trace_id();
 
 namespace internal {
 // For front ends whose hooks cost time the recorder cannot see (the torch operator

@@ -38,6 +38,7 @@ from ._session.profile import Profile, profile
 from ._capture.handoffs import HandoffIntegration as _HandoffIntegration
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .targets import Target, TargetsError, load_targets
+from . import propagation
 from .torch._integration import TorchIntegration as _TorchIntegration
 
 __version__ = _native.version()
@@ -45,7 +46,8 @@ __version__ = _native.version()
 __all__ = [
     "Profile", "Span", "Target", "TargetsError", "TraceFile", "compare", "compare_report",
     "begin_async", "disable", "enable", "enabled", "end_async", "flow_in", "flow_out",
-    "instant", "counter", "load", "load_targets", "new_flow_id", "profile", "read_trace", "span",
+    "instant", "counter", "load", "load_targets", "new_flow_id", "profile", "propagation",
+    "read_trace", "span",
     "spans_dataframe", "trace",
 ]
 

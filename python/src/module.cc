@@ -514,6 +514,43 @@ NB_MODULE(_native, m) {
   m.def(
       "end_async", [](uint64_t id) { opsight::end_async(id); }, nb::arg("id"));
   m.def("new_flow_id", [] { return opsight::new_flow_id(); });
+  // W3C trace context (opsight.hpp): the traceparent text in and out, and the two events.
+  m.def(
+      "parse_traceparent",
+      [](std::string_view header) -> std::optional<std::tuple<std::string, uint64_t, int>> {
+        auto context = opsight::parse_traceparent(header);
+        if (!context) return std::nullopt;
+        std::string hex = opsight::format_traceparent(*context).substr(3, 32);
+        return std::make_tuple(hex, context->span_id, static_cast<int>(context->trace_flags));
+      },
+      nb::arg("header"), "(trace id hex, parent span id, flags) or None.");
+  m.def(
+      "format_traceparent",
+      [](const std::string& trace_id_hex, uint64_t span_id, int flags) {
+        auto context = opsight::parse_traceparent("00-" + trace_id_hex + "-0000000000000001-00");
+        if (!context) throw std::invalid_argument("not a W3C trace id: '" + trace_id_hex + "'");
+        context->span_id = span_id;
+        context->trace_flags = static_cast<uint8_t>(flags);
+        return opsight::format_traceparent(*context);
+      },
+      nb::arg("trace_id_hex"), nb::arg("span_id"), nb::arg("flags") = 1);
+  m.def(
+      "join_remote_trace",
+      [](std::string_view traceparent) {
+        auto context = opsight::parse_traceparent(traceparent);
+        if (context) opsight::join_remote_trace(*context);
+        return context.has_value();
+      },
+      nb::arg("traceparent"),
+      "The innermost open span joins the caller's trace; False if the header does not parse.");
+  m.def(
+      "set_span_id", [](uint64_t span_id) { opsight::set_span_id(span_id); }, nb::arg("span_id"));
+  m.def("session_trace_id", [] {
+    opsight::TraceContext context = opsight::session_trace_id();
+    if ((context.trace_id_high | context.trace_id_low) == 0) return std::string();
+    context.span_id = 1;
+    return opsight::format_traceparent(context).substr(3, 32);
+  });
   m.def("process_environment", [] {
     // The C library's environment as it is now (what a child gets when Popen's env is
     // None), including what native code changed with setenv behind os.environ's back.

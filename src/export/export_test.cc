@@ -214,6 +214,38 @@ TEST(OtlpProtobuf, EverySpanWithItsIdsTimesAttributesEventsAndLinksPerProcess) {
   EXPECT_EQ(decode_attributes(child, otlp::span::kAttributes)["opsight.unfinished"], "b:true");
 }
 
+// A request that came with a traceparent: its span and the spans under it are sent in the
+// caller's trace, the request's parent the caller's span (a remote parent); the rest of
+// the run stays in the run's trace.
+TEST(SpanView, SpansUnderAJoinedRemoteTraceTakeItsIdAndTheRemoteParent) {
+  Trace trace = sample_trace();
+  RowIndex request = row_named(trace, "request");
+  RowIndex preprocess = row_named(trace, "preprocess \"fast\"");
+  RowIndex job = row_named(trace, "job");
+  const opsight::trace::TraceId remote{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL};
+  trace.span_contexts.add(request, remote, 0x00f067aa0ba902b7ULL, 1);
+  SpanView view(trace, {});
+  EXPECT_EQ(view.trace_id(request), remote);
+  EXPECT_EQ(view.trace_id(preprocess), remote);  // under the request
+  EXPECT_EQ(view.trace_id(job), trace.run.trace_id);
+  EXPECT_EQ(view.parent_span_id(request), 0x00f067aa0ba902b7ULL);
+  EXPECT_TRUE(view.has_remote_parent(request));
+  EXPECT_EQ(view.parent_span_id(preprocess), trace.slices.span_id[request]);
+  EXPECT_FALSE(view.has_remote_parent(preprocess));
+
+  std::string body = opsight::exporting::encode_otlp_protobuf(view, std::span(&request, 1));
+  auto request_message = must_decode(body);
+  auto resource_spans =
+      must_decode(find_field(request_message, otlp::export_request::kResourceSpans)->bytes);
+  auto scope_spans =
+      must_decode(find_field(resource_spans, otlp::resource_spans::kScopeSpans)->bytes);
+  auto span = must_decode(find_field(scope_spans, otlp::scope_spans::kSpans)->bytes);
+  EXPECT_EQ(find_field(span, otlp::span::kTraceId)->bytes,
+            be_bytes(remote.high) + be_bytes(remote.low));
+  EXPECT_EQ(find_field(span, otlp::span::kParentSpanId)->bytes, be_bytes(0x00f067aa0ba902b7ULL));
+  EXPECT_EQ(find_field(span, otlp::span::kFlags)->value, 0x301u);  // sampled, remote parent
+}
+
 TEST(OtlpProtobuf, ABatchOfSomeRowsHoldsJustThose) {
   Trace trace = sample_trace();
   SpanView view(trace, {});

@@ -59,6 +59,12 @@ void for_each_process_run(const SpanView& view, std::span<const trace::RowIndex>
   }
 }
 
+// W3C trace flags, and whether the parent is remote (known either way).
+uint32_t span_flags(const SpanView& view, trace::RowIndex row) {
+  return (view.trace_flags(row) & 0xFFu) | otlp::kFlagContextHasIsRemote |
+         (view.has_remote_parent(row) ? otlp::kFlagContextIsRemote : 0u);
+}
+
 }  // namespace
 
 std::string encode_otlp_protobuf(const SpanView& view, std::span<const trace::RowIndex> rows) {
@@ -89,7 +95,7 @@ std::string encode_otlp_protobuf(const SpanView& view, std::span<const trace::Ro
         put_span_id(span_id, parent);
         encoder.bytes_field(otlp::span::kParentSpanId, std::string_view(span_id, 8));
       }
-      encoder.fixed32_field(otlp::span::kFlags, otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+      encoder.fixed32_field(otlp::span::kFlags, span_flags(view, row));
       encoder.bytes_field(otlp::span::kName, view.name(row));
       encoder.varint_field(otlp::span::kKind, static_cast<uint64_t>(view.kind(row)));
       encoder.fixed64_field(otlp::span::kStartTimeUnixNano,
@@ -109,16 +115,16 @@ std::string encode_otlp_protobuf(const SpanView& view, std::span<const trace::Ro
           write_attribute(encoder, otlp::event::kAttributes, attribute);
         encoder.end_message(event);
       }
-      for (uint64_t linked : view.links(row)) {
+      for (trace::RowIndex linked : view.links(row)) {
         size_t link = encoder.begin_message(otlp::span::kLinks);
-        put_trace_id(trace_id, view.trace_id(row));
+        put_trace_id(trace_id, view.trace_id(linked));
         encoder.bytes_field(otlp::link::kTraceId, std::string_view(trace_id, 16));
-        put_span_id(span_id, linked);
+        put_span_id(span_id, view.span_id(linked));
         encoder.bytes_field(otlp::link::kSpanId, std::string_view(span_id, 8));
         write_attribute(encoder, otlp::link::kAttributes,
                         {"opsight.link", AttributeValue::of(std::string_view("handoff"))});
         encoder.fixed32_field(otlp::link::kFlags,
-                              otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+                              view.trace_flags(linked) | otlp::kFlagContextHasIsRemote);
         encoder.end_message(link);
       }
       if (view.has_error(row)) {
@@ -197,8 +203,7 @@ std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowInd
       if (uint64_t parent = view.parent_span_id(row))
         fmt::format_to(std::back_inserter(out), ",\"parentSpanId\":\"{}\"",
                        trace::span_id_to_hex(parent));
-      fmt::format_to(std::back_inserter(out), ",\"flags\":{}",
-                     otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+      fmt::format_to(std::back_inserter(out), ",\"flags\":{}", span_flags(view, row));
       out += ",\"name\":";
       wire::append_json_string(out, view.name(row));
       fmt::format_to(std::back_inserter(out),
@@ -228,8 +233,8 @@ std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowInd
               std::back_inserter(out),
               "{{\"traceId\":\"{}\",\"spanId\":\"{}\",\"flags\":{},\"attributes\":"
               "[{{\"key\":\"opsight.link\",\"value\":{{\"stringValue\":\"handoff\"}}}}]}}",
-              view.trace_id(row).to_hex(), trace::span_id_to_hex(links[i]),
-              otlp::kFlagSampled | otlp::kFlagContextHasIsRemote);
+              view.trace_id(links[i]).to_hex(), trace::span_id_to_hex(view.span_id(links[i])),
+              view.trace_flags(links[i]) | otlp::kFlagContextHasIsRemote);
         }
         out += ']';
       }

@@ -73,5 +73,6 @@ inline constexpr uint32_t kDoubleValue = 4;
 // SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK = 0x200).
 inline constexpr uint32_t kFlagSampled = 0x01;
 inline constexpr uint32_t kFlagContextHasIsRemote = 0x100;
+inline constexpr uint32_t kFlagContextIsRemote = 0x200;
 
 }  // namespace opsight::exporting::otlp

@@ -186,6 +186,37 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : 
     }
   }
 
+  // Traces: the run's, and one per remote trace a span joined; a span's is its own
+  // context's, else its parent's (found walking up, each row settled once).
+  context_of_row_.assign(slices.size(), -1);
+  trace_ids_.push_back(trace.run.trace_id);
+  trace_flags_.push_back(1);
+  for (size_t context = 0; context < trace.span_contexts.size(); ++context) {
+    trace::RowIndex row = trace.span_contexts.slice[context];
+    if (row >= slices.size()) continue;
+    context_of_row_[row] = static_cast<int32_t>(context);
+  }
+  constexpr uint32_t kUnsettled = UINT32_MAX;
+  trace_of_row_.assign(slices.size(), kUnsettled);
+  std::vector<trace::RowIndex> path;
+  for (trace::RowIndex start = 0; start < slices.size(); ++start) {
+    trace::RowIndex row = start;
+    uint32_t settled = 0;
+    while (row != trace::kNoRow && trace_of_row_[row] == kUnsettled) {
+      if (int32_t context = context_of_row_[row]; context >= 0) {
+        trace_ids_.push_back(trace.span_contexts.trace_id[static_cast<size_t>(context)]);
+        trace_flags_.push_back(trace.span_contexts.trace_flags[static_cast<size_t>(context)]);
+        trace_of_row_[row] = static_cast<uint32_t>(trace_ids_.size() - 1);
+        break;
+      }
+      path.push_back(row);
+      row = slices.parent[row];
+    }
+    if (row != trace::kNoRow) settled = trace_of_row_[row];
+    for (trace::RowIndex on_path : path) trace_of_row_[on_path] = settled;
+    path.clear();
+  }
+
   // Thread names per track.
   thread_names_.resize(trace.tracks.size());
   for (trace::TrackId track = 0; track < trace.tracks.size(); ++track)
@@ -197,12 +228,12 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : 
     if (trace.flows.slice_in[flow] < slices.size() && trace.flows.slice_out[flow] < slices.size())
       ++link_begin_[trace.flows.slice_in[flow] + 1];
   std::partial_sum(link_begin_.begin(), link_begin_.end(), link_begin_.begin());
-  link_span_ids_.resize(link_begin_.back());
+  link_rows_.resize(link_begin_.back());
   std::vector<uint32_t> fill(link_begin_.begin(), link_begin_.end() - 1);
   for (size_t flow = 0; flow < trace.flows.size(); ++flow) {
     trace::RowIndex in = trace.flows.slice_in[flow];
     trace::RowIndex out = trace.flows.slice_out[flow];
-    if (in < slices.size() && out < slices.size()) link_span_ids_[fill[in]++] = slices.span_id[out];
+    if (in < slices.size() && out < slices.size()) link_rows_[fill[in]++] = out;
   }
 
   if (auto id = trace.strings.find("span.kind")) {

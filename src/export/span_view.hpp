@@ -89,11 +89,21 @@ class SpanView {
     return resource_of_track_[trace_.slices.track[row]];
   }
 
-  trace::TraceId trace_id(trace::RowIndex) const { return trace_.run.trace_id; }
+  // The span's trace: the remote trace it or its nearest ancestor joined
+  // (Trace::span_contexts), else the run's.
+  trace::TraceId trace_id(trace::RowIndex row) const { return trace_ids_[trace_of_row_[row]]; }
+  uint8_t trace_flags(trace::RowIndex row) const { return trace_flags_[trace_of_row_[row]]; }
   uint64_t span_id(trace::RowIndex row) const { return trace_.slices.span_id[row]; }
+  // The remote parent for a span that joined a trace, else the enclosing span (0: a root).
   uint64_t parent_span_id(trace::RowIndex row) const {
+    if (int32_t context = context_of_row_[row]; context >= 0)
+      return trace_.span_contexts.parent_span_id[static_cast<size_t>(context)];
     trace::RowIndex parent = trace_.slices.parent[row];
     return parent == trace::kNoRow ? 0 : trace_.slices.span_id[parent];
+  }
+  bool has_remote_parent(trace::RowIndex row) const {
+    int32_t context = context_of_row_[row];
+    return context >= 0 && trace_.span_contexts.parent_span_id[static_cast<size_t>(context)] != 0;
   }
   int64_t start_unix_ns(trace::RowIndex row) const {
     return trace_.slices.ts[row] + unix_offset_ns_;
@@ -114,9 +124,9 @@ class SpanView {
   std::string error_message(trace::RowIndex row) const;
   void exception_attributes(trace::RowIndex row, std::vector<Attribute>& out) const;
 
-  // The span ids of the spans whose flows arrive at `row` (OTLP links).
-  std::span<const uint64_t> links(trace::RowIndex row) const {
-    return {link_span_ids_.data() + link_begin_[row], link_span_ids_.data() + link_begin_[row + 1]};
+  // The rows of the spans whose flows arrive at `row` (OTLP links).
+  std::span<const trace::RowIndex> links(trace::RowIndex row) const {
+    return {link_rows_.data() + link_begin_[row], link_rows_.data() + link_begin_[row + 1]};
   }
 
  private:
@@ -125,8 +135,12 @@ class SpanView {
   std::vector<trace::RowIndex> rows_;
   std::vector<ProcessResource> resources_;
   std::vector<uint32_t> resource_of_track_;
-  std::vector<uint32_t> link_begin_;  // span_count()+1 entries (CSR over rows)
-  std::vector<uint64_t> link_span_ids_;
+  std::vector<int32_t> context_of_row_;    // row of Trace::span_contexts, -1 for none
+  std::vector<trace::TraceId> trace_ids_;  // [0]: the run's
+  std::vector<uint8_t> trace_flags_;
+  std::vector<uint32_t> trace_of_row_;  // index into trace_ids_
+  std::vector<uint32_t> link_begin_;    // span_count()+1 entries (CSR over rows)
+  std::vector<trace::RowIndex> link_rows_;
   // Per track: the thread.name attribute.
   std::vector<std::string> thread_names_;
   // Strings the attributes point into (a deque: its elements never move).

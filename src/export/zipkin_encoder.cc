@@ -54,9 +54,9 @@ std::string encode_zipkin_json(const SpanView& view, std::span<const trace::RowI
     auto links = view.links(row);
     if (!links.empty()) {
       std::string linked;
-      for (uint64_t link : links) {
+      for (trace::RowIndex link : links) {
         if (!linked.empty()) linked += ',';
-        linked += trace::span_id_to_hex(link);
+        linked += trace::span_id_to_hex(view.span_id(link));
       }
       tag("opsight.linked_from", linked);
     }

@@ -219,7 +219,10 @@ std::optional<std::string> start_recording(const SinkFactory& open_sink, Recordi
   double event_cost_ns = calibrate_event_cost_ns(ticks_per_second);
 
   options.run_info.emplace_back("opsight_version", OPSIGHT_VERSION_STRING);
-  options.run_info.emplace_back("trace_id", random_trace_id_hex());
+  std::string trace_id = random_trace_id_hex();
+  reg.trace_id_high.store(std::stoull(trace_id.substr(0, 16), nullptr, 16));
+  reg.trace_id_low.store(std::stoull(trace_id.substr(16), nullptr, 16));
+  options.run_info.emplace_back("trace_id", std::move(trace_id));
   options.run_info.emplace_back("pid", std::to_string(getpid()));
   options.run_info.emplace_back("parent_pid", std::to_string(getppid()));
   if (std::string name = process_name(); !name.empty())

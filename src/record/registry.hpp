@@ -58,6 +58,9 @@ struct NameEntry {
 
 struct Registry {
   std::mutex mutex;
+  // The running session's W3C trace id (run info "trace_id"), set by start_recording.
+  std::atomic<uint64_t> trace_id_high{0};
+  std::atomic<uint64_t> trace_id_low{0};
   std::vector<std::unique_ptr<ThreadRecord>> threads;
   std::deque<Chunk*> full_chunks;  // handed over by their threads, oldest first
   std::vector<Chunk*> free_chunks;

@@ -249,6 +249,7 @@ void Trace::finalize() {
     for (auto& row : flows.slice_out) row = row < count ? new_row_of[row] : kNoRow;
     for (auto& row : flows.slice_in) row = row < count ? new_row_of[row] : kNoRow;
     for (auto& end : open_flow_ends) end.slice = end.slice < count ? new_row_of[end.slice] : kNoRow;
+    for (auto& row : span_contexts.slice) row = row < count ? new_row_of[row] : kNoRow;
   }
 
   // 2. Nesting: one open-slice stack per track; a slice is a child of the innermost open

@@ -255,6 +255,28 @@ enum SliceFlags : uint16_t {
   // The span had no end in the trace (process killed, session stopped inside it); its
   // end is the last timestamp seen on its track.
   kSliceUnfinished = 1 << 0,
+  // The span's id was given by the program (opsight::set_span_id: the id a client sent in
+  // a traceparent header), not derived by the reader; writers keep it.
+  kSliceExplicitSpanId = 1 << 1,
+};
+
+// W3C trace context carried by spans that joined a trace begun elsewhere: a server span
+// begun for a request whose traceparent header named the caller's trace and span. An
+// exporter sends such a span, and every span under it, in that trace, with the remote
+// span as the parent of this one. Sparse: a row per span that carries a context.
+struct SpanContextTable {
+  Column<RowIndex> slice;
+  Column<TraceId> trace_id;
+  Column<uint64_t> parent_span_id;  // the remote parent; 0: this span starts the trace
+  Column<uint8_t> trace_flags;      // W3C trace flags (bit 0: sampled)
+
+  size_t size() const { return slice.size(); }
+  void add(RowIndex row, TraceId trace, uint64_t parent, uint8_t flags) {
+    slice.push_back(row);
+    trace_id.push_back(trace);
+    parent_span_id.push_back(parent);
+    trace_flags.push_back(flags);
+  }
 };
 
 // How far an instant reaches: the thread it happened on, its whole process, or every
@@ -376,6 +398,7 @@ class Trace {
   CounterTable counters;
   FlowTable flows;
   std::vector<OpenFlowEnd> open_flow_ends;
+  SpanContextTable span_contexts;
   RunInfo run;
 
   // Open flow ends not joined to any other end (what reports count as unlinked).

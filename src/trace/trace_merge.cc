@@ -294,6 +294,10 @@ void append_trace(Trace& into, const Trace& from) {
                    flows.id[row], map_string(flows.name[row]), map_string(flows.category[row]));
   into.unbound_flows += from.unbound_flows;
   join_open_flow_ends(into, from, slice_base);
+  const SpanContextTable& contexts = from.span_contexts;
+  for (size_t row = 0; row < contexts.size(); ++row)
+    into.span_contexts.add(contexts.slice[row] + slice_base, contexts.trace_id[row],
+                           contexts.parent_span_id[row], contexts.trace_flags[row]);
 
   for (size_t row = 0; row < from.counters.size(); ++row) {
     uint32_t counter = from.counters.counter_track[row];
@@ -358,6 +362,16 @@ void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns) {
       if (end.slice != kNoRow) kept_ends.push_back(end);
     }
     trace.open_flow_ends = std::move(kept_ends);
+    SpanContextTable kept_contexts;
+    const SpanContextTable& contexts = trace.span_contexts;
+    for (size_t row = 0; row < contexts.size(); ++row) {
+      RowIndex slice =
+          contexts.slice[row] < new_slice_row.size() ? new_slice_row[contexts.slice[row]] : kNoRow;
+      if (slice != kNoRow)
+        kept_contexts.add(slice, contexts.trace_id[row], contexts.parent_span_id[row],
+                          contexts.trace_flags[row]);
+    }
+    trace.span_contexts = std::move(kept_contexts);
     trace.slices = std::move(kept_slices);
     trace.nesting_filled_by_reader = false;
   }

@@ -17,8 +17,8 @@ namespace opsight::format {
 
 inline constexpr char kFileMagic[8] = {'O', 'P', 'S', 'I', 'G', 'H', 'T', '\0'};
 // Version 2 added kAsyncBegin, kAsyncEnd and kFlow; version 3 added their one-slot forms
-// kAsyncBeginPacked and kAsyncEndPacked. A reader reads every older version unchanged (an
-// older file has none of the newer kinds).
+// kAsyncBeginPacked and kAsyncEndPacked, and kSpanContext and kSpanId (W3C trace context).
+// A reader reads every older version unchanged (an older file has none of the newer kinds).
 inline constexpr uint16_t kFormatVersion = 3;
 inline constexpr uint16_t kOldestReadableVersion = 1;
 
@@ -123,6 +123,12 @@ enum class SlotKind : uint8_t {
   // pack_async/unpack_async_ticks). Never followed by extra slots.
   kAsyncBeginPacked = 12,  // payload: name id (kNames, < 2^24) | async id (< 2^40) << 24
   kAsyncEndPacked = 13,    // payload: the async id
+  kSpanContext = 14,       // ticks holds the remote parent span id (0: none; no time); arg_type
+                           // = W3C trace flags; + one slot: the trace id (high 8 bytes, then
+                           // low). The innermost open span of the thread's current track joins
+                           // that trace.
+  kSpanId = 15,            // ticks holds a span id (no time): the innermost open span of the
+                           // thread's current track takes it (the id sent in a traceparent).
 };
 
 // The packed async forms' limits: a begin whose name id or async id is larger is written

@@ -172,6 +172,7 @@ class NativeDecoder {
     for (auto [key, count] :
          {std::pair{"unmatched_async_ends", unmatched_async_ends_},
           std::pair{"flow_ends_without_span", flow_ends_without_span_ + flows_into_next_unbound_},
+          std::pair{"trace_contexts_without_span", contexts_without_span_},
           std::pair{"layout_entries_ignored", layout_entries_ignored_}})
       if (count > 0) result_.trace.run.extra.emplace_back(key, std::to_string(count));
     trace::Trace& trace = result_.trace;
@@ -485,6 +486,27 @@ class NativeDecoder {
       if (format::is_packed_async(slot.kind))
         ticks = format::unpack_async_ticks(format::packed_async_ticks_low(slot),
                                            state.has_last_ticks ? state.last_ticks : base_ticks_);
+      if (kind == SlotKind::kSpanId || kind == SlotKind::kSpanContext) {  // ticks is an id
+        if (state.skipping_stale) continue;
+        ++state.events;
+        if (lane->open.empty()) {
+          ++contexts_without_span_;
+          continue;
+        }
+        RowIndex row = lane->open.back();
+        if (kind == SlotKind::kSpanId) {
+          trace.slices.span_id[row] = slot.ticks;
+          trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
+        } else if (extra >= 1) {
+          trace::TraceId trace_id;
+          std::memcpy(&trace_id.high, payload, 8);
+          std::memcpy(&trace_id.low, payload + 8, 8);
+          trace.span_contexts.add(row, trace_id, slot.ticks, slot.arg_type);
+        } else {
+          ++unknown_slots_;
+        }
+        continue;
+      }
       if (kind != SlotKind::kArg) {
         state.last_ticks = ticks;
         state.has_last_ticks = true;
@@ -986,6 +1008,7 @@ class NativeDecoder {
   uint64_t unmatched_ends_ = 0, unknown_names_ = 0, unknown_slots_ = 0, orphan_args_ = 0;
   uint64_t late_ends_ = 0;
   uint64_t unmatched_async_ends_ = 0, flow_ends_without_span_ = 0, async_spans_ = 0;
+  uint64_t contexts_without_span_ = 0;
   std::vector<AsyncEvent> async_events_;
   std::vector<FlowEndEvent> flow_ends_;
   std::vector<RowIndex> row_of_async_begin_;  // by AsyncEvent::order

@@ -271,6 +271,24 @@ std::string write_native(const trace::Trace& trace) {
     if (!end.joined)
       flow_ends_of.emplace(end.slice,
                            std::pair{end.id, end.outgoing ? format::kFlowOut : format::kFlowIn});
+  // The W3C context events of a slice: its explicit id, the remote trace it joined.
+  std::vector<uint32_t> context_of_slice(trace.slices.size(), UINT32_MAX);
+  for (uint32_t row = 0; row < trace.span_contexts.size(); ++row)
+    if (trace.span_contexts.slice[row] < trace.slices.size())
+      context_of_slice[trace.span_contexts.slice[row]] = row;
+  auto add_trace_context = [&](EventsEncoder& events, RowIndex row) {
+    if (trace.slices.flags[row] & trace::kSliceExplicitSpanId)
+      events.add(trace.slices.span_id[row], slot_word(0, SlotKind::kSpanId));
+    uint32_t context = context_of_slice[row];
+    if (context == UINT32_MAX) return;
+    Slot trace_id_slot{};
+    trace::TraceId id = trace.span_contexts.trace_id[context];
+    std::memcpy(&trace_id_slot, &id.high, 8);
+    std::memcpy(reinterpret_cast<char*>(&trace_id_slot) + 8, &id.low, 8);
+    events.add(trace.span_contexts.parent_span_id[context],
+               slot_word(0, SlotKind::kSpanContext, trace.span_contexts.trace_flags[context]), {},
+               &trace_id_slot);
+  };
   auto add_flow_ends = [&](EventsEncoder& events, RowIndex row, uint8_t flag) {
     if (flow_ends_of.empty()) return;
     auto [first, last] = flow_ends_of.equal_range(row);
@@ -337,6 +355,7 @@ std::string write_native(const trace::Trace& trace) {
                    slot_word(slice_name_ids[row], SlotKind::kBegin));
         add_args(events, trace, trace.slice_args, trace.slices.args_begin, row);
         add_flow_ends(events, row, 0);
+        add_trace_context(events, row);
         open.push_back(row);
       }
       emit_instants_until(std::numeric_limits<int64_t>::max(), true);
