@@ -1,7 +1,8 @@
 # opsight: the two commands of the README, and the pieces they are made of.
 #   make demo   install what is missing, build, trace the bundled example, print its report
 #   make test   install what is missing, build, run every test (unit, sanitizers, fuzzers,
-#               integration with the real PyTorch and ONNX Runtime profilers)
+#               integration with the real PyTorch and ONNX Runtime profilers and the real
+#               servers that traces, metrics and logs are exported to)
 # After either, .venv/bin/opsight is the CLI and `import opsight` works in .venv/bin/python.
 
 JOBS ?= $(shell nproc)
@@ -22,8 +23,11 @@ test: setup-test format-check install
 setup-build:
 	scripts/setup.sh build
 
+# + the real servers of the export tests (Jaeger, Zipkin, Prometheus, Pushgateway,
+# VictoriaLogs, Kafka), built or fetched once into ~/.cache/opsight/servers/ (docs/servers.md).
 setup-test:
 	scripts/setup.sh test
+	scripts/servers/install.sh
 
 build: setup-build
 	cmake --preset release
@@ -62,7 +66,7 @@ fuzz-test:
 # Two runs: each suite has its own conftest.py, imported as `conftest` by its tests.
 # OPSIGHT_REQUIRE names what setup installed: a test needing one of them fails instead of
 # skipping when it is missing; any other skip is listed with its reason (-rs).
-OPSIGHT_REQUIRE ?= torch,onnxruntime,onnx,numpy,pandas,perfetto
+OPSIGHT_REQUIRE ?= torch,onnxruntime,onnx,numpy,pandas,perfetto,jaeger,zipkin,prometheus,pushgateway,victorialogs,kafka
 python-test:
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs python/tests
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs tests/integration

@@ -49,7 +49,8 @@ find_go() {
 # Go's caches under ours; the toolchain is the machine's own (the modules pinned here need <= 1.26).
 go_env() {
   export GOPATH="$CACHE/go/path" GOMODCACHE="$CACHE/go/mod" GOCACHE="$CACHE/go/build"
-  export GOFLAGS="-mod=mod -buildvcs=false" GOTOOLCHAIN=local GOMAXPROCS=$JOBS CGO_ENABLED=1
+  # -modcacherw: the module cache can be deleted with rm -rf like the rest of ours.
+  export GOFLAGS="-mod=mod -modcacherw -buildvcs=false" GOTOOLCHAIN=local GOMAXPROCS=$JOBS CGO_ENABLED=1
 }
 
 # Downloads MODULE@VERSION through the Go module proxy, copies it (the module cache is
@@ -128,9 +129,10 @@ install_kafka() {
 EOF
   log "resolving org.apache.kafka:kafka_2.13:$KAFKA_VERSION and its runtime dependencies (Maven Central)"
   rm -rf "$dir/libs.new"
-  (cd "$dir/resolve" && mvn -B -q -Dstyle.color=never --strict-checksums -Dmaven.repo.local="$dir/m2" \
+  (cd "$dir/resolve" && mvn -B -Dstyle.color=never --strict-checksums -Dmaven.repo.local="$dir/m2" \
     "org.apache.maven.plugins:maven-dependency-plugin:$MAVEN_DEPENDENCY_PLUGIN:copy-dependencies" \
-    -DincludeScope=runtime -DoutputDirectory="$dir/libs.new")
+    -DincludeScope=runtime -DoutputDirectory="$dir/libs.new" > "$dir/resolve/mvn.log" 2>&1) \
+    || { tail -40 "$dir/resolve/mvn.log" >&2; die "Maven could not resolve kafka_2.13:$KAFKA_VERSION"; }
   [ -f "$dir/libs.new/kafka_2.13-$KAFKA_VERSION.jar" ] || die "Maven did not bring kafka_2.13-$KAFKA_VERSION.jar"
   rm -rf "$dir/libs"
   mv "$dir/libs.new" "$dir/libs"
