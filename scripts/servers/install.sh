@@ -92,7 +92,8 @@ maven_central=https://repo1.maven.org/maven2
 
 install_zipkin() {
   is_installed zipkin "$ZIPKIN_VERSION" "$CACHE/zipkin/zipkin.jar" && return
-  command -v java > /dev/null || die "Java 17 is needed to run Zipkin"
+  command -v java > /dev/null || apt_install openjdk-17-jre-headless
+  command -v curl > /dev/null || apt_install curl
   local dir="$CACHE/zipkin" url="$maven_central/io/zipkin/zipkin-server/$ZIPKIN_VERSION/zipkin-server-$ZIPKIN_VERSION-exec.jar"
   mkdir -p "$dir"
   log "downloading zipkin-server $ZIPKIN_VERSION (Maven Central, 135 MB)"
@@ -104,7 +105,7 @@ install_zipkin() {
 
 install_kafka() {
   is_installed kafka "$KAFKA_VERSION" "$CACHE/kafka/libs/kafka_2.13-$KAFKA_VERSION.jar" && return
-  command -v java > /dev/null || die "Java 17 is needed to run Kafka"
+  command -v java > /dev/null || apt_install openjdk-17-jre-headless
   command -v mvn > /dev/null || apt_install maven
   local dir="$CACHE/kafka"
   mkdir -p "$dir/resolve"
@@ -141,6 +142,7 @@ EOF
   mark_installed kafka "$KAFKA_VERSION"
 }
 
+apt_updated=0  # apt-get update once a run
 apt_install() {
   local sudo_cmd=() policy=/usr/sbin/policy-rc.d added_policy=0
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
@@ -153,7 +155,8 @@ apt_install() {
   fi
   log "installing Debian packages: $*"
   local status=0
-  { "${sudo_cmd[@]}" apt-get update -q > /dev/null &&
+  { { [ "$apt_updated" = 1 ] || "${sudo_cmd[@]}" apt-get update -q > /dev/null; } &&
+    apt_updated=1 &&
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "$@" > /dev/null; } || status=$?
   [ "$added_policy" = 1 ] && "${sudo_cmd[@]}" rm -f "$policy"
   [ "$status" = 0 ] || die "apt-get install $* failed"
