@@ -369,6 +369,7 @@ nb::dict run_info(const LoadedTrace& loaded) {
   info["clock"] = run.clock;
   info["pid"] = run.pid;
   info["start_unix_ns"] = run.start_unix_ns;
+  if (run.has_unix_offset) info["unix_offset_ns"] = run.unix_offset_ns;  // start + it: Unix ns
   info["trace_id"] = run.trace_id.to_hex();
   info["overhead_ns"] = run.overhead_ns;
   info["traced_ns"] = run.traced_ns;

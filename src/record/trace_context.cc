@@ -36,8 +36,10 @@ void append_hex(std::string& out, uint64_t value, int digits) {
 
 std::optional<TraceContext> parse_traceparent(std::string_view header) {
   // Surrounding spaces and tabs are allowed in a header value.
-  while (!header.empty() && (header.front() == ' ' || header.front() == '\t')) header.remove_prefix(1);
-  while (!header.empty() && (header.back() == ' ' || header.back() == '\t')) header.remove_suffix(1);
+  while (!header.empty() && (header.front() == ' ' || header.front() == '\t'))
+    header.remove_prefix(1);
+  while (!header.empty() && (header.back() == ' ' || header.back() == '\t'))
+    header.remove_suffix(1);
   // version "-" trace-id "-" parent-id "-" flags: 2 + 1 + 32 + 1 + 16 + 1 + 2 = 55.
   if (header.size() < 55 || header[2] != '-' || header[35] != '-' || header[52] != '-')
     return std::nullopt;
@@ -71,8 +73,9 @@ void join_remote_trace(const TraceContext& remote) {
   format::Slot* slot = internal::reserve(2);
   if (slot == nullptr) [[unlikely]]
     return;
-  internal::write_slot(slot, remote.span_id,
-                       internal::slot_word(0, format::SlotKind::kSpanContext, remote.trace_flags, 1));
+  internal::write_slot(
+      slot, remote.span_id,
+      internal::slot_word(0, format::SlotKind::kSpanContext, remote.trace_flags, 1));
   slot[1] = format::Slot{};
   std::memcpy(&slot[1], &remote.trace_id_high, 8);
   std::memcpy(reinterpret_cast<char*>(&slot[1]) + 8, &remote.trace_id_low, 8);

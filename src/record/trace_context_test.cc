@@ -19,7 +19,8 @@ using opsight::trace::RowIndex;
 using opsight::trace::Trace;
 
 TEST(Traceparent, ParsesTheSpecificationsExampleAndWritesItBack) {
-  auto context = opsight::parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  auto context =
+      opsight::parse_traceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
   ASSERT_TRUE(context.has_value());
   EXPECT_EQ(context->trace_id_high, 0x4bf92f3577b34da6ULL);
   EXPECT_EQ(context->trace_id_low, 0xa3ce929d0e0e4736ULL);
@@ -27,23 +28,25 @@ TEST(Traceparent, ParsesTheSpecificationsExampleAndWritesItBack) {
   EXPECT_EQ(context->trace_flags, 1);
   EXPECT_EQ(opsight::format_traceparent(*context),
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
-  EXPECT_TRUE(opsight::parse_traceparent(" 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00\t"));
+  EXPECT_TRUE(
+      opsight::parse_traceparent(" 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00\t"));
 }
 
 TEST(Traceparent, RefusesWhatTheSpecificationRefusesAndReadsLaterVersions) {
   for (const char* bad : {
            "",
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",     // no flags
-           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",  // uppercase
-           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // zero trace id
-           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // zero span id
-           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // version ff
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",       // no flags
+           "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",    // uppercase
+           "00-00000000000000000000000000000000-00f067aa0ba902b7-01",    // zero trace id
+           "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",    // zero span id
+           "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",    // version ff
            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",  // 00 has 4 fields
            "00_4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
            "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
        })
     EXPECT_FALSE(opsight::parse_traceparent(bad).has_value()) << bad;
-  auto later = opsight::parse_traceparent("cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-ever");
+  auto later = opsight::parse_traceparent(
+      "cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-ever");
   ASSERT_TRUE(later.has_value());
   EXPECT_EQ(later->span_id, 0x00f067aa0ba902b7ULL);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "format/chunk_codec.hpp"
 #include "io/io.hpp"
@@ -121,6 +122,27 @@ TEST(Native, RoundTripKeepsEverything) {
 
 // A Chrome JSON file keeps the tracer's overhead only as a run total (otherData): converted
 // to .opsight and read back, the total is the same.
+// The ids exporters sent stay the ids of the file: a merged trace (whose ids the reader
+// would derive differently) written and read back keeps every slice's span id.
+TEST(Native, SpanIdsSurviveTheModelWriterAfterAMerge) {
+  Trace merged = sample_trace();
+  Trace other = sample_trace();
+  other.run.pid = 43;
+  opsight::trace::append_trace(merged, other);
+  auto again = opsight::io::read_native(opsight::io::write_native(merged));
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again.trace.slices.size(), merged.slices.size());
+  std::multiset<uint64_t> before(merged.slices.span_id.begin(), merged.slices.span_id.end());
+  std::multiset<uint64_t> after(again.trace.slices.span_id.begin(),
+                                again.trace.slices.span_id.end());
+  EXPECT_EQ(before, after);
+  auto twice = opsight::io::read_native(opsight::io::write_native(again.trace));
+  ASSERT_TRUE(twice.ok());
+  std::multiset<uint64_t> third(twice.trace.slices.span_id.begin(),
+                                twice.trace.slices.span_id.end());
+  EXPECT_EQ(before, third);
+}
+
 TEST(Native, ARunLevelOverheadWithoutTrackOverheadSurvivesConversion) {
   Trace original = sample_trace();
   for (auto& track : original.tracks) track.overhead_ns = 0;

@@ -276,8 +276,13 @@ std::string write_native(const trace::Trace& trace) {
   for (uint32_t row = 0; row < trace.span_contexts.size(); ++row)
     if (trace.span_contexts.slice[row] < trace.slices.size())
       context_of_slice[trace.span_contexts.slice[row]] = row;
-  auto add_trace_context = [&](EventsEncoder& events, RowIndex row) {
-    if (trace.slices.flags[row] & trace::kSliceExplicitSpanId)
+  // A slice keeps its span id (the one exporters sent) through the file: the reader derives
+  // an id from the thread and the begin's sequence (`derived_id`), and where the slice's
+  // differs, or was the program's own, a kSpanId event carries it.
+  const uint64_t span_salt = trace.run.trace_id.low ^ trace::mix64(trace.run.trace_id.high);
+  auto add_trace_context = [&](EventsEncoder& events, RowIndex row, uint64_t derived_id) {
+    if ((trace.slices.flags[row] & trace::kSliceExplicitSpanId) ||
+        trace.slices.span_id[row] != derived_id)
       events.add(trace.slices.span_id[row], slot_word(0, SlotKind::kSpanId));
     uint32_t context = context_of_slice[row];
     if (context == UINT32_MAX) return;
@@ -312,7 +317,9 @@ std::string write_native(const trace::Trace& trace) {
     // With ticks in ns and no per-event cost, slow_path_ticks carries the overhead as is.
     stats.push_back(
         {thread_index, 0, events_recorded, events_dropped, static_cast<uint64_t>(overhead_ns)});
+    const uint32_t written_thread = thread_index;
     EventsEncoder events(out, thread_index++);
+    uint64_t begins_written = 0;  // the reader's sequence of begins on this thread
     for (trace::TrackId track_id : thread_tracks) {
       const trace::Track& track = trace.tracks[track_id];
       if (track.is_async()) {
@@ -355,7 +362,8 @@ std::string write_native(const trace::Trace& trace) {
                    slot_word(slice_name_ids[row], SlotKind::kBegin));
         add_args(events, trace, trace.slice_args, trace.slices.args_begin, row);
         add_flow_ends(events, row, 0);
-        add_trace_context(events, row);
+        uint64_t sequence = (uint64_t{written_thread} << 40) + ++begins_written;
+        add_trace_context(events, row, (sequence * 0x9e3779b97f4a7c15ULL) ^ span_salt);
         open.push_back(row);
       }
       emit_instants_until(std::numeric_limits<int64_t>::max(), true);

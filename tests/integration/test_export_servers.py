@@ -1,0 +1,189 @@
+"""The exporters against REAL servers (scripts/servers/install.sh, tests/integration/
+real_servers.py): a traced Python program run with ``opsight run --export``, its spans
+queried back from Jaeger (OTLP/HTTP, protobuf and JSON) and Zipkin and compared field by
+field with the trace opsight wrote (names, ids, parentage, nanosecond times, attributes,
+resource); its metrics pushed to a Pushgateway, checked by ``promtool check metrics`` and
+scraped by Prometheus, whose PromQL answers must match the trace's counts and a histogram
+quantile. A server that is down gets its spans counted as dropped, never a hang."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from real_servers import (attributes_dict, jaeger_server, otlp_spans, prometheus,  # noqa: F401
+                          promtool_check_metrics, pushgateway_server, zipkin_server)
+
+import opsight._native as native
+
+PROGRAM = textwrap.dedent("""
+    import concurrent.futures, opsight
+
+    def work(i):
+        with opsight.span("job", index=i):
+            pass
+
+    with opsight.span("request", route="/predict", batch=4, ratio=0.5, cached=True):
+        with opsight.span("preprocess"):
+            pass
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            list(pool.map(work, range(3)))
+        try:
+            with opsight.span("postprocess"):
+                raise ValueError("bad shape")
+        except ValueError:
+            pass
+""")
+
+
+def run_traced(tmp_path, *targets: str, service: str = "exporter-test") -> tuple[object, dict]:
+    """Runs PROGRAM under ``opsight run --export``; returns the trace it wrote and the
+    completed process."""
+    script = tmp_path / "program.py"
+    script.write_text(PROGRAM)
+    output = tmp_path / "run.opsight"
+    command = [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none",
+               "-o", str(output), "--service", service]
+    for target in targets:
+        command += ["--export", target]
+    done = subprocess.run(command + ["--", sys.executable, str(script)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return native.read_trace(str(output)), done
+
+
+def expected_spans(trace) -> dict[str, dict]:
+    """The trace's slices by span id, with Unix-epoch nanosecond times."""
+    columns = trace.slice_columns()
+    offset = trace.run_info()["unix_offset_ns"]
+    spans = {}
+    for i, span_id in enumerate(columns["span_id"]):
+        spans[span_id] = {"name": columns["name"][i], "parent": columns["parent_span_id"][i],
+                          "start": columns["start"][i] + offset, "end": columns["end"][i] + offset,
+                          "tid": columns["tid"][i], "linked_from": columns["linked_from_span_id"][i]}
+    return spans
+
+
+@pytest.mark.parametrize("protocol", ["otlp", "otlp-json"])
+def test_jaeger_returns_every_span_as_recorded(tmp_path, jaeger_server, protocol):
+    trace, done = run_traced(tmp_path, f"{protocol}={jaeger_server.otlp_http_endpoint}",
+                             service=f"svc-{protocol}")
+    assert "dropped" not in done.stderr, done.stderr
+    expected = expected_spans(trace)
+    info = trace.run_info()
+    got = otlp_spans(jaeger_server.get_trace(info["trace_id"], min_spans=len(expected)))
+    assert sorted(span["spanId"] for span in got) == sorted(expected)
+    for span in got:
+        want = expected[span["spanId"]]
+        assert span["traceId"] == info["trace_id"]
+        assert span["name"] == want["name"]
+        assert span.get("parentSpanId") or None == want["parent"], span["name"]
+        assert int(span["startTimeUnixNano"]) == want["start"], span["name"]  # to the ns
+        assert int(span["endTimeUnixNano"]) == want["end"], span["name"]
+        attributes = attributes_dict(span.get("attributes"))
+        assert attributes["thread.id"] == want["tid"]
+        assert span["resource"]["service.name"] == f"svc-{protocol}"
+        assert span["resource"]["process.pid"] == info["pid"]
+        assert span["resource"]["telemetry.sdk.name"] == "opsight"
+        assert span["scope"] == "opsight"
+        if want["linked_from"]:
+            assert [link["spanId"] for link in span.get("links", [])] == [want["linked_from"]]
+    by_name = {span["name"]: span for span in got}
+    request = attributes_dict(by_name["request"]["attributes"])
+    assert request["route"] == "/predict" and request["batch"] == 4
+    assert request["ratio"] == 0.5 and request["cached"] is True
+    failed = by_name["postprocess"]
+    assert failed["status"]["code"] in (2, "STATUS_CODE_ERROR")
+    assert "ValueError: bad shape" in failed["status"].get("message", "")
+    event = failed["events"][0]
+    assert event["name"] == "exception"
+    assert attributes_dict(event["attributes"])["exception.type"] == "ValueError"
+
+
+def test_zipkin_returns_every_span_in_microseconds(tmp_path, zipkin_server):
+    trace, done = run_traced(tmp_path, f"zipkin={zipkin_server.url}", service="zipkin-svc")
+    assert "dropped" not in done.stderr, done.stderr
+    expected = expected_spans(trace)
+    got = zipkin_server.get_trace(trace.run_info()["trace_id"], min_spans=len(expected))
+    assert sorted(span["id"] for span in got) == sorted(expected)
+    for span in got:
+        want = expected[span["id"]]
+        assert span["name"] == want["name"].lower() or span["name"] == want["name"]
+        assert span.get("parentId") == want["parent"]
+        assert span["timestamp"] == want["start"] // 1000
+        assert span["timestamp"] + span["duration"] >= want["end"] // 1000  # never shrinks
+        assert span["localEndpoint"]["serviceName"] == "zipkin-svc"
+    failed = next(span for span in got if span["name"] == "postprocess")
+    assert failed["tags"]["error"] == "ValueError: bad shape"
+
+
+def test_pushgateway_and_prometheus_agree_with_the_trace(tmp_path, pushgateway_server):
+    trace, done = run_traced(tmp_path, f"pushgateway={pushgateway_server.url}")
+    assert "dropped" not in done.stderr, done.stderr
+    text = pushgateway_server.metrics_text()
+    assert 'opsight_span_duration_seconds_count{' in text
+    # What opsight exposes passes Prometheus's own linter.
+    checked = promtool_check_metrics(native_exposition(trace))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    columns = trace.slice_columns()
+    jobs = columns["name"].count("job")
+    with prometheus(scrape_targets=[pushgateway_server.url], job="pushgateway") as server:
+        result = server.wait_for('opsight_span_duration_seconds_count{span="job"}')
+        assert float(result[0]["value"][1]) == jobs
+        assert result[0]["metric"]["job"] == "opsight"
+        durations = sorted(columns["dur"][i] / 1e9 for i, name in enumerate(columns["name"])
+                           if name == "job")
+        quantile = server.wait_for('histogram_quantile(1, opsight_span_duration_seconds_bucket{span="job"})')
+        bound = float(quantile[0]["value"][1])
+        assert bound >= durations[-1]  # the bucket holding the slowest job
+
+
+def native_exposition(trace) -> str:
+    """The exposition text opsight pushes for ``trace`` (the same C++ function)."""
+    import http.server
+    import threading
+
+    received: list[bytes] = []
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_PUT(self):  # noqa: N802
+            received.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        trace.export([f"pushgateway=http://127.0.0.1:{server.server_port}"])
+    finally:
+        server.shutdown()
+    return received[0].decode()
+
+
+def test_a_server_that_is_down_costs_a_bounded_wait_and_counted_drops(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    trace, _ = run_traced(tmp_path)
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "opsight", "export", str(tmp_path / "run.opsight"), "--to",
+         f"otlp=http://127.0.0.1:{port}", "--timeout", "2", "--format", "json"],
+        capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - start
+    assert done.returncode == 1
+    assert elapsed < 10
+    report = json.loads(done.stdout)[0]
+    assert report["sent"] == 0 and report["dropped"] == report["spans"] == trace.run_info()["slices"]
+    assert "no answer" in report["error"]
