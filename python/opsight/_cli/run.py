@@ -277,7 +277,8 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
           f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); {hint}",
           file=sys.stderr)
-    export_trace(trace, options.export_targets, prefix="opsight run", service=options.service)
+    export_trace(trace, options.export_targets, prefix="opsight run", service=options.service,
+                 timeout_s=10.0)
     return exit_status, False
 
 
