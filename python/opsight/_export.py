@@ -40,6 +40,11 @@ def export_trace(trace: Any, targets: list[str], *, prefix: str, service: str = 
                  timeout_s: float = 30.0) -> list[dict[str, Any]]:
     """Sends ``trace`` to every target and prints one line per target on stderr (sent,
     dropped and why). Returns the reports; a bad target is reported, not raised."""
+    live = [target for target in targets if target.split("=", 1)[0] == "prometheus"]
+    if live:
+        print(f"{prefix}: export: {live[0]}: live metrics are served by `opsight run "
+              f"--export prometheus=PORT`; ignored here", file=sys.stderr)
+        targets = [target for target in targets if target not in live]
     if not targets:
         return []
     try:

@@ -23,6 +23,7 @@
 #include "analyze/compare.hpp"
 #include "analyze/metrics.hpp"
 #include "export/export.hpp"
+#include "export/metrics_endpoint.hpp"
 #include "io/io.hpp"
 #include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
@@ -690,6 +691,22 @@ NB_MODULE(_native, m) {
         std::string bytes = session.take_native_bytes();
         return nb::bytes(bytes.data(), bytes.size());
       });
+
+  // The live /metrics endpoint over the trace files of a run (export/metrics_endpoint.hpp).
+  nb::class_<exporting::MetricsEndpoint>(m, "MetricsEndpoint")
+      .def(nb::init<std::string, std::string, std::string>(), nb::arg("directory"),
+           nb::arg("prefix") = "trace.", nb::arg("suffix") = ".opsight")
+      .def(
+          "start",
+          [](exporting::MetricsEndpoint& endpoint, const std::string& host, int port) {
+            if (std::string error = endpoint.start(host, port); !error.empty())
+              throw std::runtime_error(error);
+            return endpoint.port();
+          },
+          nb::arg("host") = "127.0.0.1", nb::arg("port") = 0)
+      .def_prop_ro("port", &exporting::MetricsEndpoint::port)
+      .def("scrape", &exporting::MetricsEndpoint::scrape, nb::call_guard<nb::gil_scoped_release>())
+      .def("stop", &exporting::MetricsEndpoint::stop, nb::call_guard<nb::gil_scoped_release>());
 
   nb::class_<LoadedTrace>(m, "Trace")
       .def_prop_ro("damage", [](const LoadedTrace& loaded) { return loaded.damage; })

@@ -2,7 +2,8 @@
 // says (sent, retryable with or without Retry-After, permanent failure, slow), and the
 // pipeline must retry, give up, drop and shut down exactly as documented, with
 // offered = sent + dropped for every span. The HTTP sender against a real HTTP server
-// (cpp-httplib's, in this process) sorts statuses the OTLP way.
+// (cpp-httplib's, in this process) sorts statuses the OTLP way; the live /metrics endpoint
+// follows a run's files across scrapes.
 #include "export/batch_exporter.hpp"
 
 #include <gtest/gtest.h>
@@ -11,10 +12,13 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "export/http_sender.hpp"
+#include "export/metrics_endpoint.hpp"
+#include "io/io.hpp"
 
 namespace {
 
@@ -221,6 +225,52 @@ TEST(HttpSender, SortsAnswersTheOtlpWayAgainstARealHttpServer) {
   EXPECT_LT(seconds, 1.0);
   EXPECT_EQ(down.outcome, SendResult::Outcome::kRetryable);
   EXPECT_NE(down.message.find("127.0.0.1"), std::string::npos) << down.message;
+}
+
+}  // namespace
+
+namespace {
+
+// The live /metrics endpoint over a folder of trace files: a file that appears later and
+// one that grows are both followed, scrape after scrape, over real HTTP.
+TEST(MetricsEndpoint, FollowsTheRunsFilesAcrossScrapes) {
+  auto folder =
+      std::filesystem::temp_directory_path() / ("opsight-metrics-" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+  auto write_trace = [&](const std::string& file, int spans, size_t cut_from_end) {
+    opsight::trace::Trace trace;
+    trace.run.pid = 7;
+    auto track = trace.thread_track(7, 7);
+    for (int i = 0; i < spans; ++i) trace.slices.add(i * 100, 50, trace.intern("step"), 0, track);
+    trace.finalize();
+    std::string bytes = opsight::io::write_native(trace);
+    std::FILE* out = std::fopen((folder / file).c_str(), "wb");
+    std::fwrite(bytes.data(), 1, bytes.size() - cut_from_end, out);
+    std::fclose(out);
+    return bytes;
+  };
+  opsight::exporting::MetricsEndpoint endpoint(folder.string(), "trace.", ".opsight");
+  ASSERT_EQ(endpoint.start("127.0.0.1", 0), "");
+  httplib::Client client("127.0.0.1", endpoint.port());
+  auto count_of_steps = [&]() -> std::string {
+    auto response = client.Get("/metrics");
+    if (!response || response->status != 200) return "no answer";
+    const std::string key = "opsight_span_duration_seconds_count{span=\"step\"} ";
+    auto at = response->body.find(key);
+    if (at == std::string::npos) return "none";
+    auto line_end = response->body.find('\n', at);
+    return response->body.substr(at + key.size(), line_end - at - key.size());
+  };
+  EXPECT_EQ(count_of_steps(), "none");
+  write_trace("trace.1.opsight", 10, 0);
+  write_trace("ignored.json", 99, 0);
+  EXPECT_EQ(count_of_steps(), "10");
+  EXPECT_EQ(count_of_steps(), "10");  // scraped again: nothing counted twice
+  write_trace("trace.2.opsight", 5, 0);
+  EXPECT_EQ(count_of_steps(), "15");
+  EXPECT_EQ(client.Post("/metrics", "", "text/plain")->status, 404);
+  endpoint.stop();
+  std::filesystem::remove_all(folder);
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <vector>
 
 namespace opsight::exporting {
 
@@ -40,6 +38,22 @@ void family_header(std::string& out, std::string_view name, std::string_view typ
 
 }  // namespace
 
+void DurationHistogram::add(int64_t duration_ns) {
+  double seconds = static_cast<double>(std::max<int64_t>(0, duration_ns)) * 1e-9;
+  size_t bucket = static_cast<size_t>(
+      std::lower_bound(std::begin(kDurationBuckets), std::end(kDurationBuckets), seconds) -
+      std::begin(kDurationBuckets));
+  if (bucket < kDurationBucketCount) ++buckets[bucket];
+  ++count;
+  sum_seconds += seconds;
+}
+
+void MetricsSnapshot::add_span(std::string_view name, int64_t duration_ns) {
+  auto it = spans.find(name);
+  if (it == spans.end()) it = spans.emplace(std::string(name), DurationHistogram{}).first;
+  it->second.add(duration_ns);
+}
+
 std::string prometheus_name(std::string_view text) {
   std::string name;
   name.reserve(text.size());
@@ -53,38 +67,39 @@ std::string prometheus_name(std::string_view text) {
   return name;
 }
 
-std::string prometheus_exposition(const trace::Trace& trace, const PrometheusOptions& options) {
-  std::string out;
-  constexpr size_t kBuckets = std::size(kDurationBuckets);
-
-  // Durations per span name: bucket counts, sum, count.
-  struct Histogram {
-    uint64_t buckets[kBuckets] = {};
-    uint64_t count = 0;
-    double sum = 0;
-  };
-  std::map<std::string_view, Histogram> by_name;  // sorted: stable output
-  std::vector<Histogram*> of_name(trace.strings.size(), nullptr);
+MetricsSnapshot metrics_of(const trace::Trace& trace) {
+  MetricsSnapshot metrics;
+  std::vector<DurationHistogram*> of_name(trace.strings.size(), nullptr);
   for (size_t row = 0; row < trace.slices.size(); ++row) {
     trace::StringId name = trace.slices.name[row];
-    Histogram*& histogram = of_name[name];
-    if (histogram == nullptr) histogram = &by_name[trace.str(name)];
-    double seconds = static_cast<double>(trace.slices.dur[row]) * 1e-9;
-    size_t bucket = static_cast<size_t>(
-        std::lower_bound(std::begin(kDurationBuckets), std::end(kDurationBuckets), seconds) -
-        std::begin(kDurationBuckets));
-    if (bucket < kBuckets) ++histogram->buckets[bucket];
-    ++histogram->count;
-    histogram->sum += seconds;
+    DurationHistogram*& histogram = of_name[name];
+    if (histogram == nullptr) histogram = &metrics.spans[std::string(trace.str(name))];
+    histogram->add(trace.slices.dur[row]);
   }
-  if (!by_name.empty()) {
+  metrics.overhead_seconds = static_cast<double>(trace.run.overhead_ns) * 1e-9;
+  metrics.traced_seconds = static_cast<double>(trace.run.traced_ns) * 1e-9;
+  metrics.events_dropped = trace.run.events_dropped;
+  std::vector<int64_t> last_ts(trace.counter_tracks.size(), INT64_MIN);
+  for (size_t row = 0; row < trace.counters.size(); ++row) {
+    uint32_t track = trace.counters.counter_track[row];
+    if (trace.counters.ts[row] < last_ts[track]) continue;
+    last_ts[track] = trace.counters.ts[row];
+    metrics.set_counter(trace.str(trace.counter_tracks[track].name),
+                        trace.counter_tracks[track].pid, trace.counters.value[row]);
+  }
+  return metrics;
+}
+
+std::string prometheus_exposition(const MetricsSnapshot& metrics) {
+  std::string out;
+  if (!metrics.spans.empty()) {
     family_header(out, "opsight_span_duration_seconds", "histogram",
                   "Duration of the spans opsight recorded, per span name.");
-    for (const auto& [name, histogram] : by_name) {
+    for (const auto& [name, histogram] : metrics.spans) {
       std::string label;
       append_label_value(label, name);
       uint64_t cumulative = 0;
-      for (size_t i = 0; i < kBuckets; ++i) {
+      for (size_t i = 0; i < kDurationBucketCount; ++i) {
         cumulative += histogram.buckets[i];
         fmt::format_to(std::back_inserter(out),
                        "opsight_span_duration_seconds_bucket{{span=\"{}\",le=\"", label);
@@ -96,13 +111,12 @@ std::string prometheus_exposition(const trace::Trace& trace, const PrometheusOpt
                      histogram.count);
       fmt::format_to(std::back_inserter(out), "opsight_span_duration_seconds_sum{{span=\"{}\"}} ",
                      label);
-      append_number(out, histogram.sum);
+      append_number(out, histogram.sum_seconds);
       fmt::format_to(std::back_inserter(out),
                      "\nopsight_span_duration_seconds_count{{span=\"{}\"}} {}\n", label,
                      histogram.count);
     }
   }
-
   auto counter = [&](std::string_view name, std::string_view help, double value) {
     family_header(out, name, "counter", help);
     out += name;
@@ -110,40 +124,28 @@ std::string prometheus_exposition(const trace::Trace& trace, const PrometheusOpt
     append_number(out, value);
     out += '\n';
   };
-  counter("opsight_tracer_overhead_seconds_total", "Time the tracer spent on itself.",
-          static_cast<double>(trace.run.overhead_ns) * 1e-9);
-  counter("opsight_traced_seconds_total", "Wall time the tracer recorded.",
-          static_cast<double>(trace.run.traced_ns) * 1e-9);
+  if (metrics.overhead_seconds >= 0)
+    counter("opsight_tracer_overhead_seconds_total", "Time the tracer spent on itself.",
+            metrics.overhead_seconds);
+  if (metrics.traced_seconds >= 0)
+    counter("opsight_traced_seconds_total", "Wall time the tracer recorded.",
+            metrics.traced_seconds);
   counter("opsight_events_dropped_total", "Events the tracer dropped at its memory bound.",
-          static_cast<double>(trace.run.events_dropped));
-  if (options.with_export_drops)
-    counter("opsight_export_spans_dropped_total", "Spans an exporter dropped.",
-            static_cast<double>(options.export_spans_dropped));
+          static_cast<double>(metrics.events_dropped));
 
-  // The last sample of each counter track, one gauge family per counter name.
-  std::vector<int64_t> last_ts(trace.counter_tracks.size(), INT64_MIN);
-  std::vector<double> last_value(trace.counter_tracks.size(), 0);
-  for (size_t row = 0; row < trace.counters.size(); ++row) {
-    uint32_t track = trace.counters.counter_track[row];
-    if (trace.counters.ts[row] >= last_ts[track]) {
-      last_ts[track] = trace.counters.ts[row];
-      last_value[track] = trace.counters.value[row];
-    }
+  // One gauge family per counter name, a sample per pid.
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> families;
+  for (const auto& [key, value] : metrics.counters) {
+    std::string name = prometheus_name(key.first);
+    bool nanoseconds = name.ends_with("_ns");
+    if (nanoseconds) name = name.substr(0, name.size() - 3) + "_seconds";
+    families["opsight_" + name].emplace_back(key.second, nanoseconds ? value * 1e-9 : value);
   }
-  std::map<std::string, std::vector<uint32_t>> tracks_of_family;
-  for (uint32_t track = 0; track < trace.counter_tracks.size(); ++track) {
-    if (last_ts[track] == INT64_MIN) continue;
-    std::string name = prometheus_name(trace.str(trace.counter_tracks[track].name));
-    if (name.ends_with("_ns")) name = name.substr(0, name.size() - 3) + "_seconds";
-    tracks_of_family["opsight_" + name].push_back(track);
-  }
-  for (const auto& [family, tracks] : tracks_of_family) {
+  for (const auto& [family, samples] : families) {
     family_header(out, family, "gauge", "Last sample of the counter opsight recorded.");
-    bool seconds = family.ends_with("_seconds");
-    for (uint32_t track : tracks) {
-      fmt::format_to(std::back_inserter(out), "{}{{pid=\"{}\"}} ", family,
-                     trace.counter_tracks[track].pid);
-      append_number(out, seconds ? last_value[track] * 1e-9 : last_value[track]);
+    for (const auto& [pid, value] : samples) {
+      fmt::format_to(std::back_inserter(out), "{}{{pid=\"{}\"}} ", family, pid);
+      append_number(out, value);
       out += '\n';
     }
   }

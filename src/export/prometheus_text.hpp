@@ -1,11 +1,11 @@
-// A trace's metrics in Prometheus's text exposition format (version 0.0.4), for a
-// Pushgateway push and for the /metrics endpoint:
+// Metrics in Prometheus's text exposition format (version 0.0.4), for a Pushgateway push
+// (from a finished trace) and for the live /metrics endpoint (from MetricsSnapshot, which
+// the endpoint fills as spans end):
 //   opsight_span_duration_seconds{span="..."}   histogram per span name (buckets from 10 µs
 //                                               to 10 s, sum, count)
-//   opsight_tracer_overhead_seconds_total       the recorder's own time
-//   opsight_traced_seconds_total                wall time recorded
+//   opsight_tracer_overhead_seconds_total       the recorder's own time (when known)
+//   opsight_traced_seconds_total                wall time recorded (when known)
 //   opsight_events_dropped_total                events lost to the memory bound
-//   opsight_export_spans_dropped_total          spans an exporter gave up on (when known)
 //   opsight_<counter>{pid="..."}                the last sample of each counter track
 //                                               ("process.rss_bytes" ->
 //                                               opsight_process_rss_bytes; _ns counters are
@@ -13,28 +13,52 @@
 // Every family has HELP and TYPE lines; names and label values are escaped as the format
 // requires, so `promtool check metrics` accepts the output.
 //
-// Thread-safety: keeps no state.
+// Thread-safety: MetricsSnapshot is a plain value (one writer); the functions keep no state.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "trace/trace.hpp"
 
 namespace opsight::exporting {
 
-struct PrometheusOptions {
-  uint64_t export_spans_dropped = 0;
-  bool with_export_drops = false;  // write opsight_export_spans_dropped_total
-};
-
-std::string prometheus_exposition(const trace::Trace& trace, const PrometheusOptions& options = {});
-
 // The upper bounds of opsight_span_duration_seconds's buckets, in seconds (+Inf apart).
 inline constexpr double kDurationBuckets[] = {1e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3,
                                               5e-3, 1e-2, 2.5e-2, 5e-2, 0.1,  0.25,
                                               0.5,  1.0,  2.5,    5.0,  10.0};
+inline constexpr size_t kDurationBucketCount = std::size(kDurationBuckets);
+
+struct DurationHistogram {
+  uint64_t buckets[kDurationBucketCount] = {};  // per bucket, not cumulative
+  uint64_t count = 0;
+  double sum_seconds = 0;
+  void add(int64_t duration_ns);
+};
+
+struct MetricsSnapshot {
+  std::map<std::string, DurationHistogram, std::less<>> spans;  // by span name
+  double overhead_seconds = -1;                                 // < 0: unknown, not written
+  double traced_seconds = -1;
+  uint64_t events_dropped = 0;
+  // The last sample per (counter name, pid).
+  std::map<std::pair<std::string, int64_t>, double> counters;
+
+  void add_span(std::string_view name, int64_t duration_ns);
+  void set_counter(std::string_view name, int64_t pid, double value) {
+    counters[{std::string(name), pid}] = value;
+  }
+};
+
+MetricsSnapshot metrics_of(const trace::Trace& trace);
+std::string prometheus_exposition(const MetricsSnapshot& metrics);
+inline std::string prometheus_exposition(const trace::Trace& trace) {
+  return prometheus_exposition(metrics_of(trace));
+}
 
 // A metric name made of [a-zA-Z0-9_:] ("gpu0.power_watts" -> "gpu0_power_watts").
 std::string prometheus_name(std::string_view text);

@@ -187,3 +187,49 @@ def test_a_server_that_is_down_costs_a_bounded_wait_and_counted_drops(tmp_path):
     report = json.loads(done.stdout)[0]
     assert report["sent"] == 0 and report["dropped"] == report["spans"] == trace.run_info()["slices"]
     assert "no answer" in report["error"]
+
+
+LIVE_PROGRAM = textwrap.dedent("""
+    import os, sys, time, opsight
+    for i in range(40):
+        with opsight.span("step"):
+            time.sleep(0.002)
+    sys.stdout.write("done\\n"); sys.stdout.flush()
+    deadline = time.monotonic() + 60  # still running until the test has seen the steps
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+""")
+
+
+def test_live_metrics_are_scraped_by_prometheus_while_the_program_runs(tmp_path):
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "live.py"
+    script.write_text(LIVE_PROGRAM)
+    with prometheus(scrape_targets=[f"127.0.0.1:{port}"], job="live") as server:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+             str(tmp_path / "live.opsight"), "--export", f"prometheus=127.0.0.1:{port}", "--",
+             sys.executable, str(script), str(tmp_path / "release")], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            assert run.stdout.readline() == "done\n"
+            # Seen live: the program is still sleeping when Prometheus has all 40 steps.
+            # (Prometheus starts scraping a new target after its 5 s discovery delay.)
+            result = server.wait_for('opsight_span_duration_seconds_count{span="step"} == 40',
+                                     timeout=30)
+            assert run.poll() is None
+            assert result[0]["metric"]["job"] == "live"
+            # Each step sleeps 2 ms: the median falls in the buckets around it (Prometheus
+            # interpolates inside the 1 ms - 2.5 ms bucket).
+            quantile = server.wait_for(
+                'histogram_quantile(0.5, opsight_span_duration_seconds_bucket{span="step"})')
+            assert 0.001 <= float(quantile[0]["value"][1]) <= 0.1
+        finally:
+            (tmp_path / "release").touch()
+            _, stderr = run.communicate(timeout=60)
+        assert run.returncode == 0, stderr
+        assert f"live metrics on http://127.0.0.1:{port}/metrics" in stderr

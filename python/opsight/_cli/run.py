@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from .._export import EXPORT_VARIABLE, export_trace, parse_targets, targets_from_environment
 from .._store import save_run
@@ -86,8 +87,12 @@ def _run_parser() -> ArgumentParser:
                              "~/.opsight/runs.db)")
     parser.add_argument("--export", action="append", default=[], metavar="KIND[=URL]",
                         help="send the run's trace when the program ends: otlp[=URL], "
-                             "otlp-json=URL, zipkin[=URL], pushgateway=URL (repeatable; "
+                             "otlp-json=URL, zipkin[=URL], pushgateway=URL; or serve live "
+                             "metrics while it runs: prometheus=[HOST:]PORT (repeatable; "
                              "default: $OPSIGHT_EXPORT; docs/export.md)")
+    parser.add_argument("--metrics-linger", type=float, default=0.0, metavar="SECONDS",
+                        help="keep serving prometheus= metrics this long after the program "
+                             "ends (for a last scrape)")
     parser.add_argument("--service", default="",
                         help="service.name of the exported spans (default: OTEL_SERVICE_NAME, "
                              "else the program's name)")
@@ -162,6 +167,15 @@ def run_command(arguments: list[str]) -> int:
         return 1
 
     options.export_targets = parse_targets(options.export) or targets_from_environment()
+    options.metrics_address = None
+    for target in [t for t in options.export_targets if t.split("=", 1)[0] == "prometheus"]:
+        options.export_targets.remove(target)
+        address = _metrics_address(target.partition("=")[2])
+        if address is None:
+            print(f"opsight run: --export {target}: expected prometheus=[HOST:]PORT",
+                  file=sys.stderr)
+            return USAGE_ERROR
+        options.metrics_address = address
     run_directory = tempfile.mkdtemp(prefix="opsight-run-")
     environment = dict(os.environ)
     environment.pop("OPSIGHT_OUTPUT_OWNER", None)
@@ -201,6 +215,16 @@ def run_command(arguments: list[str]) -> int:
             shutil.rmtree(run_directory, ignore_errors=True)
 
 
+def _metrics_address(text: str) -> tuple[str, int] | None:
+    """``"9464"``, ``":9464"`` or ``"0.0.0.0:9464"`` -> (host, port); 127.0.0.1 unless a
+    host is given."""
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        return None
+    return host, int(port)
+
+
 def _output_problem(path: str) -> str | None:
     """Why the trace could not be written to ``path``, checked before the program runs."""
     if not path.endswith((".opsight", ".json", ".pftrace", ".perfetto-trace")):
@@ -230,10 +254,23 @@ def _run_and_report(start_command, environment, run_directory, options, views,
                     native) -> tuple[int, bool]:
     """Runs the program, then merges, reports, stores and writes its trace. Returns the
     exit status and whether the per-process traces must be kept (something failed)."""
+    endpoint = None
+    if options.metrics_address is not None:
+        endpoint = native.MetricsEndpoint(run_directory)
+        try:
+            port = endpoint.start(*options.metrics_address)
+        except RuntimeError as error:
+            print(f"opsight run: --export prometheus: {error} (the program was not started)",
+                  file=sys.stderr)
+            return USAGE_ERROR, False
+        print(f"opsight run: live metrics on http://{options.metrics_address[0]}:{port}/metrics",
+              file=sys.stderr)
     try:
         child = subprocess.Popen(start_command, env=environment)
     except OSError as error:
         print(f"opsight run: cannot start {start_command[0]!r}: {error}", file=sys.stderr)
+        if endpoint is not None:
+            endpoint.stop()
         return (127 if isinstance(error, FileNotFoundError) else 126), False
     # Ctrl-C reaches the program (same process group); opsight waits for it to finish.
     previous_interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -244,6 +281,11 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         signal.signal(signal.SIGINT, previous_interrupt)
         signal.signal(signal.SIGTERM, previous_terminate)
     exit_status = status if status >= 0 else 128 - status
+    if endpoint is not None:
+        endpoint.scrape()  # the files' last spans, for the scrapes that linger
+        if options.metrics_linger > 0:
+            time.sleep(options.metrics_linger)
+        endpoint.stop()
 
     files = _trace_files(run_directory)
     if not files:

@@ -1,0 +1,69 @@
+#include "export/metrics_endpoint.hpp"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <filesystem>
+
+namespace opsight::exporting {
+
+struct MetricsEndpoint::Server {
+  httplib::Server http;
+};
+
+MetricsEndpoint::MetricsEndpoint(std::string directory, std::string prefix, std::string suffix)
+    : directory_(std::move(directory)), prefix_(std::move(prefix)), suffix_(std::move(suffix)) {}
+
+MetricsEndpoint::~MetricsEndpoint() { stop(); }
+
+std::string MetricsEndpoint::scrape() {
+  std::lock_guard lock(mutex_);
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
+    std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix_) || !name.ends_with(suffix_)) continue;
+    std::string path = entry.path().string();
+    bool known = std::any_of(tails_.begin(), tails_.end(),
+                             [&](const auto& tail) { return tail->path() == path; });
+    if (!known) tails_.push_back(std::make_unique<io::NativeTail>(path));
+  }
+  io::TailVisitor visitor;
+  visitor.on_span = [&](const io::EndedSpan& span) { metrics_.add_span(span.name, span.duration_ns); };
+  visitor.on_counter = [&](std::string_view counter, int64_t pid, double value) {
+    metrics_.set_counter(counter, pid, value);
+  };
+  uint64_t dropped = 0;
+  for (auto& tail : tails_) {
+    tail->poll(visitor);
+    dropped += tail->events_dropped();
+  }
+  metrics_.events_dropped = dropped;
+  return prometheus_exposition(metrics_);
+}
+
+std::string MetricsEndpoint::start(const std::string& host, int port) {
+  if (server_) return "already serving";
+  server_ = std::make_unique<Server>();
+  server_->http.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
+    response.set_content(scrape(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  bool bound = port == 0 ? (port_ = server_->http.bind_to_any_port(host)) > 0
+                         : server_->http.bind_to_port(host, port);
+  if (!bound) {
+    server_.reset();
+    return "cannot listen on " + host + ":" + std::to_string(port) +
+           " (in use, or not an address of this machine)";
+  }
+  if (port != 0) port_ = port;
+  thread_ = std::thread([this] { server_->http.listen_after_bind(); });
+  return {};
+}
+
+void MetricsEndpoint::stop() {
+  if (!server_) return;
+  server_->http.stop();
+  if (thread_.joinable()) thread_.join();
+  server_.reset();
+}
+
+}  // namespace opsight::exporting

@@ -1,0 +1,52 @@
+// A live Prometheus /metrics endpoint over the trace files a run is writing: each scrape
+// follows every file matching the pattern in the run's folder (new processes' files too)
+// from where the last scrape stopped (io::NativeTail), adds the spans that ended since to
+// the histograms, and answers with prometheus_exposition(). The traced processes do no
+// work for it: they only write their files, as they do anyway; the endpoint runs in the
+// process that watches them (`opsight run --export prometheus=:9464`).
+//
+// Binds 127.0.0.1 unless told otherwise; GET /metrics only (anything else: 404/405).
+//
+// Thread-safety: start() and stop() from one thread; scrapes are served on the server's
+// threads, one at a time (a mutex guards the tails and the metrics).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "export/prometheus_text.hpp"
+#include "io/native/native_tail.hpp"
+
+namespace opsight::exporting {
+
+class MetricsEndpoint {
+ public:
+  // Files in `directory` whose names start with `prefix` and end with `suffix`.
+  MetricsEndpoint(std::string directory, std::string prefix, std::string suffix);
+  ~MetricsEndpoint();
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+
+  // Starts serving on host:port (port 0: any free one); returns an error message or "".
+  std::string start(const std::string& host, int port);
+  int port() const { return port_; }
+  void stop();
+
+  // Reads what the files have gained and renders the metrics (what a scrape answers).
+  std::string scrape();
+
+ private:
+  struct Server;
+  std::string directory_, prefix_, suffix_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<io::NativeTail>> tails_;
+  MetricsSnapshot metrics_;
+  std::unique_ptr<Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+}  // namespace opsight::exporting
