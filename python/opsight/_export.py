@@ -54,6 +54,12 @@ def export_trace(trace: Any, targets: list[str], *, prefix: str, service: str = 
         return [{"target": " ".join(targets), "error": str(error), "sent": 0, "dropped": None}]
     for warning in (reports[0].get("warnings", []) if reports else []):
         print(f"{prefix}: export: warning: {warning} (ignored)", file=sys.stderr)
+    print_reports(reports, prefix)
+    return reports
+
+
+def print_reports(reports: list[dict[str, Any]], prefix: str) -> None:
+    """One line per target on stderr: what was sent, and what was dropped and why."""
     for report in reports:
         line = (f"{prefix}: exported {report['sent']} of {report['spans']} spans to "
                 f"{report['target']} in {report['requests']} request"
@@ -61,4 +67,3 @@ def export_trace(trace: Any, targets: list[str], *, prefix: str, service: str = 
         if report["dropped"]:
             line += f"; {report['dropped']} dropped: {report['error']}"
         print(line, file=sys.stderr)
-    return reports

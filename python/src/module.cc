@@ -23,6 +23,7 @@
 #include "analyze/compare.hpp"
 #include "analyze/metrics.hpp"
 #include "export/export.hpp"
+#include "export/live_export.hpp"
 #include "export/metrics_endpoint.hpp"
 #include "io/io.hpp"
 #include "opsight/metrics.hpp"
@@ -321,27 +322,46 @@ nb::dict counter_columns(const LoadedTrace& loaded) {
 
 // Trace.export(targets, ...): sends the trace to each target (export/export.hpp's specs)
 // and returns one dict per target: what was sent and dropped, and the last error.
-nb::list export_trace(const LoadedTrace& loaded, const std::vector<std::string>& specs,
-                      const std::string& service, double timeout_s, size_t batch_spans) {
-  exporting::Environment environment = exporting::process_environment();
+// The targets and options of an export from Python (ValueError for a bad target).
+struct ExportRequest {
   std::vector<exporting::ExportTarget> targets;
+  exporting::TraceExportOptions options;
+  std::vector<std::string> warnings;
+};
+ExportRequest export_request(const std::vector<std::string>& specs, const std::string& service,
+                             double timeout_s, size_t batch_spans) {
+  exporting::Environment environment = exporting::process_environment();
+  ExportRequest request;
   for (const std::string& spec : specs) {
     std::string error;
     auto target = exporting::parse_export_target(spec, environment, &error);
     if (!target) throw std::invalid_argument(error);
-    targets.push_back(std::move(*target));
+    request.targets.push_back(std::move(*target));
   }
-  std::vector<std::string> warnings;
-  exporting::TraceExportOptions options;
-  options.resource = exporting::resource_options_from(environment, service, &warnings);
-  options.resource.opsight_version = opsight::version();
-  options.timeout_s = timeout_s;
-  options.batch_spans = std::max<size_t>(1, batch_spans);
+  request.options.resource =
+      exporting::resource_options_from(environment, service, &request.warnings);
+  request.options.resource.opsight_version = opsight::version();
+  request.options.timeout_s = timeout_s;
+  request.options.batch_spans = std::max<size_t>(1, batch_spans);
+  return request;
+}
+
+nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
+                        const std::vector<std::string>& warnings);
+
+nb::list export_trace(const LoadedTrace& loaded, const std::vector<std::string>& specs,
+                      const std::string& service, double timeout_s, size_t batch_spans) {
+  ExportRequest request = export_request(specs, service, timeout_s, batch_spans);
   std::vector<exporting::TargetReport> reports;
   {
     nb::gil_scoped_release release;
-    reports = exporting::export_trace(loaded.trace, targets, options);
+    reports = exporting::export_trace(loaded.trace, request.targets, request.options);
   }
+  return export_reports(reports, request.warnings);
+}
+
+nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
+                        const std::vector<std::string>& warnings) {
   nb::list out;
   for (const auto& report : reports) {
     nb::dict entry;
@@ -691,6 +711,33 @@ NB_MODULE(_native, m) {
         std::string bytes = session.take_native_bytes();
         return nb::bytes(bytes.data(), bytes.size());
       });
+
+  // Live span export from the trace files of a run (export/live_export.hpp).
+  nb::class_<exporting::LiveSpanExporter>(m, "LiveSpanExporter")
+      .def(
+          "__init__",
+          [](exporting::LiveSpanExporter* self, const std::string& directory,
+             const std::vector<std::string>& targets, const std::string& service,
+             double timeout_s) {
+            ExportRequest request = export_request(targets, service, timeout_s, 512);
+            new (self)
+                exporting::LiveSpanExporter(directory, "trace.", ".opsight",
+                                            std::move(request.targets), std::move(request.options));
+          },
+          nb::arg("directory"), nb::arg("targets"), nb::arg("service") = "",
+          nb::arg("timeout_s") = 10.0)
+      .def("start", &exporting::LiveSpanExporter::start)
+      .def(
+          "stop",
+          [](exporting::LiveSpanExporter& exporter, double timeout_s) {
+            std::vector<exporting::TargetReport> reports;
+            {
+              nb::gil_scoped_release release;
+              reports = exporter.stop(timeout_s);
+            }
+            return export_reports(reports, {});
+          },
+          nb::arg("timeout_s") = 10.0);
 
   // The live /metrics endpoint over the trace files of a run (export/metrics_endpoint.hpp).
   nb::class_<exporting::MetricsEndpoint>(m, "MetricsEndpoint")

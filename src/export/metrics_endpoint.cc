@@ -28,7 +28,9 @@ std::string MetricsEndpoint::scrape() {
     if (!known) tails_.push_back(std::make_unique<io::NativeTail>(path));
   }
   io::TailVisitor visitor;
-  visitor.on_span = [&](const io::EndedSpan& span) { metrics_.add_span(span.name, span.duration_ns); };
+  visitor.on_span = [&](const io::EndedSpan& span) {
+    metrics_.add_span(span.name, span.duration_ns);
+  };
   visitor.on_counter = [&](std::string_view counter, int64_t pid, double value) {
     metrics_.set_counter(counter, pid, value);
   };

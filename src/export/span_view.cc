@@ -125,6 +125,13 @@ std::vector<std::pair<std::string, std::string>> parse_key_value_list(
   return entries;
 }
 
+SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options,
+                   std::vector<SpanIdentity> identities)
+    : SpanView(trace, options) {
+  identities_ = std::move(identities);
+  identities_.resize(trace.slices.size());
+}
+
 SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : trace_(trace) {
   const trace::SliceTable& slices = trace.slices;
   unix_offset_ns_ = trace.run.has_unix_offset ? trace.run.unix_offset_ns : 0;

@@ -72,9 +72,22 @@ struct ProcessResource {
   std::vector<Attribute> attributes;  // service.name first
 };
 
+// A span's place in its trace, given from outside for traces whose rows do not hold it
+// (the live exporter's batches: a span's parent was often sent in an earlier batch).
+struct SpanIdentity {
+  trace::TraceId trace_id;  // all zero: the run's
+  uint64_t parent_span_id = 0;
+  uint8_t trace_flags = 1;
+  bool remote_parent = false;
+};
+
 class SpanView {
  public:
   SpanView(const trace::Trace& trace, const ResourceOptions& options);
+  // With one identity per slice, which then decides trace_id, parent_span_id,
+  // has_remote_parent and trace_flags.
+  SpanView(const trace::Trace& trace, const ResourceOptions& options,
+           std::vector<SpanIdentity> identities);
   SpanView(const SpanView&) = delete;
   SpanView& operator=(const SpanView&) = delete;
 
@@ -91,17 +104,26 @@ class SpanView {
 
   // The span's trace: the remote trace it or its nearest ancestor joined
   // (Trace::span_contexts), else the run's.
-  trace::TraceId trace_id(trace::RowIndex row) const { return trace_ids_[trace_of_row_[row]]; }
-  uint8_t trace_flags(trace::RowIndex row) const { return trace_flags_[trace_of_row_[row]]; }
+  trace::TraceId trace_id(trace::RowIndex row) const {
+    if (!identities_.empty())
+      return identities_[row].trace_id == trace::TraceId{} ? trace_.run.trace_id
+                                                           : identities_[row].trace_id;
+    return trace_ids_[trace_of_row_[row]];
+  }
+  uint8_t trace_flags(trace::RowIndex row) const {
+    return identities_.empty() ? trace_flags_[trace_of_row_[row]] : identities_[row].trace_flags;
+  }
   uint64_t span_id(trace::RowIndex row) const { return trace_.slices.span_id[row]; }
   // The remote parent for a span that joined a trace, else the enclosing span (0: a root).
   uint64_t parent_span_id(trace::RowIndex row) const {
+    if (!identities_.empty()) return identities_[row].parent_span_id;
     if (int32_t context = context_of_row_[row]; context >= 0)
       return trace_.span_contexts.parent_span_id[static_cast<size_t>(context)];
     trace::RowIndex parent = trace_.slices.parent[row];
     return parent == trace::kNoRow ? 0 : trace_.slices.span_id[parent];
   }
   bool has_remote_parent(trace::RowIndex row) const {
+    if (!identities_.empty()) return identities_[row].remote_parent;
     int32_t context = context_of_row_[row];
     return context >= 0 && trace_.span_contexts.parent_span_id[static_cast<size_t>(context)] != 0;
   }
@@ -135,6 +157,7 @@ class SpanView {
   std::vector<trace::RowIndex> rows_;
   std::vector<ProcessResource> resources_;
   std::vector<uint32_t> resource_of_track_;
+  std::vector<SpanIdentity> identities_;   // empty: from the trace's rows
   std::vector<int32_t> context_of_row_;    // row of Trace::span_contexts, -1 for none
   std::vector<trace::TraceId> trace_ids_;  // [0]: the run's
   std::vector<uint8_t> trace_flags_;

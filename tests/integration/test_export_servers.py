@@ -194,7 +194,7 @@ LIVE_PROGRAM = textwrap.dedent("""
     for i in range(40):
         with opsight.span("step"):
             time.sleep(0.002)
-    sys.stdout.write("done\\n"); sys.stdout.flush()
+    print("done", flush=True)
     deadline = time.monotonic() + 60  # still running until the test has seen the steps
     while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -233,3 +233,61 @@ def test_live_metrics_are_scraped_by_prometheus_while_the_program_runs(tmp_path)
             _, stderr = run.communicate(timeout=60)
         assert run.returncode == 0, stderr
         assert f"live metrics on http://127.0.0.1:{port}/metrics" in stderr
+
+
+STREAMED_PROGRAM = textwrap.dedent("""
+    import os, sys, time, opsight
+    with opsight.span("warm-up", phase=1):
+        for i in range(30):
+            with opsight.span("step", index=i):
+                time.sleep(0.001)
+    print("done", flush=True)
+    deadline = time.monotonic() + 60  # running until the test has seen the spans
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with opsight.span("after release"):
+        pass
+""")
+
+
+def test_spans_stream_to_jaeger_while_the_program_runs(tmp_path, jaeger_server):
+    script = tmp_path / "streamed.py"
+    script.write_text(STREAMED_PROGRAM)
+    output = tmp_path / "streamed.opsight"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(output), "--export-live", "--export", f"otlp={jaeger_server.otlp_http_endpoint}",
+         "--service", "live-svc", "--", sys.executable, str(script), str(tmp_path / "release")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline() == "done\n"
+        # The program is still running: its first 31 spans are in Jaeger already.
+        for _ in range(100):
+            services = jaeger_server.services()
+            if "live-svc" in services:
+                break
+            time.sleep(0.1)
+        assert "live-svc" in jaeger_server.services()
+        assert run.poll() is None
+    finally:
+        (tmp_path / "release").touch()
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    assert "dropped" not in stderr, stderr
+    # Everything, including what ended after the release, with the ids, parents and times
+    # of the file the run wrote.
+    trace = native.read_trace(str(output))
+    expected = expected_spans(trace)
+    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"], min_spans=len(expected)))
+    assert sorted(span["spanId"] for span in got) == sorted(expected)
+    # Live times come from the clock line through the syncs read so far, the file's from the
+    # line through all of them: each is within clock_max_error_ns of the syncs.
+    error_bound = 2 * int(trace.run_info()["extra"].get("clock_max_error_ns", "0")) + 2
+    for span in got:
+        want = expected[span["spanId"]]
+        assert span["name"] == want["name"]
+        assert (span.get("parentSpanId") or None) == want["parent"], span["name"]
+        assert abs(int(span["startTimeUnixNano"]) - want["start"]) <= error_bound, span["name"]
+        assert abs(int(span["endTimeUnixNano"]) - want["end"]) <= error_bound, span["name"]
+    steps = [span for span in got if span["name"] == "step"]
+    assert sorted(attributes_dict(span["attributes"])["index"] for span in steps) == list(range(30))

@@ -17,7 +17,8 @@ import sys
 import tempfile
 import time
 
-from .._export import EXPORT_VARIABLE, export_trace, parse_targets, targets_from_environment
+from .._export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
+                       targets_from_environment)
 from .._store import save_run
 from .arguments import ArgumentParser
 from .exit_codes import USAGE_ERROR
@@ -90,6 +91,9 @@ def _run_parser() -> ArgumentParser:
                              "otlp-json=URL, zipkin[=URL], pushgateway=URL; or serve live "
                              "metrics while it runs: prometheus=[HOST:]PORT (repeatable; "
                              "default: $OPSIGHT_EXPORT; docs/export.md)")
+    parser.add_argument("--export-live", action="store_true",
+                        help="send spans while the program runs (each soon after it ends), "
+                             "not when it has ended")
     parser.add_argument("--metrics-linger", type=float, default=0.0, metavar="SECONDS",
                         help="keep serving prometheus= metrics this long after the program "
                              "ends (for a last scrape)")
@@ -254,6 +258,18 @@ def _run_and_report(start_command, environment, run_directory, options, views,
                     native) -> tuple[int, bool]:
     """Runs the program, then merges, reports, stores and writes its trace. Returns the
     exit status and whether the per-process traces must be kept (something failed)."""
+    live = None
+    if options.export_live and options.export_targets:
+        streamed = [target for target in options.export_targets
+                    if not target.startswith("pushgateway")]
+        try:
+            live = native.LiveSpanExporter(run_directory, streamed, service=options.service)
+        except ValueError as error:
+            print(f"opsight run: --export: {error} (the program was not started)", file=sys.stderr)
+            return USAGE_ERROR, False
+        live.start()
+        options.export_targets = [target for target in options.export_targets
+                                  if target not in streamed]
     endpoint = None
     if options.metrics_address is not None:
         endpoint = native.MetricsEndpoint(run_directory)
@@ -262,6 +278,8 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         except RuntimeError as error:
             print(f"opsight run: --export prometheus: {error} (the program was not started)",
                   file=sys.stderr)
+            if live is not None:
+                live.stop(0.0)
             return USAGE_ERROR, False
         print(f"opsight run: live metrics on http://{options.metrics_address[0]}:{port}/metrics",
               file=sys.stderr)
@@ -271,6 +289,8 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         print(f"opsight run: cannot start {start_command[0]!r}: {error}", file=sys.stderr)
         if endpoint is not None:
             endpoint.stop()
+        if live is not None:
+            live.stop(0.0)
         return (127 if isinstance(error, FileNotFoundError) else 126), False
     # Ctrl-C reaches the program (same process group); opsight waits for it to finish.
     previous_interrupt = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -281,6 +301,8 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         signal.signal(signal.SIGINT, previous_interrupt)
         signal.signal(signal.SIGTERM, previous_terminate)
     exit_status = status if status >= 0 else 128 - status
+    if live is not None:
+        print_reports(live.stop(10.0), "opsight run")
     if endpoint is not None:
         endpoint.scrape()  # the files' last spans, for the scrapes that linger
         if options.metrics_linger > 0:

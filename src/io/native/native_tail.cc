@@ -1,5 +1,6 @@
 #include "io/native/native_tail.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -80,22 +81,32 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
       for (uint32_t i = 0; i < count; ++i) {
         uint32_t key_length = 0, value_length = 0;
         std::string_view key, value;
-        if (!take(payload, position, &key_length) || !take_bytes(payload, position, key_length, &key) ||
+        if (!take(payload, position, &key_length) ||
+            !take_bytes(payload, position, key_length, &key) ||
             !take(payload, position, &value_length) ||
             !take_bytes(payload, position, value_length, &value))
           return;
         if (key == "ticks_per_second") {
           double parsed = std::strtod(std::string(value).c_str(), nullptr);
           if (parsed > 0) ticks_per_second_ = parsed;
+        } else if (key == "trace_id" && value.size() == 32) {
+          uint64_t high = std::strtoull(std::string(value.substr(0, 16)).c_str(), nullptr, 16);
+          uint64_t low = std::strtoull(std::string(value.substr(16)).c_str(), nullptr, 16);
+          span_salt_ = low ^ trace::mix64(high);
+          trace_id_ = {high, low};
         }
       }
       return;
     }
     case format::ChunkType::kClockSync: {
       format::ClockSync sync;
-      if (!has_sync_ && take(payload, position, &sync)) {
-        first_sync_ticks_ = sync.ticks;
-        has_sync_ = true;
+      while (take(payload, position, &sync)) {
+        if (!has_sync_) {
+          first_sync_ = sync;
+          first_sync_ticks_ = sync.ticks;
+          has_sync_ = true;
+        }
+        last_sync_ = sync;
       }
       return;
     }
@@ -103,7 +114,8 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
       while (position < payload.size()) {
         format::NameRecordHeader record;
         std::string_view name, category, source;
-        if (!take(payload, position, &record) || !take_bytes(payload, position, record.name_bytes, &name) ||
+        if (!take(payload, position, &record) ||
+            !take_bytes(payload, position, record.name_bytes, &name) ||
             !take_bytes(payload, position, record.category_bytes, &category) ||
             !take_bytes(payload, position, record.file_bytes, &source) || record.id > (1u << 24))
           return;
@@ -113,7 +125,13 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
       return;
     case format::ChunkType::kThread: {
       format::ThreadRecordHeader record;
-      if (take(payload, position, &record)) threads_[record.thread_index].pid = record.pid;
+      std::string_view name;
+      if (take(payload, position, &record)) {
+        ThreadState& thread = threads_[record.thread_index];
+        thread.pid = record.pid;
+        thread.tid = record.tid;
+        if (take_bytes(payload, position, record.name_bytes, &name)) thread.name = name;
+      }
       return;
     }
     case format::ChunkType::kEvents:
@@ -131,11 +149,28 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
   }
 }
 
-void NativeTail::emit(const TailVisitor& visitor, int64_t pid, const OpenSpan& span,
-                      uint64_t end_ticks) {
+int64_t NativeTail::unix_ns(uint64_t ticks) const {
+  if (!has_sync_) return static_cast<int64_t>(static_cast<double>(ticks) * 1e9 / ticks_per_second_);
+  // The line through the first and the latest sync (the whole-file reader's, so far).
+  double slope = 1e9 / ticks_per_second_;
+  if (last_sync_.ticks > first_sync_.ticks && last_sync_.monotonic_ns > first_sync_.monotonic_ns)
+    slope = static_cast<double>(last_sync_.monotonic_ns - first_sync_.monotonic_ns) /
+            static_cast<double>(last_sync_.ticks - first_sync_.ticks);
+  // The reader's arithmetic: a 48-bit fixed-point slope, rounded to the nearest ns.
+  __extension__ using Wide = __int128;
+  auto slope_fixed = static_cast<int64_t>(std::llround(std::ldexp(std::min(slope, 32767.0), 48)));
+  auto delta = static_cast<Wide>(static_cast<int64_t>(ticks - first_sync_.ticks));
+  Wide ns = first_sync_.monotonic_ns + ((delta * slope_fixed + (Wide{1} << 47)) >> 48);
+  return static_cast<int64_t>(ns) + (first_sync_.realtime_ns - first_sync_.monotonic_ns);
+}
+
+void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread, const OpenSpan& span,
+                      uint64_t end_ticks, bool unfinished, bool async) {
   if (!visitor.on_span) return;
   EndedSpan ended;
-  ended.pid = pid;
+  ended.pid = thread.pid;
+  ended.tid = thread.tid;
+  ended.thread_name = thread.name;
   if (!span.inline_name.empty()) {
     ended.name = span.inline_name;
   } else if (span.name < names_.size()) {
@@ -144,9 +179,31 @@ void NativeTail::emit(const TailVisitor& visitor, int64_t pid, const OpenSpan& s
   } else {
     ended.name = "<unknown name>";
   }
-  double ticks = end_ticks >= span.begin_ticks ? static_cast<double>(end_ticks - span.begin_ticks) : 0;
+  double ticks =
+      end_ticks >= span.begin_ticks ? static_cast<double>(end_ticks - span.begin_ticks) : 0;
   ended.duration_ns = static_cast<int64_t>(ticks * 1e9 / ticks_per_second_ + 0.5);
+  ended.start_unix_ns = unix_ns(span.begin_ticks);
+  ended.end_unix_ns = std::max(ended.start_unix_ns, unix_ns(end_ticks));
+  ended.span_id = span.span_id;
+  ended.parent_span_id = span.parent_span_id;
+  ended.trace_id = span.trace_id;
+  ended.trace_flags = span.trace_flags;
+  ended.remote_parent = span.remote_parent;
+  ended.unfinished = unfinished;
+  ended.async = async;
+  ended.args = &span.args;
   visitor.on_span(ended);
+}
+
+void NativeTail::finish(const TailVisitor& visitor) {
+  if (finish_reported_) return;
+  finish_reported_ = true;
+  for (auto& [index, thread] : threads_)
+    for (auto& [key, lane] : thread.lanes)
+      while (!lane.empty()) {
+        emit(visitor, thread, lane.back(), thread.last_ticks, true, false);
+        lane.pop_back();
+      }
 }
 
 void NativeTail::read_events(std::string_view payload, const TailVisitor& visitor) {
@@ -154,7 +211,8 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
   format::EventsHeader header;
   if (!take(payload, position, &header)) return;
   ThreadState& state = threads_[header.thread_index];
-  const size_t slot_count = std::min<size_t>(header.slot_count, (payload.size() - position) / sizeof(Slot));
+  const size_t slot_count =
+      std::min<size_t>(header.slot_count, (payload.size() - position) / sizeof(Slot));
   const char* base = payload.data() + position;
   size_t index = 0;
   while (index < slot_count) {
@@ -167,29 +225,81 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
     auto kind = static_cast<SlotKind>(slot.kind);
     uint64_t ticks = slot.ticks;
     if (format::is_packed_async(slot.kind))
-      ticks = format::unpack_async_ticks(format::packed_async_ticks_low(slot),
-                                         state.has_last_ticks ? state.last_ticks : first_sync_ticks_);
+      ticks =
+          format::unpack_async_ticks(format::packed_async_ticks_low(slot),
+                                     state.has_last_ticks ? state.last_ticks : first_sync_ticks_);
     bool timed = kind != SlotKind::kArg && kind != SlotKind::kTrack && kind != SlotKind::kFlow &&
                  kind != SlotKind::kSpanId && kind != SlotKind::kSpanContext;
     if (timed) {
       state.last_ticks = ticks;
       state.has_last_ticks = true;
-      if (has_sync_ && ticks < first_sync_ticks_) continue;  // written before this session
+      if (has_sync_ && ticks < first_sync_ticks_) {  // written before this session
+        state.after_instant = true;                  // (and so are the args after it)
+        continue;
+      }
+      state.after_instant = kind == SlotKind::kInstant || kind == SlotKind::kInstantNamed;
     }
     std::vector<OpenSpan>& lane = state.lanes[state.lane];
     switch (kind) {
       case SlotKind::kBegin:
-        lane.push_back(OpenSpan{slot.id, {}, ticks});
-        break;
       case SlotKind::kBeginNamed: {
-        std::string name(extra_bytes, std::min<size_t>(slot.id, size_t{extra} * sizeof(Slot)));
-        lane.push_back(OpenSpan{0, name.empty() ? std::string("<unnamed>") : std::move(name), ticks});
+        OpenSpan span;
+        span.begin_ticks = ticks;
+        if (kind == SlotKind::kBegin) {
+          span.name = slot.id;
+        } else {
+          span.inline_name =
+              std::string(extra_bytes, std::min<size_t>(slot.id, size_t{extra} * sizeof(Slot)));
+          if (span.inline_name.empty()) span.inline_name = "<unnamed>";
+        }
+        // The whole-file reader's id: (thread, sequence of begins), mixed and salted.
+        uint64_t sequence = (uint64_t{header.thread_index} << 40) + ++state.begins;
+        span.span_id = (sequence * 0x9e3779b97f4a7c15ULL) ^ span_salt_;
+        if (!lane.empty()) {
+          const OpenSpan& parent = lane.back();
+          span.parent_span_id = parent.span_id;
+          span.trace_id = parent.trace_id;
+          span.trace_flags = parent.trace_flags;
+        }
+        lane.push_back(std::move(span));
         break;
       }
       case SlotKind::kEnd:
         if (!lane.empty()) {
-          emit(visitor, state.pid, lane.back(), ticks);
+          emit(visitor, state, lane.back(), ticks, slot.arg_type == format::kEndIsLate, false);
           lane.pop_back();
+        }
+        break;
+      case SlotKind::kArg: {
+        if (state.after_instant || lane.empty()) break;
+        uint32_t key_length = slot.id & 0xFFFF;
+        uint32_t string_length = slot.id >> 16;
+        if (key_length + size_t{string_length} > size_t{extra} * sizeof(Slot)) break;
+        TailArg arg;
+        arg.key = std::string(extra_bytes, key_length);
+        arg.value.type = static_cast<trace::ArgType>(slot.arg_type);
+        if (arg.value.type == trace::ArgType::kDouble)
+          std::memcpy(&arg.value.double_value, &slot.ticks, 8);
+        else if (arg.value.type == trace::ArgType::kString)
+          arg.text = std::string(extra_bytes + key_length, string_length);
+        else if (arg.value.type == trace::ArgType::kInt || arg.value.type == trace::ArgType::kBool)
+          arg.value.int_value = static_cast<int64_t>(slot.ticks);
+        else
+          break;
+        lane.back().args.push_back(std::move(arg));
+        break;
+      }
+      case SlotKind::kSpanId:
+        if (!lane.empty()) lane.back().span_id = slot.ticks;
+        break;
+      case SlotKind::kSpanContext:
+        if (!lane.empty() && extra >= 1) {
+          OpenSpan& span = lane.back();
+          std::memcpy(&span.trace_id.high, extra_bytes, 8);
+          std::memcpy(&span.trace_id.low, extra_bytes + 8, 8);
+          span.parent_span_id = slot.ticks;
+          span.trace_flags = slot.arg_type;
+          span.remote_parent = slot.ticks != 0;
         }
         break;
       case SlotKind::kTrack:
@@ -209,7 +319,8 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
       case SlotKind::kAsyncBegin:
       case SlotKind::kAsyncBeginPacked: {
         uint64_t id;
-        OpenSpan span{0, {}, ticks};
+        OpenSpan span;
+        span.begin_ticks = ticks;
         if (kind == SlotKind::kAsyncBeginPacked) {
           id = slot.ticks >> 24;
           span.name = static_cast<uint32_t>(slot.ticks & (format::kPackedNameIdLimit - 1));
@@ -219,10 +330,14 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
           if (slot.arg_type == format::kAsyncNameId)
             span.name = slot.id;
           else
-            span.inline_name = std::string(extra_bytes + sizeof(Slot),
-                                           std::min<size_t>(slot.id, size_t{extra - 1} * sizeof(Slot)));
+            span.inline_name =
+                std::string(extra_bytes + sizeof(Slot),
+                            std::min<size_t>(slot.id, size_t{extra - 1} * sizeof(Slot)));
         }
-        async_[state.pid][id].push_back(std::move(span));
+        auto& open = async_[state.pid][id];
+        span.span_id = trace::mix64(span_salt_ ^ 0xa5a5a5a5a5a5a5a5ULL ^ (id * 31 + ticks)) | 1;
+        if (!open.empty()) span.parent_span_id = open.back().span_id;
+        open.push_back(std::move(span));
         break;
       }
       case SlotKind::kAsyncEnd:
@@ -234,13 +349,13 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
         }
         auto& open = async_[state.pid][id];
         if (!open.empty()) {
-          emit(visitor, state.pid, open.back(), ticks);
+          emit(visitor, state, open.back(), ticks, slot.arg_type == format::kEndOfUnfinished, true);
           open.pop_back();
         }
         break;
       }
       default:
-        break;  // args, instants, flows, trace context: not needed for live metrics
+        break;  // instants and flows: not streamed
     }
   }
 }

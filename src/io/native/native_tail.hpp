@@ -17,13 +17,42 @@
 #include <unordered_map>
 #include <vector>
 
+#include "opsight/internal/native_layout.hpp"
+#include "trace/trace.hpp"
+
 namespace opsight::io {
 
+// An argument of a span, its string (for kString) held by the tail until the visitor
+// returns.
+struct TailArg {
+  std::string key;
+  trace::ArgValue value;  // kString: string_value unused, see `text`
+  std::string text;
+};
+
+// A span that just ended, as the whole-file reader would show it: the same span id (the
+// reader's derivation, or the program's own), its parent's id, its trace when it joined
+// a remote one, its arguments. Times are Unix-epoch ns from the clock syncs read so far
+// (the whole-file reader fits a line through all of them, so its times may differ from
+// these by the file's clock_max_error_ns).
 struct EndedSpan {
   std::string_view name;
   std::string_view category;
+  std::string_view thread_name;
   int64_t pid = 0;
+  int64_t tid = 0;
   int64_t duration_ns = 0;
+  int64_t start_unix_ns = 0;
+  int64_t end_unix_ns = 0;
+  uint64_t span_id = 0;
+  uint64_t parent_span_id = 0;  // 0: a root (or a remote parent: see `remote_parent`)
+  bool unfinished = false;      // still open when the recording ended
+  bool async = false;           // an async span (its id is not the file reader's)
+  // The remote trace it belongs to (joined by it or an ancestor); all zero: the run's.
+  trace::TraceId trace_id;
+  uint8_t trace_flags = 1;
+  bool remote_parent = false;  // parent_span_id is the caller's span (it joined here)
+  const std::vector<TailArg>* args = nullptr;
 };
 
 struct TailVisitor {
@@ -43,20 +72,34 @@ class NativeTail {
   const std::string& error() const { return error_; }
   uint64_t events_dropped() const { return events_dropped_; }
   uint64_t bytes_read() const { return offset_; }
-  bool finished() const { return finished_; }  // the footer was read: the session ended
+  trace::TraceId trace_id() const { return trace_id_; }  // the run info's, once read
+  bool finished() const { return finished_; }            // the footer was read: the session ended
+  // After the footer: reports the spans still open as unfinished, ended at their
+  // thread's last event (as the whole-file reader closes them). Once.
+  void finish(const TailVisitor& visitor);
 
  private:
   struct OpenSpan {
     uint32_t name = 0;        // name id (kNames); 0 with inline_name for a run-time name
     std::string inline_name;  // empty unless the begin carried its name
     uint64_t begin_ticks = 0;
+    uint64_t span_id = 0;
+    uint64_t parent_span_id = 0;
+    trace::TraceId trace_id;  // zero: the run's trace
+    uint8_t trace_flags = 1;
+    bool remote_parent = false;
+    std::vector<TailArg> args;
   };
   struct ThreadState {
     int64_t pid = 0;
+    int64_t tid = 0;
+    std::string name;
     std::unordered_map<uint64_t, std::vector<OpenSpan>> lanes;  // by track key (0: the thread)
     uint64_t lane = 0;
     uint64_t last_ticks = 0;  // the packed async events' reference
     bool has_last_ticks = false;
+    uint64_t begins = 0;         // the reader's sequence of begins, for span ids
+    bool after_instant = false;  // args that follow now belong to an instant
   };
   struct Name {
     std::string name;
@@ -65,20 +108,26 @@ class NativeTail {
 
   void read_chunk_payload(uint32_t type, std::string_view payload, const TailVisitor& visitor);
   void read_events(std::string_view payload, const TailVisitor& visitor);
-  void emit(const TailVisitor& visitor, int64_t pid, const OpenSpan& span, uint64_t end_ticks);
+  void emit(const TailVisitor& visitor, const ThreadState& thread, const OpenSpan& span,
+            uint64_t end_ticks, bool unfinished, bool async);
+  int64_t unix_ns(uint64_t ticks) const;
 
   std::string path_;
   std::string error_;
   uint64_t offset_ = 0;  // where the next chunk starts
   bool header_read_ = false;
   bool finished_ = false;
+  bool finish_reported_ = false;
   double ticks_per_second_ = 1e9;
   uint64_t first_sync_ticks_ = 0;
   bool has_sync_ = false;
+  format::ClockSync first_sync_{}, last_sync_{};
+  uint64_t span_salt_ = 0;  // from the run's trace id, as the reader salts span ids
+  trace::TraceId trace_id_;
   uint64_t events_dropped_ = 0;
   std::vector<Name> names_;
   std::unordered_map<uint32_t, ThreadState> threads_;
-  // Open async spans per (pid, async id).
+  // Open async spans per (pid, async id), with the thread that began them.
   std::unordered_map<int64_t, std::unordered_map<uint64_t, std::vector<OpenSpan>>> async_;
 };
 

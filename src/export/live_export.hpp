@@ -1,0 +1,65 @@
+// Live span export: follows the trace files a run's processes are writing
+// (io::NativeTail) and sends each span to the export targets soon after it ends, while
+// the program runs, through the same BatchExporter (bounded queue, retries, counted drops)
+// as `opsight export`. The traced processes do no export work: they write their files as
+// they do anyway; this runs in the process that watches them (`opsight run --export-live`).
+//
+// Spans carry the ids the whole-file reader gives them (so the stored run and the
+// back-end agree), their parents' ids, the remote trace of a joined request, and their
+// arguments. Spans not joined to a remote trace are sent in the trace of the first file
+// seen (the run's first process, as the merged run is). Async spans get ids of their own
+// (the file reader derives theirs only once the whole file is read).
+//
+// Thread-safety: start() and stop() from one thread; the polling runs on its own thread.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "export/export.hpp"
+#include "io/native/native_tail.hpp"
+
+namespace opsight::exporting {
+
+class LiveSpanExporter {
+ public:
+  // Follows the files of `directory` named prefix*suffix.
+  LiveSpanExporter(std::string directory, std::string prefix, std::string suffix,
+                   std::vector<ExportTarget> targets, TraceExportOptions options,
+                   double poll_interval_s = 0.2);
+  ~LiveSpanExporter();
+  LiveSpanExporter(const LiveSpanExporter&) = delete;
+  LiveSpanExporter& operator=(const LiveSpanExporter&) = delete;
+
+  void start();
+  // Reads what is left (spans still open in a finished file are sent unfinished), sends
+  // it, and waits up to `timeout_s` for the targets; one report per target.
+  std::vector<TargetReport> stop(double timeout_s);
+
+ private:
+  struct Batch;
+  void run();
+  void poll_files(bool final);
+  void send(Batch& batch);
+
+  std::string directory_, prefix_, suffix_;
+  std::vector<ExportTarget> targets_;
+  TraceExportOptions options_;
+  double poll_interval_s_;
+  std::vector<std::unique_ptr<io::NativeTail>> tails_;
+  std::vector<std::unique_ptr<BatchExporter>> exporters_;
+  trace::TraceId run_trace_id_;
+  bool have_run_trace_id_ = false;
+  std::unique_ptr<Batch> pending_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+  double started_ = 0;
+};
+
+}  // namespace opsight::exporting
