@@ -47,8 +47,9 @@ LiveSpanExporter::~LiveSpanExporter() {
 void LiveSpanExporter::start() {
   started_ = now_seconds();
   for (const ExportTarget& target : targets_) {
-    auto sender = options_.make_sender ? options_.make_sender(target)
-                                       : make_http_sender(target, std::min(options_.timeout_s, 10.0));
+    auto sender = options_.make_sender
+                      ? options_.make_sender(target)
+                      : make_http_sender(target, std::min(options_.timeout_s, 10.0));
     exporters_.push_back(std::make_unique<BatchExporter>(std::move(sender), options_.exporter));
   }
   thread_ = std::thread([this] { run(); });
@@ -58,12 +59,14 @@ void LiveSpanExporter::run() {
   double last_send = now_seconds();
   std::unique_lock lock(mutex_);
   while (!stopping_) {
-    wake_.wait_for(lock, std::chrono::duration<double>(poll_interval_s_), [&] { return stopping_; });
+    wake_.wait_for(lock, std::chrono::duration<double>(poll_interval_s_),
+                   [&] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
     poll_files(false);
     // A full batch goes at once; a partial one at least every second.
-    if (pending_->size() > 0 && (pending_->size() >= options_.batch_spans || now_seconds() - last_send >= 1.0)) {
+    if (pending_->size() > 0 &&
+        (pending_->size() >= options_.batch_spans || now_seconds() - last_send >= 1.0)) {
       send(*pending_);
       pending_ = std::make_unique<Batch>();
       last_send = now_seconds();
@@ -77,11 +80,13 @@ void LiveSpanExporter::poll_files(bool final) {
   std::vector<std::string> found;
   for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
     std::string name = entry.path().filename().string();
-    if (name.starts_with(prefix_) && name.ends_with(suffix_)) found.push_back(entry.path().string());
+    if (name.starts_with(prefix_) && name.ends_with(suffix_))
+      found.push_back(entry.path().string());
   }
   std::sort(found.begin(), found.end());
   for (const std::string& path : found)
-    if (std::none_of(tails_.begin(), tails_.end(), [&](const auto& tail) { return tail->path() == path; }))
+    if (std::none_of(tails_.begin(), tails_.end(),
+                     [&](const auto& tail) { return tail->path() == path; }))
       tails_.push_back(std::make_unique<io::NativeTail>(path));
 
   io::TailVisitor visitor;
@@ -92,10 +97,12 @@ void LiveSpanExporter::poll_files(bool final) {
                                       : trace.thread_track(span.pid, span.tid);
     if (!span.async && trace.tracks[track].name == 0 && !span.thread_name.empty())
       trace.tracks[track].name = trace.intern(span.thread_name);
-    trace::RowIndex row = trace.slices.add(span.start_unix_ns, span.end_unix_ns - span.start_unix_ns,
-                                           trace.intern(span.name), trace.intern(span.category), track,
-                                           span.unfinished ? trace::kSliceUnfinished : 0, span.span_id);
-    batch.identities.push_back({span.trace_id, span.parent_span_id, span.trace_flags, span.remote_parent});
+    trace::RowIndex row =
+        trace.slices.add(span.start_unix_ns, span.end_unix_ns - span.start_unix_ns,
+                         trace.intern(span.name), trace.intern(span.category), track,
+                         span.unfinished ? trace::kSliceUnfinished : 0, span.span_id);
+    batch.identities.push_back(
+        {span.trace_id, span.parent_span_id, span.trace_flags, span.remote_parent});
     for (const io::TailArg& arg : *span.args) {
       trace::ArgValue value = arg.value;
       if (value.type == trace::ArgType::kString) value.string_value = trace.intern(arg.text);

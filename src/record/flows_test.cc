@@ -13,6 +13,7 @@
 
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
+#include "record/record_and_read_for_tests.hpp"
 #include "record/recorder.hpp"
 
 namespace {
@@ -22,19 +23,7 @@ using opsight::trace::RowIndex;
 using opsight::trace::Trace;
 using opsight::trace::TrackKind;
 
-Trace record_and_read(const std::function<void()>& body) {
-  auto sink = std::make_unique<opsight::record::MemorySink>();
-  EXPECT_FALSE(opsight::record::start_recording([&](std::string*) { return std::move(sink); }, {})
-                   .has_value());
-  body();
-  auto stopped = opsight::record::stop_recording();
-  EXPECT_TRUE(stopped.sink);
-  auto result =
-      opsight::io::read_native(static_cast<opsight::record::MemorySink&>(*stopped.sink).bytes());
-  EXPECT_TRUE(result.ok());
-  EXPECT_FALSE(result.damage.has_value()) << result.damage->message;
-  return std::move(result.trace);
-}
+using opsight::record::testing::record_and_read;
 
 std::string name_of(const Trace& trace, RowIndex row) {
   return std::string(trace.str(trace.slices.name[row]));

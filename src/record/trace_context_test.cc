@@ -8,6 +8,7 @@
 
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
+#include "record/record_and_read_for_tests.hpp"
 #include "record/recorder.hpp"
 #include "trace/trace.hpp"
 
@@ -51,17 +52,7 @@ TEST(Traceparent, RefusesWhatTheSpecificationRefusesAndReadsLaterVersions) {
   EXPECT_EQ(later->span_id, 0x00f067aa0ba902b7ULL);
 }
 
-Trace record_and_read(const std::function<void()>& body) {
-  auto sink = std::make_unique<opsight::record::MemorySink>();
-  EXPECT_FALSE(opsight::record::start_recording([&](std::string*) { return std::move(sink); }, {})
-                   .has_value());
-  body();
-  auto stopped = opsight::record::stop_recording();
-  auto result =
-      opsight::io::read_native(static_cast<opsight::record::MemorySink&>(*stopped.sink).bytes());
-  EXPECT_TRUE(result.ok());
-  return std::move(result.trace);
-}
+using opsight::record::testing::record_and_read;
 
 RowIndex row_named(const Trace& trace, std::string_view name) {
   for (RowIndex row = 0; row < trace.slices.size(); ++row)
