@@ -126,6 +126,11 @@ void LiveSpanExporter::poll_files(bool final) {
 void LiveSpanExporter::send(Batch& batch) {
   if (batch.size() == 0) return;
   trace::Trace& trace = batch.trace;
+  for (size_t i = 0; i < tails_.size() && !have_run_trace_id_; ++i)  // a burst in the first poll
+    if (tails_[i]->trace_id() != trace::TraceId{}) {
+      run_trace_id_ = tails_[i]->trace_id();
+      have_run_trace_id_ = true;
+    }
   trace.run.trace_id = run_trace_id_;
   // Args in row order, and args_begin, as finalize() would leave them (no reordering of
   // rows: the identities are per row).
