@@ -101,7 +101,7 @@ void BatchExporter::run() {
     enum class Ending { kSent, kFailed, kStopped } ending = Ending::kFailed;
     std::string error;
     for (;;) {
-      SendResult result = sender_->send(batch.body);
+      SendResult result = sender_->send_keyed(batch.key, batch.body);
       if (result.outcome == SendResult::Outcome::kSent) {
         ending = Ending::kSent;
         break;

@@ -50,6 +50,7 @@ struct ExportStats {
 struct EncodedBatch {
   std::string body;
   uint64_t spans = 0;
+  std::string key = {};  // the message key, for senders that have one (Kafka: the trace id)
 };
 
 class BatchExporter {

@@ -1,8 +1,12 @@
 #include "export/export.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 
+#include "export/kafka_sender.hpp"
+#include "export/loki_encoder.hpp"
 #include "export/otlp_encoder.hpp"
 #include "export/prometheus_text.hpp"
 #include "export/zipkin_encoder.hpp"
@@ -35,6 +39,107 @@ std::string path_segment(std::string_view text) {
   return out.empty() ? "unknown" : out;
 }
 
+// Kafka's rule for topic names: 1-249 of [a-zA-Z0-9._-], not "." or "..".
+bool valid_topic(std::string_view topic) {
+  if (topic.empty() || topic.size() > 249 || topic == "." || topic == "..") return false;
+  for (char character : topic) {
+    bool allowed = (character >= 'a' && character <= 'z') ||
+                   (character >= 'A' && character <= 'Z') ||
+                   (character >= '0' && character <= '9') || character == '.' || character == '_' ||
+                   character == '-';
+    if (!allowed) return false;
+  }
+  return true;
+}
+
+// "kafka[=BROKERS][?topic=T&property=value...]": `rest` is what follows "kafka=" (or the
+// "?..." right after "kafka"). Fills target.kafka or returns why not.
+std::optional<std::string> parse_kafka(std::string_view rest, const Environment& environment,
+                                       ExportTarget& target) {
+  if (!kafka_available()) {
+    std::string why;
+    check_kafka_properties({}, &why);
+    return why;
+  }
+  size_t question = rest.find('?');
+  std::string_view brokers = rest.substr(0, question);
+  std::string_view query =
+      question == std::string_view::npos ? std::string_view() : rest.substr(question + 1);
+  KafkaDestination& kafka = target.kafka;
+  kafka.brokers = brokers.empty() ? "localhost:9092" : std::string(brokers);
+  size_t start = 0;
+  while (start <= kafka.brokers.size()) {
+    size_t comma = std::min(kafka.brokers.find(',', start), kafka.brokers.size());
+    std::string_view broker = std::string_view(kafka.brokers).substr(start, comma - start);
+    if (broker.empty()) return "an empty broker in '" + kafka.brokers + "' (host:port,host:port)";
+    // host:port, optionally after a security protocol as librdkafka allows (SSL://h:p).
+    std::string_view address = broker;
+    if (size_t scheme = address.find("://"); scheme != std::string_view::npos) {
+      std::string protocol(address.substr(0, scheme));
+      std::transform(
+          protocol.begin(), protocol.end(), protocol.begin(),
+          [](unsigned char character) { return static_cast<char>(std::toupper(character)); });
+      if (protocol == "PLAINTEXT" || protocol == "SSL" || protocol == "SASL_PLAINTEXT" ||
+          protocol == "SASL_SSL")
+        address.remove_prefix(scheme + 3);
+    }
+    if (address.empty() || address.find_first_of(" \t/:") == 0 ||
+        address.find_first_of(" \t/") != std::string_view::npos ||
+        address.find("://") != std::string_view::npos)
+      return "'" + std::string(broker) + "' is not a broker address (host:port; Kafka is not HTTP)";
+    start = comma + 1;
+  }
+  kafka.topic = "otlp_spans";
+  std::vector<std::string> environment_errors;
+  kafka.properties = parse_key_value_list(env_or_empty(environment, "OPSIGHT_KAFKA_PROPERTIES"),
+                                          &environment_errors);
+  if (!environment_errors.empty()) return "OPSIGHT_KAFKA_PROPERTIES: " + environment_errors.front();
+  size_t position = 0;
+  while (!query.empty() && position <= query.size()) {
+    size_t ampersand = std::min(query.find('&', position), query.size());
+    std::string_view entry = query.substr(position, ampersand - position);
+    position = ampersand + 1;
+    if (entry.empty()) continue;
+    size_t equals = entry.find('=');
+    if (equals == std::string_view::npos || equals == 0)
+      return "'" + std::string(entry) + "' is not property=value";
+    std::string name = percent_decode(entry.substr(0, equals));
+    std::string value = percent_decode(entry.substr(equals + 1));
+    if (name == "topic") {
+      kafka.topic = value;
+    } else if (name == "bootstrap.servers" || name == "metadata.broker.list") {
+      return "the brokers go before the '?' (kafka=host:port,host:port?topic=...), not in " + name;
+    } else {
+      kafka.properties.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  if (!valid_topic(kafka.topic))
+    return "topic '" + kafka.topic + "' is not a Kafka topic name (1-249 of a-z A-Z 0-9 . _ -)";
+  for (const auto& [name, value] : kafka.properties)
+    if ((name == "message.timeout.ms" || name == "delivery.timeout.ms") && value == "0")
+      return name + "=0 (wait forever) is refused: opsight bounds every send";
+  std::string why;
+  if (!check_kafka_properties(kafka.properties, &why)) return why;
+  return std::nullopt;
+}
+
+// A sender that fails every batch with one message (a producer that could not be made).
+class FailingSender : public BatchSender {
+ public:
+  FailingSender(std::string description, std::string message)
+      : description_(std::move(description)), message_(std::move(message)) {}
+  SendResult send(std::string_view) override {
+    SendResult result;
+    result.outcome = SendResult::Outcome::kFailed;
+    result.message = message_;
+    return result;
+  }
+  std::string describe() const override { return description_; }
+
+ private:
+  std::string description_, message_;
+};
+
 }  // namespace
 
 std::string ExportTarget::label() const {
@@ -47,6 +152,10 @@ std::string ExportTarget::label() const {
       return "zipkin";
     case ExportKind::kPushgateway:
       return "pushgateway";
+    case ExportKind::kKafka:
+      return "kafka";
+    case ExportKind::kLoki:
+      return "loki";
   }
   return "?";
 }
@@ -58,10 +167,12 @@ Environment process_environment() {
 std::optional<ExportTarget> parse_export_target(std::string_view spec,
                                                 const Environment& environment,
                                                 std::string* error) {
-  size_t equals = spec.find('=');
-  std::string_view kind = spec.substr(0, equals);
-  std::string_view url =
-      equals == std::string_view::npos ? std::string_view() : spec.substr(equals + 1);
+  // "kind", "kind=...", or "kind?..." (a Kafka target with the default broker).
+  size_t kind_end = spec.find_first_of("=?");
+  std::string_view kind = spec.substr(0, kind_end);
+  std::string_view url = kind_end == std::string_view::npos ? std::string_view()
+                         : spec[kind_end] == '='            ? spec.substr(kind_end + 1)
+                                                            : spec.substr(kind_end);
   ExportTarget target;
   std::string default_path;
   std::string url_text(url);
@@ -110,9 +221,17 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
   } else if (kind == "pushgateway") {
     target.kind = ExportKind::kPushgateway;
     if (url_text.empty()) return fail("a Pushgateway needs its URL (pushgateway=http://host:9091)");
+  } else if (kind == "kafka") {
+    target.kind = ExportKind::kKafka;
+    if (auto why = parse_kafka(url, environment, target)) return fail(*why);
+    return target;
+  } else if (kind == "loki") {
+    target.kind = ExportKind::kLoki;
+    default_path = "/loki/api/v1/push";
+    if (url_text.empty()) url_text = "http://localhost:3100/loki/api/v1/push";
   } else {
     return fail("unknown kind '" + std::string(kind) +
-                "' (otlp, otlp-json, otlp-protobuf, zipkin or pushgateway)");
+                "' (otlp, otlp-json, otlp-protobuf, zipkin, pushgateway, kafka or loki)");
   }
   std::string endpoint_error;
   auto endpoint = parse_endpoint(url_text, default_path, &endpoint_error);
@@ -150,7 +269,10 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
       break;
     case ExportKind::kOtlpJson:
     case ExportKind::kZipkin:
+    case ExportKind::kLoki:
       options.content_type = "application/json";
+      break;
+    case ExportKind::kKafka:  // not HTTP: make_sender makes its producer
       break;
     case ExportKind::kPushgateway:
       options.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -158,6 +280,20 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
       break;
   }
   return std::make_unique<HttpSender>(target.endpoint, std::move(options));
+}
+
+std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s) {
+  if (target.kind != ExportKind::kKafka) return make_http_sender(target, timeout_s);
+  KafkaSenderOptions options;
+  options.brokers = target.kafka.brokers;
+  options.topic = target.kafka.topic;
+  options.properties = target.kafka.properties;
+  options.headers = {{"content-type", "application/x-protobuf"}};
+  options.timeout_s = timeout_s;
+  std::string error;
+  if (auto sender = make_kafka_sender(options, &error)) return sender;
+  return std::make_unique<FailingSender>(
+      "kafka " + target.kafka.brokers + " topic " + target.kafka.topic, error);
 }
 
 std::vector<TargetReport> export_trace(const trace::Trace& trace,
@@ -177,7 +313,7 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
       target.endpoint.path = "/metrics/job/opsight/instance/" +
                              path_segment(trace.run.host.empty() ? "unknown" : trace.run.host);
     auto sender = options.make_sender ? options.make_sender(target)
-                                      : make_http_sender(target, std::min(options.timeout_s, 10.0));
+                                      : make_sender(target, std::min(options.timeout_s, 10.0));
     running.push_back(
         {std::make_unique<BatchExporter>(std::move(sender), options.exporter), Clock::now()});
     BatchExporter& exporter = *running.back().exporter;
@@ -193,13 +329,33 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
     }
     auto rows = view.rows();
     size_t batch = std::max<size_t>(1, options.batch_spans);
+    // Loki's streams are decided once per trace, so that every batch labels alike.
+    std::optional<LokiStreams> loki_streams;
+    if (target.kind == ExportKind::kLoki) loki_streams.emplace(view);
     for (size_t begin = 0; begin < rows.size(); begin += batch) {
       auto batch_rows = rows.subspan(begin, std::min(batch, rows.size() - begin));
-      std::string body = target.kind == ExportKind::kZipkin ? encode_zipkin_json(view, batch_rows)
-                         : target.kind == ExportKind::kOtlpJson
-                             ? encode_otlp_json(view, batch_rows)
-                             : encode_otlp_protobuf(view, batch_rows);
-      exporter.offer({std::move(body), batch_rows.size()}, remaining());
+      EncodedBatch encoded;
+      encoded.spans = batch_rows.size();
+      switch (target.kind) {
+        case ExportKind::kZipkin:
+          encoded.body = encode_zipkin_json(view, batch_rows);
+          break;
+        case ExportKind::kOtlpJson:
+          encoded.body = encode_otlp_json(view, batch_rows);
+          break;
+        case ExportKind::kLoki:
+          encoded.body = encode_loki_json(view, *loki_streams, batch_rows);
+          break;
+        case ExportKind::kKafka:  // one message per batch, keyed by the trace id
+          encoded.body = encode_otlp_protobuf(view, batch_rows);
+          encoded.key = view.trace_id(batch_rows.front()).to_hex();
+          break;
+        case ExportKind::kOtlpProtobuf:
+        case ExportKind::kPushgateway:
+          encoded.body = encode_otlp_protobuf(view, batch_rows);
+          break;
+      }
+      exporter.offer(std::move(encoded), remaining());
     }
   }
   std::vector<TargetReport> reports;

@@ -12,6 +12,21 @@
 //   zipkin[=URL]         Zipkin v2 JSON; default http://localhost:9411/api/v2/spans
 //   pushgateway=URL      the trace's metrics (prometheus_text.hpp) PUT to a Pushgateway
 //                        under /metrics/job/opsight/instance/<host> unless URL has a path
+//   kafka[=BROKER[,BROKER...]][?topic=NAME&PROPERTY=VALUE...]
+//                        one Kafka message per batch (kafka_sender.hpp): an OTLP
+//                        ExportTraceServiceRequest in protobuf, keyed by the trace id in
+//                        hex, header content-type: application/x-protobuf. Default broker
+//                        localhost:9092, topic otlp_spans (the OpenTelemetry Collector's
+//                        Kafka receiver's). Every other query parameter is a librdkafka
+//                        property (security.protocol, sasl.*, ssl.*, compression.type, acks,
+//                        ...), checked here; OPSIGHT_KAFKA_PROPERTIES ("a=b,c=d") sets
+//                        properties too (secrets off the command line), the spec's win.
+//                        Names and values are percent-decoded (%2C for a comma).
+//   loki[=URL]           Loki's push API, JSON (loki_encoder.hpp): one log line per span,
+//                        streams labelled service_name, span_name, status. Default
+//                        http://localhost:3100/loki/api/v1/push; a URL without a path gets
+//                        /loki/api/v1/push (VictoriaLogs:
+//                        http://host:9428/insert/loki/api/v1/push).
 // The service name is --service, else OTEL_SERVICE_NAME, else service.name of
 // OTEL_RESOURCE_ATTRIBUTES, else the program's name; OTEL_RESOURCE_ATTRIBUTES adds the rest.
 //
@@ -34,13 +49,21 @@
 
 namespace opsight::exporting {
 
-enum class ExportKind { kOtlpProtobuf, kOtlpJson, kZipkin, kPushgateway };
+enum class ExportKind { kOtlpProtobuf, kOtlpJson, kZipkin, kPushgateway, kKafka, kLoki };
+
+// Where Kafka messages go (kind kKafka; `endpoint` is unused then).
+struct KafkaDestination {
+  std::string brokers;  // "host:port[,host:port...]"
+  std::string topic;
+  std::vector<std::pair<std::string, std::string>> properties;  // librdkafka's, in order
+};
 
 struct ExportTarget {
   ExportKind kind = ExportKind::kOtlpProtobuf;
   Endpoint endpoint;
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string label() const;  // "otlp", "otlp-json", "zipkin", "pushgateway"
+  KafkaDestination kafka;
+  std::string label() const;  // "otlp", "otlp-json", "zipkin", "pushgateway", "kafka", "loki"
 };
 
 // Reads an environment variable (nullptr when unset); tests pass their own.
@@ -79,5 +102,10 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
 
 // The HTTP sender a target uses (content type, method, headers).
 std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s);
+
+// The sender a target uses: make_http_sender's, or a Kafka producer. A Kafka producer that
+// librdkafka refuses to create gives a sender that fails every batch with the reason, so
+// that the spans are counted as dropped and the report says why.
+std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s);
 
 }  // namespace opsight::exporting

@@ -1,9 +1,13 @@
 // Encoding speed of the exporters, against the Perfetto writer on the same trace (a
 // protobuf encoder doing comparable work per slice) measured in the same run:
-//   BM_EncodeOtlpProtobuf, BM_EncodeOtlpJson, BM_EncodeZipkinJson   spans/s of one core
+//   BM_EncodeOtlpProtobuf, BM_EncodeOtlpJson, BM_EncodeZipkinJson, BM_EncodeLokiJson
+//                                                                    spans/s of one core
+// (BM_EncodeLokiJson includes deciding the trace's streams, once per iteration, as
+// export_trace does once per Loki target.)
 // The trace: 100k spans over 4 threads, nested 4 deep, two arguments each.
 #include <benchmark/benchmark.h>
 
+#include "export/loki_encoder.hpp"
 #include "export/otlp_encoder.hpp"
 #include "export/zipkin_encoder.hpp"
 #include "io/io.hpp"
@@ -72,6 +76,25 @@ void BM_EncodeZipkinJson(benchmark::State& state) {
   run_encoder(state, opsight::exporting::encode_zipkin_json);
 }
 BENCHMARK(BM_EncodeZipkinJson)->Unit(benchmark::kMillisecond);
+
+void BM_EncodeLokiJson(benchmark::State& state) {
+  const auto& trace = sample();
+  opsight::exporting::SpanView view(trace, {});
+  auto rows = view.rows();
+  size_t bytes = 0;
+  for (auto _ : state) {
+    opsight::exporting::LokiStreams streams(view);
+    for (size_t begin = 0; begin < rows.size(); begin += 512) {
+      std::string body = opsight::exporting::encode_loki_json(
+          view, streams, rows.subspan(begin, std::min<size_t>(512, rows.size() - begin)));
+      bytes += body.size();
+      benchmark::DoNotOptimize(body.data());
+    }
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * rows.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_EncodeLokiJson)->Unit(benchmark::kMillisecond);
 
 // The baseline: the same trace written as Perfetto protobuf.
 void BM_WritePerfettoBaseline(benchmark::State& state) {

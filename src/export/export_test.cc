@@ -1,15 +1,21 @@
 // Golden tests of the export encoders: a small trace (two processes, nested spans with
 // arguments, a server span, an exception, a flow, an unfinished span) encoded as OTLP
-// protobuf (decoded back field by field with the wire walker), OTLP JSON and Zipkin JSON
-// (parsed back with nlohmann::json), and Prometheus text; and how export targets are read
-// from the command line and the OTEL_* environment.
+// protobuf (decoded back field by field with the wire walker), OTLP JSON, Zipkin JSON and
+// Loki push JSON (parsed back with nlohmann::json), and Prometheus text; a Loki push to an
+// HTTP server in this process; and how export targets are read from the command line and
+// the OTEL_* environment (Kafka's too: brokers, topic, librdkafka properties).
 #include "export/export.hpp"
 
 #include <gtest/gtest.h>
+#include <httplib.h>
 
+#include <atomic>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
+#include "export/loki_encoder.hpp"
 #include "export/otlp_encoder.hpp"
 #include "export/otlp_fields.hpp"
 #include "export/prometheus_text.hpp"
@@ -321,6 +327,162 @@ TEST(ZipkinJson, MicrosecondsThatNeverShrinkAKindAndStringTags) {
   EXPECT_EQ(by_name.at("preprocess \"fast\"")["parentId"], request["id"]);
 }
 
+// The Loki push body as {labels -> [[timestamp, line as JSON], ...]}.
+std::map<std::string, std::vector<std::pair<std::string, nlohmann::json>>> loki_streams_of(
+    const std::string& body) {
+  std::map<std::string, std::vector<std::pair<std::string, nlohmann::json>>> out;
+  auto document = nlohmann::json::parse(body);
+  for (const auto& stream : document.at("streams")) {
+    std::string labels = stream.at("stream").at("service_name").get<std::string>() + "|" +
+                         stream.at("stream").at("span_name").get<std::string>() + "|" +
+                         stream.at("stream").at("status").get<std::string>();
+    EXPECT_EQ(stream.at("stream").size(), 3u);  // no other labels
+    EXPECT_EQ(out.count(labels), 0u) << "one entry per stream: " << labels;
+    for (const auto& value : stream.at("values"))
+      out[labels].emplace_back(value.at(0).get<std::string>(),
+                               nlohmann::json::parse(value.at(1).get<std::string>()));
+  }
+  return out;
+}
+
+TEST(LokiJson, OneLinePerSpanInStreamsLabelledByServiceSpanNameAndStatus) {
+  Trace trace = sample_trace();
+  ResourceOptions resource;
+  resource.service_name = "inference";
+  SpanView view(trace, resource);
+  opsight::exporting::LokiStreams streams(view);
+  EXPECT_EQ(streams.stream_count(), 4u);
+  auto by_stream =
+      loki_streams_of(opsight::exporting::encode_loki_json(view, streams, view.rows()));
+  ASSERT_EQ(by_stream.size(), 4u);
+  std::string request_id =
+      opsight::trace::span_id_to_hex(trace.slices.span_id[row_named(trace, "request")]);
+
+  const auto& request = by_stream.at("inference|request|ok");
+  ASSERT_EQ(request.size(), 1u);
+  EXPECT_EQ(request[0].first, std::to_string(kUnixOffset + 1000));  // the start, in ns
+  const nlohmann::json& line = request[0].second;
+  EXPECT_EQ(line["trace_id"], "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(line["span_id"], request_id);
+  EXPECT_FALSE(line.contains("parent_span_id"));  // a root
+  EXPECT_EQ(line["name"], "request");
+  EXPECT_EQ(line["kind"], "server");
+  EXPECT_EQ(line["pid"], 42);
+  EXPECT_EQ(line["duration_ns"], 9000);
+  EXPECT_EQ(line["attributes"]["batch"], 8);  // typed: numbers stay numbers
+  EXPECT_EQ(line["attributes"]["ratio"], 0.25);
+  EXPECT_EQ(line["attributes"]["cached"], true);
+  EXPECT_EQ(line["attributes"]["thread.name"], "main");
+  EXPECT_EQ(line["attributes"]["opsight.category"], "http");
+  EXPECT_FALSE(line["attributes"].contains("span.kind"));  // it became the kind
+  EXPECT_FALSE(line.contains("error"));
+
+  const nlohmann::json& preprocess = by_stream.at("inference|preprocess \"fast\"|ok").at(0).second;
+  EXPECT_EQ(preprocess["parent_span_id"], request_id);
+  EXPECT_FALSE(preprocess.contains("kind"));  // internal
+
+  const auto& job = by_stream.at("inference|job|error");
+  ASSERT_EQ(job.size(), 1u);
+  EXPECT_EQ(job[0].second["error"], "ValueError: bad \"input\"\n");
+  EXPECT_EQ(job[0].second["links"], nlohmann::json::array({request_id}));
+  EXPECT_EQ(job[0].second["attributes"]["thread.id"], 43);
+  EXPECT_FALSE(job[0].second["attributes"].contains("exception.type"));  // in "error"
+
+  const nlohmann::json& child = by_stream.at("inference|child work|ok").at(0).second;
+  EXPECT_EQ(child["pid"], 77);
+  EXPECT_EQ(child["attributes"]["opsight.unfinished"], true);
+}
+
+TEST(LokiJson, SpanNamesPastTheCapShareOneLabelValueInEveryBatch) {
+  Trace trace;
+  trace.run.has_unix_offset = true;
+  trace.run.unix_offset_ns = kUnixOffset;
+  auto track = trace.thread_track(1, 1);
+  // a x3, b x2, c and d once each, interleaved in time.
+  int64_t ts = 0;
+  for (std::string_view name : {"a", "c", "b", "a", "d", "b", "a"}) {
+    auto row = trace.slices.add(ts, 10, trace.intern(name), 0, track);
+    if (name == "d")
+      trace.slice_args.add(row, trace.intern("ratio"),
+                           ArgValue::of_double(std::numeric_limits<double>::quiet_NaN()));
+    ts += 100;
+  }
+  trace.finalize();
+  SpanView view(trace, {});
+  opsight::exporting::LokiStreams streams(view, /*max_span_names=*/2);
+  EXPECT_EQ(streams.stream_count(), 3u);  // a, b, (other)
+
+  // Two batches: the first holds c, the second d; both go to the one "(other)" stream.
+  auto rows = view.rows();
+  std::vector<std::string> other_names;
+  std::vector<std::string> other_times;
+  for (auto batch : {rows.subspan(0, 3), rows.subspan(3)}) {
+    auto by_stream = loki_streams_of(opsight::exporting::encode_loki_json(view, streams, batch));
+    for (const auto& [labels, values] : by_stream) {
+      EXPECT_TRUE(labels == "opsight|a|ok" || labels == "opsight|b|ok" ||
+                  labels == "opsight|(other)|ok")
+          << labels;
+      for (size_t i = 1; i < values.size(); ++i)  // in time order within a stream
+        EXPECT_LT(std::stoll(values[i - 1].first), std::stoll(values[i].first));
+      if (labels != "opsight|(other)|ok") continue;
+      for (const auto& [time, line] : values) {
+        other_names.push_back(line["name"]);
+        other_times.push_back(time);
+        if (line["name"] == "d") {
+          EXPECT_EQ(line["attributes"]["ratio"], "nan");  // not a JSON number
+        }
+      }
+    }
+  }
+  EXPECT_EQ(other_names, (std::vector<std::string>{"c", "d"}));  // the real names in the lines
+  EXPECT_EQ(other_times, (std::vector<std::string>{std::to_string(kUnixOffset + 100),
+                                                   std::to_string(kUnixOffset + 400)}));
+  EXPECT_EQ(opsight::exporting::encode_loki_json(view, streams, {}), R"({"streams":[]})");
+}
+
+// export_trace to a Loki push endpoint served in this process: JSON posted to the path
+// the URL names, every span in one line.
+TEST(LokiJson, ExportTracePostsThePushBodyToTheUrlsPath) {
+  httplib::Server server;
+  std::mutex mutex;
+  std::vector<std::string> bodies, paths, types;
+  server.Post(R"(/.*)", [&](const httplib::Request& request, httplib::Response& response) {
+    std::lock_guard lock(mutex);
+    bodies.push_back(request.body);
+    paths.push_back(request.path);
+    types.push_back(request.get_header_value("Content-Type"));
+    response.status = 204;
+  });
+  server.set_keep_alive_timeout(1);
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  std::string error;
+  auto none = [](const char*) -> const char* { return nullptr; };
+  auto target = opsight::exporting::parse_export_target(
+      "loki=http://127.0.0.1:" + std::to_string(port) + "/insert/loki/api/v1/push", none, &error);
+  ASSERT_TRUE(target) << error;
+  Trace trace = sample_trace();
+  opsight::exporting::TraceExportOptions options;
+  options.batch_spans = 3;
+  auto reports = opsight::exporting::export_trace(trace, {*target}, options);
+  server.stop();
+  serving.join();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].description,
+            "loki http://127.0.0.1:" + std::to_string(port) + "/insert/loki/api/v1/push");
+  EXPECT_EQ(reports[0].stats.spans_sent, 4u) << reports[0].stats.last_error;
+  ASSERT_EQ(bodies.size(), 2u);  // 3 + 1
+  size_t lines = 0;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    EXPECT_EQ(paths[i], "/insert/loki/api/v1/push");
+    EXPECT_EQ(types[i], "application/json");
+    for (const auto& [labels, values] : loki_streams_of(bodies[i])) lines += values.size();
+  }
+  EXPECT_EQ(lines, 4u);
+}
+
 TEST(PrometheusText, CumulativeHistogramsPerSpanNameCountersAndGauges) {
   Trace trace = sample_trace();
   std::string text = opsight::exporting::prometheus_exposition(trace);
@@ -383,6 +545,7 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
 
   EXPECT_FALSE(opsight::exporting::parse_export_target("jaeger=http://x", none, &error));
   EXPECT_NE(error.find("unknown kind 'jaeger'"), std::string::npos) << error;
+  EXPECT_NE(error.find("kafka or loki"), std::string::npos) << error;
   EXPECT_FALSE(opsight::exporting::parse_export_target("otlp=ftp://x", none, &error));
   EXPECT_NE(error.find("scheme 'ftp'"), std::string::npos) << error;
   EXPECT_FALSE(opsight::exporting::parse_export_target("zipkin=http://host:99999", none, &error));
@@ -393,6 +556,91 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
   EXPECT_FALSE(opsight::exporting::parse_export_target("otlp", grpc, &error));
   EXPECT_NE(error.find("'grpc' is not supported"), std::string::npos) << error;
 }
+
+TEST(ExportTargets, LokiUrlsAndTheirDefaultPath) {
+  std::string error;
+  auto none = environment_of({});
+  auto defaulted = opsight::exporting::parse_export_target("loki", none, &error);
+  ASSERT_TRUE(defaulted) << error;
+  EXPECT_EQ(defaulted->kind, ExportKind::kLoki);
+  EXPECT_EQ(defaulted->label(), "loki");
+  EXPECT_EQ(defaulted->endpoint.url(), "http://localhost:3100/loki/api/v1/push");
+  auto bare = opsight::exporting::parse_export_target("loki=http://logs:3100", none, &error);
+  EXPECT_EQ(bare->endpoint.url(), "http://logs:3100/loki/api/v1/push");
+  auto victoria = opsight::exporting::parse_export_target(
+      "loki=http://127.0.0.1:9428/insert/loki/api/v1/push", none, &error);
+  EXPECT_EQ(victoria->endpoint.path, "/insert/loki/api/v1/push");
+  EXPECT_FALSE(opsight::exporting::parse_export_target("loki=logs:3100", none, &error));
+  EXPECT_NE(error.find("not a URL"), std::string::npos) << error;
+}
+
+#if OPSIGHT_WITH_KAFKA
+TEST(ExportTargets, KafkaBrokersTopicAndLibrdkafkaProperties) {
+  std::string error;
+  auto none = environment_of({});
+  auto defaulted = opsight::exporting::parse_export_target("kafka", none, &error);
+  ASSERT_TRUE(defaulted) << error;
+  EXPECT_EQ(defaulted->kind, ExportKind::kKafka);
+  EXPECT_EQ(defaulted->label(), "kafka");
+  EXPECT_EQ(defaulted->kafka.brokers, "localhost:9092");
+  EXPECT_EQ(defaulted->kafka.topic, "otlp_spans");
+  EXPECT_TRUE(defaulted->kafka.properties.empty());
+
+  auto full = opsight::exporting::parse_export_target(
+      "kafka=k1:9092,k2:9093?topic=opsight-spans&security.protocol=SASL_SSL"
+      "&sasl.mechanisms=PLAIN&sasl.username=ml&sasl.password=p%26ss%2Cword&debug=broker,msg",
+      none, &error);
+  ASSERT_TRUE(full) << error;
+  EXPECT_EQ(full->kafka.brokers, "k1:9092,k2:9093");
+  EXPECT_EQ(full->kafka.topic, "opsight-spans");
+  EXPECT_EQ(full->kafka.properties,
+            (std::vector<std::pair<std::string, std::string>>{{"security.protocol", "SASL_SSL"},
+                                                              {"sasl.mechanisms", "PLAIN"},
+                                                              {"sasl.username", "ml"},
+                                                              {"sasl.password", "p&ss,word"},
+                                                              {"debug", "broker,msg"}}));
+  auto default_broker = opsight::exporting::parse_export_target("kafka?topic=spans", none, &error);
+  ASSERT_TRUE(default_broker) << error;
+  EXPECT_EQ(default_broker->kafka.brokers, "localhost:9092");
+  EXPECT_EQ(default_broker->kafka.topic, "spans");
+
+  // Secrets from the environment; the spec's properties come after them, and win.
+  auto env = environment_of(
+      {{"OPSIGHT_KAFKA_PROPERTIES", "sasl.password=from%20env,sasl.username=env-user"}});
+  auto with_env =
+      opsight::exporting::parse_export_target("kafka=k:9092?sasl.username=spec-user", env, &error);
+  ASSERT_TRUE(with_env) << error;
+  EXPECT_EQ(with_env->kafka.properties,
+            (std::vector<std::pair<std::string, std::string>>{{"sasl.password", "from env"},
+                                                              {"sasl.username", "env-user"},
+                                                              {"sasl.username", "spec-user"}}));
+
+  auto fails = [&](const std::string& spec, const std::string& expected) {
+    EXPECT_FALSE(opsight::exporting::parse_export_target(spec, none, &error)) << spec;
+    EXPECT_NE(error.find(expected), std::string::npos) << spec << ": " << error;
+  };
+  fails("kafka=k:9092?securty.protocol=SSL", "'securty.protocol'");
+  fails("kafka=k:9092?acks=several", "'acks'");
+  fails("kafka=k:9092?topic=no spaces", "is not a Kafka topic name");
+  fails("kafka=k:9092?topic=", "is not a Kafka topic name");
+  fails("kafka=k:9092?bootstrap.servers=x:1", "the brokers go before the '?'");
+  fails("kafka=k1:9092,,k2:9092", "an empty broker");
+  fails("kafka=http://k:9092/path", "is not a broker address");
+  fails("kafka=http://k:9092", "Kafka is not HTTP");
+  EXPECT_TRUE(
+      opsight::exporting::parse_export_target("kafka=SSL://k:9093,[::1]:9092", none, &error))
+      << error;
+  fails("kafka=k:9092?message.timeout.ms=0", "opsight bounds every send");
+  fails("kafka=k:9092?novalue", "'novalue' is not property=value");
+}
+#else
+TEST(ExportTargets, KafkaSaysHowToGetItWhenNotBuiltIn) {
+  std::string error;
+  EXPECT_FALSE(opsight::exporting::parse_export_target("kafka=k:9092", environment_of({}), &error));
+  EXPECT_NE(error.find("built without Kafka support"), std::string::npos) << error;
+  EXPECT_NE(error.find("librdkafka-dev"), std::string::npos) << error;
+}
+#endif
 
 TEST(ExportTargets, ServiceNameFromFlagThenOtelServiceNameThenResourceAttributes) {
   auto env =

@@ -39,11 +39,17 @@ struct SendResult {
   std::optional<double> retry_after_s;  // the server's Retry-After, in seconds
 };
 
-// What BatchExporter sends through: an HTTP endpoint, or a test's script of answers.
+// What BatchExporter sends through: an HTTP endpoint, a Kafka producer (kafka_sender.hpp),
+// or a test's script of answers.
 class BatchSender {
  public:
   virtual ~BatchSender() = default;
   virtual SendResult send(std::string_view body) = 0;
+  // A batch with a message key (Kafka's: the trace id). Senders without keys ignore it.
+  virtual SendResult send_keyed(std::string_view key, std::string_view body) {
+    (void)key;
+    return send(body);
+  }
   virtual std::string describe() const = 0;  // "otlp http://127.0.0.1:4318/v1/traces"
 };
 

@@ -174,6 +174,9 @@ class SpanView {
   bool has_kind_key_ = false, has_exception_keys_ = false;
 };
 
+// "%20" -> " ": every %XX decoded, anything else (a lone '%' too) kept as is.
+std::string percent_decode(std::string_view text);
+
 // "a=b,c=d" as OTEL_RESOURCE_ATTRIBUTES writes it (values percent-decoded); a malformed
 // entry is skipped and named in `errors`.
 std::vector<std::pair<std::string, std::string>> parse_key_value_list(
