@@ -2,10 +2,24 @@
 ``Trace.export``): the one place ``opsight run --export``, ``opsight.profile(export=...)``
 and ``OPSIGHT_EXPORT`` go through, so they read targets and report results alike.
 
-A target is ``otlp[=URL]``, ``otlp-json=URL``, ``otlp-protobuf=URL``, ``zipkin[=URL]`` or
-``pushgateway=URL`` (docs/export.md); ``OPSIGHT_EXPORT`` holds several, separated by commas,
-semicolons or spaces. Exporting never raises into the traced program: a failure is a line
-on stderr and in the returned reports.
+A target is one of (docs/export.md):
+
+- ``otlp[=URL]``, ``otlp-json=URL``, ``otlp-protobuf=URL``: OpenTelemetry over HTTP;
+- ``zipkin[=URL]``: Zipkin v2 JSON;
+- ``pushgateway=URL``: the trace's metrics, PUT to a Prometheus Pushgateway;
+- ``kafka[=BROKER[,BROKER...]][?topic=NAME&PROPERTY=VALUE...]``: one Kafka message per
+  batch of spans, an OTLP ``ExportTraceServiceRequest`` in protobuf keyed by the trace id
+  (default broker ``localhost:9092``, topic ``otlp_spans``); the other query parameters
+  are librdkafka properties (``security.protocol=SASL_SSL&sasl.mechanisms=PLAIN...``),
+  percent-decoded; ``OPSIGHT_KAFKA_PROPERTIES`` keeps secrets off the command line;
+- ``loki[=URL]``: Loki's push API, one JSON log line per span in streams labelled
+  ``service_name``, ``span_name``, ``status`` (default path ``/loki/api/v1/push``;
+  VictoriaLogs: ``loki=http://HOST:9428/insert/loki/api/v1/push``).
+
+``OPSIGHT_EXPORT`` holds several, separated by commas, semicolons or spaces; a comma
+inside a Kafka target's broker list or properties stays in that target (a piece that
+does not start with a kind continues the Kafka target before it). Exporting never raises
+into the traced program: a failure is a line on stderr and in the returned reports.
 """
 
 from __future__ import annotations
@@ -19,8 +33,23 @@ from typing import Any, Iterable
 EXPORT_VARIABLE = "OPSIGHT_EXPORT"
 
 
+#: The kinds a target starts with (export/export.hpp; prometheus= is opsight run's live endpoint).
+KINDS = ("otlp", "otlp-json", "otlp-protobuf", "zipkin", "pushgateway", "prometheus", "kafka",
+         "loki")
+_KIND = re.compile(r"^([a-z-]+)(?:[=?]|$)")
+
+
+def _starts_a_target(piece: str) -> bool:
+    match = _KIND.match(piece)
+    return bool(match) and match.group(1) in KINDS
+
+
 def parse_targets(value: str | Iterable[str] | None) -> list[str]:
-    """``"otlp=http://a:4318, zipkin"`` or a list of such strings -> ``["otlp=...", "zipkin"]``."""
+    """``"otlp=http://a:4318, zipkin"`` or a list of such strings -> ``["otlp=...", "zipkin"]``.
+
+    ``"kafka=k1:9092,k2:9092?topic=t, loki"`` -> ``["kafka=k1:9092,k2:9092?topic=t", "loki"]``:
+    after a Kafka target, a comma-separated piece that does not start with a kind is part
+    of it (another broker, or the rest of a property's value)."""
     if value is None:
         return []
     items = [value] if isinstance(value, str) else list(value)
@@ -28,7 +57,15 @@ def parse_targets(value: str | Iterable[str] | None) -> list[str]:
     for item in items:
         if not isinstance(item, str):
             raise TypeError(f"export target must be a string, got {type(item).__name__}")
-        targets.extend(part for part in re.split(r"[,;\s]+", item) if part)
+        continues = False  # the previous piece was part of a Kafka target, joined by a comma
+        for separator_and_piece in re.finditer(r"([,;\s]*)([^,;\s]+)", item):
+            separator, piece = separator_and_piece.groups()
+            if (continues and targets and separator.strip() == "," and
+                    not _starts_a_target(piece)):
+                targets[-1] += "," + piece
+                continue
+            targets.append(piece)
+            continues = piece.startswith(("kafka=", "kafka?"))
     return targets
 
 

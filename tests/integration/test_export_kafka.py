@@ -1,0 +1,166 @@
+"""`opsight export ... --to kafka=...` against a real Kafka broker (KRaft, real_servers.py):
+the messages are consumed back with confluent-kafka, decoded as OTLP
+ExportTraceServiceRequest with the opentelemetry-proto package, and compared field by field
+with the trace the test wrote (export_sample.py): one message per batch, keyed by the trace
+id, content-type header; span names, ids, parentage, start and end to the nanosecond, kind,
+status and exception event, typed attributes, resource. Also: librdkafka properties reach
+the producer (compression, TLS), and a broker that is not there costs a bounded time and
+every span is counted as dropped, with the reason."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+import export_sample
+
+real_servers = pytest.importorskip(
+    "real_servers", reason="tests/integration/real_servers.py (the real servers' fixtures)")
+kafka_server = real_servers.kafka_server  # the module-scoped fixture
+
+trace_service_pb2 = pytest.importorskip(
+    "opentelemetry.proto.collector.trace.v1.trace_service_pb2",
+    reason="opentelemetry-proto (requirements/test.txt) decodes the messages")
+
+SERVICE = "inference"
+
+
+def export(opsight_cli, trace, target, *extra, timeout=60):
+    done = opsight_cli("export", trace, "--to", target, "--service", SERVICE, "--format", "json",
+                       *extra, timeout=timeout)
+    reports = json.loads(done.stdout) if done.stdout.strip().startswith("[") else []
+    return done, reports
+
+
+def any_value(value):
+    """An OTLP AnyValue as the Python value it holds."""
+    kind = value.WhichOneof("value")
+    return getattr(value, kind) if kind else None
+
+
+def attributes(key_values):
+    return {item.key: any_value(item.value) for item in key_values}
+
+
+def decoded_spans(messages):
+    """span id (hex) -> (span, resource attributes, scope name), each span exactly once."""
+    spans = {}
+    for message in messages:
+        request = trace_service_pb2.ExportTraceServiceRequest.FromString(message.value())
+        for resource_spans in request.resource_spans:
+            resource = attributes(resource_spans.resource.attributes)
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    span_id = span.span_id.hex()
+                    assert span_id not in spans, f"span {span_id} sent twice"
+                    spans[span_id] = (span, resource, scope_spans.scope.name)
+    return spans
+
+
+@pytest.fixture()
+def sample(tmp_path):
+    offset = export_sample.recent_unix_offset_ns()
+    return (export_sample.write(tmp_path / "sample.json", offset),
+            export_sample.expected_spans(offset, SERVICE))
+
+
+def test_one_otlp_message_per_batch_keyed_by_trace_id_decoded_field_by_field(
+        opsight_cli, kafka_server, sample):
+    trace, expected = sample
+    topic = f"opsight-spans-{uuid.uuid4().hex[:8]}"
+    kafka_server.create_topic(topic, partitions=3)
+    done, reports = export(opsight_cli, trace, f"kafka={kafka_server.bootstrap}?topic={topic}",
+                           "--batch-size", "2")
+    assert done.returncode == 0, done.stderr
+    report, = reports
+    assert report["target"] == f"kafka {kafka_server.bootstrap} topic {topic}"
+    assert (report["spans"], report["sent"], report["dropped"]) == (6, 6, 0)
+    assert report["requests"] == 3  # one message per batch of two spans
+
+    messages = kafka_server.consume(topic, count=3)
+    assert {message.key() for message in messages} == {export_sample.TRACE_ID.encode()}
+    assert len({message.partition() for message in messages}) == 1  # one key, one partition
+    for message in messages:
+        assert message.headers() == [("content-type", b"application/x-protobuf")]
+
+    spans = decoded_spans(messages)
+    assert set(spans) == set(expected)
+    kinds = {"internal": 1, "server": 2}
+    for span_id, want in expected.items():
+        span, shared_resource, scope = spans[span_id]
+        resource = dict(shared_resource)
+        assert span.name == want["name"]
+        assert span.trace_id.hex() == export_sample.TRACE_ID
+        assert span.parent_span_id.hex() == (want["parent"] or "")
+        assert span.start_time_unix_nano == want["start_unix_ns"], want["name"]
+        assert span.end_time_unix_nano == want["end_unix_ns"], want["name"]
+        assert span.kind == kinds[want["kind"]]
+        got_attributes = attributes(span.attributes)
+        assert got_attributes == want["attributes"], want["name"]
+        assert type(got_attributes.get("batch", 0)) is int  # typed, not strings
+        if want["error"]:
+            assert span.status.code == 2  # STATUS_CODE_ERROR
+            assert span.status.message == want["error"]
+            event, = span.events
+            assert event.name == "exception"
+            assert event.time_unix_nano == want["end_unix_ns"]
+            assert attributes(event.attributes) == want["exception"]
+        else:
+            assert span.status.code == 0 and not span.events
+        assert scope == "opsight"
+        version = resource.pop("telemetry.sdk.version")
+        assert version
+        want_resource = dict(want["resource"],
+                             **{"process.title": export_sample.PROCESS_NAMES[want["pid"]]})
+        assert resource == want_resource, want["name"]
+
+
+def test_librdkafka_properties_reach_the_producer(opsight_cli, kafka_server, sample, tmp_path):
+    trace, expected = sample
+    topic = f"opsight-zstd-{uuid.uuid4().hex[:8]}"
+    # Compressed by the producer, decompressed by the consumer: the payload is unchanged.
+    done, reports = export(
+        opsight_cli, trace,
+        f"kafka={kafka_server.bootstrap}?topic={topic}&compression.type=zstd&acks=all"
+        "&client.id=opsight-test&enable.idempotence=true")
+    assert done.returncode == 0, done.stderr
+    assert reports[0]["sent"] == 6
+    message, = kafka_server.consume(topic, count=1)
+    assert set(decoded_spans([message])) == set(expected)
+
+    # TLS to a plaintext listener: the handshake fails, which retrying cannot mend, so the
+    # batch fails and the report says why (the properties did reach librdkafka).
+    started = time.monotonic()
+    done, reports = export(
+        opsight_cli, trace,
+        f"kafka={kafka_server.bootstrap}?topic={topic}&security.protocol=SSL",
+        "--timeout", "5")
+    assert done.returncode != 0
+    assert reports[0]["sent"] == 0 and reports[0]["dropped"] == 6
+    assert "SSL" in reports[0]["error"] or "ssl" in reports[0]["error"], reports[0]["error"]
+    print(f"TLS to plaintext: {time.monotonic() - started:.1f} s: {reports[0]['error']}")
+    assert time.monotonic() - started < 30
+
+    # A property librdkafka does not know is a usage error, before anything is sent.
+    done, _ = export(opsight_cli, trace, f"kafka={kafka_server.bootstrap}?securty.protocol=SSL")
+    assert done.returncode == 64  # a usage error (sysexits' EX_USAGE, as every command)
+    assert "securty.protocol" in done.stderr and "No such configuration property" in done.stderr
+
+
+def test_no_broker_is_a_bounded_wait_and_every_span_counted_as_dropped(opsight_cli, sample):
+    trace, _ = sample
+    port, = real_servers.free_ports(1)  # nobody listens there
+    started = time.monotonic()
+    done, reports = export(opsight_cli, trace, f"kafka=127.0.0.1:{port}?topic=nowhere",
+                           "--timeout", "3")
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0
+    report, = reports
+    assert (report["spans"], report["sent"], report["dropped"]) == (6, 0, 6)
+    assert "Connection refused" in report["error"], report["error"]
+    # --timeout 3: the export gives up at 3 s; a send under way ends by its own timeout
+    # (3 s and the delivery report's second), and the producer is torn down at once.
+    assert elapsed < 12, elapsed
