@@ -14,10 +14,7 @@ import time
 import pytest
 
 import export_sample
-
-real_servers = pytest.importorskip(
-    "real_servers", reason="tests/integration/real_servers.py (the real servers' fixtures)")
-victorialogs_server = real_servers.victorialogs_server  # the module-scoped fixture
+from real_servers import victorialogs_server  # noqa: F401 (fixture)
 
 SERVICE = "inference"
 
