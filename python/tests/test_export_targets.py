@@ -1,0 +1,89 @@
+"""Export targets from Python: how ``OPSIGHT_EXPORT`` and ``opsight run --export`` split a
+list of targets (a Kafka target's broker list keeps its commas), and ``Trace.export`` with
+the Kafka and Loki kinds: a bad librdkafka property is a ValueError naming it, and a Loki
+push reaches an HTTP server (in this process) as one JSON line per span."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import pytest
+
+opsight = pytest.importorskip("opsight")
+from opsight._export import parse_targets  # noqa: E402 (after the skip)
+
+
+def test_targets_split_on_commas_semicolons_and_spaces():
+    assert parse_targets("otlp=http://a:4318, zipkin;loki") == [
+        "otlp=http://a:4318", "zipkin", "loki"]
+    assert parse_targets(["otlp", "zipkin=http://z:9411 pushgateway=http://p:9091"]) == [
+        "otlp", "zipkin=http://z:9411", "pushgateway=http://p:9091"]
+    assert parse_targets(None) == [] and parse_targets("") == []
+
+
+def test_a_kafka_target_keeps_its_brokers_and_property_commas():
+    assert parse_targets("kafka=k1:9092,k2:9092?topic=spans, loki") == [
+        "kafka=k1:9092,k2:9092?topic=spans", "loki"]
+    assert parse_targets("kafka=k1:9092, k2:9092;kafka?debug=broker,msg,zipkin") == [
+        "kafka=k1:9092,k2:9092", "kafka?debug=broker,msg", "zipkin"]
+    # After anything but a Kafka target a comma still separates.
+    assert parse_targets("zipkin,k2:9092") == ["zipkin", "k2:9092"]
+    # A space or a semicolon always ends a target.
+    assert parse_targets("kafka=k1:9092 k2:9092") == ["kafka=k1:9092", "k2:9092"]
+
+
+def _small_trace(tmp_path):
+    with opsight.profile(tmp_path / "run.opsight"):
+        with opsight.span("outer"):
+            with opsight.span("inner"):
+                pass
+    return opsight.load(tmp_path / "run.opsight").trace
+
+
+def test_trace_export_refuses_a_bad_kafka_property_by_name(tmp_path):
+    trace = _small_trace(tmp_path)
+    with pytest.raises(ValueError) as raised:
+        trace.export(["kafka=127.0.0.1:9?securty.protocol=SSL"])
+    message = str(raised.value)
+    assert "securty.protocol" in message or "built without Kafka support" in message, message
+
+
+def test_trace_export_pushes_one_loki_line_per_span(tmp_path):
+    trace = _small_trace(tmp_path)
+    received = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (the http.server API)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        report, = trace.export([f"loki={url}"], service="py-test", timeout_s=10)
+    finally:
+        server.shutdown()
+    assert report["target"] == f"loki {url}/loki/api/v1/push"
+    assert (report["spans"], report["sent"], report["dropped"]) == (2, 2, 0)
+    (path, content_type, body), = received
+    assert path == "/loki/api/v1/push" and content_type == "application/json"
+    lines = {}
+    for stream in json.loads(body)["streams"]:
+        assert stream["stream"]["service_name"] == "py-test"
+        assert stream["stream"]["status"] == "ok"
+        for timestamp, line in stream["values"]:
+            entry = json.loads(line)
+            assert int(timestamp) > 1_600_000_000 * 10**9  # Unix nanoseconds, as a string
+            lines[stream["stream"]["span_name"]] = entry
+    assert set(lines) == {"outer", "inner"}
+    assert lines["inner"]["parent_span_id"] == lines["outer"]["span_id"]
+    assert lines["inner"]["trace_id"] == lines["outer"]["trace_id"]
