@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -111,6 +112,11 @@ KafkaSenderOptions options_for(const std::string& brokers, const std::string& to
   options.headers = {{"content-type", "application/x-protobuf"}};
   options.timeout_s = timeout_s;
   return options;
+}
+
+std::string fmt_hex(unsigned char byte) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  return {kDigits[byte >> 4], kDigits[byte & 0xF]};
 }
 
 double seconds_since(Clock::time_point start) {
@@ -257,8 +263,9 @@ TEST(KafkaSender, PropertiesAreCheckedByLibrdkafka) {
 }
 
 // A whole trace through export_trace, to the mock cluster: one message per batch of
-// --batch-size spans, every one keyed by the trace id, every span there once.
-TEST(KafkaExport, ATraceBecomesOneMessagePerBatch) {
+// --batch-size spans, each holding one trace and keyed by its id (two requests here joined
+// a caller's trace), every span there once.
+TEST(KafkaExport, ATraceBecomesOneMessagePerBatchOfOneTrace) {
   MockCluster cluster;
   cluster.create_topic("opsight-spans");
   opsight::trace::Trace trace;
@@ -270,6 +277,9 @@ TEST(KafkaExport, ATraceBecomesOneMessagePerBatch) {
   auto name = trace.intern("step");
   for (int i = 0; i < 25; ++i) trace.slices.add(i * 100, 50, name, 0, track);
   trace.finalize();
+  const opsight::trace::TraceId remote{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL};
+  trace.span_contexts.add(3, remote, 0x00f067aa0ba902b7ULL, 1);
+  trace.span_contexts.add(17, remote, 0x00f067aa0ba902b7ULL, 1);
 
   std::string error;
   auto target = opsight::exporting::parse_export_target(
@@ -283,27 +293,38 @@ TEST(KafkaExport, ATraceBecomesOneMessagePerBatch) {
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].description, "kafka " + cluster.bootstraps() + " topic opsight-spans");
   EXPECT_EQ(reports[0].stats.spans_sent, 25u) << reports[0].stats.last_error;
-  EXPECT_EQ(reports[0].stats.batches_sent, 3u);
+  EXPECT_EQ(reports[0].stats.batches_sent, 4u);  // the run's 23 spans: 10, 10, 3; the caller's 2
 
-  auto messages = consume(cluster.bootstraps(), "opsight-spans", 3);
-  ASSERT_EQ(messages.size(), 3u);
-  size_t spans = 0;
+  auto messages = consume(cluster.bootstraps(), "opsight-spans", 4);
+  ASSERT_EQ(messages.size(), 4u);
+  std::map<std::string, size_t> spans_per_key;
+  namespace testing = opsight::wire::testing;
   for (const Consumed& message : messages) {
-    EXPECT_EQ(message.key, "11112222333344445555666677778888");
-    auto request = opsight::wire::testing::decode_message(message.value);
+    // Each decoded message is held in a variable: find_fields points into it.
+    auto request = testing::decode_message(message.value);
     ASSERT_TRUE(request);
     for (const auto* resource_spans :
-         opsight::wire::testing::find_fields(*request, otlp::export_request::kResourceSpans)) {
-      auto resource = opsight::wire::testing::decode_message(resource_spans->bytes);
-      for (const auto* scope :
-           opsight::wire::testing::find_fields(*resource, otlp::resource_spans::kScopeSpans))
-        spans +=
-            opsight::wire::testing::find_fields(
-                *opsight::wire::testing::decode_message(scope->bytes), otlp::scope_spans::kSpans)
-                .size();
+         testing::find_fields(*request, otlp::export_request::kResourceSpans)) {
+      auto resource = testing::decode_message(resource_spans->bytes);
+      ASSERT_TRUE(resource);
+      for (const auto* scope : testing::find_fields(*resource, otlp::resource_spans::kScopeSpans)) {
+        auto scope_spans = testing::decode_message(scope->bytes);
+        ASSERT_TRUE(scope_spans);
+        for (const auto* span : testing::find_fields(*scope_spans, otlp::scope_spans::kSpans)) {
+          auto fields = testing::decode_message(span->bytes);
+          ASSERT_TRUE(fields);
+          std::string hex;
+          for (unsigned char byte : testing::find_field(*fields, otlp::span::kTraceId)->bytes)
+            hex += fmt_hex(byte);
+          EXPECT_EQ(hex, message.key);  // every span of the message is in the key's trace
+          ++spans_per_key[message.key];
+        }
+      }
     }
   }
-  EXPECT_EQ(spans, 25u);
+  EXPECT_EQ(spans_per_key,
+            (std::map<std::string, size_t>{{"11112222333344445555666677778888", 23},
+                                           {"4bf92f3577b34da6a3ce929d0e0e4736", 2}}));
 }
 
 }  // namespace

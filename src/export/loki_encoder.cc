@@ -147,7 +147,7 @@ void append_line(LineWriter& line, const SpanView& view, trace::RowIndex row,
     line.structure(R"(,\"links\":[)");
     for (size_t i = 0; i < links.size(); ++i) {
       if (i) line.structure(",");
-      line.hex(links[i]);
+      line.hex(view.span_id(links[i]));
     }
     line.structure("]");
   }
