@@ -781,7 +781,8 @@ NB_MODULE(_native, m) {
       .def("export", &export_trace, nb::arg("targets"), nb::arg("service") = "",
            nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 512,
            "Sends the trace to each target (otlp[=URL], otlp-json=URL, zipkin[=URL], "
-           "pushgateway=URL); one dict per target.")
+           "pushgateway=URL, kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]); one "
+           "dict per target.")
       .def(
           "write",
           [](const LoadedTrace& loaded, const std::string& path) {

@@ -13,9 +13,10 @@
 //   pushgateway=URL      the trace's metrics (prometheus_text.hpp) PUT to a Pushgateway
 //                        under /metrics/job/opsight/instance/<host> unless URL has a path
 //   kafka[=BROKER[,BROKER...]][?topic=NAME&PROPERTY=VALUE...]
-//                        one Kafka message per batch (kafka_sender.hpp): an OTLP
-//                        ExportTraceServiceRequest in protobuf, keyed by the trace id in
-//                        hex, header content-type: application/x-protobuf. Default broker
+//                        one Kafka message per batch of spans of one trace
+//                        (kafka_sender.hpp): an OTLP ExportTraceServiceRequest in protobuf,
+//                        keyed by that trace's id in hex, header content-type:
+//                        application/x-protobuf. Default broker
 //                        localhost:9092, topic otlp_spans (the OpenTelemetry Collector's
 //                        Kafka receiver's). Every other query parameter is a librdkafka
 //                        property (security.protocol, sasl.*, ssl.*, compression.type, acks,

@@ -10,6 +10,10 @@ every span is counted as dropped, with the reason."""
 from __future__ import annotations
 
 import json
+import os
+import pathlib
+import subprocess
+import sys
 import time
 import uuid
 
@@ -174,3 +178,31 @@ def test_no_broker_is_a_bounded_wait_and_every_span_counted_as_dropped(opsight_c
     # --timeout 3: the export gives up at 3 s; a send under way ends by its own timeout
     # (3 s and the delivery report's second), and the producer is torn down at once.
     assert elapsed < 12, elapsed
+
+
+def test_opsight_run_exports_a_python_program_through_opsight_export(kafka_server, tmp_path):
+    """The path an unchanged program takes: OPSIGHT_EXPORT (a broker list: its comma stays
+    in the Kafka target) read by `opsight run`, the merged run sent at the end."""
+    opsight_command = pathlib.Path(sys.executable).with_name("opsight")
+    if not opsight_command.is_file():
+        pytest.skip(f"{opsight_command} is not installed (make install)")
+    program = tmp_path / "program.py"
+    program.write_text("import opsight\n"
+                       "with opsight.span('outer'):\n"
+                       "    with opsight.span('inner'):\n"
+                       "        pass\n")
+    topic = f"opsight-run-{uuid.uuid4().hex[:8]}"
+    brokers = f"{kafka_server.bootstrap},{kafka_server.bootstrap}"
+    env = dict(os.environ, OPSIGHT_EXPORT=f"kafka={brokers}?topic={topic}&acks=all")
+    done = subprocess.run([str(opsight_command), "run", "--no-store", "--", sys.executable,
+                           str(program)], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert f"exported 2 of 2 spans to kafka {brokers} topic {topic} in 1 request" in done.stderr
+    message, = kafka_server.consume(topic, count=1)
+    spans = decoded_spans([message])
+    assert sorted(span.name for span, _, _ in spans.values()) == ["inner", "outer"]
+    outer = next(span for span, _, _ in spans.values() if span.name == "outer")
+    inner = next(span for span, _, _ in spans.values() if span.name == "inner")
+    assert inner.parent_span_id == outer.span_id
+    assert message.key() == outer.trace_id.hex().encode()
