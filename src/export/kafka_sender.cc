@@ -172,14 +172,26 @@ class KafkaSender final : public BatchSender {
       rd_kafka_header_add(headers, name.data(), static_cast<ssize_t>(name.size()), value.data(),
                           static_cast<ssize_t>(value.size()));
     // The payload is copied: a send that gives up on its report leaves the message with
-    // librdkafka, and the batch's body goes away.
-    rd_kafka_resp_err_t produced = rd_kafka_producev(
-        producer_, RD_KAFKA_V_TOPIC(options_.topic.c_str()),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_VALUE(const_cast<char*>(body.data()), body.size()),
-        RD_KAFKA_V_KEY(key.empty() ? nullptr : key.data(), key.size()), RD_KAFKA_V_HEADERS(headers),
-        RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(sequence))),
-        RD_KAFKA_V_END);
+    // librdkafka, and the batch's body goes away. (rd_kafka_produceva, not producev: the
+    // RD_KAFKA_V_* macros use a GNU extension that -Wpedantic refuses under clang.)
+    rd_kafka_vu_t values[6] = {};
+    values[0].vtype = RD_KAFKA_VTYPE_TOPIC;
+    values[0].u.cstr = options_.topic.c_str();
+    values[1].vtype = RD_KAFKA_VTYPE_MSGFLAGS;
+    values[1].u.i = RD_KAFKA_MSG_F_COPY;
+    values[2].vtype = RD_KAFKA_VTYPE_VALUE;
+    values[2].u.mem = {const_cast<char*>(body.data()), body.size()};
+    values[3].vtype = RD_KAFKA_VTYPE_KEY;
+    values[3].u.mem = {key.empty() ? nullptr : const_cast<char*>(key.data()), key.size()};
+    values[4].vtype = RD_KAFKA_VTYPE_HEADERS;
+    values[4].u.headers = headers;
+    values[5].vtype = RD_KAFKA_VTYPE_OPAQUE;
+    values[5].u.ptr = reinterpret_cast<void*>(static_cast<uintptr_t>(sequence));
+    rd_kafka_resp_err_t produced = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (rd_kafka_error_t* produce_error = rd_kafka_produceva(producer_, values, 6)) {
+      produced = rd_kafka_error_code(produce_error);
+      rd_kafka_error_destroy(produce_error);
+    }
     if (produced != RD_KAFKA_RESP_ERR_NO_ERROR) {
       rd_kafka_headers_destroy(headers);  // owned by the message only once produced
       waiting_for_ = 0;
