@@ -208,10 +208,12 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
     std::vector<std::string> header_errors;
     for (const char* variable :
          {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
-      for (auto& [key, value] :
+      // An entry, not a structured binding: clang 14 cannot capture those in a lambda.
+      for (auto& entry :
            parse_key_value_list(env_or_empty(environment, variable), &header_errors)) {
+        const std::string& key = entry.first;
         std::erase_if(target.headers, [&](const auto& header) { return header.first == key; });
-        target.headers.emplace_back(key, value);
+        target.headers.emplace_back(key, entry.second);
       }
     }
     if (!header_errors.empty()) return fail("OTEL_EXPORTER_OTLP_HEADERS: " + header_errors.front());
