@@ -299,6 +299,60 @@ std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double time
       "kafka " + target.kafka.brokers + " topic " + target.kafka.topic, error);
 }
 
+void encode_batches(const SpanView& view, std::span<const trace::RowIndex> rows,
+                    const ExportTarget& target, size_t batch_spans,
+                    const std::function<void(EncodedBatch)>& emit) {
+  size_t batch = std::max<size_t>(1, batch_spans);
+  // Loki's streams are decided once over all the rows, so that every batch labels alike.
+  std::optional<LokiStreams> loki_streams;
+  if (target.kind == ExportKind::kLoki) loki_streams.emplace(view);
+  // A Kafka message is keyed by its trace id, so its batch holds one trace: the rows are
+  // grouped by trace (in view order within one) and no batch crosses from one to the next.
+  std::vector<trace::RowIndex> by_trace;
+  if (target.kind == ExportKind::kKafka) {
+    by_trace.assign(rows.begin(), rows.end());
+    std::stable_sort(by_trace.begin(), by_trace.end(), [&](trace::RowIndex a, trace::RowIndex b) {
+      trace::TraceId id_a = view.trace_id(a), id_b = view.trace_id(b);
+      return std::tie(id_a.high, id_a.low) < std::tie(id_b.high, id_b.low);
+    });
+    rows = by_trace;
+  }
+  auto batch_end = [&](size_t begin) {
+    size_t end = std::min(begin + batch, rows.size());
+    if (target.kind != ExportKind::kKafka) return end;
+    trace::TraceId first = view.trace_id(rows[begin]);
+    size_t cut = begin + 1;
+    while (cut < end && view.trace_id(rows[cut]) == first) ++cut;
+    return cut;
+  };
+  for (size_t begin = 0, end = 0; begin < rows.size(); begin = end) {
+    end = batch_end(begin);
+    auto batch_rows = rows.subspan(begin, end - begin);
+    EncodedBatch encoded;
+    encoded.spans = batch_rows.size();
+    switch (target.kind) {
+      case ExportKind::kZipkin:
+        encoded.body = encode_zipkin_json(view, batch_rows);
+        break;
+      case ExportKind::kOtlpJson:
+        encoded.body = encode_otlp_json(view, batch_rows);
+        break;
+      case ExportKind::kLoki:
+        encoded.body = encode_loki_json(view, *loki_streams, batch_rows);
+        break;
+      case ExportKind::kKafka:  // one message per batch, keyed by its trace's id
+        encoded.body = encode_otlp_protobuf(view, batch_rows);
+        encoded.key = view.trace_id(batch_rows.front()).to_hex();
+        break;
+      case ExportKind::kOtlpProtobuf:
+      case ExportKind::kPushgateway:  // metrics, not spans: callers send those themselves
+        encoded.body = encode_otlp_protobuf(view, batch_rows);
+        break;
+    }
+    emit(std::move(encoded));
+  }
+}
+
 std::vector<TargetReport> export_trace(const trace::Trace& trace,
                                        const std::vector<ExportTarget>& targets,
                                        const TraceExportOptions& options) {
@@ -330,56 +384,8 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
       exporter.offer({prometheus_exposition(trace), view.span_count()}, remaining());
       continue;
     }
-    std::span<const trace::RowIndex> rows = view.rows();
-    size_t batch = std::max<size_t>(1, options.batch_spans);
-    // Loki's streams are decided once per trace, so that every batch labels alike.
-    std::optional<LokiStreams> loki_streams;
-    if (target.kind == ExportKind::kLoki) loki_streams.emplace(view);
-    // A Kafka message is keyed by its trace id, so its batch holds one trace: the rows are
-    // grouped by trace (in view order within one) and no batch crosses from one to the next.
-    std::vector<trace::RowIndex> by_trace;
-    if (target.kind == ExportKind::kKafka) {
-      by_trace.assign(rows.begin(), rows.end());
-      std::stable_sort(by_trace.begin(), by_trace.end(), [&](trace::RowIndex a, trace::RowIndex b) {
-        trace::TraceId id_a = view.trace_id(a), id_b = view.trace_id(b);
-        return std::tie(id_a.high, id_a.low) < std::tie(id_b.high, id_b.low);
-      });
-      rows = by_trace;
-    }
-    auto batch_end = [&](size_t begin) {
-      size_t end = std::min(begin + batch, rows.size());
-      if (target.kind != ExportKind::kKafka) return end;
-      trace::TraceId first = view.trace_id(rows[begin]);
-      size_t cut = begin + 1;
-      while (cut < end && view.trace_id(rows[cut]) == first) ++cut;
-      return cut;
-    };
-    for (size_t begin = 0, end = 0; begin < rows.size(); begin = end) {
-      end = batch_end(begin);
-      auto batch_rows = rows.subspan(begin, end - begin);
-      EncodedBatch encoded;
-      encoded.spans = batch_rows.size();
-      switch (target.kind) {
-        case ExportKind::kZipkin:
-          encoded.body = encode_zipkin_json(view, batch_rows);
-          break;
-        case ExportKind::kOtlpJson:
-          encoded.body = encode_otlp_json(view, batch_rows);
-          break;
-        case ExportKind::kLoki:
-          encoded.body = encode_loki_json(view, *loki_streams, batch_rows);
-          break;
-        case ExportKind::kKafka:  // one message per batch, keyed by its trace's id
-          encoded.body = encode_otlp_protobuf(view, batch_rows);
-          encoded.key = view.trace_id(batch_rows.front()).to_hex();
-          break;
-        case ExportKind::kOtlpProtobuf:
-        case ExportKind::kPushgateway:
-          encoded.body = encode_otlp_protobuf(view, batch_rows);
-          break;
-      }
-      exporter.offer(std::move(encoded), remaining());
-    }
+    encode_batches(view, view.rows(), target, options.batch_spans,
+                   [&](EncodedBatch batch) { exporter.offer(std::move(batch), remaining()); });
   }
   std::vector<TargetReport> reports;
   for (Running& entry : running) {

@@ -38,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,6 +104,14 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
 
 // The HTTP sender a target uses (content type, method, headers).
 std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s);
+
+// Encodes `rows` of `view` for `target`'s kind: one EncodedBatch per batch of at most
+// `batch_spans` spans, handed to `emit` in order (export_trace and LiveSpanExporter send
+// through it). A Kafka batch holds spans of one trace and carries that trace's id as its
+// key; Loki's streams are decided over the whole view. Not for a Pushgateway (metrics).
+void encode_batches(const SpanView& view, std::span<const trace::RowIndex> rows,
+                    const ExportTarget& target, size_t batch_spans,
+                    const std::function<void(EncodedBatch)>& emit);
 
 // The sender a target uses: make_http_sender's, or a Kafka producer. A Kafka producer that
 // librdkafka refuses to create gives a sender that fails every batch with the reason, so

@@ -4,9 +4,6 @@
 #include <chrono>
 #include <filesystem>
 
-#include "export/otlp_encoder.hpp"
-#include "export/zipkin_encoder.hpp"
-
 namespace opsight::exporting {
 
 namespace {
@@ -47,9 +44,8 @@ LiveSpanExporter::~LiveSpanExporter() {
 void LiveSpanExporter::start() {
   started_ = now_seconds();
   for (const ExportTarget& target : targets_) {
-    auto sender = options_.make_sender
-                      ? options_.make_sender(target)
-                      : make_http_sender(target, std::min(options_.timeout_s, 10.0));
+    auto sender = options_.make_sender ? options_.make_sender(target)
+                                       : make_sender(target, std::min(options_.timeout_s, 10.0));
     exporters_.push_back(std::make_unique<BatchExporter>(std::move(sender), options_.exporter));
   }
   thread_ = std::thread([this] { run(); });
@@ -148,13 +144,9 @@ void LiveSpanExporter::send(Batch& batch) {
   for (size_t i = 0; i < targets_.size(); ++i) {
     const ExportTarget& target = targets_[i];
     if (target.kind == ExportKind::kPushgateway) continue;  // metrics: at the end, or live /metrics
-    for (size_t begin = 0; begin < rows.size(); begin += options_.batch_spans) {
-      auto part = rows.subspan(begin, std::min(options_.batch_spans, rows.size() - begin));
-      std::string body = target.kind == ExportKind::kZipkin     ? encode_zipkin_json(view, part)
-                         : target.kind == ExportKind::kOtlpJson ? encode_otlp_json(view, part)
-                                                                : encode_otlp_protobuf(view, part);
-      exporters_[i]->offer({std::move(body), part.size()});  // never waits: full means dropped
-    }
+    encode_batches(view, rows, target, options_.batch_spans, [&](EncodedBatch encoded) {
+      exporters_[i]->offer(std::move(encoded));  // never waits: full means dropped
+    });
   }
 }
 

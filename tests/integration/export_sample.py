@@ -105,3 +105,21 @@ def expected_spans(unix_offset_ns: int, service: str) -> dict[str, dict[str, Any
             "attributes": attributes, "resource": resource,
         }
     return out
+
+
+#: A program for `opsight run --export-live`: 31 spans, "done" on stdout, then it waits for
+#: the file named by its argument (the test's release) before a last span.
+LIVE_PROGRAM = """\
+import os, sys, time
+import opsight
+with opsight.span("warm-up"):
+    for i in range(30):
+        with opsight.span("step", index=i):
+            time.sleep(0.001)
+print("done", flush=True)
+deadline = time.monotonic() + 60  # running until the test has seen the first spans
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+with opsight.span("after release"):
+    pass
+"""

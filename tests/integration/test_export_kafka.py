@@ -206,3 +206,58 @@ def test_opsight_run_exports_a_python_program_through_opsight_export(kafka_serve
     inner = next(span for span, _, _ in spans.values() if span.name == "inner")
     assert inner.parent_span_id == outer.span_id
     assert message.key() == outer.trace_id.hex().encode()
+
+
+def consume_all(kafka, topic, idle_s=3.0, timeout_s=60.0):
+    """Every message of ``topic`` from its beginning, until none came for ``idle_s``."""
+    client = real_servers.kafka_client()
+    consumer = client.Consumer({"bootstrap.servers": kafka.bootstrap,
+                                "group.id": f"opsight-{uuid.uuid4()}",
+                                "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    messages = []
+    try:
+        consumer.subscribe([topic])
+        last = time.monotonic()
+        deadline = last + timeout_s
+        while time.monotonic() - last < idle_s and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None or message.error():
+                continue
+            messages.append(message)
+            last = time.monotonic()
+    finally:
+        consumer.close()
+    return messages
+
+
+def test_spans_stream_to_kafka_while_the_program_runs(kafka_server, tmp_path):
+    """`opsight run --export-live`: spans reach the topic while the program still runs,
+    and in the end every span of the run's file is there once, keyed by the trace id."""
+    script = tmp_path / "streamed.py"
+    script.write_text(export_sample.LIVE_PROGRAM)
+    output = tmp_path / "streamed.opsight"
+    topic = f"opsight-live-{uuid.uuid4().hex[:8]}"
+    kafka_server.create_topic(topic)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(output), "--export-live", "--export", f"kafka={kafka_server.bootstrap}?topic={topic}",
+         "--", sys.executable, str(script), str(tmp_path / "release")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline() == "done\n"
+        kafka_server.consume(topic, count=1, timeout=30)  # the first spans, while it runs
+        assert run.poll() is None
+    finally:
+        (tmp_path / "release").touch()
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    assert "dropped" not in stderr, stderr
+
+    import opsight
+    trace = opsight.load(output).trace
+    expected = set(trace.slice_columns()["span_id"])
+    assert len(expected) == 32
+    messages = consume_all(kafka_server, topic)
+    spans = decoded_spans(messages)
+    assert set(spans) == expected
+    assert {message.key().decode() for message in messages} == {trace.run_info()["trace_id"]}

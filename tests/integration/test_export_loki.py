@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import calendar
 import json
+import subprocess
+import sys
 import time
 
 import pytest
@@ -84,3 +86,36 @@ def test_one_line_per_span_with_its_labels_time_and_fields(opsight_cli, victoria
     assert [entry["_msg"] for entry in errors] == ["postprocess"]
     requests = victorialogs_server.query('{span_name="request"} | fields duration_ns, kind')
     assert requests == [{"duration_ns": "9000123", "kind": "server"}]
+
+
+def test_spans_stream_to_the_log_store_while_the_program_runs(victorialogs_server, tmp_path):
+    """`opsight run --export-live --export loki=...`: lines arrive while the program still
+    runs, and in the end every span of the run's file is there once."""
+    script = tmp_path / "streamed.py"
+    script.write_text(export_sample.LIVE_PROGRAM)
+    output = tmp_path / "streamed.opsight"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(output), "--export-live", "--export",
+         f"loki={victorialogs_server.loki_push_url}?_msg_field=name", "--service", "live-logs",
+         "--", sys.executable, str(script), str(tmp_path / "release")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline() == "done\n"
+        victorialogs_server.wait_for('{service_name="live-logs",span_name="step"}', count=1,
+                                     timeout=30)
+        assert run.poll() is None
+    finally:
+        (tmp_path / "release").touch()
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    assert "dropped" not in stderr, stderr
+
+    import opsight
+    trace = opsight.load(output).trace
+    expected = set(trace.slice_columns()["span_id"])
+    entries = victorialogs_server.wait_for('{service_name="live-logs"}', count=len(expected))
+    assert sorted(entry["span_id"] for entry in entries) == sorted(expected)
+    assert {entry["trace_id"] for entry in entries} == {trace.run_info()["trace_id"]}
+    assert sorted(entry["_msg"] for entry in entries if entry["_msg"] != "step") == [
+        "after release", "warm-up"]
