@@ -12,7 +12,7 @@ import threading
 import pytest
 
 opsight = pytest.importorskip("opsight")
-from opsight._export import parse_targets  # noqa: E402 (after the skip)
+from opsight._session.export import parse_targets  # noqa: E402 (after the skip)
 
 
 def test_targets_split_on_commas_semicolons_and_spaces():

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from .._export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
+from .._session.export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
                        targets_from_environment)
 from .._store import save_run
 from .arguments import ArgumentParser

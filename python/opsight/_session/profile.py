@@ -23,7 +23,7 @@ from .lifecycle import Recording, RecordingError
 from .._capture.metrics import parse_metrics, push_session_metrics, restore_session_metrics
 from .._results import TraceAnalyses
 from .._capture.span import Span
-from .._export import export_trace, parse_targets, targets_from_environment
+from .export import export_trace, parse_targets, targets_from_environment
 
 
 class Profile(TraceAnalyses):

@@ -221,7 +221,7 @@ class _Activation:
         recording, self.recording = self.recording, None
         if recording is None:
             return
-        from .._export import export_trace, targets_from_environment
+        from .export import export_trace, targets_from_environment
 
         targets = targets_from_environment()  # OPSIGHT_EXPORT (docs/export.md)
         try:
