@@ -15,10 +15,20 @@ Clock::duration seconds_of(double seconds) {
 }  // namespace
 
 BatchExporter::BatchExporter(std::unique_ptr<BatchSender> sender, BatchExporterOptions options)
-    : sender_(std::move(sender)),
+    : BatchExporter(
+          [&] {
+            std::vector<std::unique_ptr<BatchSender>> senders;
+            senders.push_back(std::move(sender));
+            return senders;
+          }(),
+          options) {}
+
+BatchExporter::BatchExporter(std::vector<std::unique_ptr<BatchSender>> senders,
+                             BatchExporterOptions options)
+    : senders_(std::move(senders)),
       options_(options),
       random_(options.random_seed != 0 ? options.random_seed : std::random_device{}()) {
-  thread_ = std::thread([this] { run(); });
+  for (auto& sender : senders_) threads_.emplace_back([this, &sender] { run(*sender); });
 }
 
 BatchExporter::~BatchExporter() { shutdown(5); }
@@ -46,23 +56,23 @@ bool BatchExporter::offer(EncodedBatch batch, double wait_s) {
 bool BatchExporter::flush(double timeout_s) {
   std::unique_lock lock(mutex_);
   return state_changed_.wait_for(lock, seconds_of(timeout_s),
-                                 [&] { return queue_.empty() && !in_flight_; });
+                                 [&] { return queue_.empty() && in_flight_ == 0; });
 }
 
 void BatchExporter::shutdown(double timeout_s) {
   {
     std::unique_lock lock(mutex_);
-    if (!thread_.joinable()) return;
+    if (threads_.empty() || !threads_.front().joinable()) return;
     closed_ = true;
     state_changed_.notify_all();
     state_changed_.wait_for(lock, seconds_of(timeout_s),
-                            [&] { return queue_.empty() && !in_flight_; });
+                            [&] { return queue_.empty() && in_flight_ == 0; });
     stopping_ = true;
     work_ready_.notify_all();
   }
   // The sender thread gives up between attempts; an HTTP request under way ends by its
   // own timeout.
-  thread_.join();
+  for (std::thread& thread : threads_) thread.join();
   std::lock_guard lock(mutex_);
   for (const EncodedBatch& batch : queue_) {
     stats_.spans_dropped_shutdown += batch.spans;
@@ -83,7 +93,7 @@ bool BatchExporter::sleep_unless_stopping(double seconds) {
   return !stopping_;
 }
 
-void BatchExporter::run() {
+void BatchExporter::run(BatchSender& sender) {
   for (;;) {
     EncodedBatch batch;
     {
@@ -93,7 +103,7 @@ void BatchExporter::run() {
       batch = std::move(queue_.front());
       queue_.pop_front();
       queued_bytes_ -= batch.body.size();
-      in_flight_ = true;
+      ++in_flight_;
       state_changed_.notify_all();  // room for a waiting offer
     }
     Clock::time_point first_attempt = Clock::now();
@@ -101,7 +111,7 @@ void BatchExporter::run() {
     enum class Ending { kSent, kFailed, kStopped } ending = Ending::kFailed;
     std::string error;
     for (;;) {
-      SendResult result = sender_->send_keyed(batch.key, batch.body);
+      SendResult result = sender.send_keyed(batch.key, batch.body);
       if (result.outcome == SendResult::Outcome::kSent) {
         ending = Ending::kSent;
         break;
@@ -110,7 +120,11 @@ void BatchExporter::run() {
       if (result.outcome == SendResult::Outcome::kFailed) break;
       double elapsed = std::chrono::duration<double>(Clock::now() - first_attempt).count();
       // Full jitter: a random wait in [0, backoff], at least what the server asked for.
-      double wait = std::uniform_real_distribution<double>(0, backoff)(random_);
+      double wait;
+      {
+        std::lock_guard lock(mutex_);
+        wait = std::uniform_real_distribution<double>(0, backoff)(random_);
+      }
       if (result.retry_after_s) wait = std::max(wait, *result.retry_after_s);
       if (elapsed + wait > options_.max_elapsed_s) {
         error +=
@@ -144,7 +158,7 @@ void BatchExporter::run() {
         stats_.last_error = error;
         break;
     }
-    in_flight_ = false;
+    --in_flight_;
     state_changed_.notify_all();
   }
 }

@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "export/http_sender.hpp"
 
@@ -56,6 +57,10 @@ struct EncodedBatch {
 class BatchExporter {
  public:
   BatchExporter(std::unique_ptr<BatchSender> sender, BatchExporterOptions options = {});
+  // Several senders: one thread each, so that as many requests are in flight (batches may
+  // then arrive out of order; each is still retried and counted as above).
+  BatchExporter(std::vector<std::unique_ptr<BatchSender>> senders,
+                BatchExporterOptions options = {});
   ~BatchExporter();  // shutdown(5)
   BatchExporter(const BatchExporter&) = delete;
   BatchExporter& operator=(const BatchExporter&) = delete;
@@ -71,26 +76,26 @@ class BatchExporter {
   void shutdown(double timeout_s);
 
   ExportStats stats() const;
-  std::string describe() const { return sender_->describe(); }
+  std::string describe() const { return senders_.front()->describe(); }
 
  private:
-  void run();
+  void run(BatchSender& sender);
   // Waits up to `seconds` unless shutdown is stopping the sender; false if it is.
   bool sleep_unless_stopping(double seconds);
 
-  std::unique_ptr<BatchSender> sender_;
+  std::vector<std::unique_ptr<BatchSender>> senders_;
   BatchExporterOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable work_ready_;     // the sender thread waits on it
   std::condition_variable state_changed_;  // offer (room), flush (drained) wait on it
   std::deque<EncodedBatch> queue_;
   size_t queued_bytes_ = 0;
-  bool in_flight_ = false;
+  size_t in_flight_ = 0;   // batches being sent now
   bool stopping_ = false;  // shutdown's deadline passed: abandon retries
   bool closed_ = false;    // no more offers
   ExportStats stats_;
   std::mt19937_64 random_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace opsight::exporting

@@ -152,6 +152,41 @@ TEST(BatchExporter, OfferCanWaitForRoomWhenTheCallerMayBlock) {
   EXPECT_EQ(exporter.stats().spans_sent, 10u);
 }
 
+// Two senders keep two requests in flight: the sends overlap, and every span is counted.
+TEST(BatchExporter, SeveralSendersSendConcurrentlyAndCountEverySpan) {
+  struct Overlapping : opsight::exporting::BatchSender {
+    std::shared_ptr<std::atomic<int>> now, most;
+    SendResult send(std::string_view) override {
+      int running = ++*now;
+      int seen = most->load();
+      while (running > seen && !most->compare_exchange_weak(seen, running)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      --*now;
+      SendResult result;
+      result.outcome = SendResult::Outcome::kSent;
+      return result;
+    }
+    std::string describe() const override { return "overlapping"; }
+  };
+  auto now = std::make_shared<std::atomic<int>>(0);
+  auto most = std::make_shared<std::atomic<int>>(0);
+  std::vector<std::unique_ptr<opsight::exporting::BatchSender>> senders;
+  for (int i = 0; i < 2; ++i) {
+    auto sender = std::make_unique<Overlapping>();
+    sender->now = now;
+    sender->most = most;
+    senders.push_back(std::move(sender));
+  }
+  BatchExporter exporter(std::move(senders), fast_options());
+  for (int i = 0; i < 8; ++i) exporter.offer({"b", 3});
+  ASSERT_TRUE(exporter.flush(10));
+  EXPECT_EQ(most->load(), 2);
+  EXPECT_EQ(exporter.stats().spans_sent, 24u);
+  EXPECT_EQ(exporter.stats().batches_sent, 8u);
+  expect_balanced(exporter.stats());
+}
+
 TEST(BatchExporter, ShutdownBoundsTheWaitAndCountsWhatItAbandons) {
   auto shared = std::make_shared<ScriptedSender::Shared>();
   for (int i = 0; i < 1000; ++i)

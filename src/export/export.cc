@@ -285,6 +285,17 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
   return std::make_unique<HttpSender>(target.endpoint, std::move(options));
 }
 
+std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& target,
+                                                       const TraceExportOptions& options) {
+  size_t count =
+      target.kind == ExportKind::kKafka ? 1 : std::max<size_t>(1, options.requests_in_flight);
+  std::vector<std::unique_ptr<BatchSender>> senders;
+  for (size_t i = 0; i < count; ++i)
+    senders.push_back(options.make_sender ? options.make_sender(target)
+                                          : make_sender(target, std::min(options.timeout_s, 10.0)));
+  return senders;
+}
+
 std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s) {
   if (target.kind != ExportKind::kKafka) return make_http_sender(target, timeout_s);
   KafkaSenderOptions options;
@@ -369,10 +380,9 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
         (target.endpoint.path.empty() || target.endpoint.path == "/"))
       target.endpoint.path = "/metrics/job/opsight/instance/" +
                              path_segment(trace.run.host.empty() ? "unknown" : trace.run.host);
-    auto sender = options.make_sender ? options.make_sender(target)
-                                      : make_sender(target, std::min(options.timeout_s, 10.0));
     running.push_back(
-        {std::make_unique<BatchExporter>(std::move(sender), options.exporter), Clock::now()});
+        {std::make_unique<BatchExporter>(make_senders(target, options), options.exporter),
+         Clock::now()});
     BatchExporter& exporter = *running.back().exporter;
     Clock::time_point deadline =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(

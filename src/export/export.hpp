@@ -88,7 +88,14 @@ struct TraceExportOptions {
   BatchExporterOptions exporter;
   // Makes the sender for a target (tests script answers); default: an HttpSender.
   std::function<std::unique_ptr<BatchSender>(const ExportTarget&)> make_sender;
+  // Requests in flight at once per HTTP target (a sender and a thread each); Kafka's
+  // producer pipelines on its own and gets one.
+  size_t requests_in_flight = 2;
 };
+
+// The senders of one target's BatchExporter, as many as `options` asks for that kind.
+std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& target,
+                                                       const TraceExportOptions& options);
 
 struct TargetReport {
   std::string description;  // "otlp http://127.0.0.1:4318/v1/traces"

@@ -44,9 +44,8 @@ LiveSpanExporter::~LiveSpanExporter() {
 void LiveSpanExporter::start() {
   started_ = now_seconds();
   for (const ExportTarget& target : targets_) {
-    auto sender = options_.make_sender ? options_.make_sender(target)
-                                       : make_sender(target, std::min(options_.timeout_s, 10.0));
-    exporters_.push_back(std::make_unique<BatchExporter>(std::move(sender), options_.exporter));
+    exporters_.push_back(
+        std::make_unique<BatchExporter>(make_senders(target, options_), options_.exporter));
   }
   thread_ = std::thread([this] { run(); });
 }
