@@ -252,6 +252,56 @@ TEST(SpanView, SpansUnderAJoinedRemoteTraceTakeItsIdAndTheRemoteParent) {
   EXPECT_EQ(find_field(span, otlp::span::kFlags)->value, 0x301u);  // sampled, remote parent
 }
 
+// OpenTelemetry's semantic conventions set error.type only when an operation failed (an
+// HTTP server span that answered 5xx carries error.type "500"): an error status, whose
+// message is that value, without an exception event.
+TEST(SpanView, ErrorTypeIsAnErrorStatusWithoutAnExceptionEvent) {
+  Trace trace;
+  trace.run.pid = 42;
+  trace.run.trace_id = {1, 2};
+  auto track = trace.thread_track(42, 42);
+  auto request_slice = trace.slices.add(1000, 9000, trace.intern("request"), 0, track);
+  auto job_slice = trace.slices.add(2000, 500, trace.intern("job"), 0, track);
+  trace.slice_args.add(request_slice, trace.intern("error.type"),
+                       ArgValue::of_string(trace.intern("500")));
+  trace.slice_args.add(job_slice, trace.intern("exception.type"),
+                       ArgValue::of_string(trace.intern("ValueError")));
+  trace.slice_args.add(job_slice, trace.intern("exception.message"),
+                       ArgValue::of_string(trace.intern("bad \"input\"\n")));
+  trace.finalize();
+  RowIndex request = row_named(trace, "request");
+  RowIndex job = row_named(trace, "job");
+  SpanView view(trace, {});
+  EXPECT_TRUE(view.has_error(request));
+  EXPECT_FALSE(view.has_exception(request));
+  EXPECT_EQ(view.error_message(request), "500");
+  EXPECT_TRUE(view.has_error(job) && view.has_exception(job));  // exception.type: both
+  EXPECT_EQ(view.error_message(job), "ValueError: bad \"input\"\n");
+
+  std::string body = opsight::exporting::encode_otlp_protobuf(view, std::span(&request, 1));
+  auto request_message = must_decode(body);
+  auto resource_spans =
+      must_decode(find_field(request_message, otlp::export_request::kResourceSpans)->bytes);
+  auto scope_spans =
+      must_decode(find_field(resource_spans, otlp::resource_spans::kScopeSpans)->bytes);
+  auto span = must_decode(find_field(scope_spans, otlp::scope_spans::kSpans)->bytes);
+  EXPECT_EQ(find_field(span, otlp::span::kEvents), nullptr);
+  auto status = must_decode(find_field(span, otlp::span::kStatus)->bytes);
+  EXPECT_EQ(find_field(status, otlp::status::kCode)->value, 2u);
+  EXPECT_EQ(find_field(status, otlp::status::kMessage)->bytes, "500");
+  EXPECT_EQ(decode_attributes(span, otlp::span::kAttributes)["error.type"], "s:500");
+
+  auto json =
+      nlohmann::json::parse(opsight::exporting::encode_otlp_json(view, std::span(&request, 1)));
+  const auto& json_span = json["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+  EXPECT_FALSE(json_span.contains("events"));
+  EXPECT_EQ(json_span["status"]["code"], 2);
+  EXPECT_EQ(json_span["status"]["message"], "500");
+  auto zipkin =
+      nlohmann::json::parse(opsight::exporting::encode_zipkin_json(view, std::span(&request, 1)));
+  EXPECT_EQ(zipkin[0]["tags"]["error"], "500");
+}
+
 TEST(OtlpProtobuf, ABatchOfSomeRowsHoldsJustThose) {
   Trace trace = sample_trace();
   SpanView view(trace, {});

@@ -105,7 +105,7 @@ std::string encode_otlp_protobuf(const SpanView& view, std::span<const trace::Ro
       view.attributes(row, attributes);
       for (const Attribute& attribute : attributes)
         write_attribute(encoder, otlp::span::kAttributes, attribute);
-      if (view.has_error(row)) {
+      if (view.has_exception(row)) {
         view.exception_attributes(row, attributes);
         size_t event = encoder.begin_message(otlp::span::kEvents);
         encoder.fixed64_field(otlp::event::kTimeUnixNano,
@@ -213,14 +213,17 @@ std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowInd
       out += ",\"attributes\":";
       view.attributes(row, attributes);
       json_attributes(out, attributes);
-      if (view.has_error(row)) {
+      if (view.has_exception(row)) {
         view.exception_attributes(row, attributes);
         fmt::format_to(std::back_inserter(out),
                        ",\"events\":[{{\"timeUnixNano\":\"{}\",\"name\":\"exception\","
                        "\"attributes\":",
                        view.end_unix_ns(row));
         json_attributes(out, attributes);
-        out += "}],\"status\":{\"message\":";
+        out += "}]";
+      }
+      if (view.has_error(row)) {
+        out += ",\"status\":{\"message\":";
         wire::append_json_string(out, view.error_message(row));
         out += ",\"code\":2}";
       }

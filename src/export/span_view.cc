@@ -254,6 +254,10 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : 
     exception_message_key_ = trace.strings.find("exception.message").value_or(trace::StringId(-1));
     exception_stack_key_ = trace.strings.find("exception.stacktrace").value_or(trace::StringId(-1));
   }
+  if (auto error_type = trace.strings.find("error.type")) {
+    error_type_key_ = *error_type;
+    has_error_type_key_ = true;
+  }
 }
 
 SpanKind SpanView::kind(trace::RowIndex row) const {
@@ -306,7 +310,7 @@ void SpanView::attributes(trace::RowIndex row, std::vector<Attribute>& out) cons
     out.push_back({"opsight.unfinished", AttributeValue::of_bool(true)});
 }
 
-bool SpanView::has_error(trace::RowIndex row) const {
+bool SpanView::has_exception(trace::RowIndex row) const {
   if (!has_exception_keys_) return false;
   const trace::ArgTable& args = trace_.slice_args;
   for (auto arg = trace_.slices.args_begin[row]; arg < trace_.slices.args_begin[row + 1]; ++arg)
@@ -314,15 +318,34 @@ bool SpanView::has_error(trace::RowIndex row) const {
   return false;
 }
 
-std::string SpanView::error_message(trace::RowIndex row) const {
-  std::string type, message;
+bool SpanView::has_error(trace::RowIndex row) const {
+  if (!has_exception_keys_ && !has_error_type_key_) return false;
   const trace::ArgTable& args = trace_.slice_args;
   for (auto arg = trace_.slices.args_begin[row]; arg < trace_.slices.args_begin[row + 1]; ++arg) {
-    if (args.key[arg] == exception_type_key_)
-      type = attribute_of(trace_, args.value[arg]).to_string();
-    if (args.key[arg] == exception_message_key_)
-      message = attribute_of(trace_, args.value[arg]).to_string();
+    trace::StringId key = args.key[arg];
+    if ((has_exception_keys_ && key == exception_type_key_) ||
+        (has_error_type_key_ && key == error_type_key_))
+      return true;
   }
+  return false;
+}
+
+std::string SpanView::error_message(trace::RowIndex row) const {
+  std::string type, message, error_type;
+  bool exception = false;
+  const trace::ArgTable& args = trace_.slice_args;
+  for (auto arg = trace_.slices.args_begin[row]; arg < trace_.slices.args_begin[row + 1]; ++arg) {
+    trace::StringId key = args.key[arg];
+    if (has_exception_keys_ && key == exception_type_key_) {
+      type = attribute_of(trace_, args.value[arg]).to_string();
+      exception = true;
+    } else if (has_exception_keys_ && key == exception_message_key_) {
+      message = attribute_of(trace_, args.value[arg]).to_string();
+    } else if (has_error_type_key_ && key == error_type_key_) {
+      error_type = attribute_of(trace_, args.value[arg]).to_string();
+    }
+  }
+  if (!exception) return error_type;
   return message.empty() ? type : type + ": " + message;
 }
 

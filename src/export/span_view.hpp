@@ -5,10 +5,10 @@
 // 64-bit ids; 0 for a root), start and end in Unix-epoch nanoseconds, kind (from the
 // `span.kind` argument, else internal), its attributes (the slice's arguments, the
 // thread, the category, an unfinished mark), its links (the flows that arrive at it: the
-// span that handed the work off) and, when it carries `exception.type`, an error status
-// and an `exception` event. Spans are grouped by process: each process is one resource
-// (service.name, host.name, process.pid, process.command_line, telemetry.sdk.*, and what
-// OTEL_RESOURCE_ATTRIBUTES adds).
+// span that handed the work off), an error status when it carries `exception.type` or
+// `error.type`, and an `exception` event for `exception.type`. Spans are grouped by
+// process: each process is one resource (service.name, host.name, process.pid,
+// process.command_line, telemetry.sdk.*, and what OTEL_RESOURCE_ATTRIBUTES adds).
 //
 // Thread-safety: immutable after construction; any number of threads may encode from one
 // view at once. It refers to the trace, which must outlive it.
@@ -139,11 +139,15 @@ class SpanView {
   // The span's attributes, appended to `out` (cleared first).
   void attributes(trace::RowIndex row, std::vector<Attribute>& out) const;
 
-  // Set when the span carries exception.type: the error status's message ("Type: message")
-  // and the exception event's attributes (exception.type, exception.message, and
-  // exception.stacktrace when recorded).
+  // An error status: the span carries exception.type (an exception left it), or error.type
+  // (OpenTelemetry's semantic conventions set it only on failure: an HTTP server span
+  // answering 5xx has error.type "500"). Its message: "Type: message" for an exception,
+  // else the error.type value.
   bool has_error(trace::RowIndex row) const;
   std::string error_message(trace::RowIndex row) const;
+  // Set when the span carries exception.type: the exception event's attributes
+  // (exception.type, exception.message, and exception.stacktrace when recorded).
+  bool has_exception(trace::RowIndex row) const;
   void exception_attributes(trace::RowIndex row, std::vector<Attribute>& out) const;
 
   // The rows of the spans whose flows arrive at `row` (OTLP links).
@@ -170,8 +174,8 @@ class SpanView {
   std::deque<std::string> owned_strings_;
   // Interned argument keys the view treats specially (0 where the trace lacks them).
   trace::StringId kind_key_ = 0, exception_type_key_ = 0, exception_message_key_ = 0,
-                  exception_stack_key_ = 0;
-  bool has_kind_key_ = false, has_exception_keys_ = false;
+                  exception_stack_key_ = 0, error_type_key_ = 0;
+  bool has_kind_key_ = false, has_exception_keys_ = false, has_error_type_key_ = false;
 };
 
 // "%20" -> " ": every %XX decoded, anything else (a lone '%' too) kept as is.
