@@ -37,6 +37,7 @@ from ._session import integrations as _integrations
 from ._session.profile import Profile, profile
 from ._capture.handoffs import HandoffIntegration as _HandoffIntegration
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
+from .integrations._integration import HttpIntegration as _HttpIntegration
 from .targets import Target, TargetsError, load_targets
 from . import propagation
 from .torch._integration import TorchIntegration as _TorchIntegration
@@ -159,3 +160,4 @@ def read_trace(path: str) -> Any:
 _integrations.register(_HandoffIntegration())
 _integrations.register(_TorchIntegration())
 _integrations.register(_OnnxRuntimeIntegration())
+_integrations.register(_HttpIntegration())

@@ -15,15 +15,19 @@ Client side, inside the span that makes the call::
         requests.post(url, headers=headers)
 
 ``opsight.integrations`` does both for ASGI/WSGI servers and the ``requests`` and ``httpx``
-clients. Which trace the current request belongs to is kept in a :mod:`contextvars`
-variable, so threads and asyncio tasks each see their own. Outside any request the
-session's trace id is used (every span of a run not joined to a caller's trace is in it).
+clients. Which trace the current request belongs to, and which span serves it, is kept in
+a :mod:`contextvars` variable, so threads and asyncio tasks each see their own (a thread pool
+that copies the context, as ``asyncio.to_thread`` and Starlette's ``run_in_threadpool`` do,
+sees the request's). Outside any request the session's trace id is used (every span of a run
+not joined to a caller's trace is in it).
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
+import threading
 from typing import Any, Iterator, Mapping, MutableMapping, NamedTuple
 
 from . import _native
@@ -44,9 +48,32 @@ class TraceContext(NamedTuple):
         return bool(self.flags & 1)
 
 
-# (trace id hex, flags, tracestate) of the request this task or thread is serving.
-_current: contextvars.ContextVar[tuple[str, int, str] | None] = contextvars.ContextVar(
+class _Served(NamedTuple):
+    """The request this task or thread is serving: its trace, the span serving it (the
+    parent of calls made on another track) and the track that span is on."""
+
+    trace_id: str
+    flags: int
+    tracestate: str
+    span_id: int
+    track: tuple[int, int]
+
+
+_current: contextvars.ContextVar[_Served | None] = contextvars.ContextVar(
     "opsight_trace_context", default=None)
+
+
+def _track() -> tuple[int, int]:
+    """Which track the calling code records on: (its thread, its asyncio task or 0); the
+    spans of a traced coroutine, and those inside it, are on its task's track."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None:
+        loop = asyncio._get_running_loop()
+        if loop is not None:
+            task = asyncio.current_task(loop)
+            if task is not None:
+                return threading.get_ident(), id(task)
+    return threading.get_ident(), 0
 
 
 def _header(headers: Any, name: str) -> str | None:
@@ -87,15 +114,28 @@ def extract(headers: Any) -> TraceContext | None:
 @contextlib.contextmanager
 def continue_trace(headers_or_context: Any) -> Iterator[TraceContext | None]:
     """Inside a span begun for an incoming request: that span joins the caller's trace (if
-    the request carried one), and calls made until the block ends propagate it."""
+    the request carried one; else it stays in the session's), and calls made until the
+    block ends propagate it, with that span as their parent even when they are made on
+    another thread or task (a synchronous handler run in a thread pool). Yields the
+    caller's context, or None. Without a session it does nothing."""
     context = (headers_or_context if isinstance(headers_or_context, TraceContext)
                else extract(headers_or_context))
-    if context is None:
-        yield None
+    if not _native.recording():
+        yield context
         return
-    _native.join_remote_trace(
-        _native.format_traceparent(context.trace_id, context.parent_span_id, context.flags))
-    token = _current.set((context.trace_id, context.flags, context.tracestate))
+    if context is not None:
+        _native.join_remote_trace(
+            _native.format_traceparent(context.trace_id, context.parent_span_id, context.flags))
+        served = (context.trace_id, context.flags, context.tracestate)
+    else:
+        session = _native.session_trace_id()
+        if not session:
+            yield None
+            return
+        served = (session, 1, "")
+    span_id = _native.new_flow_id()
+    _native.set_span_id(span_id)
+    token = _current.set(_Served(*served, span_id, _track()))
     try:
         yield context
     finally:
@@ -107,7 +147,7 @@ def current() -> tuple[str, int] | None:
     (flags 1); None without a session."""
     served = _current.get()
     if served is not None:
-        return served[0], served[1]
+        return served.trace_id, served.flags
     session = _native.session_trace_id()
     return (session, 1) if session else None
 
@@ -115,17 +155,28 @@ def current() -> tuple[str, int] | None:
 def inject(headers: MutableMapping[str, str] | None = None) -> MutableMapping[str, str]:
     """Adds ``traceparent`` (and the served request's ``tracestate``) to ``headers`` for a
     call made inside the current span, which becomes the callee's parent: it is given the
-    id the header carries. Returns ``headers`` (a new dict when None); unchanged without a
-    session."""
+    id the header carries. If the call is made on another thread or task than the span
+    serving the request (a handler run in a thread pool), the current span also joins the
+    request's trace, as a child of that span. Returns ``headers`` (a new dict when None);
+    unchanged without a session."""
     if headers is None:
         headers = {}
-    trace = current()
-    if trace is None:
-        return headers
+    served = _current.get()
+    if served is not None:
+        if not _native.recording():
+            return headers
+        trace_id, flags = served.trace_id, served.flags
+        if served.track != _track():
+            _native.join_remote_trace(
+                _native.format_traceparent(trace_id, served.span_id, flags))
+    else:
+        session = _native.session_trace_id()
+        if not session:
+            return headers
+        trace_id, flags = session, 1
     span_id = _native.new_flow_id()
     _native.set_span_id(span_id)
-    headers["traceparent"] = _native.format_traceparent(trace[0], span_id, trace[1])
-    served = _current.get()
-    if served is not None and served[2]:
-        headers["tracestate"] = served[2]
+    headers["traceparent"] = _native.format_traceparent(trace_id, span_id, flags)
+    if served is not None and served.tracestate:
+        headers["tracestate"] = served.tracestate
     return headers

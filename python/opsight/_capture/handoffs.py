@@ -9,7 +9,9 @@ work off to the span that picks it up, as flows of the trace model (arrows in Pe
   where the task is created to the task's first traced span (on the task's own track);
 * **thread pools**: ``concurrent.futures.ThreadPoolExecutor.submit`` (so also
   ``map`` and ``loop.run_in_executor``) runs the job inside a span ``job <function>`` on
-  the worker thread, with a flow from the submitting span;
+  the worker thread, with a flow from the submitting span; the HTTP request the submitter
+  was serving (``opsight.propagation``) goes with the job, so calls it makes are in the
+  request's trace;
 * **child processes**: ``subprocess.Popen`` runs inside a span ``subprocess <program>``
   whose flow goes to the child's first span (on the thread that starts its session),
   through ``OPSIGHT_PARENT_FLOW`` in the child's environment, read by the core when the
@@ -32,6 +34,7 @@ from typing import Any, Callable
 
 import opsight._native as _native
 from .._session.integrations import Integration
+from ..propagation import _current as _served_request
 from .wrapping import name_id
 
 #: The environment variable that carries a flow to a child process: "<pid>:<flow hex>".
@@ -73,16 +76,21 @@ def _job_name(function: Any) -> str:
     return f"job {name}"
 
 
-def _job(function: Callable, flow: int) -> Callable:
+def _job(function: Callable, flow: int, served: Any) -> Callable:
     job_name = name_id(_job_name(function))
 
     def run_job(*args, **kwargs):
         began = _native.begin(job_name)
         if began:
             _native.flow_in(flow)
+        # The request the submitter was serving (opsight.propagation): calls the job makes
+        # are in its trace. Only opsight's own variable travels, not the submitter's context.
+        token = _served_request.set(served) if served is not None else None
         try:
             return function(*args, **kwargs)
         finally:
+            if token is not None:
+                _served_request.reset(token)
             if began:
                 _native.end()
 
@@ -96,7 +104,7 @@ def _traced_submit(original: Callable) -> Callable:
             return original(self, fn, *args, **kwargs)
         flow = _native.new_flow_id()
         _native.flow_out(flow)
-        return original(self, _job(fn, flow), *args, **kwargs)
+        return original(self, _job(fn, flow, _served_request.get()), *args, **kwargs)
 
     submit.__opsight_handoff__ = original
     return submit

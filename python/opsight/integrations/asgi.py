@@ -1,0 +1,197 @@
+"""A server span per HTTP request of any ASGI application (FastAPI, Starlette, Quart, ...),
+joined to the caller's trace by its ``traceparent`` header.
+
+::
+
+    from opsight.integrations.asgi import OpsightMiddleware
+
+    app = FastAPI()
+    app.add_middleware(OpsightMiddleware)      # or: app = OpsightMiddleware(app)
+
+While a session records (``opsight run``, ``OPSIGHT_OUTPUT``, ``opsight.profile``), each
+HTTP request is a span named ``METHOD route`` (``GET /items/{item_id}``; ``METHOD path``
+when the application has no route for it) with ``span.kind=server`` and the attributes of
+OpenTelemetry's HTTP semantic conventions: ``http.request.method``, ``url.path``,
+``url.scheme``, ``http.route``, ``server.address``, ``server.port``, ``client.address``,
+``user_agent.original``, ``network.protocol.version``, ``http.response.status_code``. A
+response of 500 or more marks the span as an error (``error.type``); an exception leaving
+the application is recorded on the span (``exception.type``, ``exception.message``) and
+propagates unchanged. The span begins and ends on the request's asyncio task, on that
+task's own track, so concurrent requests never nest into each other; the span covers the
+whole response, streamed bodies included.
+
+Without a session the middleware calls the application straight through. Lifespan and
+WebSocket scopes always pass straight through. Under ``opsight run`` or ``OPSIGHT_OUTPUT``
+FastAPI and Starlette applications get this span without the middleware (see
+``opsight.integrations``); adding it as well records one span per request, not two.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+import opsight._native as _native
+import opsight.propagation as propagation
+from . import _http
+
+Scope = dict
+Receive = Callable[[], Awaitable[dict]]
+Send = Callable[[dict], Awaitable[None]]
+
+#: Set in the scope of a request that already has its server span (an application mounted
+#: in another, the middleware added twice, or added beside the automatic integration).
+SCOPE_KEY = "opsight.server_span"
+
+__all__ = ["OpsightMiddleware"]
+
+
+class OpsightMiddleware:
+    """Pure ASGI middleware: a server span around each HTTP request of ``app`` (see the
+    module's documentation). Thread-safety: one instance serves any number of concurrent
+    requests."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or SCOPE_KEY in scope or not _http.active():
+            await self.app(scope, receive, send)
+            return
+        await serve(self.app, _routes_owner(scope, self.app), scope, receive, send)
+
+
+async def serve(app: Callable, routes_owner: Any, scope: Scope, receive: Receive,
+                send: Send) -> None:
+    """Runs ``app`` for one HTTP request inside its server span. ``routes_owner``: the
+    Starlette application (or router) whose routes name the span, or None."""
+    scope[SCOPE_KEY] = True
+    method = str(scope.get("method") or "GET")
+    route = starlette_route(routes_owner, scope) if routes_owner is not None else None
+    path = str(scope.get("path") or "/")
+    name_id = _http.server_span_name_id(method, route, path)
+    # The span begins on the first resume of this awaitable and ends when the request's
+    # coroutine returns or raises, on the track of the task running it.
+    await _native.TracedAwaitable(_serve(app, scope, receive, send, method, route, path),
+                                  name_id)
+
+
+async def _serve(app: Callable, scope: Scope, receive: Receive, send: Send, method: str,
+                 route: str | None, path: str) -> None:
+    _http.add_attributes(_request_attributes(scope, method, route, path))
+    status: list[int] = []
+
+    async def send_and_note_status(message: dict) -> None:
+        if message.get("type") == "http.response.start":
+            status[:] = [message.get("status")]
+        await send(message)
+
+    with propagation.continue_trace(scope.get("headers") or ()):
+        try:
+            await app(scope, receive, send_and_note_status)
+        finally:
+            if route is None:
+                framework_route = getattr(scope.get("route"), "path", None)
+                if isinstance(framework_route, str) and framework_route:
+                    _native.add_arg("http.route", framework_route)
+            code = status[0] if status else None
+            _http.record_status(code if isinstance(code, int) else None, client=False)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers") or ():
+        if key.lower() == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _request_attributes(scope: Scope, method: str, route: str | None,
+                        path: str) -> list[tuple[str, Any]]:
+    scheme = str(scope.get("scheme") or "http")
+    host = _header(scope, b"host")
+    address: str | None = None
+    port: int | None = None
+    if host:
+        address, port = _http.split_host(host)
+    server = scope.get("server")
+    if server and not address:
+        address, port = str(server[0]), server[1]
+    if port is None:
+        port = server[1] if server and len(server) > 1 and server[1] else \
+            _http.DEFAULT_PORTS.get(scheme)
+    client = scope.get("client")
+    return [
+        ("span.kind", "server"),
+        ("http.request.method", method),
+        ("url.path", path),
+        ("url.scheme", scheme),
+        ("http.route", route),
+        ("server.address", address),
+        ("server.port", port),
+        ("client.address", str(client[0]) if client else None),
+        ("user_agent.original", _header(scope, b"user-agent")),
+        ("network.protocol.version", scope.get("http_version")),
+    ]
+
+
+# ---- routes ------------------------------------------------------------------------------------
+
+def _routes_owner(scope: Scope, app: Any) -> Any:
+    """The Starlette application whose routes name the request: ``scope["app"]`` (a
+    middleware Starlette added), else the wrapped application or one wrapped inside it."""
+    owner = scope.get("app")
+    if owner is not None and hasattr(owner, "router"):
+        return owner
+    for _ in range(8):  # middleware conventionally keeps the next application in .app
+        if app is None:
+            return None
+        if hasattr(app, "routes") and hasattr(app, "router"):
+            return app
+        app = getattr(app, "app", None)
+    return None
+
+
+def _match_value(match: Any) -> int:
+    return int(getattr(match, "value", 0) or 0)  # starlette.routing.Match: NONE 0, PARTIAL 1, FULL 2
+
+
+def starlette_route(owner: Any, scope: Scope) -> str | None:
+    """The route template Starlette's router will pick for ``scope`` (``/items/{id}``;
+    a mount's prefix included), found with the routes' own ``matches``; None when no route
+    matches, or ``owner`` has no Starlette routes."""
+    try:
+        routes = getattr(getattr(owner, "router", owner), "routes", None)
+        if not routes:
+            return None
+        return _match_routes(routes, scope, "")
+    except Exception:  # noqa: BLE001 - naming must never break a request
+        return None
+
+
+def _match_routes(routes: Any, scope: Scope, prefix: str) -> str | None:
+    partial: tuple[Any, dict] | None = None
+    for route in routes:
+        matches = getattr(route, "matches", None)
+        if matches is None:
+            continue
+        match, child_scope = matches(scope)
+        value = _match_value(match)
+        if value == 2:
+            return _template(route, scope, child_scope, prefix)
+        if value == 1 and partial is None:
+            partial = (route, child_scope)
+    if partial is not None:
+        return _template(partial[0], scope, partial[1], prefix)
+    return None
+
+
+def _template(route: Any, scope: Scope, child_scope: dict, prefix: str) -> str | None:
+    path = getattr(route, "path", "")
+    path = path if isinstance(path, str) else ""
+    inner_routes = getattr(route, "routes", None)
+    if inner_routes:  # a Mount (or Host) of routes: the route inside it
+        inner = _match_routes(inner_routes, {**scope, **child_scope}, prefix + path)
+        if inner is not None:
+            return inner
+    if hasattr(route, "routes") and hasattr(route, "path_format"):  # a Mount of any app
+        return prefix + path + "/{path:path}"
+    return prefix + path or None
