@@ -421,6 +421,19 @@ def test_middleware_alone_names_spans_by_route(http_mode):
     assert [span["name"] for span in spans] == ["GET /items/{item_id}", "GET /api/users/{user_id}"]
 
 
+def test_a_route_added_while_serving_names_the_next_request(http_mode):
+    http_mode("servers")
+    testclient = _testclient()
+    app = fastapi_app()
+    with opsight.profile() as profile:
+        with testclient.TestClient(app) as client:
+            assert client.get("/late/1").status_code == 404
+            app.add_api_route("/late/{number}", lambda number: {"n": number}, methods=["GET"])
+            assert client.get("/late/1").json() == {"n": "1"}
+    names = [span["name"] for span in exported(profile) if span["kind"] == SERVER]
+    assert names == ["GET /late/1", "GET /late/{number}"]  # matched routes are cached, by app
+
+
 def test_opsight_http_off_leaves_frameworks_and_clients_alone(http_mode):
     http_mode("off")
     starlette = _starlette_applications()

@@ -27,6 +27,30 @@ _lock = threading.Lock()
 _dynamic_names: dict[str, int] = {}
 
 
+class RouteCache:
+    """Route templates already matched, by whatever identifies a request's route (the
+    application, method, path, host): most requests repeat a path, and matching again costs
+    microseconds. Bounded: emptied when full. Thread-safe under the GIL."""
+
+    __slots__ = ("_entries", "_size")
+
+    def __init__(self, size: int = 1024) -> None:
+        self._entries: dict[Any, str | None] = {}
+        self._size = size
+
+    def get(self, key: Any, match: Any) -> str | None:
+        """The cached template for ``key``, else ``match()``'s (then kept)."""
+        try:
+            return self._entries[key]
+        except KeyError:
+            pass
+        found = match()
+        if len(self._entries) >= self._size:
+            self._entries.clear()
+        self._entries[key] = found
+        return found
+
+
 def active() -> bool:
     """Whether a span begun now would be recorded: a session records and Python tracing
     is on (``opsight.disable()`` turns it off)."""
@@ -112,6 +136,10 @@ def redact_url(url: str) -> str:
         parts = urllib.parse.urlsplit(url)
     except ValueError:
         return url
+    return _redacted(url, parts)
+
+
+def _redacted(url: str, parts: urllib.parse.SplitResult) -> str:
     if "@" not in parts.netloc:
         return url
     host = parts.netloc.rpartition("@")[2]
@@ -124,14 +152,15 @@ def client_attributes(method: str, url: str) -> tuple[int, list[tuple[str, Any]]
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname or ""
         port = parts.port or DEFAULT_PORTS.get(parts.scheme)
+        full = _redacted(url, parts)
     except ValueError:
-        host, port = "", None
+        host, port, full = "", None, url
     authority = f"{host}:{port}" if port else host
     name = f"{method} {authority}" if authority else method
     attributes: list[tuple[str, Any]] = [
         ("span.kind", "client"),
         ("http.request.method", method),
-        ("url.full", redact_url(url)),
+        ("url.full", full),
         ("server.address", host),
         ("server.port", port),
     ]

@@ -66,18 +66,30 @@ async def serve(app: Callable, routes_owner: Any, scope: Scope, receive: Receive
     Starlette application (or router) whose routes name the span, or None."""
     scope[SCOPE_KEY] = True
     method = str(scope.get("method") or "GET")
-    route = starlette_route(routes_owner, scope) if routes_owner is not None else None
     path = str(scope.get("path") or "/")
+    host = user_agent = None
+    for key, value in scope.get("headers") or ():
+        if key == b"host":
+            host = value.decode("latin-1")
+        elif key == b"user-agent":
+            user_agent = value.decode("latin-1")
+    route = None
+    if routes_owner is not None:
+        route = _routes.get(
+            (id(routes_owner), len(_routes_of(routes_owner) or ()), method,
+             scope.get("root_path"), path, host),
+            lambda: starlette_route(routes_owner, scope))
     name_id = _http.server_span_name_id(method, route, path)
     # The span begins on the first resume of this awaitable and ends when the request's
     # coroutine returns or raises, on the track of the task running it.
-    await _native.TracedAwaitable(_serve(app, scope, receive, send, method, route, path),
-                                  name_id)
+    await _native.TracedAwaitable(
+        _serve(app, scope, receive, send, method, route, path, host, user_agent), name_id)
 
 
 async def _serve(app: Callable, scope: Scope, receive: Receive, send: Send, method: str,
-                 route: str | None, path: str) -> None:
-    _http.add_attributes(_request_attributes(scope, method, route, path))
+                 route: str | None, path: str, host: str | None,
+                 user_agent: str | None) -> None:
+    _http.add_attributes(_request_attributes(scope, method, route, path, host, user_agent))
     status: list[int] = []
 
     async def send_and_note_status(message: dict) -> None:
@@ -85,29 +97,23 @@ async def _serve(app: Callable, scope: Scope, receive: Receive, send: Send, meth
             status[:] = [message.get("status")]
         await send(message)
 
-    with propagation.continue_trace(scope.get("headers") or ()):
-        try:
-            await app(scope, receive, send_and_note_status)
-        finally:
-            if route is None:
-                framework_route = getattr(scope.get("route"), "path", None)
-                if isinstance(framework_route, str) and framework_route:
-                    _native.add_arg("http.route", framework_route)
-            code = status[0] if status else None
-            _http.record_status(code if isinstance(code, int) else None, client=False)
+    token = propagation._serve(propagation.extract(scope.get("headers") or ()))
+    try:
+        await app(scope, receive, send_and_note_status)
+    finally:
+        if token is not None:
+            propagation._current.reset(token)
+        if route is None:
+            framework_route = getattr(scope.get("route"), "path", None)
+            if isinstance(framework_route, str) and framework_route:
+                _native.add_arg("http.route", framework_route)
+        code = status[0] if status else None
+        _http.record_status(code if isinstance(code, int) else None, client=False)
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers") or ():
-        if key.lower() == name:
-            return value.decode("latin-1")
-    return None
-
-
-def _request_attributes(scope: Scope, method: str, route: str | None,
-                        path: str) -> list[tuple[str, Any]]:
+def _request_attributes(scope: Scope, method: str, route: str | None, path: str,
+                        host: str | None, user_agent: str | None) -> list[tuple[str, Any]]:
     scheme = str(scope.get("scheme") or "http")
-    host = _header(scope, b"host")
     address: str | None = None
     port: int | None = None
     if host:
@@ -128,7 +134,7 @@ def _request_attributes(scope: Scope, method: str, route: str | None,
         ("server.address", address),
         ("server.port", port),
         ("client.address", str(client[0]) if client else None),
-        ("user_agent.original", _header(scope, b"user-agent")),
+        ("user_agent.original", user_agent),
         ("network.protocol.version", scope.get("http_version")),
     ]
 
@@ -150,6 +156,13 @@ def _routes_owner(scope: Scope, app: Any) -> Any:
     return None
 
 
+_routes = _http.RouteCache()
+
+
+def _routes_of(owner: Any) -> Any:
+    return getattr(getattr(owner, "router", owner), "routes", None)
+
+
 def _match_value(match: Any) -> int:
     return int(getattr(match, "value", 0) or 0)  # starlette.routing.Match: NONE 0, PARTIAL 1, FULL 2
 
@@ -159,7 +172,7 @@ def starlette_route(owner: Any, scope: Scope) -> str | None:
     a mount's prefix included), found with the routes' own ``matches``; None when no route
     matches, or ``owner`` has no Starlette routes."""
     try:
-        routes = getattr(getattr(owner, "router", owner), "routes", None)
+        routes = _routes_of(owner)
         if not routes:
             return None
         return _match_routes(routes, scope, "")

@@ -64,19 +64,26 @@ def serve(app: Callable, flask_app: Any, environ: dict,
     the span, or None."""
     environ[ENVIRON_KEY] = None
     method = str(environ.get("REQUEST_METHOD") or "GET")
+    path = _path(environ)
     route = None
     if flask_app is not None:
-        route = flask_route(flask_app, environ)
+        route = _routes.get(
+            (id(flask_app), method, path, environ.get("HTTP_HOST"), environ.get("SCRIPT_NAME"),
+             environ.get("wsgi.url_scheme")),
+            lambda: flask_route(flask_app, environ))
         _note_flask_exceptions()
-    path = _path(environ)
     if not _native.begin(_http.server_span_name_id(method, route, path)):
         return app(environ, start_response)
     exchange = environ[ENVIRON_KEY] = _Exchange()
     try:
         _http.add_attributes(_request_attributes(environ, method, route, path))
-        with propagation.continue_trace(environ):
+        token = propagation._serve(propagation.extract(environ))
+        try:
             exchange.served = propagation._current.get()
             body = app(environ, exchange.start_response(start_response))
+        finally:
+            if token is not None:
+                propagation._current.reset(token)
     except BaseException as error:
         exchange.finish(error)
         raise
@@ -228,6 +235,9 @@ def _request_attributes(environ: dict, method: str, route: str | None,
         ("network.protocol.version",
          protocol.partition("/")[2] if protocol.upper().startswith("HTTP/") else None),
     ]
+
+
+_routes = _http.RouteCache()
 
 
 def flask_route(flask_app: Any, environ: dict) -> str | None:
