@@ -272,6 +272,18 @@ def test_untraced_asgi_app_gets_its_own_callables_and_exceptions():
     assert raised.value is error and seen == [(receive, send)]  # nothing wrapped
 
 
+def test_untraced_streamed_responses_are_the_same_messages_and_bodies():
+    streamed = asyncio.run(drive(plain_app(chunks=3), asgi_scope()))
+    through = asyncio.run(drive(opsight_asgi.OpsightMiddleware(plain_app(chunks=3)), asgi_scope()))
+    assert through == streamed and len(through) == 4
+    app = flask_app()
+    plain = app.test_client().get("/stream")
+    app.wsgi_app = opsight_wsgi.OpsightMiddleware(app.wsgi_app)
+    wrapped = app.test_client().get("/stream")
+    assert (wrapped.status, wrapped.headers, wrapped.data) == (plain.status, plain.headers,
+                                                               plain.data)
+
+
 def test_span_names_from_paths_are_bounded(http_mode, monkeypatch):
     http_mode("off")
     monkeypatch.setattr(_http, "MAX_DYNAMIC_NAMES", len(_http._dynamic_names) + 2)
