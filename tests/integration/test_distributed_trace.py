@@ -3,7 +3,8 @@
 A client process (``requests``) calls service A (FastAPI under uvicorn), which calls
 service B (Flask under waitress) with ``httpx``. No program imports opsight or adds a line
 for it: the client runs under ``opsight run --export otlp=...``, the two services with
-``OPSIGHT_OUTPUT`` and ``OPSIGHT_EXPORT`` (each exports its own trace when it stops), and
+``OPSIGHT_OUTPUT`` and ``OPSIGHT_EXPORT`` (each exports its own trace when it stops) or
+under ``opsight run --export-live`` (their spans reach Jaeger while they serve), and
 the automatic HTTP integration (``opsight.integrations``) makes the client and server spans
 and carries ``traceparent`` between them. Jaeger (tests/integration/real_servers.py) must
 then hold ONE trace, the client's, with spans from three services whose parentage is
@@ -82,17 +83,34 @@ CLIENT = textwrap.dedent("""
 """)
 
 
+def _environment() -> dict[str, str]:
+    return {key: value for key, value in os.environ.items()
+            if not key.startswith(("OPSIGHT_", "OTEL_")) or key == "OPSIGHT_HOME"}
+
+
+def _opsight_run(tmp_path: Path, name: str, *options: str) -> list[str]:
+    return [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none",
+            "-o", str(tmp_path / f"{name}.opsight"), "--service", name, *options, "--"]
+
+
 def _start_service(tmp_path: Path, name: str, source: str, arguments: list[str],
-                   jaeger_endpoint: str) -> subprocess.Popen:
+                   jaeger_endpoint: str, live: bool) -> subprocess.Popen:
+    """The service, unchanged: exporting its trace when it stops (``OPSIGHT_OUTPUT`` and
+    ``OPSIGHT_EXPORT``), or each span while it runs (``opsight run --export-live``)."""
     script = tmp_path / f"{name}.py"
     script.write_text(source)
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith(("OPSIGHT_", "OTEL_")) or key == "OPSIGHT_HOME"}
-    environment.update(OPSIGHT_OUTPUT=str(tmp_path / f"{name}.%p.opsight"),
-                       OPSIGHT_EXPORT=f"otlp={jaeger_endpoint}", OTEL_SERVICE_NAME=name)
+    environment = _environment()
+    command = [sys.executable, str(script), *arguments]
+    if live:
+        command = _opsight_run(tmp_path, name, "--export-live", "--export",
+                               f"otlp={jaeger_endpoint}") + command
+    else:
+        environment.update(OPSIGHT_OUTPUT=str(tmp_path / f"{name}.%p.opsight"),
+                           OPSIGHT_EXPORT=f"otlp={jaeger_endpoint}", OTEL_SERVICE_NAME=name)
     log = open(tmp_path / f"{name}.log", "wb")
-    return subprocess.Popen([sys.executable, str(script), *arguments], cwd=tmp_path,
-                            env=environment, stdout=log, stderr=subprocess.STDOUT)
+    # A session of its own: Ctrl-C goes to its whole process group, as from a terminal.
+    return subprocess.Popen(command, cwd=tmp_path, env=environment, stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def _wait_listening(process: subprocess.Popen, port: int, log: Path, timeout: float = 60) -> None:
@@ -105,14 +123,14 @@ def _wait_listening(process: subprocess.Popen, port: int, log: Path, timeout: fl
 
 
 def _stop(process: subprocess.Popen, log: Path) -> str:
-    """Ctrl-C, as a user stops a server: it shuts down, and opsight writes and exports its
-    trace at exit. Returns the log."""
+    """Ctrl-C to the service's process group, as a user stops a server: it shuts down, and
+    opsight writes (and exports) its trace at exit. Returns the log."""
     if process.poll() is None:
-        process.send_signal(signal.SIGINT)
+        os.killpg(process.pid, signal.SIGINT)
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             pytest.fail(f"{log.stem} did not stop on SIGINT:\n{log.read_text(errors='replace')}")
     return log.read_text(errors="replace")
@@ -139,30 +157,35 @@ def _inside(child: dict, parent: dict, tail_ns: int = 0) -> bool:
     return parent_start <= child_start and child_end <= parent_end + tail_ns
 
 
-def test_a_request_through_two_services_is_one_trace_in_jaeger(tmp_path, jaeger_server):
+@pytest.mark.parametrize("export", ["at exit", "live"])
+def test_a_request_through_two_services_is_one_trace_in_jaeger(tmp_path, jaeger_server, export):
     _require("fastapi", "uvicorn", "httpx", "flask", "waitress", "requests")
+    live = export == "live"
+    # Names of their own per variant: the two share one Jaeger.
+    name_a, name_b, name_client = (f"{name}-{'live' if live else 'at-exit'}"
+                                   for name in ("service-a", "service-b", "client"))
     endpoint = jaeger_server.otlp_http_endpoint
     port_a, port_b = free_ports(2)
-    service_b = _start_service(tmp_path, "service-b", SERVICE_B, [str(port_b)], endpoint)
-    service_a = _start_service(tmp_path, "service-a", SERVICE_A,
-                               [str(port_a), f"127.0.0.1:{port_b}"], endpoint)
+    service_b = _start_service(tmp_path, name_b, SERVICE_B, [str(port_b)], endpoint, live)
+    service_a = _start_service(tmp_path, name_a, SERVICE_A,
+                               [str(port_a), f"127.0.0.1:{port_b}"], endpoint, live)
     try:
-        _wait_listening(service_b, port_b, tmp_path / "service-b.log")
-        _wait_listening(service_a, port_a, tmp_path / "service-a.log")
+        _wait_listening(service_b, port_b, tmp_path / f"{name_b}.log")
+        _wait_listening(service_a, port_a, tmp_path / f"{name_a}.log")
         (tmp_path / "client.py").write_text(CLIENT)
-        environment = {key: value for key, value in os.environ.items()
-                       if not key.startswith(("OPSIGHT_", "OTEL_")) or key == "OPSIGHT_HOME"}
         client = subprocess.run(
-            [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none",
-             "-o", str(tmp_path / "client.opsight"), "--service", "client",
-             "--export", f"otlp={endpoint}", "--",
-             sys.executable, str(tmp_path / "client.py"), f"127.0.0.1:{port_a}"],
-            cwd=tmp_path, env=environment, capture_output=True, text=True, timeout=120)
+            _opsight_run(tmp_path, name_client, "--export", f"otlp={endpoint}")
+            + [sys.executable, str(tmp_path / "client.py"), f"127.0.0.1:{port_a}"],
+            cwd=tmp_path, env=_environment(), capture_output=True, text=True, timeout=120)
+        assert client.returncode == 0, client.stderr
+        answer = json.loads(client.stdout.strip().splitlines()[-1])
+        trace_id = answer["traceparent"].split("-")[1]
+        if live:  # the services' spans reach Jaeger while they still serve
+            jaeger_server.get_trace(trace_id, min_spans=4, timeout=30)
+            assert service_a.poll() is None and service_b.poll() is None
     finally:
-        log_a = _stop(service_a, tmp_path / "service-a.log")
-        log_b = _stop(service_b, tmp_path / "service-b.log")
-    assert client.returncode == 0, client.stderr
-    answer = json.loads(client.stdout.strip().splitlines()[-1])
+        log_a = _stop(service_a, tmp_path / f"{name_a}.log")
+        log_b = _stop(service_b, tmp_path / f"{name_b}.log")
     for log in (client.stderr, log_a, log_b):
         assert "exported" in log and "dropped" not in log, log
 
@@ -175,7 +198,7 @@ def test_a_request_through_two_services_is_one_trace_in_jaeger(tmp_path, jaeger_
     assert {span["traceId"] for span in spans} == {trace_id}  # one trace
     by_id = _by_id(spans)
     services = {span["resource"]["service.name"] for span in spans}
-    assert services == {"client", "service-a", "service-b"}
+    assert services == {name_client, name_a, name_b}
     assert len({span["resource"]["process.pid"] for span in spans}) == 3
 
     client_call = by_id[client_call_id]
@@ -183,10 +206,10 @@ def test_a_request_through_two_services_is_one_trace_in_jaeger(tmp_path, jaeger_
     a_call = by_id[a_call_id]
     b_server = next(span for span in spans if span.get("parentSpanId") == a_call_id)
     # SPAN_KIND in OTLP JSON: 2 server, 3 client.
-    assert (client_call["resource"]["service.name"], client_call["kind"]) == ("client", 3)
-    assert (a_server["resource"]["service.name"], a_server["kind"]) == ("service-a", 2)
-    assert (a_call["resource"]["service.name"], a_call["kind"]) == ("service-a", 3)
-    assert (b_server["resource"]["service.name"], b_server["kind"]) == ("service-b", 2)
+    assert (client_call["resource"]["service.name"], client_call["kind"]) == (name_client, 3)
+    assert (a_server["resource"]["service.name"], a_server["kind"]) == (name_a, 2)
+    assert (a_call["resource"]["service.name"], a_call["kind"]) == (name_a, 3)
+    assert (b_server["resource"]["service.name"], b_server["kind"]) == (name_b, 2)
     assert "parentSpanId" not in client_call or not client_call["parentSpanId"]  # the root
     assert a_call["parentSpanId"] == a_server["spanId"]
     # Durations nest: in one process exactly; across processes each server span begins
@@ -227,6 +250,6 @@ def test_a_request_through_two_services_is_one_trace_in_jaeger(tmp_path, jaeger_
     assert all(span.get("status", {}).get("code", 0) != 2 for span in spans)
 
     # Every HTTP span the services sent is in this one trace, none in a trace of its own.
-    for service in ("service-a", "service-b"):
+    for service in (name_a, name_b):
         found = get_json(f"{jaeger_server.query_url}/api/traces?service={service}&limit=20")
         assert [trace["traceID"] for trace in found["data"]] == [trace_id], service
