@@ -175,8 +175,15 @@ def test_asgi_request_without_traceparent_is_a_root_of_the_sessions_trace(http_m
     with opsight.profile() as profile:
         session_trace = propagation.current()[0]
         asyncio.run(drive(app, asgi_scope()))
-    span = one(exported(profile), "GET /hello")
+        no_host = asgi_scope(path="/no-host")
+        no_host["headers"] = []
+        asyncio.run(drive(app, no_host))
+    spans = exported(profile)
+    span = one(spans, "GET /hello")
     assert span["traceId"] == session_trace and "parentSpanId" not in span
+    attrs = one(spans, "GET /no-host")["attrs"]  # no Host header: the server's address
+    assert attrs["server.address"] == "127.0.0.1" and attrs["server.port"] == 8080
+    assert "user_agent.original" not in attrs
 
 
 def test_asgi_5xx_is_an_error_4xx_is_not_and_an_exception_propagates_unchanged(http_mode):

@@ -116,14 +116,13 @@ def _request_attributes(scope: Scope, method: str, route: str | None, path: str,
     scheme = str(scope.get("scheme") or "http")
     address: str | None = None
     port: int | None = None
-    if host:
-        address, port = _http.split_host(host)
     server = scope.get("server")
-    if server and not address:
-        address, port = str(server[0]), server[1]
-    if port is None:
-        port = server[1] if server and len(server) > 1 and server[1] else \
-            _http.DEFAULT_PORTS.get(scheme)
+    if host:  # what the client asked for (the conventions' choice), its port or the default
+        address, port = _http.split_host(host)
+        if port is None:
+            port = _http.DEFAULT_PORTS.get(scheme)
+    elif server:
+        address, port = str(server[0]), server[1] if len(server) > 1 else None
     client = scope.get("client")
     return [
         ("span.kind", "server"),

@@ -214,11 +214,12 @@ def _request_attributes(environ: dict, method: str, route: str | None,
     host = environ.get("HTTP_HOST")
     address: str | None = None
     port: int | None = None
-    if host:
+    if host:  # what the client asked for (the conventions' choice), its port or the default
         address, port = _http.split_host(str(host))
-    if not address:
+        if port is None:
+            port = _http.DEFAULT_PORTS.get(scheme)
+    else:
         address = environ.get("SERVER_NAME")
-    if port is None:
         server_port = str(environ.get("SERVER_PORT") or "")
         port = int(server_port) if server_port.isdigit() else _http.DEFAULT_PORTS.get(scheme)
     protocol = str(environ.get("SERVER_PROTOCOL") or "")
