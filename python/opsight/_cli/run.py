@@ -95,6 +95,10 @@ def _run_parser() -> ArgumentParser:
     parser.add_argument("--export-live", action="store_true",
                         help="send spans while the program runs (each soon after it ends), "
                              "not when it has ended")
+    parser.add_argument("--control-port", metavar="[HOST:]PORT",
+                        help="switch tracing over HTTP while the program runs: POST "
+                             "/control/on, /control/off, /control/window?seconds=T; GET /control "
+                             "(127.0.0.1 unless a host is given, which then needs a token)")
     parser.add_argument("--metrics-linger", type=float, default=0.0, metavar="SECONDS",
                         help="keep serving prometheus= metrics this long after the program "
                              "ends (for a last scrape)")
@@ -172,6 +176,15 @@ def run_command(arguments: list[str]) -> int:
         return 1
 
     options.export_targets = parse_targets(options.export) or targets_from_environment()
+    options.control_address = None
+    if options.control_port:
+        from .control_server import parse_address
+
+        options.control_address = parse_address(options.control_port)
+        if options.control_address is None:
+            print(f"opsight run: --control-port {options.control_port}: expected [HOST:]PORT",
+                  file=sys.stderr)
+            return USAGE_ERROR
     options.metrics_address = None
     for target in [t for t in options.export_targets if t.split("=", 1)[0] == "prometheus"]:
         options.export_targets.remove(target)
@@ -284,10 +297,27 @@ def _run_and_report(start_command, environment, run_directory, options, views,
             return USAGE_ERROR, False
         print(f"opsight run: live metrics on http://{options.metrics_address[0]}:{port}/metrics",
               file=sys.stderr)
+    control = None
+    if options.control_address is not None:
+        from .control_server import start_control_server
+
+        try:
+            control, line = start_control_server(run_directory, options.control_address)
+        except OSError as error:
+            print(f"opsight run: --control-port: cannot listen: {error} (the program was not "
+                  f"started)", file=sys.stderr)
+            if endpoint is not None:
+                endpoint.stop()
+            if live is not None:
+                live.stop(0.0)
+            return USAGE_ERROR, False
+        print(f"opsight run: {line}", file=sys.stderr)
     try:
         child = subprocess.Popen(start_command, env=environment)
     except OSError as error:
         print(f"opsight run: cannot start {start_command[0]!r}: {error}", file=sys.stderr)
+        if control is not None:
+            control.stop()
         if endpoint is not None:
             endpoint.stop()
         if live is not None:
@@ -302,6 +332,8 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         signal.signal(signal.SIGINT, previous_interrupt)
         signal.signal(signal.SIGTERM, previous_terminate)
     exit_status = status if status >= 0 else 128 - status
+    if control is not None:
+        control.stop()
     if live is not None:
         print_reports(live.stop(10.0), "opsight run")
     if endpoint is not None:
