@@ -108,9 +108,17 @@ def _start_service(tmp_path: Path, name: str, source: str, arguments: list[str],
         environment.update(OPSIGHT_OUTPUT=str(tmp_path / f"{name}.%p.opsight"),
                            OPSIGHT_EXPORT=f"otlp={jaeger_endpoint}", OTEL_SERVICE_NAME=name)
     log = open(tmp_path / f"{name}.log", "wb")
-    # A session of its own: Ctrl-C goes to its whole process group, as from a terminal.
+    # A session of its own: Ctrl-C goes to its whole process group, as from a terminal. And
+    # SIGINT's default action, as a terminal gives it: a test run started in the background
+    # by a non-interactive shell has SIGINT ignored, which children would inherit (Python
+    # then installs no KeyboardInterrupt handler and the servers would never stop).
     return subprocess.Popen(command, cwd=tmp_path, env=environment, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                            stderr=subprocess.STDOUT, start_new_session=True,
+                            preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:  # runs in the child between fork and exec
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_listening(process: subprocess.Popen, port: int, log: Path, timeout: float = 60) -> None:
