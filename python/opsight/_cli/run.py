@@ -176,10 +176,10 @@ def run_command(arguments: list[str]) -> int:
         return 1
 
     options.export_targets = parse_targets(options.export) or targets_from_environment()
+    from .control_server import parse_address  # [HOST:]PORT, for both listeners
+
     options.control_address = None
     if options.control_port:
-        from .control_server import parse_address
-
         options.control_address = parse_address(options.control_port)
         if options.control_address is None:
             print(f"opsight run: --control-port {options.control_port}: expected [HOST:]PORT",
@@ -188,7 +188,7 @@ def run_command(arguments: list[str]) -> int:
     options.metrics_address = None
     for target in [t for t in options.export_targets if t.split("=", 1)[0] == "prometheus"]:
         options.export_targets.remove(target)
-        address = _metrics_address(target.partition("=")[2])
+        address = parse_address(target.partition("=")[2])
         if address is None:
             print(f"opsight run: --export {target}: expected prometheus=[HOST:]PORT",
                   file=sys.stderr)
@@ -231,16 +231,6 @@ def run_command(arguments: list[str]) -> int:
                   f"(opsight report {run_directory}/trace.*.opsight)", file=sys.stderr)
         else:
             shutil.rmtree(run_directory, ignore_errors=True)
-
-
-def _metrics_address(text: str) -> tuple[str, int] | None:
-    """``"9464"``, ``":9464"`` or ``"0.0.0.0:9464"`` -> (host, port); 127.0.0.1 unless a
-    host is given."""
-    host, _, port = text.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        return None
-    return host, int(port)
 
 
 def _output_problem(path: str) -> str | None:

@@ -129,6 +129,24 @@ def split_host(host: str) -> tuple[str, int | None]:
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 
 
+def server_attributes(method: str, path: str, scheme: str, route: str | None,
+                      address: Any, port: Any, client_address: Any, user_agent: Any,
+                      protocol_version: Any) -> list[tuple[str, Any]]:
+    """A server span's attributes by the HTTP semantic conventions (ASGI and WSGI alike)."""
+    return [
+        ("span.kind", "server"),
+        ("http.request.method", method),
+        ("url.path", path),
+        ("url.scheme", scheme),
+        ("http.route", route),
+        ("server.address", address),
+        ("server.port", port),
+        ("client.address", client_address),
+        ("user_agent.original", user_agent),
+        ("network.protocol.version", protocol_version),
+    ]
+
+
 def redact_url(url: str) -> str:
     """``url.full`` as the conventions ask: a user name and password are replaced by
     ``REDACTED``."""

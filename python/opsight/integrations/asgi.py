@@ -124,18 +124,9 @@ def _request_attributes(scope: Scope, method: str, route: str | None, path: str,
     elif server:
         address, port = str(server[0]), server[1] if len(server) > 1 else None
     client = scope.get("client")
-    return [
-        ("span.kind", "server"),
-        ("http.request.method", method),
-        ("url.path", path),
-        ("url.scheme", scheme),
-        ("http.route", route),
-        ("server.address", address),
-        ("server.port", port),
-        ("client.address", str(client[0]) if client else None),
-        ("user_agent.original", user_agent),
-        ("network.protocol.version", scope.get("http_version")),
-    ]
+    return _http.server_attributes(method, path, scheme, route, address, port,
+                                   str(client[0]) if client else None, user_agent,
+                                   scope.get("http_version"))
 
 
 # ---- routes ------------------------------------------------------------------------------------

@@ -223,19 +223,10 @@ def _request_attributes(environ: dict, method: str, route: str | None,
         server_port = str(environ.get("SERVER_PORT") or "")
         port = int(server_port) if server_port.isdigit() else _http.DEFAULT_PORTS.get(scheme)
     protocol = str(environ.get("SERVER_PROTOCOL") or "")
-    return [
-        ("span.kind", "server"),
-        ("http.request.method", method),
-        ("url.path", path),
-        ("url.scheme", scheme),
-        ("http.route", route),
-        ("server.address", address),
-        ("server.port", port),
-        ("client.address", environ.get("REMOTE_ADDR")),
-        ("user_agent.original", environ.get("HTTP_USER_AGENT")),
-        ("network.protocol.version",
-         protocol.partition("/")[2] if protocol.upper().startswith("HTTP/") else None),
-    ]
+    return _http.server_attributes(
+        method, path, scheme, route, address, port, environ.get("REMOTE_ADDR"),
+        environ.get("HTTP_USER_AGENT"),
+        protocol.partition("/")[2] if protocol.upper().startswith("HTTP/") else None)
 
 
 _routes = _http.RouteCache()
