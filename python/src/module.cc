@@ -474,6 +474,9 @@ const OpsightRecorderApi kRecorderApi = {
 // (opsight._capture.instrument.set_enabled, which also wraps and unwraps the targets).
 // The callable is set and replaced with the GIL held, and held by the call while it runs.
 PyObject* g_control_apply = nullptr;
+// "requests N": opsight._session.live_control's handler, called with N; returns the state
+// to publish. Set and replaced as g_control_apply is.
+PyObject* g_control_apply_requests = nullptr;
 
 bool python_is_finalizing() {
 #if PY_VERSION_HEX >= 0x030D0000
@@ -498,9 +501,36 @@ void apply_control_request(bool enabled) {
   Py_DECREF(apply);
 }
 
+std::string apply_control_requests(int64_t count) {
+  const std::string unchanged = opsight::recording() ? "on" : "off";
+  if (!Py_IsInitialized() || python_is_finalizing()) return unchanged;
+  nb::gil_scoped_acquire gil;
+  PyObject* apply = g_control_apply_requests;
+  if (apply == nullptr) return unchanged;
+  Py_INCREF(apply);
+  std::string state = unchanged;
+  PyObject* argument = PyLong_FromLongLong(count);
+  PyObject* result = argument ? PyObject_CallOneArg(apply, argument) : nullptr;
+  Py_XDECREF(argument);
+  if (result == nullptr) {
+    PyErr_WriteUnraisable(apply);
+  } else {
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_Check(result) ? PyUnicode_AsUTF8AndSize(result, &size) : nullptr;
+    if (text != nullptr)
+      state.assign(text, static_cast<size_t>(size));
+    else
+      PyErr_Clear();
+    Py_DECREF(result);
+  }
+  Py_DECREF(apply);
+  return state;
+}
+
 // Starts (or restarts) the process's watcher. The GIL is released while it stops an
 // earlier watcher, whose thread may be waiting for it inside apply_control_request.
-bool start_python_control_watcher(nb::callable apply, bool enabled) {
+bool start_python_control_watcher(nb::callable apply, bool enabled,
+                                  std::optional<nb::callable> apply_requests) {
   {
     nb::gil_scoped_release release;
     session::stop_control_watcher();
@@ -508,7 +538,13 @@ bool start_python_control_watcher(nb::callable apply, bool enabled) {
   PyObject* callable = apply.ptr();
   Py_INCREF(callable);
   Py_XSETREF(g_control_apply, callable);
-  return session::start_control_watcher(apply_control_request, enabled);
+  PyObject* requests_callable = apply_requests ? apply_requests->ptr() : nullptr;
+  Py_XINCREF(requests_callable);
+  Py_XSETREF(g_control_apply_requests, requests_callable);
+  return session::start_control_watcher(apply_control_request, enabled,
+                                        apply_requests
+                                            ? session::ControlRequestsApply(apply_control_requests)
+                                            : session::ControlRequestsApply());
 }
 
 }  // namespace
@@ -663,11 +699,15 @@ NB_MODULE(_native, m) {
   // opsight ctl (opsight._session.control wraps these; the protocol is session/control.hpp).
   m.def("control_directory", [] { return session::control_directory(); });
   m.def("start_control_watcher", &start_python_control_watcher, nb::arg("apply"),
-        nb::arg("enabled"),
-        "Publishes this process's state and calls apply(enabled) on a request; false (after "
+        nb::arg("enabled"), nb::arg("apply_requests") = nb::none(),
+        "Publishes this process's state and calls apply(enabled) on a request, "
+        "apply_requests(N) on 'requests N' (its answer is the state published); false (after "
         "one warning on stderr) where the control directory is refused.");
   m.def("stop_control_watcher", &session::stop_control_watcher,
         nb::call_guard<nb::gil_scoped_release>());
+  m.def("publish_control_state", &session::publish_control_state, nb::arg("state"),
+        nb::call_guard<nb::gil_scoped_release>(),
+        "Rewrites this process's published state (no watcher: does nothing).");
   m.def(
       "control_state",
       [](int pid) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -262,10 +263,13 @@ std::vector<std::string> ControlDirectory::file_names() const {
 struct ControlWatcher::State {
   std::unique_ptr<ControlDirectory> directory;
   ControlApply apply;
+  ControlRequestsApply apply_requests;
   pid_t owner_pid = 0;
   std::string state_name;
   std::string request_name;
   int64_t last_request_ns = 0;  // the watcher thread's only
+
+  std::mutex publish_mutex;  // one writer of the state file at a time (they share its temporary)
 
   std::mutex mutex;
   std::condition_variable wake;
@@ -287,10 +291,21 @@ struct ControlWatcher::State {
     std::optional<int64_t> modified = directory->modification_ns(request_name);
     if (!modified || *modified == last_request_ns) return;
     last_request_ns = *modified;
-    std::optional<std::string> request = directory->read_file(request_name);
-    if (!request || (*request != "on" && *request != "off")) return;
-    apply(*request == "on");
-    static_cast<void>(directory->write_file(state_name, *request));
+    std::optional<std::string> text = directory->read_file(request_name);
+    std::optional<ControlRequest> request = text ? parse_control_request(*text) : std::nullopt;
+    if (!request) return;
+    if (request->kind == ControlRequest::Kind::requests) {
+      if (!apply_requests) return;  // this process counts no requests: its state stays
+      static_cast<void>(publish(apply_requests(request->count)));
+      return;
+    }
+    apply(request->kind == ControlRequest::Kind::on);
+    static_cast<void>(publish(*text));
+  }
+
+  std::optional<std::string> publish(std::string_view state) {
+    std::lock_guard lock(publish_mutex);
+    return directory->write_file(state_name, state);
   }
 };
 
@@ -317,8 +332,22 @@ ControlWatcher::ControlWatcher(std::unique_ptr<State> state) : state_(std::move(
 
 ControlWatcher::~ControlWatcher() { stop(); }
 
+std::optional<ControlRequest> parse_control_request(std::string_view text) {
+  if (text == "on") return ControlRequest{ControlRequest::Kind::on};
+  if (text == "off") return ControlRequest{ControlRequest::Kind::off};
+  constexpr std::string_view kRequests = "requests ";
+  if (!text.starts_with(kRequests)) return std::nullopt;
+  std::string_view digits = text.substr(kRequests.size());
+  int64_t count = 0;
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+  if (error != std::errc{} || end != digits.data() + digits.size() || count < 1 ||
+      count > kMaxControlRequests)
+    return std::nullopt;
+  return ControlRequest{ControlRequest::Kind::requests, count};
+}
+
 ControlWatcher::Started ControlWatcher::start(const std::string& directory_path, ControlApply apply,
-                                              bool enabled) {
+                                              bool enabled, ControlRequestsApply apply_requests) {
   Started started;
   ControlDirectory::Opened opened = ControlDirectory::open(directory_path, /*create=*/true);
   if (!opened.directory) {
@@ -328,6 +357,7 @@ ControlWatcher::Started ControlWatcher::start(const std::string& directory_path,
   auto state = std::make_unique<State>();
   state->directory = std::move(opened.directory);
   state->apply = std::move(apply);
+  state->apply_requests = std::move(apply_requests);
   state->owner_pid = getpid();
   state->state_name = state_file_name(state->owner_pid);
   state->request_name = request_file_name(state->owner_pid);
@@ -347,6 +377,11 @@ ControlWatcher::Started ControlWatcher::start(const std::string& directory_path,
   }
   started.watcher.reset(new ControlWatcher(std::move(state)));
   return started;
+}
+
+std::optional<std::string> ControlWatcher::publish(std::string_view state) const {
+  if (!state_) return "the watcher is stopped";
+  return state_->publish(state);
 }
 
 void ControlWatcher::stop() {
@@ -374,12 +409,15 @@ namespace {
 // Never destroyed by static destruction: a thread still running at exit would make the
 // std::thread's destructor end the process.
 ControlWatcher* g_watcher = nullptr;
+// Guards g_watcher against publish_control_state() from another thread. Never held while
+// a watcher stops: its thread may be inside an apply that publishes.
+std::mutex g_watcher_mutex;
 }  // namespace
 
-bool start_control_watcher(ControlApply apply, bool enabled) {
+bool start_control_watcher(ControlApply apply, bool enabled, ControlRequestsApply apply_requests) {
   stop_control_watcher();
-  ControlWatcher::Started started =
-      ControlWatcher::start(control_directory(), std::move(apply), enabled);
+  ControlWatcher::Started started = ControlWatcher::start(control_directory(), std::move(apply),
+                                                          enabled, std::move(apply_requests));
   if (!started.watcher) {
     std::fprintf(stderr,
                  "opsight: %s: opsight ctl cannot switch the tracing of this process (pid %d), "
@@ -387,13 +425,23 @@ bool start_control_watcher(ControlApply apply, bool enabled) {
                  started.problem.c_str(), static_cast<int>(getpid()));
     return false;
   }
+  std::lock_guard lock(g_watcher_mutex);
   g_watcher = started.watcher.release();
   return true;
 }
 
 void stop_control_watcher() {
-  ControlWatcher* watcher = std::exchange(g_watcher, nullptr);
+  ControlWatcher* watcher = nullptr;
+  {
+    std::lock_guard lock(g_watcher_mutex);
+    watcher = std::exchange(g_watcher, nullptr);
+  }
   delete watcher;  // stops it (or forgets the parent's, in a forked child)
+}
+
+void publish_control_state(std::string_view state) {
+  std::lock_guard lock(g_watcher_mutex);
+  if (g_watcher != nullptr) static_cast<void>(g_watcher->publish(state));
 }
 
 // ---- opsight ctl's side -----------------------------------------------------------------------

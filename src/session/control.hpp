@@ -93,10 +93,25 @@ std::string request_file_name(pid_t pid);
 
 // Applies a request: called on the watcher's thread with the requested state (true: on).
 using ControlApply = std::function<void(bool enabled)>;
+// Applies "requests N" (trace the next N requests the process serves, then switch off):
+// called on the watcher's thread; returns the state to publish ("requests N"). Only a
+// process that counts its requests (the Python package's HTTP server integrations) has one.
+using ControlRequestsApply = std::function<std::string(int64_t count)>;
+
+// What a request file may say: "on", "off", or "requests N" (1 <= N <= kMaxControlRequests).
+struct ControlRequest {
+  enum class Kind { on, off, requests };
+  Kind kind = Kind::on;
+  int64_t count = 0;  // for requests
+};
+inline constexpr int64_t kMaxControlRequests = 1'000'000'000;
+std::optional<ControlRequest> parse_control_request(std::string_view text);
 
 // The traced process's side. Publishes "<pid>.state", then a thread stats "<pid>.request"
 // every kControlPollMilliseconds; when its modification time changes and it says "on" or
-// "off", the thread calls `apply` and publishes the new state. Stopping removes both files.
+// "off", the thread calls `apply` and publishes the new state; "requests N" goes to
+// `apply_requests` (ignored without one), which says what to publish. Stopping removes
+// both files.
 // A watcher costs one fstatat(2) per poll while nobody asks anything of it.
 // Thread-safety: start and stop from one thread at a time; `apply` runs on the watcher's
 // own thread, never concurrently with itself.
@@ -108,7 +123,11 @@ class ControlWatcher {
 
   struct Started;
   // Opens (creates) `directory_path`, publishes `enabled` and starts watching.
-  static Started start(const std::string& directory_path, ControlApply apply, bool enabled);
+  static Started start(const std::string& directory_path, ControlApply apply, bool enabled,
+                       ControlRequestsApply apply_requests = {});
+  // Rewrites "<pid>.state" (a budget of requests that ran out publishes "off"); an error
+  // message on failure. Thread-safety: any thread.
+  std::optional<std::string> publish(std::string_view state) const;
 
   // Ends the thread and removes this process's control files. Does nothing in a forked
   // child (the thread and the files are the parent's). Later calls do nothing.
@@ -129,8 +148,12 @@ struct ControlWatcher::Started {
 // in a forked child, forgets the parent's). A failure is one line on stderr ("opsight:
 // ... cannot be switched by opsight ctl") and the program runs on; returns whether it
 // watches. Thread-safety: call start and stop from one thread at a time.
-bool start_control_watcher(ControlApply apply, bool enabled);
+bool start_control_watcher(ControlApply apply, bool enabled,
+                           ControlRequestsApply apply_requests = {});
 void stop_control_watcher();
+// Publishes `state` through the process's watcher (none running: does nothing). Thread-safety:
+// any thread, also while another stops the watcher.
+void publish_control_state(std::string_view state);
 
 // `opsight ctl`'s side: where process `pid` publishes its state and what it says.
 struct TracedProcessState {

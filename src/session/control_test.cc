@@ -249,6 +249,61 @@ TEST(ControlWatcher, AppliesRequestsPublishesItsStateAndCleansUp) {
             "process " + std::to_string(pid) + " publishes no state");
 }
 
+TEST(ControlRequest, ParsesOnOffAndABudgetOfRequests) {
+  using opsight::session::ControlRequest;
+  using opsight::session::parse_control_request;
+  EXPECT_EQ(parse_control_request("on")->kind, ControlRequest::Kind::on);
+  EXPECT_EQ(parse_control_request("off")->kind, ControlRequest::Kind::off);
+  auto budget = parse_control_request("requests 25");
+  ASSERT_TRUE(budget);
+  EXPECT_EQ(budget->kind, ControlRequest::Kind::requests);
+  EXPECT_EQ(budget->count, 25);
+  EXPECT_EQ(parse_control_request("requests 1000000000")->count, 1'000'000'000);
+  for (const char* wrong :
+       {"", "ON", "requests", "requests ", "requests 0", "requests -3", "requests 12x",
+        "requests 1000000001", "requests 99999999999999999999", "requests  4", "window 10"})
+    EXPECT_FALSE(parse_control_request(wrong)) << wrong;
+}
+
+TEST(ControlWatcher, HandsABudgetOfRequestsToItsHandlerAndPublishesWhatItSays) {
+  ScratchDirectory scratch;
+  fs::path control = scratch.path() / "control";
+  ScopedEnvironment chosen("OPSIGHT_CONTROL_DIR", control.c_str());
+  std::atomic<int64_t> budget{0};
+  std::atomic<int> switched{0};
+  ASSERT_TRUE(opsight::session::start_control_watcher([&](bool) { ++switched; }, /*enabled=*/false,
+                                                      [&](int64_t count) {
+                                                        budget = count;
+                                                        return "requests " + std::to_string(count);
+                                                      }));
+  const pid_t pid = getpid();
+  fs::path state = control / (std::to_string(pid) + ".state");
+  EXPECT_EQ(read_text(state), "off");
+  EXPECT_EQ(opsight::session::request_state(pid, "requests 7"), std::nullopt);
+  EXPECT_TRUE(wait_until([&] { return read_text(state) == "requests 7"; }));
+  EXPECT_EQ(budget.load(), 7);
+  EXPECT_EQ(switched.load(), 0);
+  opsight::session::publish_control_state("off");  // the budget ran out
+  EXPECT_EQ(read_text(state), "off");
+  opsight::session::stop_control_watcher();
+  opsight::session::publish_control_state("on");  // no watcher: nothing written
+  EXPECT_FALSE(fs::exists(state));
+}
+
+TEST(ControlWatcher, WithoutARequestHandlerABudgetLeavesTheStateAlone) {
+  ScratchDirectory scratch;
+  fs::path control = scratch.path() / "control";
+  ScopedEnvironment chosen("OPSIGHT_CONTROL_DIR", control.c_str());
+  std::atomic<int> switched{0};
+  ASSERT_TRUE(opsight::session::start_control_watcher([&](bool) { ++switched; }, true));
+  fs::path state = control / (std::to_string(getpid()) + ".state");
+  EXPECT_EQ(opsight::session::request_state(getpid(), "requests 3"), std::nullopt);
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  EXPECT_EQ(read_text(state), "on");
+  EXPECT_EQ(switched.load(), 0);
+  opsight::session::stop_control_watcher();
+}
+
 TEST(ControlWatcher, AnUnsafeDirectoryIsOneWarningAndNoWatcher) {
   ScratchDirectory scratch;
   fs::path control = scratch.path() / "control";

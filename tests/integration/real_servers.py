@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import importlib.util
 import json
 import os
 import shutil
@@ -53,6 +54,17 @@ INSTALL = "scripts/servers/install.sh"
 #: Servers that must be there (OPSIGHT_REQUIRE, comma list): a missing one fails the test.
 REQUIRED = {name.strip() for name in os.environ.get("OPSIGHT_REQUIRE", "").split(",")
             if name.strip()}
+
+
+def require_modules(*modules: str) -> None:
+    """Skips (fails, when OPSIGHT_REQUIRE names one) if a Python module is not installed."""
+    for module in modules:
+        if importlib.util.find_spec(module) is None:
+            message = f"{module} is not installed (requirements/test.txt)"
+            if module in REQUIRED:
+                pytest.fail(f"{message} (OPSIGHT_REQUIRE names {module})", pytrace=False)
+            pytest.skip(message)
+
 
 PROMETHEUS_BINARY = Path("/usr/bin/prometheus")
 PUSHGATEWAY_BINARY = Path("/usr/bin/prometheus-pushgateway")

@@ -54,6 +54,11 @@ def test_ctl_switches_a_cpp_program_off_and_on_and_its_trace_shows_the_gap(build
         assert wait_for(lambda: progress()[1] >= off_before + 200)  # a stretch of spans unrecorded
         assert ctl(pid, "status").stdout == f"process {pid}: tracing off\n"
 
+        # A C++ program counts no requests: a budget is refused, its state left alone.
+        budget = ctl(pid, "requests", 5, "--timeout", 0.5)
+        assert budget.returncode == 1 and "a C++ program cannot" in budget.stderr, budget.stderr
+        assert ctl(pid, "status").stdout == f"process {pid}: tracing off\n"
+
         switched = ctl(pid, "on")
         assert (switched.returncode, switched.stdout) == (0, f"process {pid}: tracing on\n")
         on_before = progress()[0]

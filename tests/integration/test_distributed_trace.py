@@ -14,7 +14,6 @@ parent in time, with the HTTP attributes of OpenTelemetry's semantic conventions
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -26,18 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from real_servers import (REQUIRED, attributes_dict, free_ports, get_json, jaeger_server,  # noqa: F401
-                          otlp_spans, port_open)
-
-
-def _require(*modules: str) -> None:
-    """Skips (fails, when OPSIGHT_REQUIRE names one) if a module is not installed."""
-    for module in modules:
-        if importlib.util.find_spec(module) is None:
-            message = f"{module} is not installed (requirements/test.txt)"
-            if module in REQUIRED:
-                pytest.fail(f"{message} (OPSIGHT_REQUIRE names {module})", pytrace=False)
-            pytest.skip(message)
+from real_servers import (attributes_dict, free_ports, get_json, jaeger_server,  # noqa: F401
+                          otlp_spans, port_open, require_modules)
 
 
 SERVICE_B = textwrap.dedent("""
@@ -167,7 +156,7 @@ def _inside(child: dict, parent: dict, tail_ns: int = 0) -> bool:
 
 @pytest.mark.parametrize("export", ["at exit", "live"])
 def test_a_request_through_two_services_is_one_trace_in_jaeger(tmp_path, jaeger_server, export):
-    _require("fastapi", "uvicorn", "httpx", "flask", "waitress", "requests")
+    require_modules("fastapi", "uvicorn", "httpx", "flask", "waitress", "requests")
     live = export == "live"
     # Names of their own per variant: the two share one Jaeger.
     name_a, name_b, name_client = (f"{name}-{'live' if live else 'at-exit'}"

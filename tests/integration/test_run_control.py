@@ -6,6 +6,8 @@ none from between; a non-loopback address needs a token; bad requests get 4xx.""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import urllib.error
 import urllib.request
 
 import opsight._native as native
+from real_servers import require_modules
 
 PROGRAM = textwrap.dedent("""
     import time, opsight
@@ -106,3 +109,78 @@ def test_a_public_address_needs_the_token(tmp_path):
         _, stderr = run.communicate(timeout=60)
     assert run.returncode == 0, stderr
     assert "(token from OPSIGHT_CONTROL_TOKEN)" in stderr
+
+
+SERVICE = textwrap.dedent("""
+    import sys
+    import uvicorn
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/infer/{item}")
+    async def infer(item: int):
+        return {"item": item}
+
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+""")
+
+
+def test_the_next_n_requests_of_a_real_fastapi_service(tmp_path):
+    """`POST /control/requests?count=3` on a uvicorn service under opsight run: of the
+    requests made after it, exactly three are in the trace (one server span each), then
+    tracing is off; `opsight ctl PID requests N` does the same from a shell."""
+    require_modules("fastapi", "uvicorn")
+    control_port, service_port = free_port(), free_port()
+    base = f"http://127.0.0.1:{control_port}/control"
+    script = tmp_path / "service.py"
+    script.write_text(SERVICE)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(tmp_path / "service.opsight"), "--control-port", str(control_port), "--",
+         sys.executable, str(script), str(service_port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    def infer(item: int) -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{service_port}/infer/{item}",
+                                    timeout=10) as answer:
+            return answer.status
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert infer(0) == 200  # traced: tracing is on at start
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+                time.sleep(0.1)
+        assert call("POST", base + "/off")[0] == 200
+        for item in range(1, 4):
+            assert infer(item) == 200  # off
+        status, body = call("POST", base + "/requests?count=3")
+        assert status == 200 and body["requests"] == 3, body
+        assert body["processes"][0]["state"].startswith("requests "), body
+        for item in range(4, 10):
+            assert infer(item) == 200  # three traced, three not
+        status, body = call("GET", base)
+        assert body["processes"][0]["state"] == "off", body
+        pid = body["processes"][0]["pid"]
+        ctl = subprocess.run([sys.executable, "-m", "opsight", "ctl", str(pid), "requests", "2"],
+                             capture_output=True, text=True, timeout=30)
+        assert ctl.returncode == 0, ctl.stderr
+        assert "tracing on for the next 2 requests" in ctl.stdout
+        for item in range(10, 14):
+            assert infer(item) == 200  # two traced, two not
+        assert call("POST", base + "/requests?count=0")[0] == 400
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    trace = native.read_trace(str(tmp_path / "service.opsight")).slice_columns()
+    items = sorted(int(value.rsplit("/", 1)[1])
+                   for name, value in zip(trace["name"], trace["attributes"]["url.path"])
+                   if name == "GET /infer/{item}")
+    # The first request (before off), three of the budget's six, two of ctl's four.
+    assert items == [0, 4, 5, 6, 10, 11]

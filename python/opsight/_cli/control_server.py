@@ -7,10 +7,13 @@ Routes (JSON in and out):
   seconds left in a window;
 - ``POST /control/on``, ``POST /control/off``: switch every process of the run;
 - ``POST /control/window?seconds=T``: on now, off again after T seconds (a new window
-  replaces the previous one).
+  replaces the previous one);
+- ``POST /control/requests?count=N``: each process traces the next N HTTP requests it
+  serves, then switches off (``opsight._session.live_control``).
 
 It goes through the same control files as ``opsight ctl`` (``opsight._session.control``),
-so a process started by the run after the request is switched at the next request.
+so a process started by the run after the request is switched at the next request. The
+routes and answers are those of the middleware's own control routes (``live_control.handle``).
 
 Security: it listens on 127.0.0.1 unless told otherwise. Any other address needs a token:
 ``OPSIGHT_CONTROL_TOKEN``, or one made up at start and printed on stderr. When a token is
@@ -20,7 +23,6 @@ request gets 400 or 404 with a message, never a crash.
 
 from __future__ import annotations
 
-import hmac
 import http.server
 import json
 import os
@@ -31,9 +33,9 @@ import time
 import urllib.parse
 
 from .._session import control as _control
+from .._session import live_control
 
 _TRACE_FILE = re.compile(r"^trace\.(\d+)\.opsight$")
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def parse_address(text: str) -> tuple[str, int] | None:
@@ -94,6 +96,11 @@ class ControlServer:
         return {"processes": processes, "window_seconds_left": left}
 
     def switch(self, state: str) -> dict:
+        """On or off, ending a window."""
+        self._cancel_window()
+        return self._send(state)
+
+    def _send(self, state: str) -> dict:
         results = []
         for pid in self.pids():
             try:
@@ -106,19 +113,34 @@ class ControlServer:
         with self._lock:
             if self._window_timer is not None:
                 self._window_timer.cancel()
-            self._window_timer = threading.Timer(seconds, self._end_window)
-            self._window_timer.daemon = True
+            timer = self._window_timer = threading.Timer(seconds, self._end_window)
+            timer.daemon = True
             self._window_ends = time.monotonic() + seconds
-        answer = self.switch("on")
-        with self._lock:
-            self._window_timer.start()
+        answer = self._send("on")
+        timer.start()  # cancelled meanwhile: it starts and does nothing
         answer["window_seconds"] = seconds
         return answer
 
+    def trace_requests(self, count: int) -> dict:
+        self._cancel_window()
+        answer = self._send(f"requests {count}")
+        answer["requests"] = count
+        return answer
+
+    def _cancel_window(self) -> None:
+        with self._lock:
+            if self._window_timer is not None:
+                self._window_timer.cancel()
+            self._window_timer = None
+            self._window_ends = None
+
     def _end_window(self) -> None:
         with self._lock:
+            if self._window_timer is not threading.current_thread():
+                return  # cancelled or replaced meanwhile
+            self._window_timer = None
             self._window_ends = None
-        self.switch("off")
+        self._send("off")
 
 
 def _handler_for(server: ControlServer):
@@ -134,44 +156,26 @@ def _handler_for(server: ControlServer):
             self.end_headers()
             self.wfile.write(data)
 
-        def _authorized(self) -> bool:
-            if server.token is None:
-                return True
-            given = self.headers.get("Authorization", "")
-            if hmac.compare_digest(given.encode(), f"Bearer {server.token}".encode()):
-                return True
-            self._answer(401, {"error": "missing or wrong token (Authorization: Bearer <token>)"})
-            return False
+        def _serve(self, method: str) -> None:
+            parts = urllib.parse.urlsplit(self.path)
+            refused = live_control.authorize(server.token, self.headers.get("Authorization"),
+                                             None)
+            if refused is not None:
+                self._answer(*refused)
+                return
+            if parts.path != "/control" and not parts.path.startswith("/control/"):
+                self._answer(404, {"error": f"no route {method} {self.path[:200]} (GET /control, "
+                                            "POST /control/on, /control/off, "
+                                            "/control/window?seconds=T, /control/requests?count=N)"})
+                return
+            self._answer(*live_control.handle(server, method, parts.path[len("/control"):],
+                                              parts.query))
 
         def do_GET(self):  # noqa: N802 - the handler's name
-            if not self._authorized():
-                return
-            if urllib.parse.urlsplit(self.path).path != "/control":
-                self._answer(404, {"error": f"no route GET {self.path[:200]} (GET /control)"})
-                return
-            self._answer(200, server.status())
+            self._serve("GET")
 
         def do_POST(self):  # noqa: N802
-            if not self._authorized():
-                return
-            parts = urllib.parse.urlsplit(self.path)
-            if parts.path in ("/control/on", "/control/off"):
-                self._answer(200, server.switch(parts.path.rsplit("/", 1)[1]))
-                return
-            if parts.path == "/control/window":
-                values = urllib.parse.parse_qs(parts.query).get("seconds", [])
-                try:
-                    seconds = float(values[0]) if values else float("nan")
-                except ValueError:
-                    seconds = float("nan")
-                if not 0 < seconds <= 86400:
-                    self._answer(400, {"error": "window: seconds must be a number in (0, 86400] "
-                                                "(POST /control/window?seconds=30)"})
-                    return
-                self._answer(200, server.window(seconds))
-                return
-            self._answer(404, {"error": f"no route POST {self.path[:200]} "
-                                        "(POST /control/on, /control/off, /control/window?seconds=T)"})
+            self._serve("POST")
 
     return Handler
 
@@ -182,7 +186,7 @@ def start_control_server(run_directory: str, address: tuple[str, int]) -> tuple[
     host, port = address
     token = os.environ.get("OPSIGHT_CONTROL_TOKEN") or None
     made_up = False
-    if token is None and host not in _LOOPBACK:
+    if token is None and host not in live_control.LOOPBACK:
         token = secrets.token_urlsafe(24)
         made_up = True
     server = ControlServer(run_directory, host, port, token)

@@ -1,5 +1,6 @@
-"""``opsight ctl``: switch the tracing of a running traced process on or off, or list the
-traced processes (through the control files of ``opsight._session.control``)."""
+"""``opsight ctl``: switch the tracing of a running traced process on or off, trace its
+next N requests, or list the traced processes (through the control files of
+``opsight._session.control``)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ def ctl_command(arguments: list[str]) -> int:
     parser = ArgumentParser(
         prog="opsight ctl",
         description="Switch the tracing of a running traced process on or off (its targets are "
-                    "unwrapped while off, so they cost nothing), or list traced processes.")
+                    "unwrapped while off, so they cost nothing), trace only the next N HTTP "
+                    "requests it serves (`requests N`), or list traced processes.")
     parser.add_argument("pid", help="process id, or 'list'")
-    parser.add_argument("state", nargs="?", choices=("on", "off", "status"), default="status")
+    parser.add_argument("state", nargs="?", choices=("on", "off", "status", "requests"),
+                        default="status")
+    parser.add_argument("count", nargs="?", type=int,
+                        help="with `requests`: how many requests to trace before switching off")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the switch")
     options = parser.parse_args(arguments)
     if options.pid == "list":
@@ -35,10 +40,25 @@ def ctl_command(arguments: list[str]) -> int:
     if not 0 < pid < 1 << 31:  # a pid_t
         print(f"opsight ctl: {options.pid!r} is not a process id", file=sys.stderr)
         return USAGE_ERROR
+    request = options.state
+    if request == "requests":
+        from .._session.live_control import MAX_REQUESTS
+
+        if options.count is None or not 1 <= options.count <= MAX_REQUESTS:
+            print("opsight ctl: requests needs a count in [1, 1000000000] "
+                  "(opsight ctl PID requests 100)", file=sys.stderr)
+            return USAGE_ERROR
+        request = f"requests {options.count}"
+    elif options.count is not None:
+        print(f"opsight ctl: a count goes with `requests` only, not `{request}`", file=sys.stderr)
+        return USAGE_ERROR
     try:
-        state = _control.request(pid, options.state, options.timeout)
+        state = _control.request(pid, request, options.timeout)
     except RuntimeError as error:
         print(f"opsight ctl: {error}", file=sys.stderr)
         return 1
-    print(f"process {pid}: tracing {state}")
+    if state.startswith("requests "):
+        print(f"process {pid}: tracing on for the next {state.split()[1]} requests")
+    else:
+        print(f"process {pid}: tracing {state}")
     return 0

@@ -5,7 +5,9 @@ The protocol is two small files per traced process in a private control director
 private; else ``/tmp/opsight-<uid>``):
 
 * ``<pid>.state``: written by the traced process: ``on`` or ``off``, what it is doing now;
-* ``<pid>.request``: written by ``opsight ctl``: ``on`` or ``off``, what it should do.
+* ``<pid>.request``: written by ``opsight ctl``: ``on`` or ``off``, what it should do, or
+  ``requests N``: trace the next N requests it serves, then off (``live_control``; the
+  state then reads ``requests K`` while K are left).
 
 Both sides are the core's (src/session/control.hpp), shared with C++ programs traced
 through ``OPSIGHT_OUTPUT``: the directory is created with mode 0700 and refused (one warning,
@@ -35,15 +37,17 @@ def control_directory() -> str:
 
 class ControlWatcher:
     """The traced process's side: the core's watcher, calling ``apply(enabled)`` on its own
-    thread for each request. One per process: starting one replaces the one running."""
+    thread for each on/off request, and ``apply_requests(N)`` (which answers the state to
+    publish) for ``requests N``. One per process: starting one replaces the one running."""
 
-    def __init__(self, apply) -> None:
+    def __init__(self, apply, apply_requests=None) -> None:
         self._apply = apply  # callable(bool)
+        self._apply_requests = apply_requests  # callable(int) -> str, or None
 
     def start(self, enabled: bool) -> bool:
         """Publishes ``enabled`` and starts watching; False (after one warning on stderr)
         where the control directory is refused: the process runs on, not controllable."""
-        return _native.start_control_watcher(self._apply, enabled)
+        return _native.start_control_watcher(self._apply, enabled, self._apply_requests)
 
     def stop(self) -> None:
         """Ends the watcher's thread and removes this process's control files."""
@@ -55,8 +59,9 @@ def _state(pid: int) -> str | None:
 
 
 def request(pid: int, state: str, timeout_seconds: float = 5.0) -> str:
-    """``opsight ctl``: asks process ``pid`` to switch tracing ``on``/``off`` (or just reads
-    it, for ``status``) and returns its state; raises RuntimeError if it is not traced."""
+    """``opsight ctl``: asks process ``pid`` to switch tracing ``on``/``off``, or to trace
+    its next N requests (``requests N``), or just reads its state (``status``); returns its
+    state; raises RuntimeError if it is not traced or does not answer in time."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -71,17 +76,36 @@ def request(pid: int, state: str, timeout_seconds: float = 5.0) -> str:
         if problem:
             message += f"; {problem}: not used"
         raise RuntimeError(message)
-    if state == "status" or current == state:
+    budget = state.startswith("requests ")
+    if state == "status" or (current == state and not budget):
         return current
+    published_before = _modified_ns(state_path)
     error = _native.control_request(pid, state)
     if error is not None:
         raise RuntimeError(f"cannot ask process {pid}: {error}")
     deadline = time.monotonic() + timeout_seconds
     while time.monotonic() < deadline:
-        if _state(pid) == state:
+        now = _state(pid)
+        if budget:
+            # Taken when the process republishes: "requests N", or already fewer left, or
+            # "off" when a busy server served them all between two looks.
+            if _modified_ns(state_path) != published_before and now is not None:
+                return now
+        elif now == state:
             return state
         time.sleep(POLL_SECONDS / 2)
+    if budget:
+        raise RuntimeError(f"process {pid} did not take a budget of requests within "
+                           f"{timeout_seconds:g} s (only a Python program traced by opsight "
+                           "counts requests; a C++ program cannot)")
     raise RuntimeError(f"process {pid} did not switch tracing {state} within {timeout_seconds:g} s")
+
+
+def _modified_ns(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
 
 
 def traced_processes_and_problems() -> tuple[list[tuple[int, str]], list[str]]:

@@ -183,9 +183,9 @@ class _Activation:
     def start_control(self) -> None:
         import opsight._native as _native
         from .control import ControlWatcher
-        from .._capture.instrument import set_enabled
+        from .live_control import live_control
 
-        self.watcher = ControlWatcher(set_enabled)
+        self.watcher = ControlWatcher(live_control.apply_switch, live_control.apply_request_budget)
         self.watcher.start(_native.tracing_enabled())
 
     def finish(self) -> None:

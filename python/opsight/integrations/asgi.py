@@ -20,6 +20,13 @@ propagates unchanged. The span begins and ends on the request's asyncio task, on
 task's own track, so concurrent requests never nest into each other; the span covers the
 whole response, streamed bodies included.
 
+Tracing control (``control_path="/opsight/control"``): the middleware also answers the
+routes of ``opsight._session.live_control`` below that path: ``GET`` for the state,
+``POST .../on``, ``.../off``, ``.../window?seconds=T`` and ``.../requests?count=N`` (trace
+the next N requests, then switch off), for loopback clients only unless a token is set
+(``control_token=`` or ``OPSIGHT_CONTROL_TOKEN``; then ``Authorization: Bearer <token>``).
+Under ``opsight run --control-port`` the same routes are served by the run.
+
 Without a session the middleware calls the application straight through. Lifespan and
 WebSocket scopes always pass straight through. Under ``opsight run`` or ``OPSIGHT_OUTPUT``
 FastAPI and Starlette applications get this span without the middleware (see
@@ -33,6 +40,8 @@ from typing import Any, Awaitable, Callable
 import opsight._native as _native
 import opsight.propagation as propagation
 from . import _http
+from ._control_routes import ControlRoutes
+import opsight._session.live_control as live_control
 
 Scope = dict
 Receive = Callable[[], Awaitable[dict]]
@@ -50,10 +59,17 @@ class OpsightMiddleware:
     module's documentation). Thread-safety: one instance serves any number of concurrent
     requests."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, *, control_path: str | None = None,
+                 control_token: str | None = None) -> None:
         self.app = app
+        self._control = None if control_path is None else ControlRoutes(control_path,
+                                                                         control_token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (self._control is not None and scope.get("type") == "http"
+                and self._control.owns(str(scope.get("path") or ""))):
+            await self._control.serve_asgi(scope, send)
+            return
         if scope.get("type") != "http" or SCOPE_KEY in scope or not _http.active():
             await self.app(scope, receive, send)
             return
@@ -79,11 +95,19 @@ async def serve(app: Callable, routes_owner: Any, scope: Scope, receive: Receive
             (id(routes_owner), len(_routes_of(routes_owner) or ()), method,
              scope.get("root_path"), path, host),
             lambda: starlette_route(routes_owner, scope))
+    claim = live_control.claim_request()
+    if claim == live_control.REFUSED:  # the budget of `requests N` is spent
+        await app(scope, receive, send)
+        return
     name_id = _http.server_span_name_id(method, route, path)
     # The span begins on the first resume of this awaitable and ends when the request's
     # coroutine returns or raises, on the track of the task running it.
-    await _native.TracedAwaitable(
-        _serve(app, scope, receive, send, method, route, path, host, user_agent), name_id)
+    try:
+        await _native.TracedAwaitable(
+            _serve(app, scope, receive, send, method, route, path, host, user_agent), name_id)
+    finally:
+        if claim == live_control.COUNTED:
+            live_control.release_request()
 
 
 async def _serve(app: Callable, scope: Scope, receive: Receive, send: Send, method: str,

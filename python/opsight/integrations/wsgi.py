@@ -20,6 +20,10 @@ keeps its fast file path) and its span ends when the application returns it. A s
 iterating its body, is recorded on the span and propagates unchanged, and so is one that
 Flask turned into a 500 (its ``got_request_exception`` signal).
 
+Tracing control: ``OpsightMiddleware(app, control_path="/opsight/control")`` also answers
+the control routes (as ``opsight.integrations.asgi`` documents), ``requests?count=N``
+included.
+
 Without a session the application is called straight through and its iterable returned as
 it is. Under ``opsight run`` or ``OPSIGHT_OUTPUT`` Flask applications get this span without
 the middleware (see ``opsight.integrations``); adding it as well records one span per
@@ -33,6 +37,8 @@ from typing import Any, Callable, Iterable, Iterator
 import opsight._native as _native
 import opsight.propagation as propagation
 from . import _http
+from ._control_routes import ControlRoutes, _wsgi_path
+import opsight._session.live_control as live_control
 
 #: Set in the environ of a request that already has its server span.
 ENVIRON_KEY = "opsight.server_span"
@@ -44,14 +50,19 @@ class OpsightMiddleware:
     """WSGI middleware: a server span around each request of ``app`` (see the module's
     documentation). Thread-safety: one instance serves any number of threads."""
 
-    def __init__(self, app: Callable) -> None:
+    def __init__(self, app: Callable, *, control_path: str | None = None,
+                 control_token: str | None = None) -> None:
         self.app = app
+        self._control = None if control_path is None else ControlRoutes(control_path,
+                                                                         control_token)
         # Flask's URL rules name the spans: ``app.wsgi_app`` is a method of the Flask app.
         owner = getattr(app, "__self__", app)
         self._flask = owner if hasattr(owner, "url_map") and hasattr(owner, "request_class") \
             else None
 
     def __call__(self, environ: dict, start_response: Callable) -> Iterable[bytes]:
+        if self._control is not None and self._control.owns(_wsgi_path(environ)):
+            return self._control.serve_wsgi(environ, start_response)
         if ENVIRON_KEY in environ or not _http.active():
             return self.app(environ, start_response)
         return serve(self.app, self._flask, environ, start_response)
@@ -72,9 +83,14 @@ def serve(app: Callable, flask_app: Any, environ: dict,
              environ.get("wsgi.url_scheme")),
             lambda: flask_route(flask_app, environ))
         _note_flask_exceptions()
-    if not _native.begin(_http.server_span_name_id(method, route, path)):
+    claim = live_control.claim_request()
+    if claim == live_control.REFUSED:  # the budget of `requests N` is spent
         return app(environ, start_response)
-    exchange = environ[ENVIRON_KEY] = _Exchange()
+    if not _native.begin(_http.server_span_name_id(method, route, path)):
+        if claim == live_control.COUNTED:
+            live_control.release_request()
+        return app(environ, start_response)
+    exchange = environ[ENVIRON_KEY] = _Exchange(claim == live_control.COUNTED)
     try:
         _http.add_attributes(_request_attributes(environ, method, route, path))
         token = propagation._serve(propagation.extract(environ))
@@ -101,9 +117,10 @@ class _Exchange:
     while the application's code runs: its call, each step of its body, its close; never
     left set while the server has control), and the end (once)."""
 
-    __slots__ = ("status", "error", "served", "finished")
+    __slots__ = ("status", "error", "served", "finished", "counted")
 
-    def __init__(self) -> None:
+    def __init__(self, counted: bool) -> None:
+        self.counted = counted  # one of a budget of requests: released when it ends
         self.status: int | None = None
         self.error: BaseException | None = None
         self.served: Any = None
@@ -142,6 +159,8 @@ class _Exchange:
                 _http.record_exception(error)
         finally:
             _native.end()
+            if self.counted:
+                live_control.release_request()
 
 
 class _TracedBody:
