@@ -33,14 +33,20 @@ BatchExporter::BatchExporter(std::vector<std::unique_ptr<BatchSender>> senders,
 
 BatchExporter::~BatchExporter() { shutdown(5); }
 
+bool BatchExporter::room_for(size_t body_bytes) const {
+  return closed_ || (queue_.size() < options_.max_queued_batches &&
+                     (queue_.empty() || queued_bytes_ + body_bytes <= options_.max_queued_bytes));
+}
+
+bool BatchExporter::wait_for_room(size_t body_bytes, double wait_s) {
+  std::unique_lock lock(mutex_);
+  return state_changed_.wait_for(lock, seconds_of(wait_s), [&] { return room_for(body_bytes); });
+}
+
 bool BatchExporter::offer(EncodedBatch batch, double wait_s) {
   std::unique_lock lock(mutex_);
   stats_.spans_offered += batch.spans;
-  auto has_room = [&] {
-    return closed_ ||
-           (queue_.size() < options_.max_queued_batches &&
-            (queue_.empty() || queued_bytes_ + batch.body.size() <= options_.max_queued_bytes));
-  };
+  auto has_room = [&] { return room_for(batch.body.size()); };
   if (!has_room() && wait_s > 0) state_changed_.wait_for(lock, seconds_of(wait_s), has_room);
   if (closed_ || !has_room()) {
     (closed_ ? stats_.spans_dropped_shutdown : stats_.spans_dropped_queue_full) += batch.spans;

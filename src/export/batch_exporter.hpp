@@ -68,6 +68,9 @@ class BatchExporter {
   // Queues `batch`; when the queue is full, waits up to `wait_s` for room, then drops it
   // (counted) and returns false. After shutdown, drops and returns false.
   bool offer(EncodedBatch batch, double wait_s = 0);
+  // Waits up to `wait_s` until a batch of `body_bytes` would be queued without a drop;
+  // returns whether it would (true after shutdown too: offer() then counts it).
+  bool wait_for_room(size_t body_bytes, double wait_s);
   // Waits until everything offered so far is sent or dropped, at most `timeout_s`;
   // returns whether it got there.
   bool flush(double timeout_s);
@@ -82,6 +85,7 @@ class BatchExporter {
   void run(BatchSender& sender);
   // Waits up to `seconds` unless shutdown is stopping the sender; false if it is.
   bool sleep_unless_stopping(double seconds);
+  bool room_for(size_t body_bytes) const;  // mutex_ held
 
   std::vector<std::unique_ptr<BatchSender>> senders_;
   BatchExporterOptions options_;

@@ -152,6 +152,36 @@ TEST(BatchExporter, OfferCanWaitForRoomWhenTheCallerMayBlock) {
   EXPECT_EQ(exporter.stats().spans_sent, 10u);
 }
 
+// What the live exporter does: ask for room before offering, so nothing is dropped; the
+// wait is bounded, and a closed exporter answers at once (offer then counts the drop).
+TEST(BatchExporter, WaitForRoomSaysWhenAnOfferWouldBeTakenWithoutADrop) {
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  shared->script = {retryable(/*retry_after=*/0.3)};
+  auto options = fast_options();
+  options.max_queued_batches = 1;
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared), options);
+  EXPECT_TRUE(exporter.wait_for_room(4, 0));
+  EXPECT_TRUE(exporter.offer({"held", 1}));  // being retried: in flight, not queued
+  EXPECT_TRUE(exporter.wait_for_room(4, 1.0));
+  EXPECT_TRUE(exporter.offer({"next", 1}));  // queued behind it: the queue is full
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(exporter.wait_for_room(4, 0.01));  // bounded: no room within 10 ms
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_TRUE(exporter.wait_for_room(4, 10.0));  // the retry goes out, the queue drains
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(exporter.wait_for_room(4, 10.0));
+    EXPECT_TRUE(exporter.offer({"more", 1}));
+  }
+  ASSERT_TRUE(exporter.flush(10));
+  auto stats = exporter.stats();
+  EXPECT_EQ(stats.spans_sent, 22u);
+  EXPECT_EQ(stats.spans_dropped(), 0u);
+  exporter.shutdown(1);
+  EXPECT_TRUE(exporter.wait_for_room(4, 10.0));  // closed: at once
+  EXPECT_FALSE(exporter.offer({"late", 1}));
+  EXPECT_EQ(exporter.stats().spans_dropped_shutdown, 1u);
+}
+
 // Two senders keep two requests in flight: the sends overlap, and every span is counted.
 TEST(BatchExporter, SeveralSendersSendConcurrentlyAndCountEverySpan) {
   struct Overlapping : opsight::exporting::BatchSender {

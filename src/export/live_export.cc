@@ -144,12 +144,21 @@ void LiveSpanExporter::send(Batch& batch) {
     const ExportTarget& target = targets_[i];
     if (target.kind == ExportKind::kPushgateway) continue;  // metrics: at the end, or live /metrics
     encode_batches(view, rows, target, options_.batch_spans, [&](EncodedBatch encoded) {
-      exporters_[i]->offer(std::move(encoded));  // never waits: full means dropped
+      wait_for_room(*exporters_[i], encoded.body.size());
+      exporters_[i]->offer(std::move(encoded));  // still full: past stop()'s deadline
     });
   }
 }
 
+void LiveSpanExporter::wait_for_room(BatchExporter& exporter, size_t body_bytes) {
+  constexpr double kLook = 0.2;  // seconds between looks at stop()'s deadline
+  while (!exporter.wait_for_room(body_bytes, kLook))
+    if (now_seconds() >= give_up_at_.load(std::memory_order_relaxed)) return;
+}
+
 std::vector<TargetReport> LiveSpanExporter::stop(double timeout_s) {
+  const double give_up_at = now_seconds() + timeout_s;
+  give_up_at_.store(give_up_at, std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -161,7 +170,7 @@ std::vector<TargetReport> LiveSpanExporter::stop(double timeout_s) {
   pending_ = std::make_unique<Batch>();
   std::vector<TargetReport> reports;
   for (auto& exporter : exporters_) {
-    exporter->shutdown(timeout_s);
+    exporter->shutdown(std::max(0.0, give_up_at - now_seconds()));
     reports.push_back({exporter->describe(), exporter->stats(), now_seconds() - started_});
   }
   exporters_.clear();

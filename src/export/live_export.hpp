@@ -4,6 +4,11 @@
 // as `opsight export`. The traced processes do no export work: they write their files as
 // they do anyway; this runs in the process that watches them (`opsight run --export-live`).
 //
+// A full queue holds the reading back instead of dropping: the spans wait in the files,
+// which the processes write anyway, and the exporter catches up once the server takes
+// them again (a server down for minutes costs lag, not spans). Only stop() gives up: what
+// is still unsent when its timeout runs out is dropped and counted.
+//
 // Spans carry the ids the whole-file reader gives them (so the stored run and the
 // back-end agree), their parents' ids, the remote trace of a joined request, and their
 // arguments. Spans not joined to a remote trace are sent in the trace of the first file
@@ -13,7 +18,9 @@
 // Thread-safety: start() and stop() from one thread; the polling runs on its own thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +52,9 @@ class LiveSpanExporter {
   void run();
   void poll_files(bool final);
   void send(Batch& batch);
+  // Waits (the polling thread only) until `exporter` has room for `body_bytes`, or the
+  // deadline stop() set has passed.
+  void wait_for_room(BatchExporter& exporter, size_t body_bytes);
 
   std::string directory_, prefix_, suffix_;
   std::vector<ExportTarget> targets_;
@@ -58,6 +68,7 @@ class LiveSpanExporter {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  std::atomic<double> give_up_at_{std::numeric_limits<double>::infinity()};  // set by stop()
   std::thread thread_;
   double started_ = 0;
 };

@@ -36,6 +36,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -276,6 +277,35 @@ class Jaeger(Server):
     query_port: int
     query_grpc_port: int
     health_port: int
+    metrics_port: int  # the collector's own metrics (Prometheus text)
+    binary: Path
+
+    def launch(self, start_timeout: float = 60.0) -> None:
+        """Starts the server on its ports and waits until it takes spans and queries."""
+        config = self.workdir / "config.yaml"
+        config.write_text(JAEGER_CONFIG.format(**vars(self)))
+        self.start([self.binary, "--config", config])
+        health = f"http://127.0.0.1:{self.health_port}/status"
+        self.wait_ready(lambda: (self.http_ready(health)()
+                                 and port_open(self.otlp_http_port)
+                                 and port_open(self.query_port)), start_timeout)
+
+    def restart(self, start_timeout: float = 60.0) -> None:
+        """Stops it (its memory store is lost) and starts it again on the same ports."""
+        self.stop()
+        self.launch(start_timeout)
+
+    def accepted_spans(self) -> int:
+        """Spans its OTLP receivers have taken since it started (the collector's
+        ``otelcol_receiver_accepted_spans_total``, over HTTP and gRPC)."""
+        status, body = http_request(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5)
+        if status != 200:
+            raise self.error(f"metrics answered {status}")
+        total = 0.0
+        for line in body.decode().splitlines():
+            if line.startswith("otelcol_receiver_accepted_spans_total{"):
+                total += float(line.rsplit(" ", 1)[1])
+        return int(total)
 
     @property
     def otlp_http_endpoint(self) -> str:
@@ -324,6 +354,74 @@ class Jaeger(Server):
         return get_json(f"{self.query_url}/api/v3/services").get("services") or []
 
 
+class TcpGate:
+    """A TCP forwarder to a real server that a test can take down and bring back: while
+    closed nothing listens on its port (connections are refused, as from a server that is
+    down) and the connections it carried are cut; opened, it listens on the same port again
+    and forwards each connection to ``upstream_port``. Thread-safety: open/close from one
+    thread; the forwarding runs on threads of its own."""
+
+    def __init__(self, upstream_port: int, port: int | None = None) -> None:
+        self.upstream_port = upstream_port
+        self.port = port if port is not None else free_ports(1)[0]
+        self._listener: socket.socket | None = None
+        self._connections: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def open(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
+
+    def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+            connection.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # closed
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.upstream_port), timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self._lock:
+                self._connections += [client, upstream]
+            for source, target in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, target), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, target: socket.socket) -> None:
+        try:
+            while data := source.recv(1 << 16):
+                target.sendall(data)
+        except OSError:
+            pass
+        for end in (source, target):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+
+
 def otlp_spans(traces: dict) -> list[dict]:
     """Every span of an OTLP JSON ``{"resourceSpans": ...}``, each with ``"resource"`` (its
     resource's attributes as a dict) and ``"scope"`` (its scope's name) added."""
@@ -362,7 +460,13 @@ service:
       exporters: [jaeger_storage_exporter]
   telemetry:
     metrics:
-      level: none
+      level: basic
+      readers:
+        - pull:
+            exporter:
+              prometheus:
+                host: 127.0.0.1
+                port: {metrics_port}
     logs:
       level: info
 extensions:
@@ -398,19 +502,14 @@ exporters:
 
 @contextlib.contextmanager
 def jaeger(start_timeout: float = 60.0) -> Iterator[Jaeger]:
-    """Jaeger v2 (``cmd/jaeger``) with the configuration above on five free ports."""
+    """Jaeger v2 (``cmd/jaeger``) with the configuration above on six free ports."""
     binary = installed_file("jaeger", CACHE / "jaeger" / "jaeger")
     server = Jaeger("jaeger", _workdir("jaeger"))
+    server.binary = binary
     with _running(server):
         (server.otlp_grpc_port, server.otlp_http_port, server.query_port,
-         server.query_grpc_port, server.health_port) = free_ports(5)
-        config = server.workdir / "config.yaml"
-        config.write_text(JAEGER_CONFIG.format(**vars(server)))
-        server.start([binary, "--config", config])
-        health = f"http://127.0.0.1:{server.health_port}/status"
-        server.wait_ready(lambda: (server.http_ready(health)()
-                                   and port_open(server.otlp_http_port)
-                                   and port_open(server.query_port)), start_timeout)
+         server.query_grpc_port, server.health_port, server.metrics_port) = free_ports(6)
+        server.launch(start_timeout)
         yield server
 
 

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from real_servers import (attributes_dict, jaeger_server, otlp_spans, prometheus,  # noqa: F401
-                          promtool_check_metrics, pushgateway_server, zipkin_server)
+from real_servers import (TcpGate, attributes_dict, jaeger_server, otlp_spans,  # noqa: F401
+                          prometheus, promtool_check_metrics, pushgateway_server, zipkin_server)
 
 import opsight._native as native
 
@@ -291,3 +291,74 @@ def test_spans_stream_to_jaeger_while_the_program_runs(tmp_path, jaeger_server):
         assert abs(int(span["endTimeUnixNano"]) - want["end"]) <= error_bound, span["name"]
     steps = [span for span in got if span["name"] == "step"]
     assert sorted(attributes_dict(span["attributes"])["index"] for span in steps) == list(range(30))
+
+
+OUTAGE_PROGRAM = textwrap.dedent("""
+    import os, sys, time, opsight
+
+    def wait_for(name):
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(sys.argv[1], name)) and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    for phase, count in enumerate([int(sys.argv[2]), int(sys.argv[3])]):
+        for i in range(count):
+            with opsight.span("burst", phase=phase):
+                pass
+        print(f"phase {phase}", flush=True)
+        wait_for(f"go{phase}")
+""")
+
+
+def test_live_export_rides_out_a_collector_down_at_start_and_mid_run(tmp_path, jaeger_server):
+    """`opsight run --export-live` to Jaeger through a gate the test takes down: down at
+    start, up, down again while the program records more spans than the export queue
+    holds (256 batches of 512), up again. The live exporter holds the reading back instead
+    of dropping (the spans wait in the run's files) and catches up: every span the file
+    holds is sent, none dropped, and Jaeger's receiver counted every one of them."""
+    gate = TcpGate(jaeger_server.otlp_http_port)  # closed: nobody listens on its port
+    before = jaeger_server.accepted_spans()
+    script = tmp_path / "outage.py"
+    script.write_text(OUTAGE_PROGRAM)
+    output = tmp_path / "outage.opsight"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(output), "--export-live", "--export", f"otlp={gate.url}", "--service", "outage",
+         "--", sys.executable, str(script), str(tmp_path), "20000", "200000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def accepted_reaches(count: int, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if jaeger_server.accepted_spans() - before >= count:
+                return True
+            time.sleep(0.1)
+        return False
+
+    try:
+        assert run.stdout.readline() == "phase 0\n"
+        time.sleep(1.5)  # down at start: the first batches are refused and retried
+        assert jaeger_server.accepted_spans() == before
+        gate.open()
+        assert accepted_reaches(20000, 30), jaeger_server.accepted_spans() - before
+        gate.close()  # down mid-run, while 200 000 more spans are recorded
+        (tmp_path / "go0").touch()
+        assert run.stdout.readline() == "phase 1\n"
+        time.sleep(2.0)
+        down_count = jaeger_server.accepted_spans() - before
+        assert down_count < 20000 + 200000  # held back, not sent
+        gate.open()
+        assert accepted_reaches(20000 + 200000, 60), jaeger_server.accepted_spans() - before
+        (tmp_path / "go1").touch()
+        _, stderr = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+        gate.close()
+    assert run.returncode == 0, stderr
+    recorded = native.read_trace(str(output)).run_info()["slices"]
+    assert recorded == 220000, stderr  # the recorder kept every span
+    assert f"exported {recorded} of {recorded} spans" in stderr, stderr
+    assert "dropped" not in stderr, stderr
+    assert jaeger_server.accepted_spans() - before == recorded
