@@ -349,7 +349,18 @@ ExportRequest export_request(const std::vector<std::string>& specs, const std::s
 nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
                         const std::vector<std::string>& warnings);
 
-nb::list export_trace(const LoadedTrace& loaded, const std::vector<std::string>& specs,
+// Records what an export did in the trace's run info ("export:<target>", see
+// schema/metric_names.hpp), so that its reports, its file and its stored run show it.
+void note_export(LoadedTrace& loaded, const std::string& target, uint64_t spans, uint64_t sent,
+                 uint64_t dropped) {
+  std::string key = std::string(schema::kExportPrefix) + target;
+  std::erase_if(loaded.trace.run.extra, [&](const auto& entry) { return entry.first == key; });
+  loaded.trace.run.extra.emplace_back(
+      std::move(key),
+      std::to_string(spans) + " " + std::to_string(sent) + " " + std::to_string(dropped));
+}
+
+nb::list export_trace(LoadedTrace& loaded, const std::vector<std::string>& specs,
                       const std::string& service, double timeout_s, size_t batch_spans) {
   ExportRequest request = export_request(specs, service, timeout_s, batch_spans);
   std::vector<exporting::TargetReport> reports;
@@ -357,6 +368,9 @@ nb::list export_trace(const LoadedTrace& loaded, const std::vector<std::string>&
     nb::gil_scoped_release release;
     reports = exporting::export_trace(loaded.trace, request.targets, request.options);
   }
+  for (const auto& report : reports)
+    note_export(loaded, report.description, report.stats.spans_offered, report.stats.spans_sent,
+                report.stats.spans_dropped());
   return export_reports(reports, request.warnings);
 }
 
@@ -818,11 +832,15 @@ NB_MODULE(_native, m) {
       .def("slice_times", &slice_times, nb::arg("name"),
            "(tid, start, end) of every slice named `name`.")
       .def("run_info", &run_info)
+      .def("note_export", &note_export, nb::arg("target"), nb::arg("spans"), nb::arg("sent"),
+           nb::arg("dropped"),
+           "Records what an export did (live export's reports) in the run info: reports show "
+           "it in their overhead line, and the file and the run store keep it.")
       .def("export", &export_trace, nb::arg("targets"), nb::arg("service") = "",
            nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 512,
            "Sends the trace to each target (otlp[=URL], otlp-json=URL, zipkin[=URL], "
            "pushgateway=URL, kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]); one "
-           "dict per target.")
+           "dict per target, also recorded in the trace's run info (note_export).")
       .def(
           "write",
           [](const LoadedTrace& loaded, const std::string& path) {

@@ -87,3 +87,53 @@ def test_trace_export_pushes_one_loki_line_per_span(tmp_path):
     assert set(lines) == {"outer", "inner"}
     assert lines["inner"]["parent_span_id"] == lines["outer"]["span_id"]
     assert lines["inner"]["trace_id"] == lines["outer"]["trace_id"]
+
+
+class _Refusing(http.server.BaseHTTPRequestHandler):
+    """An OTLP receiver that refuses every batch for good (HTTP 400): the drops are at once."""
+
+    def do_POST(self):  # noqa: N802 (the http.server API)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(400)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["at exit", "live"])
+def test_what_an_export_dropped_is_in_the_reports_the_file_and_the_stored_run(tmp_path, live):
+    import os
+    import subprocess
+    import sys
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    target = f"otlp http://127.0.0.1:{server.server_port}/v1/traces"
+    script = tmp_path / "work.py"
+    script.write_text("import opsight\nfor i in range(7):\n    with opsight.span('work'):\n"
+                      "        pass\n")
+    output = tmp_path / "run.opsight"
+    environment = {**os.environ, "OPSIGHT_HOME": str(tmp_path / "home")}  # its own run store
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "opsight", "run", "--report", "summary",
+             "-o", str(output), "--export", f"otlp=http://127.0.0.1:{server.server_port}",
+             *(["--export-live"] if live else []), "--", sys.executable, str(script)],
+            capture_output=True, text=True, timeout=120, env=environment)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    line = f"exported 0 of 7 spans to {target}, 7 dropped"
+    overhead = [text for text in done.stderr.splitlines() if text.startswith("tracer overhead:")]
+    assert overhead and line in overhead[0], done.stderr  # the run's own report
+    written = opsight.load(output).trace
+    assert line in written.render("summary")  # the file keeps it
+    document = json.loads(written.render("tree", "json"))
+    assert document["export"] == [{"target": target, "spans": 7, "sent": 0, "dropped": 7}]
+    shown = subprocess.run([sys.executable, "-m", "opsight", "report", "latest", "--summary"],
+                           capture_output=True, text=True, timeout=60, env=environment)
+    assert shown.returncode == 0, shown.stderr
+    assert line in shown.stdout, shown.stdout  # and so does the stored run

@@ -1,8 +1,12 @@
 #include "analyze/statistics.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
+
+#include "schema/metric_names.hpp"
 
 namespace opsight::analyze {
 
@@ -154,7 +158,37 @@ OverheadSummary summarize_overhead(const trace::Trace& trace) {
                                               static_cast<double>(summary.traced_ns)
                                         : 0.0;
   summary.metric_cost = parse_metric_cost(trace.run);
+  summary.exports = parse_export_outcomes(trace.run);
   return summary;
+}
+
+std::vector<ExportOutcome> parse_export_outcomes(const trace::RunInfo& run) {
+  std::vector<ExportOutcome> outcomes;
+  for (const auto& [key, value] : run.extra) {
+    if (!key.starts_with(schema::kExportPrefix) || key.size() == schema::kExportPrefix.size())
+      continue;
+    ExportOutcome outcome;
+    outcome.target = key.substr(schema::kExportPrefix.size());
+    std::string_view rest = value;
+    bool valid = true;
+    for (uint64_t* field : {&outcome.spans, &outcome.sent, &outcome.dropped}) {
+      size_t start = rest.find_first_not_of(' ');
+      if (start == std::string_view::npos) {
+        valid = false;
+        break;
+      }
+      rest.remove_prefix(start);
+      auto [end, error] = std::from_chars(rest.data(), rest.data() + rest.size(), *field);
+      if (error != std::errc{}) {
+        valid = false;
+        break;
+      }
+      rest.remove_prefix(static_cast<size_t>(end - rest.data()));
+    }
+    if (valid && rest.find_first_not_of(' ') == std::string_view::npos)
+      outcomes.push_back(std::move(outcome));
+  }
+  return outcomes;
 }
 
 }  // namespace opsight::analyze

@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "analyze/distribution.hpp"
@@ -62,6 +63,18 @@ std::vector<int64_t> compute_self_times(const trace::Trace& trace);
 // span of Trace::time_bounds() (last end minus first start).
 int64_t traced_time_ns(const trace::Trace& trace);
 
+// What an export did with the run's spans (RunInfo::extra "export:<target>").
+struct ExportOutcome {
+  std::string target;  // "otlp http://127.0.0.1:4318/v1/traces"
+  uint64_t spans = 0;
+  uint64_t sent = 0;
+  uint64_t dropped = 0;
+};
+
+// Every "export:<target>" = "<spans> <sent> <dropped>" of `run.extra`, in order; malformed
+// values are skipped.
+std::vector<ExportOutcome> parse_export_outcomes(const trace::RunInfo& run);
+
 // What the tracer cost, as every report shows it (HiQ's "transparent" tracing).
 struct OverheadSummary {
   // run.overhead_ns, or the sum of the tracks' overhead_ns when the run total is 0.
@@ -75,6 +88,8 @@ struct OverheadSummary {
   // What metrics cost (RunInfo::extra "metric_cost.*"); empty when the trace has no such
   // figures. The per-span groups are part of overhead_ns; the sampler is not.
   MetricCost metric_cost;
+  // What each export target got (drops included); empty when nothing was exported.
+  std::vector<ExportOutcome> exports;
 };
 
 OverheadSummary summarize_overhead(const trace::Trace& trace);

@@ -128,6 +128,33 @@ TEST(OverheadLine, NamesTheMetricCostWhenThereIsOne) {
             "events dropped");
 }
 
+TEST(OverheadLine, SaysWhatEachExportSentAndDroppedFromTheRunInfo) {
+  trace::RunInfo run;
+  run.extra = {{"export:otlp http://127.0.0.1:4318/v1/traces", "6000 5488 512"},
+               {"export:zipkin http://z:9411/api/v2/spans", "1 1 0"},
+               {"export:", "1 1 0"},                 // no target: skipped
+               {"export:loki x", "5 5"},             // two numbers: skipped
+               {"export:loki y", "5 5 0 0"},         // four: skipped
+               {"export:loki z", "5 -1 0"},          // negative: skipped
+               {"metric_cost.cpu", "1000 300000"}};  // not an export
+  std::vector<analyze::ExportOutcome> exports = analyze::parse_export_outcomes(run);
+  ASSERT_EQ(exports.size(), 2u);
+  EXPECT_EQ(exports[0].target, "otlp http://127.0.0.1:4318/v1/traces");
+  EXPECT_EQ(exports[0].spans, 6000u);
+  EXPECT_EQ(exports[0].sent, 5488u);
+  EXPECT_EQ(exports[0].dropped, 512u);
+  analyze::OverheadSummary overhead;
+  overhead.overhead_known = true;
+  overhead.overhead_ns = 1'200'000;
+  overhead.traced_ns = 4'005'000'000;
+  overhead.share = 1'200'000.0 / 4'005'000'000.0;
+  overhead.exports = exports;
+  EXPECT_EQ(format_overhead_line(overhead),
+            "tracer overhead: 1.20 ms (0.030% of 4.005 s traced), 0 events dropped; exported "
+            "5488 of 6000 spans to otlp http://127.0.0.1:4318/v1/traces, 512 dropped; exported 1 "
+            "of 1 span to zipkin http://z:9411/api/v2/spans");
+}
+
 TEST(MetricsTree, TextShowsEachSlicesMetricsInALastColumn) {
   EXPECT_EQ(render_tree(metrics_trace(), options_for(OutputFormat::kText)),
             "opsight tree: metrics.opsight, 4 slices, 22.0 ms\n"

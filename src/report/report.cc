@@ -174,11 +174,22 @@ std::string metric_cost_clause(const analyze::MetricCost& cost) {
   return clause;
 }
 
+std::string export_clause(const std::vector<analyze::ExportOutcome>& exports) {
+  std::string clause;
+  for (const analyze::ExportOutcome& outcome : exports) {
+    clause += fmt::format("; exported {} of {} span{} to {}", outcome.sent, outcome.spans,
+                          outcome.spans == 1 ? "" : "s", outcome.target);
+    if (outcome.dropped > 0) clause += fmt::format(", {} dropped", outcome.dropped);
+  }
+  return clause;
+}
+
 }  // namespace
 
 std::string format_overhead_line(const analyze::OverheadSummary& overhead) {
-  std::string drops = fmt::format("{} event{} dropped", overhead.events_dropped,
-                                  overhead.events_dropped == 1 ? "" : "s");
+  std::string drops =
+      fmt::format("{} event{} dropped{}", overhead.events_dropped,
+                  overhead.events_dropped == 1 ? "" : "s", export_clause(overhead.exports));
   if (!overhead.overhead_known)
     return fmt::format("tracer overhead: not recorded in this trace, {}", drops);
   std::string cost = format_duration(static_cast<double>(overhead.overhead_ns));
@@ -321,6 +332,15 @@ void add_overhead_fields(Json& object, const analyze::OverheadSummary& overhead)
   object["overhead_share"] = overhead.share;
   object["events_dropped"] = overhead.events_dropped;
   if (!overhead.metric_cost.empty()) add_metric_cost_field(object, overhead.metric_cost);
+  if (!overhead.exports.empty()) {
+    Json exports = Json::array();
+    for (const analyze::ExportOutcome& outcome : overhead.exports)
+      exports.push_back({{"target", outcome.target},
+                         {"spans", outcome.spans},
+                         {"sent", outcome.sent},
+                         {"dropped", outcome.dropped}});
+    object["export"] = std::move(exports);
+  }
 }
 
 void add_metric_cost_field(Json& object, const analyze::MetricCost& cost) {

@@ -54,6 +54,11 @@ inline constexpr std::string_view kMetricGpuPower = "gpu_power_watts";
 inline constexpr std::string_view kMetricCostPrefix = "metric_cost.";
 inline constexpr std::string_view kMetricCostSampler = "sampler";
 
+// RunInfo::extra keys that carry what an export did with the run's spans (written by
+// `opsight run` and opsight.profile(export=...)): "export:<target>" = "<spans> <sent>
+// <dropped>", e.g. "export:otlp http://127.0.0.1:4318/v1/traces" = "6000 5488 512".
+inline constexpr std::string_view kExportPrefix = "export:";
+
 // RunInfo::extra key: the sampler's interval in ns, when one ran.
 inline constexpr std::string_view kSamplerIntervalKey = "sampler_interval_ns";
 // RunInfo::extra key: why GPU metrics are absent ("no GPU: libnvidia-ml.so.1 not found").

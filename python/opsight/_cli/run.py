@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from typing import Any
 import tempfile
 import time
 
@@ -324,8 +325,10 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     exit_status = status if status >= 0 else 128 - status
     if control is not None:
         control.stop()
+    live_reports = []
     if live is not None:
-        print_reports(live.stop(10.0), "opsight run")
+        live_reports = live.stop(10.0)
+        print_reports(live_reports, "opsight run")
     if endpoint is not None:
         endpoint.scrape()  # the files' last spans, for the scrapes that linger
         if options.metrics_linger > 0:
@@ -345,13 +348,19 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         return exit_status or 1, True
     if trace.damage:
         print(f"opsight run: {trace.damage}", file=sys.stderr)
+    # What the exports did goes into the run's info before anything reads it: the reports'
+    # overhead line, the stored run and the written file all show it.
+    for report in live_reports:
+        trace.note_export(report["target"], report["spans"], report["sent"], report["dropped"])
+    export_trace(trace, options.export_targets, prefix="opsight run", service=options.service,
+                 timeout_s=10.0)
     for view in views:
         sys.stderr.write(trace.render(view, options.format, "total", 0, options.max_roots))
         if options.format == "text":
             sys.stderr.write("\n")
     for source, reason in _merge_unresolved(run_directory):
         print(f"opsight: target never resolved: {source}: {reason}", file=sys.stderr)
-    _store_run(files, options)
+    _store_run(files, options, trace)
     try:
         trace.write(options.output)
     except (RuntimeError, OSError) as error:
@@ -364,17 +373,18 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
           f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); {hint}",
           file=sys.stderr)
-    export_trace(trace, options.export_targets, prefix="opsight run", service=options.service,
-                 timeout_s=10.0)
     return exit_status, False
 
 
-def _store_run(files: list[str], options) -> dict | None:
-    """Saves the run in the run store (unless --no-store); None if it was not saved."""
+def _store_run(files: list[str], options, trace: Any = None) -> dict | None:
+    """Saves the run in the run store (unless --no-store): the merged ``trace`` (with what
+    its exports did), or the per-process ``files`` when they could not be merged; None if
+    it was not saved."""
     if options.no_store:
         return None
     command = options.program_command
     module = command[2] if len(command) > 2 and command[1] == "-m" else None
     name = options.name or module or os.path.basename(options.script or command[0])
-    return save_run(files, name=name, tags=options.tag, command=shlex.join(command),
-                    store=options.store, prefix="opsight run")
+    return save_run(None if trace is not None else files, trace=trace, name=name,
+                    tags=options.tag, command=shlex.join(command), store=options.store,
+                    prefix="opsight run")
