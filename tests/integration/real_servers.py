@@ -682,8 +682,10 @@ def pushgateway(start_timeout: float = 30.0) -> Iterator[Pushgateway]:
     server = Pushgateway("pushgateway", _workdir("pushgateway"))
     with _running(server):
         server.port, = free_ports(1)
+        # An empty persistence file: Debian's build defaults to
+        # /var/lib/prometheus/pushgateway.data, shared by every run on the machine.
         server.start([binary, f"--web.listen-address=127.0.0.1:{server.port}",
-                      "--log.level=info"])
+                      "--persistence.file=", "--log.level=info"])
         server.wait_ready(server.http_ready(f"{server.url}/-/ready"), start_timeout)
         yield server
 
