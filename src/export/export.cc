@@ -258,6 +258,16 @@ ResourceOptions resource_options_from(const Environment& environment, std::strin
   if (options.service_name.empty())
     for (const auto& [key, value] : options.attributes)
       if (key == "service.name") options.service_name = value;
+  // OpenTelemetry's opt-in for its experimental conventions: a comma list of names.
+  std::string_view opt_in = env_or_empty(environment, "OTEL_SEMCONV_STABILITY_OPT_IN");
+  for (size_t start = 0; start <= opt_in.size();) {
+    size_t comma = std::min(opt_in.find(',', start), opt_in.size());
+    std::string_view name = opt_in.substr(start, comma - start);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    if (name == "gen_ai_latest_experimental") options.gen_ai_conventions = true;
+    start = comma + 1;
+  }
   return options;
 }
 

@@ -29,6 +29,7 @@ using opsight::exporting::ResourceOptions;
 using opsight::exporting::SpanView;
 using opsight::trace::ArgValue;
 using opsight::trace::RowIndex;
+using opsight::trace::StringId;
 using opsight::trace::Trace;
 using opsight::wire::testing::decode_message;
 using opsight::wire::testing::find_field;
@@ -705,6 +706,77 @@ TEST(ExportTargets, ServiceNameFromFlagThenOtelServiceNameThenResourceAttributes
   EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "", nullptr).service_name, "svc");
   EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "flag", nullptr).service_name,
             "flag");
+}
+
+TEST(ExportTargets, GenAiConventionsOnlyWithTheirOptIn) {
+  auto options = [](const char* opt_in) {
+    return opsight::exporting::resource_options_from(
+        environment_of({{"OTEL_SEMCONV_STABILITY_OPT_IN", opt_in}}), "", nullptr);
+  };
+  EXPECT_FALSE(opsight::exporting::resource_options_from(environment_of({}), "", nullptr)
+                   .gen_ai_conventions);
+  EXPECT_TRUE(options("gen_ai_latest_experimental").gen_ai_conventions);
+  EXPECT_TRUE(options("http, gen_ai_latest_experimental ,database").gen_ai_conventions);
+  EXPECT_FALSE(options("http,gen_ai").gen_ai_conventions);
+  EXPECT_FALSE(options("gen_ai_latest_experimentalx").gen_ai_conventions);
+}
+
+// A model's outermost module call and an ONNX Runtime run are model inferences: with the
+// opt-in they carry gen_ai.*, the span's own values first; inner modules and other spans
+// never do.
+TEST(SpanView, GenAiAttributesGoOnModelInferenceSpansWithTheOptIn) {
+  Trace trace;
+  trace.run.pid = 42;
+  auto track = trace.thread_track(42, 42);
+  StringId module = trace.intern("module");
+  auto outer = trace.slices.add(1000, 9000, trace.intern("BertModel"), module, track);
+  trace.slices.add(2000, 5000, trace.intern("encoder"), module, track);
+  auto run = trace.slices.add(20000, 3000, trace.intern("onnxruntime.run resnet.onnx"),
+                              trace.intern("session"), track);
+  auto step = trace.slices.add(30000, 9000, trace.intern("step"), trace.intern("python"), track);
+  trace.slices.add(31000, 5000, trace.intern("Classifier"), module, track);  // a model in a step
+  trace.slice_args.add(run, trace.intern("gen_ai.request.model"),
+                       ArgValue::of_string(trace.intern("resnet50-v2")));
+  static_cast<void>(outer);
+  static_cast<void>(step);
+  trace.finalize();
+  auto attributes_of = [&](const SpanView& view, const char* name) {
+    std::vector<opsight::exporting::Attribute> attributes;
+    view.attributes(row_named(trace, name), attributes);
+    std::map<std::string, std::string> found;
+    for (const auto& attribute : attributes)
+      if (attribute.key.starts_with("gen_ai."))
+        found[std::string(attribute.key)] = attribute.value.to_string();
+    return found;
+  };
+  SpanView plain(trace, {});
+  EXPECT_TRUE(attributes_of(plain, "BertModel").empty());
+  EXPECT_TRUE(attributes_of(plain, "onnxruntime.run resnet.onnx").size() == 1u);  // its own
+
+  ResourceOptions opt_in;
+  opt_in.gen_ai_conventions = true;
+  SpanView view(trace, opt_in);
+  using Attributes = std::map<std::string, std::string>;
+  EXPECT_EQ(attributes_of(view, "BertModel"), (Attributes{{"gen_ai.operation.name", "inference"},
+                                                          {"gen_ai.provider.name", "pytorch"},
+                                                          {"gen_ai.request.model", "BertModel"}}));
+  EXPECT_EQ(attributes_of(view, "Classifier"),
+            (Attributes{{"gen_ai.operation.name", "inference"},
+                        {"gen_ai.provider.name", "pytorch"},
+                        {"gen_ai.request.model", "Classifier"}}));
+  EXPECT_EQ(attributes_of(view, "onnxruntime.run resnet.onnx"),
+            (Attributes{{"gen_ai.operation.name", "inference"},
+                        {"gen_ai.provider.name", "onnxruntime"},
+                        {"gen_ai.request.model", "resnet50-v2"}}));
+  EXPECT_TRUE(attributes_of(view, "encoder").empty());  // inside a module span
+  EXPECT_TRUE(attributes_of(view, "step").empty());
+
+  // The live exporter's batches have no parent rows: their identities say which is a root.
+  std::vector<opsight::exporting::SpanIdentity> identities(trace.slices.size());
+  identities[row_named(trace, "encoder")].model_root = true;
+  SpanView live(trace, opt_in, identities);
+  EXPECT_EQ(attributes_of(live, "encoder").size(), 3u);
+  EXPECT_TRUE(attributes_of(live, "BertModel").empty());
 }
 
 }  // namespace

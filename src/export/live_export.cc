@@ -97,7 +97,8 @@ void LiveSpanExporter::poll_files(bool final) {
                          trace.intern(span.name), trace.intern(span.category), track,
                          span.unfinished ? trace::kSliceUnfinished : 0, span.span_id);
     batch.identities.push_back(
-        {span.trace_id, span.parent_span_id, span.trace_flags, span.remote_parent});
+        {span.trace_id, span.parent_span_id, span.trace_flags, span.remote_parent,
+         /*model_root=*/span.category == "module" && span.parent_category != "module"});
     for (const io::TailArg& arg : *span.args) {
       trace::ArgValue value = arg.value;
       if (value.type == trace::ArgType::kString) value.string_value = trace.intern(arg.text);

@@ -258,6 +258,25 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : 
     error_type_key_ = *error_type;
     has_error_type_key_ = true;
   }
+  gen_ai_conventions_ = options.gen_ai_conventions;
+  if (auto module = trace.strings.find("module")) {
+    module_category_ = *module;
+    has_module_category_ = true;
+  }
+  if (auto session = trace.strings.find("session")) {
+    session_category_ = *session;
+    has_session_category_ = true;
+  }
+}
+
+bool SpanView::is_model_inference(trace::RowIndex row) const {
+  trace::StringId category = trace_.slices.category[row];
+  if (has_session_category_ && category == session_category_)
+    return trace_.str(trace_.slices.name[row]).starts_with("onnxruntime.");
+  if (!has_module_category_ || category != module_category_) return false;
+  if (!identities_.empty()) return identities_[row].model_root;
+  trace::RowIndex parent = trace_.slices.parent[row];
+  return parent == trace::kNoRow || trace_.slices.category[parent] != module_category_;
 }
 
 SpanKind SpanView::kind(trace::RowIndex row) const {
@@ -308,6 +327,25 @@ void SpanView::attributes(trace::RowIndex row, std::vector<Attribute>& out) cons
   if (category != 0) out.push_back({"opsight.category", AttributeValue::of(trace_.str(category))});
   if (trace_.slices.flags[row] & trace::kSliceUnfinished)
     out.push_back({"opsight.unfinished", AttributeValue::of_bool(true)});
+  if (gen_ai_conventions_ && is_model_inference(row)) add_gen_ai_attributes(row, out);
+}
+
+void SpanView::add_gen_ai_attributes(trace::RowIndex row, std::vector<Attribute>& out) const {
+  auto has = [&](std::string_view key) {
+    return std::any_of(out.begin(), out.end(), [&](const Attribute& a) { return a.key == key; });
+  };
+  std::string_view name = trace_.str(trace_.slices.name[row]);
+  bool session = trace_.slices.category[row] == session_category_;
+  // "onnxruntime.run model.onnx" -> "model.onnx"; a module span's name is its class's.
+  std::string_view model = name;
+  if (session) model = name.substr(std::min(name.size(), name.find(' ') + 1));
+  if (!has("gen_ai.operation.name"))
+    out.push_back({"gen_ai.operation.name", AttributeValue::of(std::string_view("inference"))});
+  if (!has("gen_ai.provider.name"))
+    out.push_back({"gen_ai.provider.name",
+                   AttributeValue::of(std::string_view(session ? "onnxruntime" : "pytorch"))});
+  if (!has("gen_ai.request.model") && !model.empty())
+    out.push_back({"gen_ai.request.model", AttributeValue::of(model)});
 }
 
 bool SpanView::has_exception(trace::RowIndex row) const {

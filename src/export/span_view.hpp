@@ -58,11 +58,15 @@ struct Attribute {
 };
 
 // What the exporters are told beyond the trace: the service name and extra resource
-// attributes (from the command line, else OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES).
+// attributes (from the command line, else OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES),
+// and the optional semantic conventions asked for.
 struct ResourceOptions {
   std::string service_name;  // empty: the program's name from the run's command line
   std::vector<std::pair<std::string, std::string>> attributes;
   std::string opsight_version;  // telemetry.sdk.version
+  // OpenTelemetry's GenAI conventions on model-inference spans (see SpanView::attributes):
+  // OTEL_SEMCONV_STABILITY_OPT_IN names gen_ai_latest_experimental, their opt-in.
+  bool gen_ai_conventions = false;
 };
 
 // The resource of one process.
@@ -79,6 +83,7 @@ struct SpanIdentity {
   uint64_t parent_span_id = 0;
   uint8_t trace_flags = 1;
   bool remote_parent = false;
+  bool model_root = false;  // a model's outermost module call (its parent is no module span)
 };
 
 class SpanView {
@@ -136,8 +141,15 @@ class SpanView {
   std::string_view name(trace::RowIndex row) const { return trace_.str(trace_.slices.name[row]); }
   SpanKind kind(trace::RowIndex row) const;
 
-  // The span's attributes, appended to `out` (cleared first).
+  // The span's attributes, appended to `out` (cleared first). With the GenAI conventions
+  // on, a model-inference span also gets gen_ai.operation.name "inference" (none of the
+  // conventions' values names a forward pass), gen_ai.provider.name ("pytorch",
+  // "onnxruntime") and gen_ai.request.model (the model's class or file name), unless the
+  // span carries them already.
   void attributes(trace::RowIndex row, std::vector<Attribute>& out) const;
+  // A model inference: an ONNX Runtime session run (category "session"), or a model's
+  // outermost module call (category "module", under no module span).
+  bool is_model_inference(trace::RowIndex row) const;
 
   // An error status: the span carries exception.type (an exception left it), or error.type
   // (OpenTelemetry's semantic conventions set it only on failure: an HTTP server span
@@ -156,6 +168,8 @@ class SpanView {
   }
 
  private:
+  void add_gen_ai_attributes(trace::RowIndex row, std::vector<Attribute>& out) const;
+
   const trace::Trace& trace_;
   int64_t unix_offset_ns_ = 0;
   std::vector<trace::RowIndex> rows_;
@@ -176,6 +190,10 @@ class SpanView {
   trace::StringId kind_key_ = 0, exception_type_key_ = 0, exception_message_key_ = 0,
                   exception_stack_key_ = 0, error_type_key_ = 0;
   bool has_kind_key_ = false, has_exception_keys_ = false, has_error_type_key_ = false;
+  // The GenAI conventions (0 categories: the trace has no such spans).
+  bool gen_ai_conventions_ = false;
+  trace::StringId module_category_ = 0, session_category_ = 0;
+  bool has_module_category_ = false, has_session_category_ = false;
 };
 
 // "%20" -> " ": every %XX decoded, anything else (a lone '%' too) kept as is.

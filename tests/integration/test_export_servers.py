@@ -18,7 +18,8 @@ import time
 import pytest
 
 from real_servers import (TcpGate, attributes_dict, jaeger_server, otlp_spans,  # noqa: F401
-                          prometheus, promtool_check_metrics, pushgateway_server, zipkin_server)
+                          prometheus, promtool_check_metrics, pushgateway_server, require_modules,
+                          zipkin_server)
 
 import opsight._native as native
 
@@ -362,3 +363,56 @@ def test_live_export_rides_out_a_collector_down_at_start_and_mid_run(tmp_path, j
     assert f"exported {recorded} of {recorded} spans" in stderr, stderr
     assert "dropped" not in stderr, stderr
     assert jaeger_server.accepted_spans() - before == recorded
+
+
+GEN_AI_PROGRAM = textwrap.dedent("""
+    import torch
+    import opsight
+
+    class TinyNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU())
+
+        def forward(self, x):
+            return self.body(x)
+
+    model = TinyNet()
+    with torch.inference_mode():
+        for _ in range(2):
+            model(torch.ones(1, 8))
+""")
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["at exit", "live"])
+def test_model_inference_spans_carry_gen_ai_attributes_with_the_opt_in(tmp_path, jaeger_server,
+                                                                        live):
+    """A real torch model under `opsight run` with OpenTelemetry's GenAI opt-in: in Jaeger,
+    each forward of the model (its outermost module call) carries gen_ai.operation.name,
+    gen_ai.provider.name and gen_ai.request.model; its inner modules do not."""
+    require_modules("torch")
+    script = tmp_path / "tiny.py"
+    script.write_text(GEN_AI_PROGRAM)
+    output = tmp_path / "tiny.opsight"
+    done = subprocess.run(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(output), *(["--export-live"] if live else []), "--export",
+         f"otlp={jaeger_server.otlp_http_endpoint}", "--", sys.executable, str(script)],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"})
+    assert done.returncode == 0, done.stderr
+    trace = native.read_trace(str(output))
+    modules = sum(1 for category in trace.slice_columns()["category"] if category == "module")
+    assert modules == 2 * 4  # TinyNet, body, body.0, body.1 per forward
+    spans = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"],
+                                               min_spans=len(expected_spans(trace))))
+    by_name: dict[str, list[dict]] = {}
+    for span in spans:
+        by_name.setdefault(span["name"], []).append(attributes_dict(span["attributes"]))
+    assert len(by_name["TinyNet"]) == 2
+    for attributes in by_name["TinyNet"]:
+        assert (attributes["gen_ai.operation.name"], attributes["gen_ai.provider.name"],
+                attributes["gen_ai.request.model"]) == ("inference", "pytorch", "TinyNet")
+    for inner in ("body", "body.0", "body.1"):
+        assert all(not any(key.startswith("gen_ai.") for key in attributes)
+                   for attributes in by_name[inner]), inner

@@ -186,6 +186,8 @@ void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread, con
   ended.end_unix_ns = std::max(ended.start_unix_ns, unix_ns(end_ticks));
   ended.span_id = span.span_id;
   ended.parent_span_id = span.parent_span_id;
+  if (span.parent_name != 0 && span.parent_name < names_.size())
+    ended.parent_category = names_[span.parent_name].category;
   ended.trace_id = span.trace_id;
   ended.trace_flags = span.trace_flags;
   ended.remote_parent = span.remote_parent;
@@ -258,6 +260,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
         if (!lane.empty()) {
           const OpenSpan& parent = lane.back();
           span.parent_span_id = parent.span_id;
+          span.parent_name = parent.name;
           span.trace_id = parent.trace_id;
           span.trace_flags = parent.trace_flags;
         }

@@ -45,9 +45,10 @@ struct EndedSpan {
   int64_t start_unix_ns = 0;
   int64_t end_unix_ns = 0;
   uint64_t span_id = 0;
-  uint64_t parent_span_id = 0;  // 0: a root (or a remote parent: see `remote_parent`)
-  bool unfinished = false;      // still open when the recording ended
-  bool async = false;           // an async span (its id is not the file reader's)
+  uint64_t parent_span_id = 0;       // 0: a root (or a remote parent: see `remote_parent`)
+  std::string_view parent_category;  // of the enclosing span on its thread; empty: none
+  bool unfinished = false;           // still open when the recording ended
+  bool async = false;                // an async span (its id is not the file reader's)
   // The remote trace it belongs to (joined by it or an ancestor); all zero: the run's.
   trace::TraceId trace_id;
   uint8_t trace_flags = 1;
@@ -85,7 +86,8 @@ class NativeTail {
     uint64_t begin_ticks = 0;
     uint64_t span_id = 0;
     uint64_t parent_span_id = 0;
-    trace::TraceId trace_id;  // zero: the run's trace
+    uint32_t parent_name = 0;  // the enclosing span's name id (0: none, or a run-time name)
+    trace::TraceId trace_id;   // zero: the run's trace
     uint8_t trace_flags = 1;
     bool remote_parent = false;
     std::vector<TailArg> args;
