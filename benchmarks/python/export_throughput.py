@@ -9,9 +9,13 @@ Two runs of the same size, recorded once with ``opsight.profile``:
 - **a trace per request**: the same requests, each joined to a trace of its own
   (``opsight.propagation.continue_trace``), as a server's requests are.
 
-Each is sent at several batch sizes with the default two requests in flight; rounds are
-interleaved and the figures are medians. Jaeger's receiver must count every span
-(``otelcol_receiver_accepted_spans_total``), or the row says so.
+Each is sent at several batch sizes with the default two requests in flight, to two
+Jaegers on this machine: one that stores the spans in memory (queryable, as the tests use
+it) and one that receives, decodes and counts them but discards them (its ``nop``
+exporter: the collector's receiving cost alone). Rounds are interleaved and the figures
+are medians. Jaeger's receiver must count every span
+(``otelcol_receiver_accepted_spans_total``), or the row says so. The collector shares the
+machine's cores with the sender.
 
     .venv/bin/python benchmarks/python/export_throughput.py [--requests 100000] [--rounds 3]
 """
@@ -77,7 +81,9 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder, real_servers.jaeger() as jaeger:
+    with (tempfile.TemporaryDirectory() as folder, real_servers.jaeger() as storing,
+          real_servers.jaeger(store=False) as receiving):
+        jaegers = {"stores": storing, "receives only": receiving}
         script = Path(folder) / "record.py"
         script.write_text(RECORD)
         paths = {}
@@ -86,23 +92,25 @@ def main() -> int:
             subprocess.run([sys.executable, str(script), str(options.requests), flag,
                             str(paths[shape])], check=True, timeout=600,
                            env={**os.environ, "OPSIGHT_HOME": folder})
-        cases = [(shape, batch) for shape in SHAPES for batch in BATCH_SIZES]
-        results: dict[tuple[str, int], list[dict]] = {case: [] for case in cases}
+        cases = [(collector, shape, batch) for collector in jaegers for shape in SHAPES
+                 for batch in BATCH_SIZES]
+        results: dict[tuple[str, str, int], list[dict]] = {case: [] for case in cases}
         for round_index in range(options.rounds):
             order = cases if round_index % 2 == 0 else list(reversed(cases))
-            for shape, batch in order:
-                results[(shape, batch)].append(export_once(paths[shape], jaeger, batch))
+            for collector, shape, batch in order:
+                results[(collector, shape, batch)].append(
+                    export_once(paths[shape], jaegers[collector], batch))
     spans = results[cases[0]][0]["spans"]
     print(f"opsight export of {spans:,} spans to Jaeger v2 (OTLP/HTTP protobuf, 2 requests in "
           f"flight), {options.rounds} interleaved rounds, medians")
-    print(f"{'run':<22} {'batch':>6} {'whole s':>8} {'sending s':>10} {'spans/s whole':>14} "
-          f"{'spans/s sending':>16} {'all accepted':>13}")
-    for shape, batch in cases:
-        rows = results[(shape, batch)]
+    print(f"{'Jaeger':<14} {'run':<22} {'batch':>6} {'whole s':>8} {'sending s':>10} "
+          f"{'spans/s whole':>14} {'spans/s sending':>16} {'all accepted':>13}")
+    for collector, shape, batch in cases:
+        rows = results[(collector, shape, batch)]
         whole = statistics.median(row["whole_s"] for row in rows)
         sending = statistics.median(row["sending_s"] for row in rows)
         complete = all(row["sent"] == row["spans"] == row["accepted"] for row in rows)
-        print(f"{shape:<22} {batch:>6} {whole:>8.2f} {sending:>10.2f} {spans / whole:>14,.0f} "
+        print(f"{collector:<14} {shape:<22} {batch:>6} {whole:>8.2f} {sending:>10.2f} {spans / whole:>14,.0f} "
               f"{spans / sending:>16,.0f} {'yes' if complete else 'NO':>13}")
     return 0
 

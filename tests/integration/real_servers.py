@@ -279,6 +279,9 @@ class Jaeger(Server):
     health_port: int
     metrics_port: int  # the collector's own metrics (Prometheus text)
     binary: Path
+    # Where received spans go: "jaeger_storage_exporter" (stored, queryable) or "nop"
+    # (received, decoded and counted, then discarded: the receiver's cost alone).
+    traces_exporter: str = "jaeger_storage_exporter"
 
     def launch(self, start_timeout: float = 60.0) -> None:
         """Starts the server on its ports and waits until it takes spans and queries."""
@@ -457,7 +460,7 @@ service:
   pipelines:
     traces:
       receivers: [otlp]
-      exporters: [jaeger_storage_exporter]
+      exporters: [{traces_exporter}]
   telemetry:
     metrics:
       level: basic
@@ -497,15 +500,18 @@ receivers:
 exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
+  nop:
 """
 
 
 @contextlib.contextmanager
-def jaeger(start_timeout: float = 60.0) -> Iterator[Jaeger]:
-    """Jaeger v2 (``cmd/jaeger``) with the configuration above on six free ports."""
+def jaeger(start_timeout: float = 60.0, store: bool = True) -> Iterator[Jaeger]:
+    """Jaeger v2 (``cmd/jaeger``) with the configuration above on six free ports; with
+    ``store=False`` it discards what it receives (the ``nop`` exporter)."""
     binary = installed_file("jaeger", CACHE / "jaeger" / "jaeger")
     server = Jaeger("jaeger", _workdir("jaeger"))
     server.binary = binary
+    server.traces_exporter = "jaeger_storage_exporter" if store else "nop"
     with _running(server):
         (server.otlp_grpc_port, server.otlp_http_port, server.query_port,
          server.query_grpc_port, server.health_port, server.metrics_port) = free_ports(6)

@@ -13,6 +13,7 @@
 
 #include "format/chunk_codec.hpp"
 #include "io/io.hpp"
+#include "io/native/derived_span_id.hpp"
 
 namespace opsight::io {
 
@@ -525,10 +526,8 @@ class NativeDecoder {
           NameIds ids = kind == SlotKind::kBegin
                             ? name_of(slot.id)
                             : NameIds{trace.intern(inline_text(payload, slot.id, extra)), 0};
-          // Unique per (thread, sequence): multiplying by an odd constant and xoring the
-          // trace's salt are both bijections on 64 bits.
-          uint64_t sequence = (uint64_t{header.thread_index} << 40) + ++state.slots_decoded;
-          uint64_t span_id = (sequence * 0x9e3779b97f4a7c15ULL) ^ salt;
+          uint64_t span_id =
+              native::derived_span_id(header.thread_index, ++state.slots_decoded, salt);
           RowIndex row =
               trace.slices.add(ns, 0, ids.name, ids.category, track_of(state, *lane), 0, span_id);
           if (!lane->open.empty()) {
@@ -931,10 +930,7 @@ class NativeDecoder {
     }
   }
 
-  uint64_t span_salt() const {
-    const auto& id = result_.trace.run.trace_id;
-    return id.low ^ trace::mix64(id.high);
-  }
+  uint64_t span_salt() const { return native::span_id_salt(result_.trace.run.trace_id); }
 
   void finish_threads() {
     trace::Trace& trace = result_.trace;

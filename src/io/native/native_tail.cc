@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "format/chunk_codec.hpp"
+#include "io/native/derived_span_id.hpp"
 #include "opsight/internal/native_layout.hpp"
 
 namespace opsight::io {
@@ -92,8 +93,8 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
         } else if (key == "trace_id" && value.size() == 32) {
           uint64_t high = std::strtoull(std::string(value.substr(0, 16)).c_str(), nullptr, 16);
           uint64_t low = std::strtoull(std::string(value.substr(16)).c_str(), nullptr, 16);
-          span_salt_ = low ^ trace::mix64(high);
           trace_id_ = {high, low};
+          span_salt_ = native::span_id_salt(trace_id_);
         }
       }
       return;
@@ -254,9 +255,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
               std::string(extra_bytes, std::min<size_t>(slot.id, size_t{extra} * sizeof(Slot)));
           if (span.inline_name.empty()) span.inline_name = "<unnamed>";
         }
-        // The whole-file reader's id: (thread, sequence of begins), mixed and salted.
-        uint64_t sequence = (uint64_t{header.thread_index} << 40) + ++state.begins;
-        span.span_id = (sequence * 0x9e3779b97f4a7c15ULL) ^ span_salt_;
+        span.span_id = native::derived_span_id(header.thread_index, ++state.begins, span_salt_);
         if (!lane.empty()) {
           const OpenSpan& parent = lane.back();
           span.parent_span_id = parent.span_id;

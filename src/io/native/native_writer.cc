@@ -9,6 +9,7 @@
 
 #include "format/chunk_codec.hpp"
 #include "io/io.hpp"
+#include "io/native/derived_span_id.hpp"
 
 namespace opsight::io {
 
@@ -279,7 +280,7 @@ std::string write_native(const trace::Trace& trace) {
   // A slice keeps its span id (the one exporters sent) through the file: the reader derives
   // an id from the thread and the begin's sequence (`derived_id`), and where the slice's
   // differs, or was the program's own, a kSpanId event carries it.
-  const uint64_t span_salt = trace.run.trace_id.low ^ trace::mix64(trace.run.trace_id.high);
+  const uint64_t span_salt = native::span_id_salt(trace.run.trace_id);
   auto add_trace_context = [&](EventsEncoder& events, RowIndex row, uint64_t derived_id) {
     if ((trace.slices.flags[row] & trace::kSliceExplicitSpanId) ||
         trace.slices.span_id[row] != derived_id)
@@ -362,8 +363,8 @@ std::string write_native(const trace::Trace& trace) {
                    slot_word(slice_name_ids[row], SlotKind::kBegin));
         add_args(events, trace, trace.slice_args, trace.slices.args_begin, row);
         add_flow_ends(events, row, 0);
-        uint64_t sequence = (uint64_t{written_thread} << 40) + ++begins_written;
-        add_trace_context(events, row, (sequence * 0x9e3779b97f4a7c15ULL) ^ span_salt);
+        add_trace_context(events, row,
+                          native::derived_span_id(written_thread, ++begins_written, span_salt));
         open.push_back(row);
       }
       emit_instants_until(std::numeric_limits<int64_t>::max(), true);
