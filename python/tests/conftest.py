@@ -130,3 +130,16 @@ def fresh_modules(tmp_path, monkeypatch):
     for name, module in list(sys.modules.items()):
         if str(getattr(module, "__file__", None) or "").startswith(str(directory)):
             del sys.modules[name]
+
+
+def serve_wsgi(app, environ: dict) -> tuple[list[str], bytes]:
+    """Runs a WSGI request as a server does (call, iterate, close): the statuses the
+    application sent and its body."""
+    statuses: list[str] = []
+    body = app(environ, lambda status, headers, exc_info=None: statuses.append(status))
+    try:
+        data = b"".join(body)
+    finally:
+        if hasattr(body, "close"):
+            body.close()
+    return statuses, data

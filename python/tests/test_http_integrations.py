@@ -22,7 +22,7 @@ from opsight.integrations import _http, _integration, http_clients
 from opsight.integrations import asgi as opsight_asgi
 from opsight.integrations import wsgi as opsight_wsgi
 
-from conftest import require
+from conftest import require, serve_wsgi
 
 HEADER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -564,18 +564,6 @@ def wsgi_environ(path: str = "/w", **extra: Any) -> dict:
     return {"REQUEST_METHOD": "POST", "SCRIPT_NAME": "", "PATH_INFO": path,
             "SERVER_NAME": "svc", "SERVER_PORT": "8000", "SERVER_PROTOCOL": "HTTP/1.0",
             "REMOTE_ADDR": "10.0.0.9", "wsgi.url_scheme": "http", **extra}
-
-
-def serve_wsgi(app: Any, environ: dict) -> tuple[list[str], bytes]:
-    """As a server does: call, iterate, close."""
-    statuses: list[str] = []
-    body = app(environ, lambda status, headers, exc_info=None: statuses.append(status))
-    try:
-        data = b"".join(body)
-    finally:
-        if hasattr(body, "close"):
-            body.close()
-    return statuses, data
 
 
 def test_plain_wsgi_app_attributes_errors_and_body_shapes(http_mode):

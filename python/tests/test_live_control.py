@@ -18,6 +18,8 @@ from opsight._session import live_control
 from opsight.integrations import asgi as opsight_asgi
 from opsight.integrations import wsgi as opsight_wsgi
 
+from conftest import serve_wsgi
+
 CONTROL = "/opsight/control"
 
 
@@ -182,13 +184,7 @@ def wsgi_request(app: Any, method: str, path: str, client: str = "127.0.0.1") ->
     environ = {"REQUEST_METHOD": method, "SCRIPT_NAME": "", "PATH_INFO": path,
                "QUERY_STRING": query, "SERVER_NAME": "svc", "SERVER_PORT": "8000",
                "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": client, "wsgi.url_scheme": "http"}
-    statuses: list[str] = []
-    body = app(environ, lambda status, headers, exc_info=None: statuses.append(status))
-    try:
-        data = b"".join(body)
-    finally:
-        if hasattr(body, "close"):
-            body.close()
+    statuses, data = serve_wsgi(app, environ)
     return statuses[0], data
 
 
