@@ -33,7 +33,8 @@ def gpt2():
 
     generator = _seeded()
     model = GPT2LMHeadModel(GPT2Config(vocab_size=128, n_positions=64, n_embd=32, n_layer=2,
-                                       n_head=2, use_cache=False))
+                                       n_head=2, use_cache=False, bos_token_id=0,
+                                       eos_token_id=0))
     return model, {"input_ids": torch.randint(0, 128, (2, 16), generator=generator)}
 
 
@@ -65,7 +66,8 @@ def whisper():
     config = WhisperConfig(vocab_size=128, num_mel_bins=16, d_model=32, encoder_layers=2,
                            decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
                            encoder_ffn_dim=64, decoder_ffn_dim=64, max_source_positions=32,
-                           max_target_positions=32, use_cache=False)
+                           max_target_positions=32, use_cache=False, pad_token_id=0,
+                           bos_token_id=0, eos_token_id=0, decoder_start_token_id=0)
     model = WhisperModel(config)
     return model, {"input_features": torch.randn(1, 16, 64, generator=generator),
                    "decoder_input_ids": torch.randint(0, 128, (1, 8), generator=generator)}

@@ -102,4 +102,9 @@ def main(arguments: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    # The result and the trace are written and closed: skip the interpreter's teardown,
+    # which with torch and dynamo loaded takes seconds (measured 2.3 s of a 10 s model).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

@@ -105,9 +105,12 @@ def _save(runner: ZooRunner, results: list[ModelExplain], commit: str, options) 
 
     if not runner.trace_files:
         return
-    tags = [("kind", "explain"), ("commit", commit)]
-    tags += [("model", result.model) for result in results]
-    tags += [("family", family) for family in sorted({r.family for r in results if r.family})]
+    # One value per key in the store: several models or families are joined by commas.
+    tags = {"kind": "explain", "commit": commit,
+            "model": ",".join(result.model for result in results)}
+    families = sorted({result.family for result in results if result.family})
+    if families:
+        tags["family"] = ",".join(families)
     save_run(runner.trace_files, name="explain", tags=tags,
              command="opsight explain " + " ".join(sys.argv[2:]), store=options.store,
              prefix=PREFIX)
