@@ -123,12 +123,12 @@ def attach_latencies(root: ModuleNode, durations: dict[str, list[int]]) -> bool:
                                    p99_ns=percentile(calls, 99), total_ns=sum(calls),
                                    share=sum(calls) / root_total if root_total else 0.0)
         for child in node.children:
-            if child.member_paths:
-                members = [member.rsplit(".", 1)[-1] for member in child.member_paths]
-            else:
-                members = [child.path.rsplit(".", 1)[-1]]
-            visit(child, [f"{path}.{member}" if path else member
-                          for path in paths for member in members])
+            # The child's own path(s) below this node, under each of this node's actual
+            # paths (several when an ancestor is folded).
+            canonical = child.member_paths or [child.path]
+            suffixes = [path[len(node.path):] for path in canonical]
+            visit(child, [f"{path}{suffix}" if path else suffix.lstrip(".")
+                          for path in paths for suffix in suffixes])
 
     visit(root, [""])
     return True

@@ -68,8 +68,9 @@ def render_text(root: ModuleNode, *, depth: int | None = None, ascii: bool = Fal
             label += f"{times}{node.repeat}"
         mark = _MARKS.get(node.state, ("", ""))[1 if ascii else 0]
         dtype = ",".join(node.dtypes)
-        if node.quantization:
-            dtype += f" {node.quantization}"
+        if node.quantization:  # "qint8 (dynamic)": the style, the dtype is listed already
+            kinds, _, style = node.quantization.partition(" ")
+            dtype = f"{dtype or kinds} {style}".strip()
         row = [lead + label, node.class_name,
                count_text(node.parameters) if node.parameters else "-",
                bytes_text(node.parameter_bytes + node.buffer_bytes)

@@ -1,7 +1,8 @@
 """A model's structure as data: :class:`ModuleNode` per ``nn.Module`` (its parameters and
 buffers, counted and sized, their dtypes and quantization, frozen or trainable, the shapes
 of one forward's inputs and outputs, latencies from a profile), with runs of identical
-sibling blocks folded into one node (``encoder.layer.0–11 × 12``).
+sibling blocks folded into one node (``encoder.layer.0–11 × 12``). A ``ModuleList`` (a
+container, never called) is not a node: its items stand in its place, named ``layer.0``.
 
 Folding: two modules are identical when their class, their own parameters and buffers
 (names, shapes, dtypes, requires_grad) and their children are, recursively
@@ -103,31 +104,42 @@ def signature(module: Any, memo: dict[int, tuple] | None = None) -> tuple:
     return memo[key]
 
 
+def _packed_tensors(module: Any) -> list[Any]:
+    """The weight and bias a quantized module keeps packed (``LinearPackedParams``), which
+    ``named_parameters`` does not list."""
+    unpack = getattr(module, "_weight_bias", None)
+    if not callable(unpack) or not type(module).__name__.endswith("PackedParams"):
+        return []
+    try:
+        return [tensor for tensor in unpack() if tensor is not None]
+    except Exception:  # noqa: BLE001 - a packing this torch cannot unpack: not counted
+        return []
+
+
 def _quantization(module: Any, tensors: list[Any]) -> str:
+    """``qint8 (dynamic)``, ``quint8 (static)``, ``qint8`` (packed weights), or ``""``."""
     kinds = sorted({str(tensor.dtype).removeprefix("torch.") for tensor in tensors
                     if getattr(tensor, "is_quantized", False)})
     owner = type(module).__module__
-    if "quantized" in owner:
-        style = "dynamic" if ".dynamic" in owner else "static"
-        packed = getattr(module, "_packed_params", None)
-        dtype = getattr(packed, "dtype", None)
-        if dtype is not None:
-            kinds = sorted(set(kinds) | {str(dtype).removeprefix("torch.")})
-        return f"{'/'.join(kinds) or 'quantized'} ({style})"
-    return "/".join(kinds)
+    if "quantized" not in owner or type(module).__name__.endswith("PackedParams"):
+        return "/".join(kinds)
+    style = "dynamic" if ".dynamic" in owner else "static"
+    return f"{'/'.join(kinds) or 'quantized'} ({style})"
 
 
 def _own_counts(module: Any) -> dict[str, Any]:
     parameters = [p for _, p in module.named_parameters(recurse=False)]
+    packed = _packed_tensors(module)
     buffers = [b for _, b in module.named_buffers(recurse=False) if b is not None]
+    weights = parameters + packed
     return {
-        "parameters": sum(p.numel() for p in parameters),
-        "parameter_bytes": sum(p.numel() * p.element_size() for p in parameters),
+        "parameters": sum(p.numel() for p in weights),
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in weights),
         "trainable_parameters": sum(p.numel() for p in parameters if p.requires_grad),
         "buffers": sum(b.numel() for b in buffers),
         "buffer_bytes": sum(b.numel() * b.element_size() for b in buffers),
-        "dtypes": {str(t.dtype).removeprefix("torch.") for t in parameters + buffers},
-        "quantization": _quantization(module, parameters + buffers),
+        "dtypes": {str(t.dtype).removeprefix("torch.") for t in weights + buffers},
+        "quantization": _quantization(module, weights + buffers),
     }
 
 
@@ -156,7 +168,14 @@ def _build(module: Any, path: str, name: str, memo: dict[int, tuple]) -> ModuleN
             built.name = f"{child_name}–{last}"
             built.member_paths = [f"{path}.{n}" if path else n for n, _ in children[index:end]]
             _multiply(built, built.repeat)
-        node.children.append(built)
+        if built.class_name == "ModuleList" and type(child).__name__ == "ModuleList":
+            # A ModuleList is a container, never called: its items stand in its place,
+            # named from it ("layer.0–11 × 12" under "encoder", not "layer" > "0–11").
+            for item in built.children:
+                item.name = f"{child_name}.{item.name}"
+                node.children.append(item)
+        else:
+            node.children.append(built)
         index = end
     for child in node.children:
         node.parameters += child.parameters
@@ -167,6 +186,10 @@ def _build(module: Any, path: str, name: str, memo: dict[int, tuple]) -> ModuleN
         dtypes.update(child.dtypes)
         if child.quantization and not node.quantization:
             node.quantization = child.quantization
+        elif child.quantization and node.quantization.startswith("quantized ("):
+            # A quantized module whose weights are packed in a child: the child's dtype.
+            node.quantization = (child.quantization.partition(" ")[0]
+                                 + node.quantization.removeprefix("quantized"))
     node.dtypes = sorted(dtypes)
     return node
 
