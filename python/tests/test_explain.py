@@ -254,3 +254,19 @@ def test_bad_usage_is_a_message_not_a_traceback(tmp_path, arguments, message):
     assert completed.returncode == 64
     assert message in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("name", ["graph-breaks.yml", "Jenkinsfile"])
+def test_the_ci_examples_use_the_commands_real_options(name):
+    import re
+
+    from opsight._cli.explain import _parser
+
+    text = (Path(__file__).resolve().parents[2] / "examples" / "ci" / name).read_text()
+    known = {option for action in _parser()._actions for option in action.option_strings}
+    used = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", text))
+    explain_options = used - {"--no-build-isolation"}
+    assert {"--zoo", "--baseline", "--fail-on-new-breaks", "--push-gateway", "--loki",
+            "--commit", "--output", "--jobs"} <= explain_options
+    assert explain_options <= known
+    assert "examples/explain/zoo.yaml" in text and "examples/explain/baseline.json" in text

@@ -1,12 +1,14 @@
 """The ``opsight`` command.
 
-``run``, ``ctl``, ``bench``, ``compare-backends``, ``explain`` and ``model`` are Python's (they start, steer or time Python
-programs; ``compare-backends`` lives in ``opsight.torch.compare_backends``); every other
+``run``, ``ctl``, ``bench``, ``compare-backends``, ``demo``, ``explain`` and ``model`` are
+Python's (they start, steer, time or explain Python programs and models;
+``compare-backends`` lives in ``opsight.torch.compare_backends``); every other
 command (``report``, ``compare``, ``export``, ``convert``, ``save``, ``runs``, ``show``, ``rm``,
 ``--version``) is the C++ command installed inside the package (``opsight/bin/opsight``),
 which this one replaces itself with.
 
-Modules: ``run`` (``opsight run``), ``ctl`` (``opsight ctl``), ``exit_codes``. Library
+Modules: ``run`` (``opsight run``), ``ctl`` (``opsight ctl``), ``explain`` (``opsight
+explain``), ``model`` (``opsight model``), ``exit_codes``. Library
 code never imports this package.
 
 Exit statuses: one table for every command, in :mod:`.exit_codes`.
@@ -82,10 +84,10 @@ def main(arguments: list[str] | None = None) -> int:
         from ..torch.compare_backends import command_main
         return command_main(arguments[1:])
     if arguments[0] == "explain":  # docs/explain.md
-        from ..explain.command import command_main as explain_main
+        from .explain import command_main as explain_main
         return explain_main(arguments[1:])
     if arguments[0] == "model":  # docs/explain.md
-        from ..model_view.command import command_main as model_main
+        from .model import command_main as model_main
         return model_main(arguments[1:])
     return exec_core(arguments)
 

@@ -7,7 +7,8 @@ zoo file, each model in a process of its own, as a CI gate with metrics and logs
 
 Modules: ``analyze`` (one model), ``result`` (the data), ``child`` (one model's process),
 ``runner`` (processes, time limits, jobs), ``zoo`` (the zoo file), ``render`` (text, JSON,
-CSV), ``gate`` (the baseline), ``publish`` (Pushgateway and Loki), ``command`` (the CLI).
+CSV), ``gate`` (the baseline), ``publish`` (Pushgateway and Loki); the command is
+``opsight._cli.explain``.
 """
 
 from __future__ import annotations

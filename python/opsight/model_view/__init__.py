@@ -7,8 +7,8 @@ and quantization, frozen/trainable marks, buffers, the shapes of one forward whe
 run), each module's p50/p99 latency and share. ``model_tree`` returns the same as data
 (:class:`ModuleNode`, ``.to_dict()`` for JSON).
 
-Modules: ``tree`` (the folded tree), ``measure`` (shapes, latencies), ``render`` (text),
-``command`` (``opsight model``).
+Modules: ``tree`` (the folded tree), ``measure`` (shapes, latencies), ``render`` (text);
+the command ``opsight model`` is ``opsight._cli.model``.
 """
 
 from __future__ import annotations

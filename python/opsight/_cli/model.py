@@ -1,4 +1,5 @@
-"""``opsight model FILE_OR_FACTORY``: print a model's folded tree (:func:`opsight.print_model`).
+"""``opsight model FILE_OR_FACTORY``: print a model's folded tree (:func:`opsight.print_model`,
+:mod:`opsight.model_view`).
 
 FILE_OR_FACTORY is a ``module:factory`` or ``file.py:factory`` returning a module or
 ``(module, example_inputs)`` (then the shapes of one forward are shown), or a TorchScript
@@ -14,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from .._cli.exit_codes import ERROR, OK, USAGE_ERROR
+from .exit_codes import ERROR, OK, USAGE_ERROR
 
 PREFIX = "opsight model"
 
@@ -100,8 +101,8 @@ def command_main(arguments: list[str]) -> int:
         print(f"{PREFIX}: --profile-runs needs example inputs: the factory must return "
               "(module, example_inputs)", file=sys.stderr)
         return USAGE_ERROR
-    from . import model_tree
-    from .render import prune, render_text
+    from ..model_view import model_tree
+    from ..model_view.render import prune, render_text
 
     try:
         profile = options.profile
@@ -115,7 +116,7 @@ def command_main(arguments: list[str]) -> int:
         import json
         sys.stdout.write(json.dumps(prune(root, options.depth), indent=2) + "\n")
     else:
-        from . import _wants_ascii
+        from ..model_view import _wants_ascii
         sys.stdout.write(render_text(root, depth=options.depth,
                                      ascii=options.ascii or _wants_ascii(sys.stdout)))
     return OK

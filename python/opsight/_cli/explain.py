@@ -1,5 +1,6 @@
-"""``opsight explain``: arguments, running the models (:mod:`.runner`), the report, the run
-store, the CI gate (:mod:`.gate`) and the metrics and logs (:mod:`.publish`).
+"""``opsight explain``: arguments, running the models (:mod:`opsight.explain.runner`), the
+report, the run store, the CI gate (:mod:`opsight.explain.gate`) and the metrics and logs
+(:mod:`opsight.explain.publish`).
 
 Exit statuses (``opsight._cli.exit_codes``): 0 every model explained (and no new breaks when
 gated); 1 a model failed, crashed or timed out, or a push failed; 3 new graph breaks
@@ -13,9 +14,9 @@ import subprocess
 import sys
 import time
 
-from .._cli.exit_codes import ERROR, OK, REGRESSION, USAGE_ERROR
-from .result import STATUS_OK, ModelExplain
-from .runner import ModelSpec, ZooRunner, progress_line
+from ..explain.result import STATUS_OK, ModelExplain
+from ..explain.runner import ModelSpec, ZooRunner, progress_line
+from .exit_codes import ERROR, OK, REGRESSION, USAGE_ERROR
 
 PREFIX = "opsight explain"
 
@@ -75,7 +76,7 @@ class _UsageError(Exception):
 
 
 def _models(options: argparse.Namespace) -> list[ModelSpec]:
-    from .zoo import DEFAULT_TIMEOUT_S, ZooError, load_zoo
+    from ..explain.zoo import DEFAULT_TIMEOUT_S, ZooError, load_zoo
 
     models: list[ModelSpec] = []
     if options.zoo:
@@ -135,14 +136,14 @@ def command_main(arguments: list[str]) -> int:
         models = _models(options)
         baseline = None
         if options.baseline:
-            from .gate import BaselineError, load_baseline
+            from ..explain.gate import BaselineError, load_baseline
             try:
                 baseline = load_baseline(options.baseline, options.store)
             except BaselineError as error:
                 raise _UsageError(str(error)) from None
         publishers = []
         if options.push_gateway or options.loki:
-            from .publish import check_url
+            from ..explain.publish import check_url
             for flag, url in (("--push-gateway", options.push_gateway), ("--loki", options.loki)):
                 if url:
                     problem = check_url(url)
@@ -172,12 +173,12 @@ def command_main(arguments: list[str]) -> int:
     status = OK if all(result.status == STATUS_OK for result in results) else ERROR
     _print_report(results, options, wall)
     if publishers:
-        from .publish import publish
+        from ..explain.publish import publish
         if not publish(results, commit=commit, push_gateway=options.push_gateway,
                        loki=options.loki, prefix=PREFIX):
             status = ERROR
     if baseline is not None:
-        from .gate import compare_with_baseline
+        from ..explain.gate import compare_with_baseline
         outcome = compare_with_baseline(results, baseline)
         sys.stderr.write(outcome.text())
         if options.fail_on_new_breaks and outcome.failed:
@@ -197,7 +198,7 @@ def timing_summary(results: list[ModelExplain], wall: float) -> dict[str, float]
 
 
 def _print_report(results: list[ModelExplain], options, wall: float) -> None:
-    from .render import csv_report, json_report, text_report
+    from ..explain.render import csv_report, json_report, text_report
 
     timing = timing_summary(results, wall)
     if options.format == "json":
