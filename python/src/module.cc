@@ -385,8 +385,8 @@ nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
 // explain: families as [(name, type, help, [(labels, value), ...]), ...], lines as
 // [(labels, unix_ns, line), ...], labels as [(name, value), ...].
 using LabelPairs = std::vector<std::pair<std::string, std::string>>;
-using FamilyTuple = std::tuple<std::string, std::string, std::string,
-                               std::vector<std::pair<LabelPairs, double>>>;
+using FamilyTuple =
+    std::tuple<std::string, std::string, std::string, std::vector<std::pair<LabelPairs, double>>>;
 using LineTuple = std::tuple<LabelPairs, int64_t, std::string>;
 
 nb::dict push_metric_families(const std::string& url, const std::vector<FamilyTuple>& families,

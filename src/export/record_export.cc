@@ -16,10 +16,11 @@ TargetReport send_batches(ExportTarget target, std::vector<EncodedBatch> batches
                           double timeout_s) {
   Clock::time_point start = Clock::now();
   BatchExporter exporter(make_http_sender(target, std::min(timeout_s, 10.0)));
-  Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(timeout_s));
+  Clock::time_point deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   for (EncodedBatch& batch : batches) {
-    double remaining = std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
+    double remaining =
+        std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
     exporter.offer(std::move(batch), remaining);
   }
   exporter.shutdown(timeout_s);
@@ -28,11 +29,12 @@ TargetReport send_batches(ExportTarget target, std::vector<EncodedBatch> batches
 }
 
 // The target `kind=url` names; a bad URL is a report that says why, nothing sent.
-std::optional<ExportTarget> target_of(std::string_view kind, std::string_view url,
-                                      uint64_t items, TargetReport* failed) {
+std::optional<ExportTarget> target_of(std::string_view kind, std::string_view url, uint64_t items,
+                                      TargetReport* failed) {
   std::string error;
-  auto target = parse_export_target(std::string(kind) + "=" + std::string(url),
-                                    [](const char*) -> const char* { return nullptr; }, &error);
+  auto target = parse_export_target(
+      std::string(kind) + "=" + std::string(url),
+      [](const char*) -> const char* { return nullptr; }, &error);
   if (!target) {
     failed->description = std::string(kind) + " " + std::string(url);
     failed->stats.spans_offered = items;

@@ -17,8 +17,10 @@ using opsight::exporting::LogLine;
 using opsight::exporting::MetricFamily;
 
 std::vector<MetricFamily> break_families() {
-  MetricFamily breaks{"opsight_compile_graph_breaks_total", "gauge",
-                      "Graph breaks per model and reason.\nSecond line.", {}};
+  MetricFamily breaks{"opsight_compile_graph_breaks_total",
+                      "gauge",
+                      "Graph breaks per model and reason.\nSecond line.",
+                      {}};
   breaks.samples.push_back({{{"model", "bert"}, {"reason", "Tensor.item() \"call\""}}, 2});
   breaks.samples.push_back({{{"model", "gpt2"}, {"reason", "a\\b\nc"}}, 1});
   MetricFamily graphs{"opsight.compile graphs", "gauge", "Graphs.", {}};
@@ -56,8 +58,7 @@ TEST(RecordExport, LogLinesGroupedInStreamsByLabelsAndSortedByTime) {
                                    nlohmann::json::array({"300", "late \"quoted\""})}));
   EXPECT_EQ(body["streams"][1]["values"],
             nlohmann::json::array({nlohmann::json::array({"100", "other stream"})}));
-  EXPECT_EQ(nlohmann::json::parse(opsight::exporting::encode_loki_lines({}))["streams"].size(),
-            0u);
+  EXPECT_EQ(nlohmann::json::parse(opsight::exporting::encode_loki_lines({}))["streams"].size(), 0u);
 }
 
 struct Received {
@@ -69,8 +70,8 @@ class RecordingServer {
   RecordingServer() {
     auto record = [this](const httplib::Request& request, httplib::Response& response) {
       std::lock_guard lock(mutex_);
-      received_.push_back({request.method, request.path,
-                           request.get_header_value("Content-Type"), request.body});
+      received_.push_back(
+          {request.method, request.path, request.get_header_value("Content-Type"), request.body});
       response.status = 204;
     };
     server_.Put(R"(/.*)", record);
@@ -101,8 +102,8 @@ class RecordingServer {
 TEST(RecordExport, PushesFamiliesToThePushgatewaysJobPath) {
   RecordingServer server;
   auto families = break_families();
-  auto report = opsight::exporting::push_metric_families(server.url(), families,
-                                                         "opsight explain", 10);
+  auto report =
+      opsight::exporting::push_metric_families(server.url(), families, "opsight explain", 10);
   EXPECT_EQ(report.stats.spans_sent, 4u) << report.stats.last_error;
   auto received = server.received();
   ASSERT_EQ(received.size(), 1u);
