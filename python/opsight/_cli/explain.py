@@ -170,8 +170,9 @@ def command_main(arguments: list[str]) -> int:
         if not options.no_store:
             _save(runner, results, commit, options)
     wall = time.perf_counter() - began
+    startup = runner.startup_seconds
     status = OK if all(result.status == STATUS_OK for result in results) else ERROR
-    _print_report(results, options, wall)
+    _print_report(results, options, wall, startup)
     if publishers:
         from ..explain.publish import publish
         if not publish(results, commit=commit, push_gateway=options.push_gateway,
@@ -186,21 +187,25 @@ def command_main(arguments: list[str]) -> int:
     return status
 
 
-def timing_summary(results: list[ModelExplain], wall: float) -> dict[str, float]:
-    """The zoo's wall time, the models' own time (inside their processes) and what opsight
-    added around them (process start, reading results), summed over models."""
+def timing_summary(results: list[ModelExplain], wall: float,
+                   startup: float = 0.0) -> dict[str, float]:
+    """The zoo's wall time, the models' own time (inside their processes), their compile
+    time (dynamo's capture and the back-end's first call), and what opsight added: starting
+    the fork server once (Python, opsight and torch imported) and, per model, forking it
+    and reading its result, summed over models."""
     inside = sum(result.wall_seconds or 0.0 for result in results)
     around = sum(max(0.0, (result.parent_seconds or 0.0) - (result.wall_seconds or 0.0))
                  for result in results if result.wall_seconds is not None)
     compile_time = sum((result.explain_seconds or 0.0) + (result.compile_seconds or 0.0)
                        for result in results)
-    return {"wall": wall, "models": inside, "compile": compile_time, "process overhead": around}
+    return {"wall": wall, "models": inside, "compile": compile_time,
+            "fork server start": startup, "per-model overhead": around}
 
 
-def _print_report(results: list[ModelExplain], options, wall: float) -> None:
+def _print_report(results: list[ModelExplain], options, wall: float, startup: float) -> None:
     from ..explain.render import csv_report, json_report, text_report
 
-    timing = timing_summary(results, wall)
+    timing = timing_summary(results, wall, startup)
     if options.format == "json":
         sys.stdout.write(json_report(results, timing=timing))
     elif options.format == "csv":

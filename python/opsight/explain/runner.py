@@ -1,5 +1,6 @@
-"""Running models in child processes (:mod:`.child`), up to ``jobs`` at a time, each with a
-time limit: a model that hangs is killed (its whole process group) and reported as
+"""Running models in child processes (:mod:`.child`), forked by a fork server that imported
+opsight and torch once (:mod:`.zygote`; a fresh process per model when it cannot start), up
+to ``jobs`` at a time, each with a time limit: a model that hangs is killed (its whole process group) and reported as
 ``timeout``, one whose process dies as ``crashed`` with the signal or exit status and the
 end of its log; the others go on. Progress is one line per finished model on stderr
 (``[3/7] gpt2  ok  2 graphs, 1 break  4.1 s``), a bar-free form that reads well in CI logs.
@@ -32,10 +33,133 @@ class ModelSpec:
     timeout_s: float = 600.0
 
 
+class _ProcessLauncher:
+    """A process per model, started afresh (``python -m opsight.explain.child``): what the
+    fork server falls back to."""
+
+    def __init__(self, environment: dict[str, str]) -> None:
+        self._environment = environment
+
+    def start(self, argv: list[str], log_path: str) -> subprocess.Popen:
+        with open(log_path, "wb") as log:
+            return subprocess.Popen([sys.executable, "-m", "opsight.explain.child", *argv],
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, env=self._environment,
+                                    start_new_session=True)
+
+    @staticmethod
+    def poll(process: subprocess.Popen) -> int | None:
+        return process.poll()
+
+    @staticmethod
+    def kill(process: subprocess.Popen) -> None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+    def close(self) -> None:
+        pass
+
+
+class _ForkServerLauncher:
+    """Children forked by the fork server (:mod:`.zygote`), which imported opsight and torch
+    once. A reader thread collects its answers; a child is its pid, its end the status the
+    server reports. Raises OSError/RuntimeError from the constructor when the server cannot
+    start (the runner then starts processes afresh)."""
+
+    def __init__(self, environment: dict[str, str], log_path: str) -> None:
+        import threading
+
+        with open(log_path, "wb") as log:
+            self._server = subprocess.Popen(
+                [sys.executable, "-m", "opsight.explain.zygote"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=log, env=environment)
+        self._condition = threading.Condition()
+        self._pids: dict[int, int] = {}        # request id -> pid
+        self._statuses: dict[int, int] = {}    # pid -> exit status
+        self._closed = False
+        self._ready = False
+        self._next_id = 0
+        self._reader = threading.Thread(target=self._read, name="opsight-explain-forks",
+                                        daemon=True)
+        self._reader.start()
+        began = time.perf_counter()
+        with self._condition:
+            if not self._condition.wait_for(lambda: self._ready or self._closed, 120):
+                self.close()
+                raise RuntimeError("the fork server was not ready within 120 s")
+            if not self._ready:
+                raise RuntimeError("the fork server ended before it was ready")
+        #: Seconds the server took to start (Python, opsight and torch imported once).
+        self.startup_seconds = time.perf_counter() - began
+
+    def _read(self) -> None:
+        assert self._server.stdout is not None
+        for line in self._server.stdout:
+            message = json.loads(line)
+            with self._condition:
+                if "ready" in message:
+                    self._ready = True
+                elif "status" in message:
+                    self._statuses[message["pid"]] = message["status"]
+                else:
+                    self._pids[message["id"]] = message["pid"]
+                self._condition.notify_all()
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+    def start(self, argv: list[str], log_path: str) -> int:
+        self._next_id += 1
+        request = self._next_id
+        assert self._server.stdin is not None
+        self._server.stdin.write((json.dumps({"id": request, "argv": argv, "log": log_path})
+                                  + "\n").encode())
+        self._server.stdin.flush()
+        with self._condition:
+            if not self._condition.wait_for(lambda: request in self._pids or self._closed, 60):
+                raise RuntimeError("the fork server did not answer within 60 s")
+            if request not in self._pids:
+                raise RuntimeError("the fork server ended")
+            return self._pids.pop(request)
+
+    def poll(self, pid: int) -> int | None:
+        with self._condition:
+            if pid in self._statuses:
+                return self._statuses[pid]
+            if self._closed:  # the server died with its children unreported
+                return -signal.SIGKILL
+        return None
+
+    def kill(self, pid: int) -> None:
+        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+            try:
+                kill()
+                break
+            except (ProcessLookupError, PermissionError):
+                continue
+        with self._condition:  # reaped and reported by the server
+            self._condition.wait_for(lambda: pid in self._statuses or self._closed, 10)
+
+    def close(self) -> None:
+        if self._server.stdin is not None:
+            try:
+                self._server.stdin.close()
+            except OSError:
+                pass
+        try:
+            self._server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._server.kill()
+            self._server.wait()
+
+
 @dataclass
 class _Running:
     spec: ModelSpec
-    process: subprocess.Popen
+    process: object  # what the launcher started: a Popen, or a pid of the fork server
     started: float
     result_path: str
     log_path: str
@@ -60,7 +184,7 @@ class ZooRunner:
 
     def __init__(self, models: list[ModelSpec], *, jobs: int = 1, backend: str = "aot_eager",
                  rtol: float = 1e-4, atol: float = 1e-5, work_directory: str | None = None,
-                 record_traces: bool = True,
+                 record_traces: bool = True, fork_server: bool = True,
                  on_done: Callable[[ModelExplain, int, int], None] | None = None) -> None:
         self.models = models
         self.jobs = max(1, jobs)
@@ -70,29 +194,49 @@ class ZooRunner:
         self.work_directory = work_directory or tempfile.mkdtemp(prefix="opsight-explain-")
         self.record_traces = record_traces
         self.on_done = on_done
+        self.fork_server = fork_server
+        self._launcher: _ProcessLauncher | _ForkServerLauncher | None = None
+        #: Seconds the fork server took to start (0 without one): opsight's, once per run.
+        self.startup_seconds = 0.0
         #: The trace files the children wrote, in model order (for the run store).
         self.trace_files: list[str] = []
 
-    def _start(self, index: int, spec: ModelSpec) -> _Running:
-        stem = os.path.join(self.work_directory, f"{index:03d}")
-        result_path, log_path, trace_path = stem + ".json", stem + ".log", stem + ".opsight"
-        command = [sys.executable, "-m", "opsight.explain.child", "--target", spec.target,
-                   "--name", spec.name, "--family", spec.family, "--backend", self.backend,
-                   "--rtol", repr(self.rtol), "--atol", repr(self.atol),
-                   "--result", result_path]
-        if self.record_traces:
-            command += ["--trace", trace_path]
+    def _environment(self) -> dict[str, str]:
         environment = dict(os.environ)
         # The child records its own steps only: torch's operators and module calls would
         # be traced by a session too, and module tracing replaces nn.Module.__call__.
         environment["OPSIGHT_TORCH"] = "off"
         environment.pop("OPSIGHT_EXPORT", None)
         environment.pop("OPSIGHT_TARGETS", None)
-        with open(log_path, "wb") as log:
-            process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
-                                       stderr=subprocess.STDOUT, env=environment,
-                                       start_new_session=True)
-        return _Running(spec, process, time.perf_counter(), result_path, log_path, trace_path)
+        return environment
+
+    def _make_launcher(self) -> "_ProcessLauncher | _ForkServerLauncher":
+        environment = self._environment()
+        if self.fork_server:
+            try:
+                return _ForkServerLauncher(environment,
+                                           os.path.join(self.work_directory, "fork-server.log"))
+            except (OSError, RuntimeError):
+                pass
+        return _ProcessLauncher(environment)
+
+    def _start(self, index: int, spec: ModelSpec) -> _Running:
+        stem = os.path.join(self.work_directory, f"{index:03d}")
+        result_path, log_path, trace_path = stem + ".json", stem + ".log", stem + ".opsight"
+        argv = ["--target", spec.target, "--name", spec.name, "--family", spec.family,
+                "--backend", self.backend, "--rtol", repr(self.rtol), "--atol", repr(self.atol),
+                "--result", result_path]
+        if self.record_traces:
+            argv += ["--trace", trace_path]
+        assert self._launcher is not None
+        started = time.perf_counter()  # the time limit runs from here
+        try:
+            process = self._launcher.start(argv, log_path)
+        except RuntimeError:  # the fork server is gone: a process per model from now on
+            self._launcher.close()
+            self._launcher = _ProcessLauncher(self._environment())
+            process = self._launcher.start(argv, log_path)
+        return _Running(spec, process, started, result_path, log_path, trace_path)
 
     def _finish(self, running: _Running, timed_out: bool) -> ModelExplain:
         spec = running.spec
@@ -111,7 +255,7 @@ class ZooRunner:
                                       status=STATUS_FAILED, backend=self.backend,
                                       error=f"unreadable result {running.result_path}: {error}")
         else:
-            code = running.process.returncode
+            code = self._returncode(running)
             how = (f"killed by signal {signal.Signals(-code).name}" if code < 0
                    else f"exit status {code}")
             tail = _log_tail(running.log_path)
@@ -124,13 +268,14 @@ class ZooRunner:
             self.trace_files.append(running.trace_path)
         return result
 
-    @staticmethod
-    def _kill(process: subprocess.Popen) -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
+    def _returncode(self, running: _Running) -> int:
+        assert self._launcher is not None
+        code = self._launcher.poll(running.process)
+        return -signal.SIGKILL if code is None else code
+
+    def _kill(self, running: _Running) -> None:
+        assert self._launcher is not None
+        self._launcher.kill(running.process)
 
     def run(self) -> list[ModelExplain]:
         """Every model's result, in the order given."""
@@ -138,18 +283,23 @@ class ZooRunner:
         waiting = list(enumerate(self.models))
         running: dict[int, _Running] = {}
         done = 0
+        self._launcher = self._make_launcher()
+        self.startup_seconds = getattr(self._launcher, "startup_seconds", 0.0)
         try:
             while waiting or running:
                 while waiting and len(running) < self.jobs:
                     index, spec = waiting.pop(0)
                     running[index] = self._start(index, spec)
-                time.sleep(0.02)
+                time.sleep(0.01)
                 for index, item in list(running.items()):
                     timed_out = False
-                    if item.process.poll() is None:
+                    # Done when its result is there (written last, after its trace: the
+                    # process is ending), or when it ended without one.
+                    if (self._launcher.poll(item.process) is None
+                            and not os.path.exists(item.result_path)):
                         if time.perf_counter() - item.started < item.spec.timeout_s:
                             continue
-                        self._kill(item.process)
+                        self._kill(item)
                         timed_out = True
                     del running[index]
                     results[index] = self._finish(item, timed_out)
@@ -158,7 +308,8 @@ class ZooRunner:
                         self.on_done(results[index], done, len(self.models))
         finally:
             for item in running.values():  # interrupted: no child outlives the command
-                self._kill(item.process)
+                self._kill(item)
+            self._launcher.close()
         return [result for result in results if result is not None]
 
 
