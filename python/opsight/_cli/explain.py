@@ -16,6 +16,7 @@ import time
 
 from ..explain.result import STATUS_OK, ModelExplain
 from ..explain.runner import ModelSpec, ZooRunner, progress_line
+from .arguments import parse_arguments
 from .exit_codes import ERROR, OK, REGRESSION, USAGE_ERROR
 
 PREFIX = "opsight explain"
@@ -119,10 +120,9 @@ def _save(runner: ZooRunner, results: list[ModelExplain], commit: str, options) 
 
 def command_main(arguments: list[str]) -> int:
     parser = _parser()
-    try:
-        options = parser.parse_args(arguments)
-    except SystemExit as exit_:
-        return 0 if not exit_.code else USAGE_ERROR
+    options, status = parse_arguments(parser, arguments)
+    if options is None:
+        return status
     began = time.perf_counter()
     try:
         if options.jobs < 1:

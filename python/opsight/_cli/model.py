@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from .arguments import parse_arguments
 from .exit_codes import ERROR, OK, USAGE_ERROR
 
 PREFIX = "opsight model"
@@ -58,16 +59,12 @@ def _load(spec: str) -> tuple[Any, Any]:
                              ) from None
     if not colon:
         raise _LoadError(f"{spec}: no such file, and not module:factory or file.py:factory")
-    from ..bench.models import FactoryError, load_factory
+    from ..explain.child import call_factory
 
     try:
-        factory, _ = load_factory(spec)
-    except FactoryError as error:
+        made = call_factory(spec)
+    except ValueError as error:
         raise _LoadError(str(error)) from None
-    try:
-        made = factory()
-    except Exception as error:  # noqa: BLE001 - the user's factory failed
-        raise _LoadError(f"{spec}: the factory raised {type(error).__name__}: {error}") from None
     if isinstance(made, (tuple, list)) and len(made) == 2:
         model, inputs = made
     else:
@@ -80,10 +77,9 @@ def _load(spec: str) -> tuple[Any, Any]:
 
 def command_main(arguments: list[str]) -> int:
     parser = _parser()
-    try:
-        options = parser.parse_args(arguments)
-    except SystemExit as exit_:
-        return 0 if not exit_.code else USAGE_ERROR
+    options, status = parse_arguments(parser, arguments)
+    if options is None:
+        return status
     if options.depth is not None and options.depth < 0:
         parser.print_usage(sys.stderr)
         print(f"{PREFIX}: error: --depth {options.depth}: must be >= 0", file=sys.stderr)
