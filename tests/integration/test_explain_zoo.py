@@ -70,7 +70,10 @@ def zoo_run(opsight_cli, pushgateway_server, victorialogs_server):  # noqa: F811
                             timeout=600,
                             env=environment)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout), completed.stderr
+    yield json.loads(completed.stdout), completed.stderr
+    # The servers are shared with the other tests of the session: take the group away.
+    real_servers.http_request(f"{pushgateway_server.url}/metrics/job/opsight_explain",
+                              method="DELETE")
 
 
 def test_every_zoo_model_has_its_recorded_graphs_and_breaks(zoo_run):
@@ -105,6 +108,10 @@ def _prometheus_queries(dashboard: dict) -> list[str]:
 
 
 def test_the_dashboards_queries_return_the_breaks_from_prometheus(zoo_run, pushgateway_server):  # noqa: F811
+    exposed = pushgateway_server.metrics_text()
+    assert "# TYPE opsight_compile_graph_breaks_total counter" in exposed
+    checked = real_servers.promtool_check_metrics(exposed)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
     dashboard = json.loads(DASHBOARD.read_text())
     queries = _prometheus_queries(dashboard)
     assert len(queries) == 7

@@ -56,7 +56,9 @@ def metric_families(results: list[ModelExplain], commit: str) -> list[tuple]:
         if result.compile_peak_bytes is not None:
             peak.append((with_commit, float(result.compile_peak_bytes)))
     return [
-        ("opsight_compile_graph_breaks_total", "gauge",
+        # A counter by its name (the _total suffix, as dashboards expect): the breaks one
+        # explain run counted; each push replaces the group's previous values.
+        ("opsight_compile_graph_breaks_total", "counter",
          "torch.compile graph breaks of the model per reason (opsight explain).", breaks),
         ("opsight_compile_graphs", "gauge", "Graphs torch.compile made of the model.", graphs),
         ("opsight_compile_seconds", "gauge",
