@@ -1,7 +1,9 @@
 #include "export/record_export.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "export/batch_exporter.hpp"
 
