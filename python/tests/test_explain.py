@@ -270,3 +270,29 @@ def test_the_ci_examples_use_the_commands_real_options(name):
             "--commit", "--output", "--jobs"} <= explain_options
     assert explain_options <= known
     assert "examples/explain/zoo.yaml" in text and "examples/explain/baseline.json" in text
+
+
+def test_progress_lines_always_and_a_bar_on_a_terminal():
+    from opsight.explain.runner import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    progress = Progress(terminal)
+    assert progress.bar
+    progress.tick(["t5", "whisper"], 3, 7)
+    assert "\r\033[K[########------------]  3/7  " in terminal.getvalue()
+    assert terminal.getvalue().endswith("running: t5, whisper")
+    result = _result("gpt2")
+    result.parent_seconds = 4.1
+    progress.done(result, 4, 7)
+    assert terminal.getvalue().endswith("\r\033[K[4/7] gpt2 (f)  ok  1 graph, 0 breaks  4.1 s\n")
+    progress.close()
+
+    log = io.StringIO()  # not a terminal (CI): the lines only
+    piped = Progress(log)
+    piped.tick(["t5"], 0, 7)
+    piped.done(result, 1, 7)
+    assert log.getvalue() == "[1/7] gpt2 (f)  ok  1 graph, 0 breaks  4.1 s\n"

@@ -15,7 +15,7 @@ import sys
 import time
 
 from ..explain.result import STATUS_OK, ModelExplain
-from ..explain.runner import ModelSpec, ZooRunner, progress_line
+from ..explain.runner import ModelSpec, Progress, ZooRunner
 from .arguments import parse_arguments
 from .exit_codes import ERROR, OK, REGRESSION, USAGE_ERROR
 
@@ -155,18 +155,21 @@ def command_main(arguments: list[str]) -> int:
         print(f"{PREFIX}: error: {error}", file=sys.stderr)
         return USAGE_ERROR
 
-    def on_done(result: ModelExplain, done: int, total: int) -> None:
-        if not options.quiet:
-            progress_line(result, done, total, sys.stderr)
-
+    progress = None if options.quiet else Progress(sys.stderr)
     import tempfile
 
     commit = options.commit or current_commit()
     with tempfile.TemporaryDirectory(prefix="opsight-explain-") as work:
         runner = ZooRunner(models, jobs=options.jobs, backend=options.backend,
                            rtol=options.rtol, atol=options.atol, work_directory=work,
-                           record_traces=not options.no_store, on_done=on_done)
-        results = runner.run()
+                           record_traces=not options.no_store,
+                           on_done=progress.done if progress else None,
+                           on_tick=progress.tick if progress else None)
+        try:
+            results = runner.run()
+        finally:
+            if progress is not None:
+                progress.close()
         if not options.no_store:
             _save(runner, results, commit, options)
     wall = time.perf_counter() - began

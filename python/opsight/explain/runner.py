@@ -1,9 +1,12 @@
 """Running models in child processes (:mod:`.child`), forked by a fork server that imported
 opsight and torch once (:mod:`.zygote`; a fresh process per model when it cannot start), up
-to ``jobs`` at a time, each with a time limit: a model that hangs is killed (its whole process group) and reported as
-``timeout``, one whose process dies as ``crashed`` with the signal or exit status and the
-end of its log; the others go on. Progress is one line per finished model on stderr
-(``[3/7] gpt2  ok  2 graphs, 1 break  4.1 s``), a bar-free form that reads well in CI logs.
+to ``jobs`` at a time, each with a time limit: a model that hangs is killed (its whole
+process group) and reported as ``timeout``, one whose process dies as ``crashed`` with the
+signal or exit status and the end of its log; the others go on.
+
+Progress (:class:`Progress`): one line per finished model (``[3/7] gpt2 (decoder)  ok  1
+graph, 0 breaks  4.1 s``), which reads well in CI logs; on a terminal, a bar under them too
+(``[########------------]  3/7  12.4 s  running: t5, whisper``), redrawn as models run.
 
 Thread-safety: :class:`ZooRunner` is used from one thread.
 """
@@ -13,13 +16,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from typing import IO, Callable
 
+from .launchers import ForkServerLauncher, ProcessLauncher
 from .result import STATUS_CRASHED, STATUS_FAILED, STATUS_TIMEOUT, ModelExplain
 
 
@@ -31,129 +33,6 @@ class ModelSpec:
     target: str
     family: str = ""
     timeout_s: float = 600.0
-
-
-class _ProcessLauncher:
-    """A process per model, started afresh (``python -m opsight.explain.child``): what the
-    fork server falls back to."""
-
-    def __init__(self, environment: dict[str, str]) -> None:
-        self._environment = environment
-
-    def start(self, argv: list[str], log_path: str) -> subprocess.Popen:
-        with open(log_path, "wb") as log:
-            return subprocess.Popen([sys.executable, "-m", "opsight.explain.child", *argv],
-                                    stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, env=self._environment,
-                                    start_new_session=True)
-
-    @staticmethod
-    def poll(process: subprocess.Popen) -> int | None:
-        return process.poll()
-
-    @staticmethod
-    def kill(process: subprocess.Popen) -> None:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        process.wait()
-
-    def close(self) -> None:
-        pass
-
-
-class _ForkServerLauncher:
-    """Children forked by the fork server (:mod:`.zygote`), which imported opsight and torch
-    once. A reader thread collects its answers; a child is its pid, its end the status the
-    server reports. Raises OSError/RuntimeError from the constructor when the server cannot
-    start (the runner then starts processes afresh)."""
-
-    def __init__(self, environment: dict[str, str], log_path: str) -> None:
-        import threading
-
-        with open(log_path, "wb") as log:
-            self._server = subprocess.Popen(
-                [sys.executable, "-m", "opsight.explain.zygote"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, env=environment)
-        self._condition = threading.Condition()
-        self._pids: dict[int, int] = {}        # request id -> pid
-        self._statuses: dict[int, int] = {}    # pid -> exit status
-        self._closed = False
-        self._ready = False
-        self._next_id = 0
-        self._reader = threading.Thread(target=self._read, name="opsight-explain-forks",
-                                        daemon=True)
-        self._reader.start()
-        began = time.perf_counter()
-        with self._condition:
-            if not self._condition.wait_for(lambda: self._ready or self._closed, 120):
-                self.close()
-                raise RuntimeError("the fork server was not ready within 120 s")
-            if not self._ready:
-                raise RuntimeError("the fork server ended before it was ready")
-        #: Seconds the server took to start (Python, opsight and torch imported once).
-        self.startup_seconds = time.perf_counter() - began
-
-    def _read(self) -> None:
-        assert self._server.stdout is not None
-        for line in self._server.stdout:
-            message = json.loads(line)
-            with self._condition:
-                if "ready" in message:
-                    self._ready = True
-                elif "status" in message:
-                    self._statuses[message["pid"]] = message["status"]
-                else:
-                    self._pids[message["id"]] = message["pid"]
-                self._condition.notify_all()
-        with self._condition:
-            self._closed = True
-            self._condition.notify_all()
-
-    def start(self, argv: list[str], log_path: str) -> int:
-        self._next_id += 1
-        request = self._next_id
-        assert self._server.stdin is not None
-        self._server.stdin.write((json.dumps({"id": request, "argv": argv, "log": log_path})
-                                  + "\n").encode())
-        self._server.stdin.flush()
-        with self._condition:
-            if not self._condition.wait_for(lambda: request in self._pids or self._closed, 60):
-                raise RuntimeError("the fork server did not answer within 60 s")
-            if request not in self._pids:
-                raise RuntimeError("the fork server ended")
-            return self._pids.pop(request)
-
-    def poll(self, pid: int) -> int | None:
-        with self._condition:
-            if pid in self._statuses:
-                return self._statuses[pid]
-            if self._closed:  # the server died with its children unreported
-                return -signal.SIGKILL
-        return None
-
-    def kill(self, pid: int) -> None:
-        for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-            try:
-                kill()
-                break
-            except (ProcessLookupError, PermissionError):
-                continue
-        with self._condition:  # reaped and reported by the server
-            self._condition.wait_for(lambda: pid in self._statuses or self._closed, 10)
-
-    def close(self) -> None:
-        if self._server.stdin is not None:
-            try:
-                self._server.stdin.close()
-            except OSError:
-                pass
-        try:
-            self._server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._server.kill()
-            self._server.wait()
 
 
 @dataclass
@@ -185,7 +64,8 @@ class ZooRunner:
     def __init__(self, models: list[ModelSpec], *, jobs: int = 1, backend: str = "aot_eager",
                  rtol: float = 1e-4, atol: float = 1e-5, work_directory: str | None = None,
                  record_traces: bool = True, fork_server: bool = True,
-                 on_done: Callable[[ModelExplain, int, int], None] | None = None) -> None:
+                 on_done: Callable[[ModelExplain, int, int], None] | None = None,
+                 on_tick: Callable[[list[str], int, int], None] | None = None) -> None:
         self.models = models
         self.jobs = max(1, jobs)
         self.backend = backend
@@ -194,8 +74,9 @@ class ZooRunner:
         self.work_directory = work_directory or tempfile.mkdtemp(prefix="opsight-explain-")
         self.record_traces = record_traces
         self.on_done = on_done
+        self.on_tick = on_tick  # (names running, done, total), every loop turn
         self.fork_server = fork_server
-        self._launcher: _ProcessLauncher | _ForkServerLauncher | None = None
+        self._launcher: ProcessLauncher | ForkServerLauncher | None = None
         #: Seconds the fork server took to start (0 without one): opsight's, once per run.
         self.startup_seconds = 0.0
         #: The trace files the children wrote, in model order (for the run store).
@@ -210,15 +91,15 @@ class ZooRunner:
         environment.pop("OPSIGHT_TARGETS", None)
         return environment
 
-    def _make_launcher(self) -> "_ProcessLauncher | _ForkServerLauncher":
+    def _make_launcher(self) -> "ProcessLauncher | ForkServerLauncher":
         environment = self._environment()
         if self.fork_server:
             try:
-                return _ForkServerLauncher(environment,
+                return ForkServerLauncher(environment,
                                            os.path.join(self.work_directory, "fork-server.log"))
             except (OSError, RuntimeError):
                 pass
-        return _ProcessLauncher(environment)
+        return ProcessLauncher(environment)
 
     def _start(self, index: int, spec: ModelSpec) -> _Running:
         stem = os.path.join(self.work_directory, f"{index:03d}")
@@ -234,7 +115,7 @@ class ZooRunner:
             process = self._launcher.start(argv, log_path)
         except RuntimeError:  # the fork server is gone: a process per model from now on
             self._launcher.close()
-            self._launcher = _ProcessLauncher(self._environment())
+            self._launcher = ProcessLauncher(self._environment())
             process = self._launcher.start(argv, log_path)
         return _Running(spec, process, started, result_path, log_path, trace_path)
 
@@ -291,6 +172,9 @@ class ZooRunner:
                     index, spec = waiting.pop(0)
                     running[index] = self._start(index, spec)
                 time.sleep(0.01)
+                if self.on_tick is not None:
+                    self.on_tick([item.spec.name for item in running.values()], done,
+                                 len(self.models))
                 for index, item in list(running.items()):
                     timed_out = False
                     # Done when its result is there (written last, after its trace: the
@@ -311,6 +195,45 @@ class ZooRunner:
                 self._kill(item)
             self._launcher.close()
         return [result for result in results if result is not None]
+
+
+class Progress:
+    """What the zoo shows while it runs (see the module's documentation) on ``file``; the
+    bar only when ``file`` is a terminal. ``done`` and ``tick`` are the runner's callbacks."""
+
+    def __init__(self, file: IO[str], *, bar: bool | None = None, width: int = 20) -> None:
+        self.file = file
+        self.bar = file.isatty() if bar is None else bar
+        self.width = width
+        self._began = time.perf_counter()
+        self._drawn = 0.0
+        self._bar_shown = False
+
+    def _clear_bar(self) -> None:
+        if self._bar_shown:
+            self.file.write("\r\033[K")
+            self._bar_shown = False
+
+    def done(self, result: ModelExplain, done: int, total: int) -> None:
+        self._clear_bar()
+        progress_line(result, done, total, self.file)
+
+    def tick(self, running: list[str], done: int, total: int) -> None:
+        now = time.perf_counter()
+        if not self.bar or now - self._drawn < 0.2:
+            return
+        self._drawn = now
+        filled = self.width * done // max(1, total)
+        names = ", ".join(running)
+        line = (f"[{'#' * filled}{'-' * (self.width - filled)}]  {done}/{total}  "
+                f"{now - self._began:.1f} s" + (f"  running: {names}" if names else ""))
+        self.file.write("\r\033[K" + line[:150])
+        self.file.flush()
+        self._bar_shown = True
+
+    def close(self) -> None:
+        self._clear_bar()
+        self.file.flush()
 
 
 def progress_line(result: ModelExplain, done: int, total: int, file: IO[str]) -> None:
