@@ -39,6 +39,7 @@ from ._capture.handoffs import HandoffIntegration as _HandoffIntegration
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .integrations._integration import HttpIntegration as _HttpIntegration
 from .targets import Target, TargetsError, load_targets
+from .model_view import print_model
 from . import propagation
 from .torch._integration import TorchIntegration as _TorchIntegration
 
@@ -48,7 +49,7 @@ __all__ = [
     "Profile", "Span", "Target", "TargetsError", "TraceFile", "compare", "compare_report",
     "begin_async", "disable", "enable", "enabled", "end_async", "flow_in", "flow_out",
     "instant", "counter", "load", "load_targets", "new_flow_id", "profile", "propagation",
-    "read_trace", "span",
+    "print_model", "read_trace", "span",
     "spans_dataframe", "trace",
 ]
 

@@ -25,6 +25,7 @@
 #include "export/export.hpp"
 #include "export/live_export.hpp"
 #include "export/metrics_endpoint.hpp"
+#include "export/record_export.hpp"
 #include "io/io.hpp"
 #include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
@@ -392,6 +393,44 @@ nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
     out.append(entry);
   }
   return out;
+}
+
+// Metrics and log lines that are not a trace's (export/record_export.hpp), for opsight
+// explain: families as [(name, type, help, [(labels, value), ...]), ...], lines as
+// [(labels, unix_ns, line), ...], labels as [(name, value), ...].
+using LabelPairs = std::vector<std::pair<std::string, std::string>>;
+using FamilyTuple =
+    std::tuple<std::string, std::string, std::string, std::vector<std::pair<LabelPairs, double>>>;
+using LineTuple = std::tuple<LabelPairs, int64_t, std::string>;
+
+nb::dict push_metric_families(const std::string& url, const std::vector<FamilyTuple>& families,
+                              const std::string& default_job, double timeout_s) {
+  std::vector<exporting::MetricFamily> converted;
+  for (const auto& [name, type, help, samples] : families) {
+    exporting::MetricFamily family{name, type, help, {}};
+    for (const auto& sample : samples) family.samples.push_back({sample.first, sample.second});
+    converted.push_back(std::move(family));
+  }
+  exporting::TargetReport report;
+  {
+    nb::gil_scoped_release release;
+    report = exporting::push_metric_families(url, converted, default_job, timeout_s);
+  }
+  return nb::borrow<nb::dict>(export_reports({report}, {})[0]);
+}
+
+nb::dict push_log_lines(const std::string& url, const std::vector<LineTuple>& lines,
+                        size_t batch_lines, double timeout_s) {
+  std::vector<exporting::LogLine> converted;
+  converted.reserve(lines.size());
+  for (const auto& line : lines)
+    converted.push_back({std::get<0>(line), std::get<1>(line), std::get<2>(line)});
+  exporting::TargetReport report;
+  {
+    nb::gil_scoped_release release;
+    report = exporting::push_log_lines(url, converted, batch_lines, timeout_s);
+  }
+  return nb::borrow<nb::dict>(export_reports({report}, {})[0]);
 }
 
 nb::dict run_info(const LoadedTrace& loaded) {
@@ -933,4 +972,10 @@ NB_MODULE(_native, m) {
             name);
       },
       nb::arg("bytes"), nb::arg("name") = "profile");
+  m.def("push_metric_families", &push_metric_families, nb::arg("url"), nb::arg("families"),
+        nb::arg("default_job") = "opsight", nb::arg("timeout_s") = 30.0,
+        "PUTs metric families to a Pushgateway; returns the report (sent, dropped, error).");
+  m.def("push_log_lines", &push_log_lines, nb::arg("url"), nb::arg("lines"),
+        nb::arg("batch_lines") = 500, nb::arg("timeout_s") = 30.0,
+        "POSTs labelled log lines to Loki's push API; returns the report.");
 }

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import http.server
+import importlib.util
 import json
 import threading
 from typing import Any
@@ -777,9 +778,12 @@ def test_instrumenting_is_idempotent_reversible_and_outlives_a_session(http_mode
     assert not http_clients.is_instrumented("httpx")  # the session's own is given back
     http_clients.uninstrument_requests()
     assert requests.Session.send is original
-    assert sorted(http_clients.instrument_http_clients()) == ["httpx", "requests"]
+    # httpx2 (httpx's successor, which transformers' huggingface_hub brings) too when installed.
+    installed = ["httpx"] + (["httpx2"] if importlib.util.find_spec("httpx2") else [])
+    assert sorted(http_clients.instrument_http_clients()) == installed + ["requests"]
     http_clients.uninstrument_http_clients()
     assert requests.Session.send is original and not http_clients.is_instrumented("httpx")
+    assert "httpx2" not in installed or not http_clients.is_instrumented("httpx2")
     assert httpx.Client.send.__name__ == "send"
 
 

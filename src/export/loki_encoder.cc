@@ -263,4 +263,50 @@ std::string encode_loki_json(const SpanView& view, const LokiStreams& streams,
   return out;
 }
 
+std::string encode_loki_lines(std::span<const LogLine> lines) {
+  // Streams by label set, in order of first appearance; each stream's lines by time.
+  std::map<std::vector<std::pair<std::string, std::string>>, uint32_t> stream_index;
+  std::vector<const LogLine*> first_of_stream;
+  std::vector<std::pair<uint32_t, size_t>> order;  // (stream, line index)
+  order.reserve(lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    auto [it, inserted] =
+        stream_index.try_emplace(lines[i].labels, static_cast<uint32_t>(first_of_stream.size()));
+    if (inserted) first_of_stream.push_back(&lines[i]);
+    order.emplace_back(it->second, i);
+  }
+  std::sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    if (lines[a.second].unix_ns != lines[b.second].unix_ns)
+      return lines[a.second].unix_ns < lines[b.second].unix_ns;
+    return a.second < b.second;
+  });
+  std::string out = R"({"streams":[)";
+  for (size_t i = 0; i < order.size(); ++i) {
+    uint32_t stream = order[i].first;
+    if (i == 0 || order[i - 1].first != stream) {
+      if (i) out += "]},";
+      out += R"({"stream":{)";
+      bool first = true;
+      for (const auto& [label, value] : first_of_stream[stream]->labels) {
+        if (!first) out += ',';
+        first = false;
+        wire::append_json_string(out, label);
+        out += ':';
+        wire::append_json_string(out, cut_utf8(value, LokiStreams::kMaxLabelValueBytes));
+      }
+      out += R"(},"values":[)";
+    } else {
+      out += ',';
+    }
+    const LogLine& line = lines[order[i].second];
+    fmt::format_to(std::back_inserter(out), R"(["{}",)", line.unix_ns);
+    wire::append_json_string(out, line.line);
+    out += ']';
+  }
+  if (!order.empty()) out += "]}";
+  out += "]}";
+  return out;
+}
+
 }  // namespace opsight::exporting

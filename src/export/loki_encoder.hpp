@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "export/span_view.hpp"
@@ -55,5 +56,17 @@ class LokiStreams {
 
 std::string encode_loki_json(const SpanView& view, const LokiStreams& streams,
                              std::span<const trace::RowIndex> rows);
+
+// A log line that is not a span's (opsight explain's one line per graph break), with its
+// own labels; record_export.hpp sends them.
+struct LogLine {
+  std::vector<std::pair<std::string, std::string>> labels;  // Prometheus-style names
+  int64_t unix_ns = 0;
+  std::string line;
+};
+
+// Loki's push body for `lines`: one stream per distinct label set, in order of first
+// appearance, values sorted by time; label values cut to kMaxLabelValueBytes.
+std::string encode_loki_lines(std::span<const LogLine> lines);
 
 }  // namespace opsight::exporting

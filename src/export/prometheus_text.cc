@@ -152,4 +152,34 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics) {
   return out;
 }
 
+std::string prometheus_exposition(std::span<const MetricFamily> families) {
+  std::string out;
+  for (const MetricFamily& family : families) {
+    std::string name = prometheus_name(family.name);
+    std::string help;
+    for (char character : family.help) help += character == '\n' ? ' ' : character;
+    family_header(out, name, family.type.empty() ? "untyped" : family.type, help);
+    for (const MetricSample& sample : family.samples) {
+      out += name;
+      if (!sample.labels.empty()) {
+        out += '{';
+        bool first = true;
+        for (const auto& [label, value] : sample.labels) {
+          if (!first) out += ',';
+          first = false;
+          out += prometheus_name(label);
+          out += "=\"";
+          append_label_value(out, value);
+          out += '"';
+        }
+        out += '}';
+      }
+      out += ' ';
+      append_number(out, sample.value);
+      out += '\n';
+    }
+  }
+  return out;
+}
+
 }  // namespace opsight::exporting

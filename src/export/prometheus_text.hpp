@@ -10,6 +10,8 @@
 //                                               ("process.rss_bytes" ->
 //                                               opsight_process_rss_bytes; _ns counters are
 //                                               converted to _seconds)
+// and, for metrics that are not a trace's (opsight explain's graph-break counts), any
+// MetricFamily of labelled samples (record_export.hpp pushes them).
 // Every family has HELP and TYPE lines; names and label values are escaped as the format
 // requires, so `promtool check metrics` accepts the output.
 //
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -59,6 +62,22 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics);
 inline std::string prometheus_exposition(const trace::Trace& trace) {
   return prometheus_exposition(metrics_of(trace));
 }
+
+// A metric family of labelled samples, for metrics that are not a trace's.
+using Labels = std::vector<std::pair<std::string, std::string>>;
+struct MetricSample {
+  Labels labels;
+  double value = 0;
+};
+struct MetricFamily {
+  std::string name;            // made Prometheus-safe when written
+  std::string type = "gauge";  // gauge, counter or untyped
+  std::string help;
+  std::vector<MetricSample> samples;
+};
+
+// The exposition of `families`, in order (label names made Prometheus-safe too).
+std::string prometheus_exposition(std::span<const MetricFamily> families);
 
 // A metric name made of [a-zA-Z0-9_:] ("gpu0.power_watts" -> "gpu0_power_watts").
 std::string prometheus_name(std::string_view text);

@@ -1,12 +1,14 @@
 """The ``opsight`` command.
 
-``run``, ``ctl`` and ``compare-backends`` are Python's (they start, steer or time Python
-programs; ``compare-backends`` lives in ``opsight.torch.compare_backends``); every other
+``run``, ``ctl``, ``bench``, ``compare-backends``, ``demo``, ``explain`` and ``model`` are
+Python's (they start, steer, time or explain Python programs and models;
+``compare-backends`` lives in ``opsight.torch.compare_backends``); every other
 command (``report``, ``compare``, ``export``, ``convert``, ``save``, ``runs``, ``show``, ``rm``,
 ``--version``) is the C++ command installed inside the package (``opsight/bin/opsight``),
 which this one replaces itself with.
 
-Modules: ``run`` (``opsight run``), ``ctl`` (``opsight ctl``), ``exit_codes``. Library
+Modules: ``run`` (``opsight run``), ``ctl`` (``opsight ctl``), ``explain`` (``opsight
+explain``), ``model`` (``opsight model``), ``exit_codes``. Library
 code never imports this package.
 
 Exit statuses: one table for every command, in :mod:`.exit_codes`.
@@ -30,6 +32,10 @@ Commands:
   report   Report a trace file or a stored run: --summary, --tree, --table, --merged-tree,
            --breakdown SPAN, --ops, --critical-path, --metrics (counter tracks, span metrics)
   compare  Compare two runs or files per span and code path: opsight compare A B --fail-on-regression 5%
+  explain  Where and why torch.compile breaks models' graphs, as a CI gate with metrics:
+           opsight explain mymodels:make_model, opsight explain --zoo zoo.yaml (docs/explain.md)
+  model    Print a model's structure: folded repeated blocks, parameters, frozen layers, shapes
+           and, given a profile, each module's latency: opsight model mymodels:make_model
   compare-backends  Time a torch function on several back-ends, graph by graph, with cost per
            request: opsight compare-backends mymodels:make_predict --backends eager,inductor
   export   Send runs to OpenTelemetry (OTLP/HTTP), Zipkin or a Pushgateway:
@@ -49,7 +55,7 @@ opsight COMMAND --help shows a command's options; opsight --version its version.
 #: The commands the C++ core runs (``opsight/bin/opsight``); the others are Python's.
 CORE_COMMANDS = ("report", "compare", "export", "devices", "convert", "save", "runs", "show",
                  "rm")
-PYTHON_COMMANDS = ("run", "ctl", "bench", "compare-backends", "demo")
+PYTHON_COMMANDS = ("run", "ctl", "bench", "compare-backends", "demo", "explain", "model")
 
 
 def main(arguments: list[str] | None = None) -> int:
@@ -77,6 +83,12 @@ def main(arguments: list[str] | None = None) -> int:
     if arguments[0] == "compare-backends":  # docs/torch.md
         from ..torch.compare_backends import command_main
         return command_main(arguments[1:])
+    if arguments[0] == "explain":  # docs/explain.md
+        from .explain import command_main as explain_main
+        return explain_main(arguments[1:])
+    if arguments[0] == "model":  # docs/explain.md
+        from .model import command_main as model_main
+        return model_main(arguments[1:])
     return exec_core(arguments)
 
 

@@ -15,3 +15,13 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(USAGE_ERROR, f"{self.prog}: error: {message}\n")
+
+
+def parse_arguments(parser: argparse.ArgumentParser,
+                    arguments: list[str]) -> tuple[argparse.Namespace | None, int]:
+    """``(options, 0)``, or ``(None, status)`` after argparse printed ``--help`` (0) or a
+    usage error (64): for commands that return their status instead of exiting."""
+    try:
+        return parser.parse_args(arguments), 0
+    except SystemExit as exit_:
+        return None, 0 if not exit_.code else USAGE_ERROR

@@ -33,7 +33,7 @@ MODE_VARIABLE = "OPSIGHT_HTTP"
 ORIGINAL = "__opsight_http_original__"
 
 # Module whose import completes a library -> what to do then.
-_CLIENT_MODULES = {"requests": "requests", "httpx": "httpx"}
+_CLIENT_MODULES = {"requests": "requests", "httpx": "httpx", "httpx2": "httpx2"}
 _SERVER_MODULES = {"starlette.applications": "starlette", "flask.app": "flask"}
 
 

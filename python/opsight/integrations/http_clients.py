@@ -130,6 +130,10 @@ _HOOKS: dict[str, list[tuple[str, str, Callable[[Callable], Callable]]]] = {
     "requests": [("requests.sessions", "Session", _traced_sync_send)],
     "httpx": [("httpx", "Client", _traced_sync_send),
               ("httpx", "AsyncClient", _traced_async_send)],
+    # httpx2: httpx's successor package (same API), which huggingface_hub requires and
+    # Starlette's TestClient prefers when it is installed.
+    "httpx2": [("httpx2", "Client", _traced_sync_send),
+               ("httpx2", "AsyncClient", _traced_async_send)],
 }
 
 
@@ -204,7 +208,7 @@ def instrument_http_clients() -> list[str]:
     """Instruments whichever of ``requests`` and ``httpx`` can be imported; returns their
     names."""
     done = []
-    for client in ("requests", "httpx"):
+    for client in ("requests", "httpx", "httpx2"):
         if _install(client):
             _explicit.add(client)
             done.append(client)
@@ -214,3 +218,5 @@ def instrument_http_clients() -> list[str]:
 def uninstrument_http_clients() -> None:
     uninstrument_requests()
     uninstrument_httpx()
+    _explicit.discard("httpx2")
+    _uninstall("httpx2")
