@@ -16,8 +16,10 @@ void set_json_error(httplib::Response& response, int status, const std::string& 
   response.status = status;
   response.set_content(nlohmann::json{{"error", message}}.dump(
                            -1, ' ', false, nlohmann::json::error_handler_t::replace),
-                       "application/json");
+                       "application/json; charset=utf-8");
 }
+
+constexpr size_t kWorkerThreads = 32;
 
 const char* kNoAppPage =
     "<!doctype html><meta charset=utf-8><title>opsight ui</title>"
@@ -54,6 +56,13 @@ std::string UiServer::start() {
   http_ = std::make_unique<Http>();
   httplib::Server& server = http_->server;
   server.set_payload_max_length(64 * 1024);
+  // A browser keeps up to six connections open per server, and each idle one holds a
+  // worker thread until its keep-alive timeout: with httplib's default pool (8 threads)
+  // a timeline's burst of tile requests waited seconds for threads held by idle
+  // connections. Threads are cheap here; idle connections are let go after 2 s.
+  server.new_task_queue = [] { return new httplib::ThreadPool(kWorkerThreads); };
+  server.set_keep_alive_timeout(2);
+  server.set_tcp_nodelay(true);
   server.set_pre_routing_handler(
       [this](const httplib::Request& request, httplib::Response& response) {
         if (loopback_ && !loopback_host_header_allowed(request.get_header_value("Host"))) {

@@ -74,11 +74,12 @@ class UiServerTest : public ::testing::Test {
 TEST_F(UiServerTest, ServesTheApiAndTheApp) {
   auto server = start();
   httplib::Client client("127.0.0.1", server->port());
-  auto runs = client.Get("/api/runs");
+  auto runs = client.Get("/api/runs", {{"Accept-Encoding", "gzip, deflate, br"}});
   ASSERT_TRUE(runs);
   EXPECT_EQ(runs->status, 200);
   EXPECT_EQ(json::parse(runs->body)["runs"].size(), 2u);
-  EXPECT_EQ(runs->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(runs->get_header_value("Content-Type"), "application/json; charset=utf-8");
+  EXPECT_EQ(runs->get_header_value("Content-Encoding"), "");  // never compressed: see api.hpp
   auto index = client.Get("/");
   ASSERT_TRUE(index);
   EXPECT_EQ(index->status, 200);
