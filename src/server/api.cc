@@ -5,6 +5,7 @@
 #include <new>
 
 #include "server/api_internal.hpp"
+#include "store/run_json.hpp"
 
 namespace opsight::server {
 namespace {
@@ -204,9 +205,8 @@ std::shared_ptr<const LoadedRun> ApiContext::load_run(const std::string& referen
       if (!read.ok()) return {nullptr, read.error->message, 422};
       std::vector<std::string> damage;
       if (read.damage) damage.push_back(read.damage->message);
-      std::string label = "run " + std::to_string(record.id);
-      if (!record.metadata.name.empty()) label += " (" + record.metadata.name + ")";
-      return {std::make_shared<const LoadedRun>(std::move(read.trace), label, std::move(damage)),
+      return {std::make_shared<const LoadedRun>(std::move(read.trace), store::run_label(record),
+                                                std::move(damage)),
               {},
               200};
     });

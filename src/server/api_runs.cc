@@ -8,39 +8,18 @@
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "server/api_internal.hpp"
+#include "store/run_json.hpp"
 
 namespace opsight::server {
 namespace {
 
-nlohmann::json key_values_json(const store::KeyValues& pairs) {
-  nlohmann::json object = nlohmann::json::object();
-  for (const auto& [key, value] : pairs) object[key] = value;
-  return object;
-}
-
+// The run's record as `opsight runs --format json` gives it, with the reference the API
+// takes and its kind.
 nlohmann::json record_json(const store::RunRecord& record) {
-  const store::RunMetadata& metadata = record.metadata;
-  return {{"ref", std::to_string(record.id)},
-          {"kind", "run"},
-          {"id", record.id},
-          {"uuid", record.uuid},
-          {"name", metadata.name},
-          {"created_unix_ns", record.created_unix_ns},
-          {"trace_start_unix_ns", record.trace_start_unix_ns},
-          {"command", metadata.command},
-          {"working_directory", metadata.working_directory},
-          {"git_commit", metadata.git_commit},
-          {"host", metadata.host},
-          {"cpu", metadata.cpu},
-          {"gpu", metadata.gpu},
-          {"versions", key_values_json(metadata.versions)},
-          {"tags", key_values_json(metadata.tags)},
-          {"extra", key_values_json(metadata.extra)},
-          {"slice_count", record.slice_count},
-          {"duration_ns", record.duration_ns},
-          {"source_format", record.source_format},
-          {"trace_bytes", record.trace_bytes},
-          {"stored_bytes", record.stored_bytes}};
+  nlohmann::json object = store::run_record_json(record);
+  object["ref"] = std::to_string(record.id);
+  object["kind"] = "run";
+  return object;
 }
 
 nlohmann::json file_json(size_t index, const std::string& path) {

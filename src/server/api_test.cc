@@ -58,7 +58,8 @@ TEST_F(ApiTest, RunsAreListedSearchedAndSorted) {
   ASSERT_EQ(runs["runs"].size(), 2u);
   EXPECT_EQ(runs["runs"][0]["name"], "slower");  // newest first
   EXPECT_EQ(runs["runs"][1]["tags"]["model"], "bert");
-  EXPECT_EQ(runs["runs"][1]["slice_count"], 60);
+  EXPECT_EQ(runs["runs"][1]["slices"], 60);
+  EXPECT_EQ(runs["runs"][1]["created"].get<std::string>().back(), 'Z');
   EXPECT_EQ(runs["files"][0]["ref"], "file:0");
   json by_name = get_json("/api/runs", {{"sort", "name"}});
   EXPECT_EQ(by_name["runs"][0]["name"], "baseline");

@@ -65,7 +65,7 @@ export interface RunEntry {
   created_unix_ns?: number;
   command?: string;
   duration_ns?: number;
-  slice_count?: number;
+  slices?: number;
   tags?: Record<string, string>;
   path?: string;
 }
