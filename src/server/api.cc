@@ -30,6 +30,7 @@ const std::vector<RouteEntry>& route_entries() {
       {{"GET", "/api/runs/{run}/counters"}, handle_counters},
       {{"GET", "/api/runs/{run}/slices/{row}"}, handle_slice},
       {{"GET", "/api/runs/{run}/search"}, handle_search},
+      {{"GET", "/api/runs/{run}/range"}, handle_range},
       {{"GET", "/api/compare"}, handle_compare},
   };
   return entries;

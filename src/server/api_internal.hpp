@@ -95,5 +95,6 @@ ApiResponse handle_tiles(ApiContext& context, const PathParams& path, const Quer
 ApiResponse handle_counters(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_slice(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_search(ApiContext& context, const PathParams& path, const QueryParams& query);
+ApiResponse handle_range(ApiContext& context, const PathParams& path, const QueryParams& query);
 
 }  // namespace opsight::server

@@ -182,6 +182,27 @@ TEST_F(ApiTest, TimelineTilesCountersSlicesAndSearch) {
   EXPECT_EQ(child["parents"][0]["name"], "infer");
 }
 
+TEST_F(ApiTest, ARangeSummarizesTheSlicesInsideIt) {
+  // The first inference: infer [1 ms, 2 ms), encode and decode inside it; the second
+  // starts at 2.05 ms.
+  json range = get_json("/api/runs/2/range", {{"start", "1000000"}, {"end", "4000000"}});
+  EXPECT_EQ(range["duration_ns"], 3'000'000);
+  EXPECT_EQ(range["slice_count"], 3);  // one whole inference of 3 ms, with its children
+  ASSERT_EQ(range["names"].size(), 3u);
+  EXPECT_EQ(range["names"][0]["name"], "infer");
+  EXPECT_EQ(range["names"][0]["total_ns"], 3'000'000);
+  EXPECT_EQ(range["names"][1]["name"], "encode");
+  EXPECT_EQ(range["names"][1]["p50_ns"], 1'500'000.0);
+  json everything = get_json("/api/runs/2/range", {{"start", "0"}, {"end", "999999999999"}});
+  EXPECT_EQ(everything["slice_count"], 60);
+  EXPECT_EQ(get_json("/api/runs/2/range",
+                     {{"start", "0"}, {"end", "999999999999"}, {"limit", "1"}})["names"]
+                .size(),
+            1u);
+  expect_error(get("/api/runs/2/range", {{"start", "5"}, {"end", "4"}}), 400, "before start");
+  expect_error(get("/api/runs/2/range", {{"start", "5"}}), 400, "'end'");
+}
+
 TEST_F(ApiTest, MalformedTimelineRequestsAreRefusedWithTheirReason) {
   std::map<std::string, std::string> good = {
       {"track", "0"}, {"start", "0"}, {"end", "1000"}, {"resolution", "1"}};

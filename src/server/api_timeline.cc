@@ -1,12 +1,14 @@
 // The API's timeline: /api/runs/{run}/timeline (processes, their tracks and counter
 // tracks), /tiles and /counters (a window at a resolution, from the TimelineIndex),
-// /slices/{row} (one slice: args, parent chain, flows) and /search (slices by name).
+// /slices/{row} (one slice: args, parent chain, flows), /search (slices by name) and
+// /range (per-name statistics of the slices inside a time range).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
 
+#include "analyze/distribution.hpp"
 #include "server/api_internal.hpp"
 
 namespace opsight::server {
@@ -286,6 +288,59 @@ ApiResponse handle_search(ApiContext& context, const PathParams& path, const Que
   nlohmann::json matches = nlohmann::json::array();
   for (trace::RowIndex row : rows) matches.push_back(slice_summary_json(trace, row));
   return json_response({{"q", text}, {"total", total}, {"matches", matches}});
+}
+
+}  // namespace opsight::server
+
+namespace opsight::server {
+
+ApiResponse handle_range(ApiContext& context, const PathParams& path, const QueryParams& query) {
+  const int64_t start = query.required_int("start", kTimeMin, kTimeMax);
+  const int64_t end = query.required_int("end", kTimeMin, kTimeMax);
+  if (end < start)
+    throw ApiError(400, "query parameters 'start' and 'end': end " + std::to_string(end) +
+                            " is before start " + std::to_string(start));
+  const auto limit = static_cast<size_t>(query.int_or("limit", 50, 1, 100'000));
+  auto run = context.load_run(path.at(0));
+  const trace::Trace& trace = run->trace();
+  // Durations per name of the slices that lie wholly inside the range.
+  std::unordered_map<trace::StringId, std::vector<int64_t>> durations;
+  uint64_t inside = 0;
+  for (trace::RowIndex row = 0; row < trace.slices.size(); ++row) {
+    if (trace.slices.ts[row] < start || trace.slices.end(row) > end) continue;
+    durations[trace.slices.name[row]].push_back(trace.slices.dur[row]);
+    ++inside;
+  }
+  struct Row {
+    trace::StringId name;
+    analyze::Distribution distribution;
+  };
+  std::vector<Row> rows;
+  for (auto& [name, values] : durations)
+    rows.push_back({name, analyze::summarize_distribution(values)});
+  std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+    if (a.distribution.total_ns != b.distribution.total_ns)
+      return a.distribution.total_ns > b.distribution.total_ns;
+    return trace.str(a.name) < trace.str(b.name);
+  });
+  const size_t name_count = rows.size();
+  if (rows.size() > limit) rows.resize(limit);
+  nlohmann::json names = nlohmann::json::array();
+  for (const Row& row : rows)
+    names.push_back({{"name", trace.str(row.name)},
+                     {"count", row.distribution.count},
+                     {"total_ns", row.distribution.total_ns},
+                     {"min_ns", row.distribution.min_ns},
+                     {"mean_ns", row.distribution.mean_ns},
+                     {"p50_ns", row.distribution.p50_ns},
+                     {"p99_ns", row.distribution.p99_ns},
+                     {"max_ns", row.distribution.max_ns}});
+  return json_response({{"start", start},
+                        {"end", end},
+                        {"duration_ns", end - start},
+                        {"slice_count", inside},
+                        {"name_count", name_count},
+                        {"names", names}});
 }
 
 }  // namespace opsight::server

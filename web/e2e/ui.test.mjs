@@ -157,6 +157,9 @@ describe("opsight ui in Chromium", () => {
     const range = await page.evaluate(() => window.opsightTimeline.rangeDuration());
     const nsPerPixel = await page.evaluate(() => window.opsightTimeline.viewport.nsPerPixel());
     assert.ok(Math.abs(range - 200 * nsPerPixel) < 2 * nsPerPixel, `range ${range} ~ 200 px`);
+    await page.waitForSelector("#range-table");
+    const shownDuration = Number(await page.getAttribute("#range-duration", "data-value"));
+    assert.ok(Math.abs(shownDuration - range) <= 2, `the range summary covers the marked range: ${shownDuration} vs ${range}`);
     await screenshot(page, "timeline");
   });
 

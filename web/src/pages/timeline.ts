@@ -1,6 +1,7 @@
 // The timeline page: the canvas (timeline/timeline_view.ts), a search by name with next
 // and previous, and the details of the selected slice (args, self time, parent chain,
-// flows). The window and the selection are in the URL (?start=&end=&slice=), so a link
+// flows), or of a range marked with shift+drag (per-name statistics of the slices inside
+// it). The window and the selection are in the URL (?start=&end=&slice=), so a link
 // shows the same span to someone else.
 
 import { apiFetch, runPath, type SliceDetail, type SliceSummary, type TileAnswer, type TimelineLayout } from "../api";
@@ -9,6 +10,13 @@ import { formatDuration } from "../format";
 import { routeHref } from "../router";
 import { TimelineView, type CounterTile } from "../timeline/timeline_view";
 import { runTabs } from "./overview";
+
+interface RangeAnswer {
+  duration_ns: number;
+  slice_count: number;
+  name_count: number;
+  names: { name: string; count: number; total_ns: number; p50_ns: number; max_ns: number }[];
+}
 
 declare global {
   interface Window {
@@ -55,6 +63,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
     sources,
     {
       onSelect: (row) => void showSlice(row),
+      onRange: (start, end) => void showRange(start, end),
       onWindowChange: (start, end) => {
         state = { ...state, start: String(start), end: String(end) };
         window.clearTimeout(urlTimer);
@@ -103,6 +112,31 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       slice.parents.length ? h("ol", { id: "slice-parents" }, ...slice.parents.map((parent) => h("li", {}, link(parent), ` ${formatDuration(parent.dur)}`))) : h("p", { class: "hint" }, "a root"),
       slice.flows_in.length ? h("div", {}, h("h3", {}, "flows in"), h("ul", {}, ...slice.flows_in.map((s) => h("li", {}, link(s))))) : "",
       slice.flows_out.length ? h("div", {}, h("h3", {}, "flows out"), h("ul", {}, ...slice.flows_out.map((s) => h("li", {}, link(s))))) : "",
+    );
+  }
+
+  async function showRange(start: number, end: number): Promise<void> {
+    const range = await apiFetch<RangeAnswer>(runPath(run, "/range"), { start, end, limit: 30 });
+    const rows = range.names.map((row) =>
+      h(
+        "tr",
+        {},
+        h("td", {}, row.name),
+        h("td", { class: "numeric", data: { value: row.count } }, String(row.count)),
+        h("td", { class: "numeric", data: { value: row.total_ns } }, formatDuration(row.total_ns)),
+        h("td", { class: "numeric" }, formatDuration(row.p50_ns)),
+        h("td", { class: "numeric" }, formatDuration(row.max_ns)),
+      ),
+    );
+    details.replaceChildren(
+      h("h2", { id: "range-title" }, "Range"),
+      h("p", { id: "range-duration", data: { value: range.duration_ns } }, `${formatDuration(range.duration_ns)}: ${range.slice_count} slices wholly inside, ${range.name_count} names`),
+      h(
+        "table",
+        { class: "data", id: "range-table" },
+        h("thead", {}, h("tr", {}, h("th", {}, "name"), h("th", { class: "numeric" }, "count"), h("th", { class: "numeric" }, "total"), h("th", { class: "numeric" }, "p50"), h("th", { class: "numeric" }, "max"))),
+        h("tbody", {}, ...rows),
+      ),
     );
   }
 

@@ -34,6 +34,7 @@ interface HitBox {
 
 export interface TimelineEvents {
   onSelect: (row: number) => void;
+  onRange: (start: number, end: number) => void; // absolute ns, start <= end
   onWindowChange: (start: number, end: number) => void;
 }
 
@@ -374,7 +375,11 @@ export class TimelineView {
           this.events.onSelect(row);
         }
       }
-      if (dragFrom.range) this.canvas.dataset.range = String(this.rangeDuration() ?? "");
+      if (dragFrom.range && this.range) {
+        this.canvas.dataset.range = String(this.rangeDuration() ?? "");
+        const [a, b] = this.range;
+        this.events.onRange(Math.round(Math.min(a, b) + this.origin), Math.round(Math.max(a, b) + this.origin));
+      }
       dragFrom = null;
     });
     canvas.addEventListener("keydown", (event) => {
