@@ -179,6 +179,27 @@ describe("opsight ui in Chromium", () => {
     await screenshot(page, "flame-graph");
   });
 
+  test("latency details show the operator table and the breakdown of opsight report", async () => {
+    await navigate(page, "#/runs/1/details?span=handle_request");
+    await page.waitForSelector("#breakdown-table");
+    const operators = reportJson(["report", "1", "--ops"], env);
+    const shownOperators = await page.$$eval("#operators-table tbody tr", (rows) =>
+      Object.fromEntries(rows.map((row) => [row.querySelectorAll("td")[0].textContent, Number(row.querySelectorAll("td")[3].dataset.value)])),
+    );
+    assert.equal(Object.keys(shownOperators).length, operators.operators.length);
+    for (const row of operators.operators) assert.equal(shownOperators[row.name], row.self_ns, `self time of ${row.name}`);
+    const breakdown = reportJson(["report", "1", "--breakdown", "handle_request"], env);
+    const phases = await page.$$eval("#breakdown-table tbody tr", (rows) =>
+      rows.map((row) => [row.querySelectorAll("td")[0].textContent, Number(row.querySelectorAll("td")[3].dataset.value)]),
+    );
+    assert.deepEqual(
+      phases.sort(),
+      breakdown.phases.map((phase) => [phase.phase, phase.mean_ns]).sort(),
+    );
+    assert.ok((await page.locator("#breakdown-bar span").count()) > 0);
+    await screenshot(page, "details");
+  });
+
   test("compare shows opsight compare's verdicts", async () => {
     await navigate(page, "#/runs");
     await page.check('input[data-ref="1"]');

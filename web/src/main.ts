@@ -6,6 +6,7 @@ import { ApiError } from "./api";
 import { h } from "./dom";
 import { parseRoute, routeHref } from "./router";
 import { comparePage } from "./pages/compare";
+import { detailsPage } from "./pages/details";
 import { overviewPage } from "./pages/overview";
 import { runsPage } from "./pages/runs";
 import { timelinePage } from "./pages/timeline";
@@ -30,6 +31,7 @@ async function show(): Promise<void> {
     else if (route.page === "overview") await overviewPage(root, route.run!, route.query);
     else if (route.page === "timeline") await timelinePage(root, route.run!, route.query);
     else if (route.page === "tree") await treePage(root, route.run!);
+    else if (route.page === "details") await detailsPage(root, route.run!, route.query);
     else if (route.page === "compare") await comparePage(root, route.a!, route.b!);
     else root.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `No page at ${location.hash}`));
   } catch (failure) {

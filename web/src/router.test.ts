@@ -11,6 +11,7 @@ test("every page has a URL", () => {
     query: { start: "5", end: "9", slice: "3" },
   });
   expect(parseRoute("#/runs/latest/tree").page).toBe("tree");
+  expect(parseRoute("#/runs/3/details?span=infer")).toEqual({ page: "details", run: "3", query: { span: "infer" } });
   expect(parseRoute("#/compare/1/latest")).toEqual({ page: "compare", a: "1", b: "latest", query: {} });
   expect(parseRoute("#/nowhere").page).toBe("not-found");
   expect(parseRoute("#/runs/%E0%A4%A").run).toBe("%E0%A4%A"); // malformed escapes stay as typed
