@@ -80,9 +80,10 @@ python-test:
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs python/tests
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs tests/integration
 
-# The web UI: Vitest unit tests, then the browser tests (web/e2e/): the installed
-# `opsight ui` on runs recorded by the test, in Debian's Chromium through playwright-core.
-web-test: install
+# The web UI (after make install): Vitest unit tests, then the browser tests (web/e2e/):
+# the installed `opsight ui` on runs recorded by the test, in Debian's Chromium through
+# playwright-core.
+web-test:
 	cd web && npx vitest run
 	cd web && OPSIGHT_CLI=$(CURDIR)/$(VENV)/bin/opsight node --test e2e/
 
