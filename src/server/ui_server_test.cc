@@ -11,9 +11,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "server/server_test_fixtures.hpp"
 
@@ -168,6 +170,28 @@ TEST_F(UiServerTest, MalformedRequestsGet4xxAndTheServerGoesOn) {
   auto still = client.Get("/api/runs");
   ASSERT_TRUE(still);
   EXPECT_EQ(still->status, 200);
+}
+
+// Parallel clients (a browser's burst of tile requests) each get their own right answer.
+TEST_F(UiServerTest, ParallelRequestsEachGetTheirAnswer) {
+  auto server = start();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> clients;
+  for (int client_index = 0; client_index < 6; ++client_index)
+    clients.emplace_back([&, client_index] {
+      httplib::Client client("127.0.0.1", server->port());
+      for (int i = 0; i < 10; ++i) {
+        std::string run = std::to_string(1 + (client_index + i) % 2);
+        auto response = client.Get(("/api/runs/" + run + "/report/summary").c_str());
+        if (!response || response->status != 200 ||
+            json::parse(response->body).at(0).at("count") != 20)
+          failures.fetch_add(1);
+        auto detail = client.Get(("/api/runs/" + run).c_str());
+        if (!detail || json::parse(detail->body).at("id") != std::stoi(run)) failures.fetch_add(1);
+      }
+    });
+  for (auto& client : clients) client.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 // docs/ui-openapi.json documents every route the server has, and nothing else; each
