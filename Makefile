@@ -10,14 +10,14 @@ FUZZ_SECONDS ?= 30
 VENV := .venv
 CTEST := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
-.PHONY: demo test setup-build setup-test build install asan-test tsan-test fuzz-test python-test bench bench-python format format-check clean
+.PHONY: demo test setup-build setup-test build web install asan-test tsan-test fuzz-test python-test web-test bench bench-python bench-ui format format-check clean
 
 demo: install
 	$(VENV)/bin/opsight demo
 
 test: setup-test format-check install
 	$(CTEST) --test-dir build/release
-	$(MAKE) asan-test tsan-test fuzz-test python-test
+	$(MAKE) asan-test tsan-test fuzz-test python-test web-test
 	@echo "make test: all suites passed"
 
 setup-build:
@@ -33,10 +33,19 @@ build: setup-build
 	cmake --preset release
 	cmake --build --preset release -j $(JOBS)
 
+# The web UI (web/, docs/ui.md): npm packages pinned by web/package-lock.json, installed
+# with npm ci (again only when the lock changes; cache in ~/.cache/opsight/npm; no browser
+# is downloaded), then type-checked and built by Vite into web/dist/.
+NPM_CACHE ?= $(HOME)/.cache/opsight/npm
+web:
+	@if [ ! -f web/node_modules/.package-lock.json ] || [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then \
+	  echo "web: npm ci"; cd web && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --cache $(NPM_CACHE) --no-audit --no-fund; fi
+	cd web && npm run --silent build
+
 # The C++ library, headers, CMake package and demo program under .venv/ (for C++ users),
-# then the Python package (pip install ., built with scikit-build-core in build/python/),
-# whose console script is .venv/bin/opsight.
-install: build
+# then the Python package (pip install ., built with scikit-build-core in build/python/,
+# with the built web UI as opsight/web/), whose console script is .venv/bin/opsight.
+install: build web
 	cmake --install build/release --prefix $(VENV) --component Unspecified > /dev/null
 	$(VENV)/bin/python -m pip install -q --no-build-isolation .
 	@echo "installed $(VENV)/bin/opsight and the opsight Python package"
@@ -48,14 +57,17 @@ asan-test:
 	$(CTEST) --test-dir build/asan
 
 # TSan over the recorder's multi-thread tests, the metric sources (sampler, peaks), the
-# control watcher of opsight ctl (in the session tests) and the Chrome JSON reader's two threads.
+# control watcher of opsight ctl (in the session tests), the Chrome JSON reader's two threads,
+# and the UI server's cache of loaded runs (its HTTP tests stay out: TSan reports races
+# inside Debian's uninstrumented libcpp-httplib.so that it cannot see synchronized).
 tsan-test:
 	cmake --preset tsan
-	cmake --build --preset tsan -j $(JOBS) --target opsight_record_tests opsight_session_tests opsight_collect_tests opsight_io_tests
+	cmake --build --preset tsan -j $(JOBS) --target opsight_record_tests opsight_session_tests opsight_collect_tests opsight_io_tests opsight_server_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/record/opsight_record_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/session/opsight_session_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/collect/opsight_collect_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/io/opsight_io_tests --gtest_filter='ChromeJsonReader.HelperThread*'
+	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/server/opsight_server_tests --gtest_filter='TraceCache.*'
 
 # libFuzzer over the native and Chrome JSON readers, FUZZ_SECONDS each, from the seed corpus.
 fuzz-test:
@@ -71,6 +83,13 @@ python-test:
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs python/tests
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs tests/integration
 
+# The web UI (after make install): Vitest unit tests, then the browser tests (web/e2e/):
+# the installed `opsight ui` on runs recorded by the test, in Debian's Chromium through
+# playwright-core.
+web-test:
+	cd web && npx vitest run
+	cd web && OPSIGHT_CLI=$(CURDIR)/$(VENV)/bin/opsight node --test e2e/
+
 bench: build
 	scripts/run_benchmarks.sh
 
@@ -79,6 +98,12 @@ bench: build
 bench-python:
 	scripts/setup_bench_env.sh
 	.venv-bench/bin/python benchmarks/python/tracer_overhead.py $(BENCH_PYTHON_ARGS)
+
+# The timeline at scale: a synthetic run of UI_BENCH_SLICES slices (default 10M), first
+# drawing and pan/zoom frame times measured in Chromium (docs/performance.md).
+UI_BENCH_SLICES ?= 10000000
+bench-ui: install
+	cd web && OPSIGHT_CLI=$(CURDIR)/$(VENV)/bin/opsight node e2e/benchmark_timeline.mjs $(UI_BENCH_SLICES)
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.hpp')

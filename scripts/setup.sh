@@ -11,7 +11,9 @@ mode="${1:-build}"
 build_packages=(cmake ninja-build g++ pkg-config libsimdjson-dev nlohmann-json3-dev libcli11-dev
   libfmt-dev libxxhash-dev libsqlite3-dev libzstd-dev libgtest-dev libbenchmark-dev python3-venv
   libcpp-httplib-dev librdkafka-dev)
-test_packages=(clang clang-format libclang-rt-14-dev openssl)  # clang's runtime: ASan, libFuzzer; openssl: the TLS test's certificate
+# clang's runtime: ASan, libFuzzer; openssl: the TLS test's certificate; chromium: the web
+# UI's browser tests (driven by playwright-core, which downloads no browser of its own).
+test_packages=(clang clang-format libclang-rt-14-dev openssl chromium)
 
 packages=("${build_packages[@]}")
 [ "$mode" = test ] && packages+=("${test_packages[@]}")
@@ -26,6 +28,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -q
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# The web UI (web/) is built with Node.js 20 or newer and npm (make web).
+node_major=$(node --version 2>/dev/null | sed -E 's/^v([0-9]+).*/\1/' || true)
+if [ -z "$node_major" ] || [ "$node_major" -lt 20 ] || ! command -v npm > /dev/null; then
+  echo "setup: the web UI needs Node.js 20 or newer with npm (found: $(node --version 2>/dev/null || echo none));" \
+    "install it from https://nodejs.org or your distribution's NodeSource packages" >&2
+  exit 1
 fi
 
 python=${PYTHON:-python3}

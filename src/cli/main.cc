@@ -1,6 +1,6 @@
 // The `opsight` command: report, convert and demo here; save, runs, show and rm in
 // store_commands.cc; compare in compare_command.cc; export in export_command.cc; devices in
-// devices_command.cc.
+// devices_command.cc; ui (the web UI's server) in ui_command.cc.
 // `report` and `convert` take several input files (the files the processes of one run
 // wrote) and merge them into one trace.
 //
@@ -27,6 +27,7 @@
 #include "cli/export_command.hpp"
 #include "cli/output.hpp"
 #include "cli/store_commands.hpp"
+#include "cli/ui_command.hpp"
 #include "io/io.hpp"
 #include "opsight/exit_codes.hpp"
 #include "opsight/opsight.hpp"
@@ -362,6 +363,7 @@ int main(int argc, char** argv) {
   opsight::cli::CompareCommand compare_command(app);
   opsight::cli::ExportCommand export_command(app);
   opsight::cli::DevicesCommand devices_command(app, opsight::cli::devices_source_of_this_build());
+  opsight::cli::UiCommand ui_command(app);
 
   try {
     app.parse(argc, argv);
@@ -385,6 +387,7 @@ int main(int argc, char** argv) {
     if (auto status = compare_command.run()) return *status;
     if (auto status = export_command.run()) return *status;
     if (auto status = devices_command.run()) return *status;
+    if (auto status = ui_command.run()) return *status;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
     return kExitError;

@@ -16,6 +16,7 @@
 #include "io/io.hpp"
 #include "opsight/exit_codes.hpp"
 #include "report/report.hpp"
+#include "store/run_json.hpp"
 #include "store/run_store.hpp"
 #include "store/save_run.hpp"
 
@@ -56,15 +57,6 @@ std::string local_time(int64_t unix_ns) {
   return text;
 }
 
-std::string utc_time(int64_t unix_ns) {
-  std::time_t seconds = static_cast<std::time_t>(unix_ns / 1'000'000'000);
-  std::tm parts{};
-  gmtime_r(&seconds, &parts);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text;
-}
-
 std::string join_key_values(const store::KeyValues& rows, std::string_view separator) {
   std::string text;
   for (const auto& [key, value] : rows) {
@@ -83,44 +75,6 @@ std::string format_bytes(uint64_t bytes) {
   else
     std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / 1048576.0);
   return text;
-}
-
-std::string run_label(const store::RunRecord& run) {
-  std::string label = "run " + std::to_string(run.id);
-  if (!run.metadata.name.empty()) label += " (" + run.metadata.name + ")";
-  return label;
-}
-
-nlohmann::ordered_json key_values_json(const store::KeyValues& rows) {
-  nlohmann::ordered_json object = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : rows) object[key] = value;
-  return object;
-}
-
-nlohmann::ordered_json run_json(const store::RunRecord& run) {
-  const store::RunMetadata& m = run.metadata;
-  nlohmann::ordered_json object;
-  object["id"] = run.id;
-  object["uuid"] = run.uuid;
-  object["name"] = m.name;
-  object["created"] = utc_time(run.created_unix_ns);
-  object["created_unix_ns"] = run.created_unix_ns;
-  object["trace_start_unix_ns"] = run.trace_start_unix_ns;
-  object["command"] = m.command;
-  object["working_directory"] = m.working_directory;
-  object["git_commit"] = m.git_commit;
-  object["host"] = m.host;
-  object["cpu"] = m.cpu;
-  object["gpu"] = m.gpu;
-  object["versions"] = key_values_json(m.versions);
-  object["tags"] = key_values_json(m.tags);
-  object["extra"] = key_values_json(m.extra);
-  object["slices"] = run.slice_count;
-  object["duration_ns"] = run.duration_ns;
-  object["source_format"] = run.source_format;
-  object["trace_bytes"] = run.trace_bytes;
-  object["stored_bytes"] = run.stored_bytes;
-  return object;
 }
 
 // Opens an existing store; nullptr (after saying why) if there is none or it is unusable.
@@ -370,7 +324,7 @@ int StoreCommands::run_save() {
   const store::RunRecord& run = *saved.run;
   std::string out;
   if (save_.format == "json") {
-    nlohmann::ordered_json object = run_json(run);
+    nlohmann::ordered_json object = store::run_record_json(run);
     object["store"] = saved.store_path;
     out = object.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
@@ -416,7 +370,7 @@ int StoreCommands::run_runs() {
   }
   if (runs_.format == "json") {
     nlohmann::ordered_json array = nlohmann::ordered_json::array();
-    for (const auto& run : records) array.push_back(run_json(run));
+    for (const auto& run : records) array.push_back(store::run_record_json(run));
     if (!write_stdout(array.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"))
       return kExitError;
     return damaged ? kExitDamaged : kExitOk;
@@ -496,7 +450,7 @@ int StoreCommands::run_show() {
   options.sort = show_.sort;
   options.limit = show_.limit;
   options.max_roots = show_.max_roots;
-  options.source_name = run_label(run);
+  options.source_name = store::run_label(run);
   std::string out;
   if (json) {
     std::string view = tree ? "tree" : table ? "table" : "summary";
@@ -504,7 +458,7 @@ int StoreCommands::run_show() {
                            : table ? report::render_table(loaded.trace, options)
                                    : report::render_summary(loaded.trace, options);
     nlohmann::ordered_json object;
-    object["run"] = run_json(run);
+    object["run"] = store::run_record_json(run);
     object["view"] = view;
     object["report"] = nlohmann::ordered_json::parse(rendered, nullptr, false);
     if (object["report"].is_discarded()) {
@@ -594,7 +548,8 @@ int StoreCommands::run_rm() {
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
     for (int64_t id : ids) {
       auto run = runs->resolve(std::to_string(id));
-      if (run.ok()) out += "would remove " + run_label(run.value()) + " " + run.value().uuid + "\n";
+      if (run.ok())
+        out += "would remove " + store::run_label(run.value()) + " " + run.value().uuid + "\n";
     }
     out += "--dry-run: " + std::to_string(ids.size()) + " run" + (ids.size() == 1 ? "" : "s") +
            " would be removed, nothing was\n";
@@ -610,7 +565,7 @@ int StoreCommands::run_rm() {
       print_error(removed.error());
       return kExitError;
     }
-    out += "removed " + run_label(run) + " " + run.uuid + "\n";
+    out += "removed " + store::run_label(run) + " " + run.uuid + "\n";
   }
   if (policy) {
     auto removed = runs->apply_retention(*policy);

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "io/io.hpp"
+#include "store/run_json.hpp"
 #include "store/run_store.hpp"
 
 namespace opsight::store {
@@ -67,8 +68,7 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
     return loaded;
   }
   const RunRecord& record = run.value();
-  loaded.label = "run " + std::to_string(record.id);
-  if (!record.metadata.name.empty()) loaded.label += " (" + record.metadata.name + ")";
+  loaded.label = run_label(record);
   io::ReadResult read = runs.load_trace(record.id);
   if (!read.ok()) {
     loaded.error = read.error->message;

@@ -47,6 +47,8 @@ Commands:
   runs     List the stored runs: --name GLOB, --tag K[=V], --since 7d, --format json
   show     Show a stored run's metadata and report: opsight show latest --tree
   rm       Remove stored runs: opsight rm RUN..., --keep-last N, --older-than 30d
+  ui       The web UI over the stored runs (or trace files): runs, overview, timeline,
+           call tree / flame graph, compare: opsight ui [RUN | FILE...] --open (docs/ui.md)
 
 opsight COMMAND --help shows a command's options; opsight --version its version.
 """
@@ -54,7 +56,7 @@ opsight COMMAND --help shows a command's options; opsight --version its version.
 
 #: The commands the C++ core runs (``opsight/bin/opsight``); the others are Python's.
 CORE_COMMANDS = ("report", "compare", "export", "devices", "convert", "save", "runs", "show",
-                 "rm")
+                 "rm", "ui")
 PYTHON_COMMANDS = ("run", "ctl", "bench", "compare-backends", "demo", "explain", "model")
 
 

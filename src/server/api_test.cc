@@ -1,0 +1,269 @@
+// The REST API without HTTP: every route over a real run store, its answers checked
+// against the report code they must equal, and every kind of bad request refused with a
+// 4xx and a message naming what was wrong.
+#include "server/api.hpp"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analyze/compare.hpp"
+#include "report/report.hpp"
+#include "server/server_test_fixtures.hpp"
+
+namespace opsight::server {
+namespace {
+
+using nlohmann::json;
+using testing::inference_trace;
+using testing::kHostileName;
+using testing::TemporaryStore;
+
+class ApiTest : public ::testing::Test {
+ protected:
+  ApiTest() : store_(::testing::UnitTest::GetInstance()->current_test_info()->name()) {
+    store_.add_two_runs();
+    bad_file_ = (store_.folder() / "broken.json").string();
+    std::ofstream(bad_file_) << "this is not a trace";
+    ApiOptions options;
+    options.store_path = store_.path();
+    options.files = {bad_file_};
+    options.max_loaded_runs = 2;
+    api_ = std::make_unique<Api>(options);
+  }
+
+  ApiResponse get(const std::string& path, std::map<std::string, std::string> params = {}) {
+    return api_->handle({"GET", path, std::move(params)});
+  }
+  json get_json(const std::string& path, std::map<std::string, std::string> params = {}) {
+    ApiResponse response = get(path, std::move(params));
+    EXPECT_EQ(response.status, 200) << path << ": " << response.body;
+    return json::parse(response.body);
+  }
+  // Expects a refusal with `status` whose message contains `words`.
+  void expect_error(const ApiResponse& response, int status, const std::string& words) {
+    EXPECT_EQ(response.status, status) << response.body;
+    json body = json::parse(response.body);
+    EXPECT_NE(body.at("error").get<std::string>().find(words), std::string::npos) << response.body;
+  }
+
+  TemporaryStore store_;
+  std::string bad_file_;
+  std::unique_ptr<Api> api_;
+};
+
+TEST_F(ApiTest, RunsAreListedSearchedAndSorted) {
+  json runs = get_json("/api/runs");
+  ASSERT_EQ(runs["runs"].size(), 2u);
+  EXPECT_EQ(runs["runs"][0]["name"], "slower");  // newest first
+  EXPECT_EQ(runs["runs"][1]["tags"]["model"], "bert");
+  EXPECT_EQ(runs["runs"][1]["slices"], 60);
+  EXPECT_EQ(runs["runs"][1]["created"].get<std::string>().back(), 'Z');
+  EXPECT_EQ(runs["files"][0]["ref"], "file:0");
+  json by_name = get_json("/api/runs", {{"sort", "name"}});
+  EXPECT_EQ(by_name["runs"][0]["name"], "baseline");
+  json searched = get_json("/api/runs", {{"q", "SLOW"}});
+  ASSERT_EQ(searched["runs"].size(), 1u);
+  EXPECT_EQ(searched["runs"][0]["name"], "slower");
+  EXPECT_EQ(get_json("/api/runs", {{"q", "model=bert"}})["runs"].size(), 1u);
+  EXPECT_EQ(get_json("/api/runs", {{"tag", "model=bert"}})["runs"].size(), 1u);
+  EXPECT_EQ(get_json("/api/runs", {{"since", "2100-01-01"}})["runs"].size(), 0u);
+  EXPECT_EQ(get_json("/api/runs", {{"until", "2100-01-01"}})["runs"].size(), 2u);
+  expect_error(get("/api/runs", {{"sort", "color"}}), 400, "'sort': 'color'");
+  expect_error(get("/api/runs", {{"since", "yesterday"}}), 400, "'since'");
+  expect_error(get("/api/runs", {{"limit", "-1"}}), 400, "'limit'");
+}
+
+TEST_F(ApiTest, RunDetailHasMetadataCountsAndOverhead) {
+  json run = get_json("/api/runs/baseline");
+  EXPECT_EQ(run["id"], 1);
+  EXPECT_EQ(run["label"], "run 1 (baseline)");
+  EXPECT_EQ(run["command"], "python serve.py");
+  EXPECT_EQ(run["counts"]["slices"], 60);
+  EXPECT_EQ(run["counts"]["counter_samples"], 20);
+  EXPECT_EQ(run["overhead"]["overhead_ns"], 12000);
+  EXPECT_EQ(run["overhead"]["events_dropped"], 0);
+  EXPECT_NE(run["overhead"]["line"].get<std::string>().find("tracer overhead: 12.0 µs"),
+            std::string::npos);
+  EXPECT_EQ(get_json("/api/runs/latest")["name"], "slower");
+  expect_error(get("/api/runs/nosuchrun"), 404, "nosuchrun");
+  expect_error(get("/api/runs/file:7"), 404, "file:7");
+  expect_error(get("/api/runs/file:0"), 422, "broken.json");
+}
+
+TEST_F(ApiTest, ReportViewsAreTheReportsJson) {
+  trace::Trace trace = inference_trace(20, 1, true);
+  report::ReportOptions options;
+  options.format = report::OutputFormat::kJson;
+  options.source_name = "run 1 (baseline)";
+  EXPECT_EQ(get("/api/runs/1/report/summary").body, report::render_summary(trace, options));
+  EXPECT_EQ(get("/api/runs/1/report/merged_tree").body, report::render_merged_tree(trace, options));
+  options.sort = "self";
+  options.limit = 2;
+  EXPECT_EQ(get("/api/runs/1/report/table", {{"sort", "self"}, {"limit", "2"}}).body,
+            report::render_table(trace, options));
+  expect_error(get("/api/runs/1/report/pie"), 404, "no report view 'pie'");
+  expect_error(get("/api/runs/1/report/breakdown"), 400, "'span'");
+  expect_error(get("/api/runs/1/report/table", {{"sort", "colour"}}), 400, "'sort'");
+  EXPECT_EQ(get("/api/runs/1/report/breakdown", {{"span", "infer"}}).status, 200);
+}
+
+TEST_F(ApiTest, LatencyOfOneNameHasHistogramAndCdf) {
+  json latency = get_json("/api/runs/1/latency", {{"name", "infer"}, {"buckets", "4"}});
+  EXPECT_EQ(latency["distribution"]["count"], 20);
+  EXPECT_EQ(latency["distribution"]["min_ns"], 1'000'000);
+  EXPECT_EQ(latency["distribution"]["max_ns"], 1'019'000);
+  ASSERT_EQ(latency["histogram"].size(), 4u);
+  uint64_t total = 0;
+  for (const auto& bucket : latency["histogram"]) total += bucket["count"].get<uint64_t>();
+  EXPECT_EQ(total, 20u);
+  EXPECT_EQ(latency["cdf"].size(), 201u);
+  EXPECT_EQ(latency["cdf"][100]["duration_ns"], latency["distribution"]["p50_ns"]);
+  expect_error(get("/api/runs/1/latency"), 400, "missing query parameter 'name'");
+  expect_error(get("/api/runs/1/latency", {{"name", "nothing"}}), 404, "no span named 'nothing'");
+  expect_error(get("/api/runs/1/latency", {{"name", "infer"}, {"buckets", "0"}}), 400, "'buckets'");
+}
+
+TEST_F(ApiTest, CompareIsOpsightComparesJson) {
+  trace::Trace a = inference_trace(20, 1, true), b = inference_trace(20, 3, false);
+  report::ReportOptions options;
+  options.format = report::OutputFormat::kJson;
+  std::string expected = report::render_comparison(
+      analyze::compare_traces(a, b), "run 1 (baseline)", "run 2 (slower)", -1.0, options);
+  ApiResponse response = get("/api/compare", {{"a", "1"}, {"b", "2"}});
+  EXPECT_EQ(response.status, 200);
+  EXPECT_EQ(response.body, expected);
+  EXPECT_NE(response.body.find("\"slower\""), std::string::npos);
+  expect_error(get("/api/compare", {{"a", "1"}}), 400, "'b'");
+}
+
+TEST_F(ApiTest, TimelineTilesCountersSlicesAndSearch) {
+  json timeline = get_json("/api/runs/1/timeline");
+  ASSERT_EQ(timeline["processes"].size(), 1u);
+  const json& process = timeline["processes"][0];
+  EXPECT_EQ(process["name"], "python serve.py");
+  ASSERT_EQ(process["tracks"].size(), 1u);
+  EXPECT_EQ(process["tracks"][0]["depth_count"], 2);
+  EXPECT_EQ(process["counters"][0]["name"], "rss");
+  EXPECT_EQ(process["counters"][0]["max"], 20000.0);
+  const std::string start = std::to_string(timeline["start_ns"].get<int64_t>());
+  const std::string end = std::to_string(timeline["end_ns"].get<int64_t>());
+
+  json fine = get_json("/api/runs/1/tiles",
+                       {{"track", "0"}, {"start", start}, {"end", end}, {"resolution", "1000"}});
+  EXPECT_EQ(fine["depths"][0].size(), 20u);  // every inference is wider than a pixel
+  json first = fine["depths"][0][0];         // [start, dur, count, row, name index]
+  EXPECT_EQ(fine["names"][first[4].get<size_t>()], "infer");
+  json coarse =
+      get_json("/api/runs/1/tiles",
+               {{"track", "0"}, {"start", start}, {"end", end}, {"resolution", "100000000"}});
+  EXPECT_EQ(coarse["depths"][0].size(), 1u);
+  EXPECT_EQ(coarse["depths"][0][0][2], 20);  // one block standing for 20 slices
+
+  json counters =
+      get_json("/api/runs/1/counters",
+               {{"track", "0"}, {"start", start}, {"end", end}, {"resolution", "1000"}});
+  EXPECT_EQ(counters["points"].size(), 20u);
+
+  auto row = std::to_string(first[3].get<int64_t>());
+  json slice = get_json("/api/runs/1/slices/" + row);
+  EXPECT_EQ(slice["name"], "infer");
+  EXPECT_EQ(slice["args"]["batch"], 0);
+  EXPECT_EQ(slice["child_count"], 2);
+  EXPECT_EQ(slice["self_ns"], 1'000'000 - 500'000 - 250'000);
+
+  json search = get_json("/api/runs/1/search", {{"q", "<IMG"}});
+  ASSERT_EQ(search["total"], 1);
+  EXPECT_EQ(search["matches"][0]["name"], kHostileName);
+  json child =
+      get_json("/api/runs/1/slices/" + std::to_string(search["matches"][0]["row"].get<int>()));
+  ASSERT_EQ(child["parents"].size(), 1u);
+  EXPECT_EQ(child["parents"][0]["name"], "infer");
+}
+
+TEST_F(ApiTest, ARangeSummarizesTheSlicesInsideIt) {
+  // The first inference: infer [1 ms, 2 ms), encode and decode inside it; the second
+  // starts at 2.05 ms.
+  json range = get_json("/api/runs/2/range", {{"start", "1000000"}, {"end", "4000000"}});
+  EXPECT_EQ(range["duration_ns"], 3'000'000);
+  EXPECT_EQ(range["slice_count"], 3);  // one whole inference of 3 ms, with its children
+  ASSERT_EQ(range["names"].size(), 3u);
+  EXPECT_EQ(range["names"][0]["name"], "infer");
+  EXPECT_EQ(range["names"][0]["total_ns"], 3'000'000);
+  EXPECT_EQ(range["names"][1]["name"], "encode");
+  EXPECT_EQ(range["names"][1]["p50_ns"], 1'500'000.0);
+  json everything = get_json("/api/runs/2/range", {{"start", "0"}, {"end", "999999999999"}});
+  EXPECT_EQ(everything["slice_count"], 60);
+  EXPECT_EQ(get_json("/api/runs/2/range",
+                     {{"start", "0"}, {"end", "999999999999"}, {"limit", "1"}})["names"]
+                .size(),
+            1u);
+  expect_error(get("/api/runs/2/range", {{"start", "5"}, {"end", "4"}}), 400, "before start");
+  expect_error(get("/api/runs/2/range", {{"start", "5"}}), 400, "'end'");
+}
+
+TEST_F(ApiTest, MalformedTimelineRequestsAreRefusedWithTheirReason) {
+  std::map<std::string, std::string> good = {
+      {"track", "0"}, {"start", "0"}, {"end", "1000"}, {"resolution", "1"}};
+  auto with = [&](const std::string& key, const std::string& value) {
+    auto params = good;
+    if (value.empty()) {
+      params.erase(key);
+    } else {
+      params[key] = value;
+    }
+    return params;
+  };
+  expect_error(get("/api/runs/1/tiles", with("track", "")), 400, "missing query parameter 'track'");
+  expect_error(get("/api/runs/1/tiles", with("track", "x")), 400, "'track': 'x' is not an integer");
+  expect_error(get("/api/runs/1/tiles", with("track", "9")), 404, "no track 9");
+  expect_error(get("/api/runs/1/tiles", with("end", "-5")), 400, "before start");
+  expect_error(get("/api/runs/1/tiles", with("resolution", "0")), 400, "'resolution'");
+  expect_error(get("/api/runs/1/tiles", with("end", "99999999999999")), 400, "pixels");
+  expect_error(get("/api/runs/1/tiles", with("start", "1e9")), 400, "not an integer");
+  expect_error(get("/api/runs/1/tiles", with("start", "99999999999999999999999")), 400, "'start'");
+  expect_error(get("/api/runs/1/counters", with("track", "3")), 404, "no counter track 3");
+  expect_error(get("/api/runs/1/slices/999999"), 404, "no slice row '999999'");
+  expect_error(get("/api/runs/1/slices/-1"), 404, "no slice row");
+  expect_error(get("/api/runs/1/search", {{"q", std::string(1001, 'a')}}), 400, "longer");
+  expect_error(get("/api/nothing"), 404, "no API route /api/nothing");
+  expect_error(get("/api/runs/1/tiles/extra"), 404, "no API route");
+  expect_error(api_->handle({"POST", "/api/runs", {}}), 405, "method POST");
+  expect_error(get("/api/runs//report/summary"), 404, "no API route");
+}
+
+TEST_F(ApiTest, DeleteRemovesARunAndForgetsItsTrace) {
+  get_json("/api/runs/2");
+  json removed = json::parse(api_->handle({"DELETE", "/api/runs/2", {}}).body);
+  EXPECT_EQ(removed["removed"]["name"], "slower");
+  EXPECT_EQ(get_json("/api/runs")["runs"].size(), 1u);
+  expect_error(get("/api/runs/2"), 404, "2");
+  expect_error(api_->handle({"DELETE", "/api/runs/file:0", {}}), 400, "not a stored run");
+}
+
+TEST_F(ApiTest, LoadedRunsStayWithinTheCapacity) {
+  get_json("/api/runs/1/timeline");
+  get_json("/api/runs/2/timeline");
+  get_json("/api/runs/1/timeline");
+  json info = get_json("/api/info");
+  EXPECT_EQ(info["loaded_runs"], json({"run:1", "run:2"}));
+  EXPECT_EQ(info["max_loaded_runs"], 2);
+}
+
+TEST(ApiWithoutStore, AMissingStoreHasNoRunsAndSaysWhy) {
+  ApiOptions options;
+  options.store_path = "/nonexistent/opsight/runs.db";
+  Api api(options);
+  ApiResponse response = api.handle({"GET", "/api/runs", {}});
+  EXPECT_EQ(response.status, 200);
+  json body = json::parse(response.body);
+  EXPECT_TRUE(body["runs"].empty());
+  EXPECT_NE(body["store_problem"].get<std::string>().find("no run store at /nonexistent"),
+            std::string::npos);
+  EXPECT_EQ(api.handle({"GET", "/api/runs/latest", {}}).status, 404);
+  EXPECT_FALSE(std::filesystem::exists("/nonexistent/opsight/runs.db"));
+}
+
+}  // namespace
+}  // namespace opsight::server

@@ -1,0 +1,123 @@
+// What the browser tests share: the real `opsight` command (the installed package's, or
+// $OPSIGHT_CLI), runs recorded into a throwaway store, the real `opsight ui` server on a
+// free port, and Debian's Chromium driven by playwright-core (nothing is downloaded:
+// PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 at install, the system's browser at run time).
+import { execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const repository = resolve(here, "../..");
+export const opsight = process.env.OPSIGHT_CLI ?? join(repository, ".venv/bin/opsight");
+export const chromiumPath = process.env.OPSIGHT_CHROMIUM ?? "/usr/bin/chromium";
+export const artifacts = process.env.OPSIGHT_UI_ARTIFACTS ?? join(repository, "web/test-artifacts");
+
+export function requireComponents() {
+  if (!existsSync(opsight)) throw new Error(`${opsight} is missing: run make install (or set OPSIGHT_CLI)`);
+  if (!existsSync(chromiumPath))
+    throw new Error(`${chromiumPath} is missing: scripts/setup.sh test installs Debian's chromium (or set OPSIGHT_CHROMIUM)`);
+  mkdirSync(artifacts, { recursive: true });
+}
+
+export function temporaryFolder(prefix) {
+  return mkdtempSync(join(tmpdir(), prefix));
+}
+
+export function removeFolder(path) {
+  rmSync(path, { recursive: true, force: true });
+}
+
+// Runs `opsight ARGS` with the test's store; returns stdout.
+export function runOpsight(args, env, options = {}) {
+  return execFileSync(opsight, args, { env, encoding: "utf8", maxBuffer: 1 << 28, ...options });
+}
+
+export function reportJson(args, env) {
+  return JSON.parse(runOpsight([...args, "--format", "json"], env));
+}
+
+// Starts `opsight ui --port 0 ARGS` and resolves once it prints its URL.
+export function startUi(args, env) {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(opsight, ["ui", "--port", "0", ...args], { env, stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    const timer = setTimeout(() => reject(new Error(`opsight ui did not print its URL in 20 s: ${output}`)), 20000);
+    const onData = (chunk) => {
+      output += chunk.toString();
+      const match = output.match(/serving (http:\/\/\S+)/);
+      if (match) {
+        clearTimeout(timer);
+        resolvePromise({
+          url: match[1],
+          output: () => output,
+          stop: () =>
+            new Promise((done) => {
+              if (child.exitCode !== null) return done(child.exitCode);
+              child.once("exit", (code) => done(code));
+              child.kill("SIGINT");
+            }),
+        });
+      }
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`opsight ui exited (${code}) before serving: ${output}`));
+    });
+  });
+}
+
+export async function launchBrowser() {
+  const profile = temporaryFolder("opsight-chromium-");
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: chromiumPath,
+    headless: true,
+    viewport: { width: 1400, height: 900 },
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-background-networking",
+      "--no-first-run",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+  return {
+    context,
+    close: async () => {
+      await context.close();
+      removeFolder(profile);
+    },
+  };
+}
+
+// Opens `url` in a new page that fails the test on a dialog (an injected script's alert)
+// or an uncaught error; waits until the app says the page is ready.
+export async function openPage(context, url, problems) {
+  const page = await context.newPage();
+  page.on("dialog", async (dialog) => {
+    problems.push(`dialog: ${dialog.message()}`);
+    await dialog.dismiss();
+  });
+  page.on("pageerror", (error) => problems.push(`page error: ${error.message}`));
+  await page.goto(url);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 30000 });
+  return page;
+}
+
+export async function navigate(page, hash) {
+  await page.evaluate((target) => {
+    delete document.body.dataset.ready;
+    if (location.hash === target) window.dispatchEvent(new HashChangeEvent("hashchange"));
+    else location.hash = target;
+  }, hash);
+  await page.waitForSelector("body[data-ready=true]", { timeout: 30000 });
+}
+
+export async function screenshot(page, name) {
+  await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });
+}

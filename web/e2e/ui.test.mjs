@@ -1,0 +1,252 @@
+// End to end: the real `opsight ui` serving runs recorded here (the demo model twice, and
+// a trace whose span and run names are HTML), each page opened in Debian's Chromium, the
+// numbers on the page checked against `opsight report ... --format json` and `opsight
+// compare ... --format json` for the same runs; zoom, click, search, range marks, flame
+// graph zoom and compare exercised; a screenshot of every page in web/test-artifacts/.
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import {
+  launchBrowser,
+  navigate,
+  openPage,
+  removeFolder,
+  reportJson,
+  requireComponents,
+  runOpsight,
+  screenshot,
+  startUi,
+  temporaryFolder,
+} from "./harness.mjs";
+
+const HOSTILE = "<img src=x onerror=alert(1)>";
+
+describe("opsight ui in Chromium", () => {
+  let folder, env, ui, browser, page;
+  const problems = [];
+
+  before(async () => {
+    requireComponents();
+    folder = temporaryFolder("opsight-ui-e2e-");
+    env = { ...process.env, OPSIGHT_HOME: join(folder, "home") };
+    for (const key of Object.keys(env)) if (key.startsWith("OPSIGHT_") && key !== "OPSIGHT_HOME" && key !== "OPSIGHT_WEB_ROOT") delete env[key];
+    // Two recordings of the demo model (runs 1 and 2), then the hostile trace (run 3).
+    for (const requests of ["4", "6"])
+      runOpsight(["demo", "--requests", requests, "--bench-iterations", "0", "--output", join(folder, `demo${requests}`)], env, { cwd: folder });
+    const events = [
+      { name: "request", ph: "X", ts: 0, dur: 500, pid: 1, tid: 1 },
+      { name: HOSTILE, ph: "X", ts: 100, dur: 200, pid: 1, tid: 1, args: { note: "<script>alert(2)</script>" } },
+    ];
+    writeFileSync(join(folder, "hostile.json"), JSON.stringify({ traceEvents: events }));
+    runOpsight(["save", join(folder, "hostile.json"), "--name", "<b>hostile</b>"], env);
+    ui = await startUi([], env);
+    browser = await launchBrowser();
+    page = await openPage(browser.context, ui.url, problems);
+  });
+
+  after(async () => {
+    await browser?.close();
+    const status = await ui?.stop();
+    if (folder) removeFolder(folder);
+    assert.equal(status, 0, "opsight ui stops on SIGINT with status 0");
+  });
+
+  test("the runs page lists, searches and selects runs", async () => {
+    await navigate(page, "#/runs");
+    const names = await page.locator("table.runs a.run-link").allTextContents();
+    assert.equal(names.length, 3);
+    assert.ok(names.includes("<b>hostile</b>"), `the hostile run name shows as text: ${names}`);
+    assert.equal(await page.locator("table.runs b").count(), 0, "no <b> element was made from a run name");
+    await screenshot(page, "runs");
+    await page.fill("#run-search", "tiny-bert");
+    await page.press("#run-search", "Enter");
+    await page.waitForFunction(() => document.querySelectorAll("table.runs a.run-link").length === 2);
+    await page.fill("#run-search", "");
+    await page.press("#run-search", "Enter");
+    await page.waitForFunction(() => document.querySelectorAll("table.runs a.run-link").length === 3);
+    await page.check('input[data-ref="1"]');
+    await page.check('input[data-ref="2"]');
+    assert.equal(await page.isEnabled("#compare-selected"), true);
+  });
+
+  test("the overview shows the report's summary, overhead and latency charts", async () => {
+    await navigate(page, "#/runs/1");
+    await page.waitForSelector("#latency canvas#cdf");
+    const expected = reportJson(["report", "1"], env);
+    const shown = await page.$$eval("#summary-table tbody tr", (rows) =>
+      rows.map((row) => {
+        const cells = [...row.querySelectorAll("td")];
+        return { name: cells[0].textContent, values: cells.slice(1).map((cell) => Number(cell.dataset.value)) };
+      }),
+    );
+    assert.equal(shown.length, expected.length);
+    const keys = ["count", "total_ns", "self_ns", "min_ns", "mean_ns", "p50_ns", "p90_ns", "p95_ns", "p99_ns", "p999_ns", "max_ns", "stddev_ns"];
+    for (const row of expected) {
+      const onPage = shown.find((candidate) => candidate.name === row.name);
+      assert.ok(onPage, `row ${row.name} is on the page`);
+      assert.deepEqual(onPage.values, keys.map((key) => row[key]), `numbers of ${row.name}`);
+    }
+    const overhead = await page.$eval("#overhead", (element) => ({ ns: Number(element.dataset.overheadNs), dropped: Number(element.dataset.dropped), text: element.textContent }));
+    const table = reportJson(["report", "1", "--table"], env);
+    assert.equal(overhead.dropped, table.events_dropped);
+    assert.match(overhead.text, /^tracer overhead: /);
+    await page.click("#summary-table tbody tr:nth-child(2)");
+    await page.waitForFunction((name) => document.querySelector("#latency-name")?.textContent === name, shown[1].name);
+    await screenshot(page, "overview");
+  });
+
+  test("a span named like HTML stays text everywhere", async () => {
+    await navigate(page, "#/runs/3");
+    const names = await page.locator("#summary-table tbody td:first-child").allTextContents();
+    assert.ok(names.includes(HOSTILE), `the name is shown as text: ${names}`);
+    assert.equal(await page.locator("main img").count(), 0, "no <img> was made from a span name");
+    await navigate(page, "#/runs/3/timeline?q=onerror");
+    await page.waitForSelector("#slice-name");
+    assert.equal(await page.textContent("#slice-name"), HOSTILE);
+    assert.ok((await page.textContent("#slice-details")).includes("<script>alert(2)</script>"));
+    assert.equal(await page.locator("main img, #slice-details script").count(), 0);
+    await screenshot(page, "hostile-name");
+    assert.deepEqual(problems, [], "no dialog and no page error");
+  });
+
+  test("the timeline draws, zooms with the keyboard, selects, searches and measures", async () => {
+    await navigate(page, "#/runs/1/timeline");
+    await page.waitForSelector("canvas.timeline-canvas[data-complete=true]", { timeout: 30000 });
+    const window0 = await page.evaluate(() => window.opsightTimeline.absoluteWindow());
+    await page.focus("canvas.timeline-canvas");
+    await page.keyboard.down("w");
+    await page.waitForTimeout(300);
+    await page.keyboard.up("w");
+    const window1 = await page.evaluate(() => window.opsightTimeline.absoluteWindow());
+    assert.ok(window1[1] - window1[0] < (window0[1] - window0[0]) * 0.8, `W zooms in: ${window0} -> ${window1}`);
+    await page.keyboard.press("d");
+    const window2 = await page.evaluate(() => window.opsightTimeline.absoluteWindow());
+    assert.ok(window2[0] > window1[0], "D pans later");
+    await page.waitForFunction(() => location.hash.includes("start="), null, { timeout: 5000 });
+
+    // Search: the first "infer" span is selected and its details shown; next moves on.
+    await page.fill("#timeline-search", "infer");
+    await page.press("#timeline-search", "Enter");
+    await page.waitForFunction(() => document.querySelector("#search-status")?.textContent?.startsWith("1 of"));
+    assert.equal(await page.textContent("#slice-name"), "infer");
+    const firstHash = await page.evaluate(() => location.hash);
+    await page.click("#search-next");
+    await page.waitForFunction(() => document.querySelector("#search-status")?.textContent?.startsWith("2 of"));
+    await page.waitForFunction((before) => location.hash !== before, firstHash, { timeout: 5000 });
+
+    // A click on the canvas where a span is drawn selects it (the first root at depth 0).
+    await navigate(page, "#/runs/1/timeline");
+    await page.waitForSelector("canvas.timeline-canvas[data-complete=true]");
+    const box = await page.locator("canvas.timeline-canvas").boundingBox();
+    const point = await page.evaluate(() => {
+      const view = window.opsightTimeline;
+      return { x: 200 + view.viewport.width * 0.5, y: 24 + 22 + 9 };
+    });
+    await page.mouse.click(box.x + point.x, box.y + point.y);
+    await page.waitForSelector("#slice-name", { timeout: 10000 });
+    assert.ok((await page.textContent("#slice-name")).length > 0);
+
+    // shift+drag marks a range whose exact duration is shown.
+    await page.keyboard.down("Shift");
+    await page.mouse.move(box.x + 300, box.y + 60);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 500, box.y + 60, { steps: 4 });
+    await page.mouse.up();
+    await page.keyboard.up("Shift");
+    const range = await page.evaluate(() => window.opsightTimeline.rangeDuration());
+    const nsPerPixel = await page.evaluate(() => window.opsightTimeline.viewport.nsPerPixel());
+    assert.ok(Math.abs(range - 200 * nsPerPixel) < 2 * nsPerPixel, `range ${range} ~ 200 px`);
+    await page.waitForSelector("#range-table");
+    const shownDuration = Number(await page.getAttribute("#range-duration", "data-value"));
+    assert.ok(Math.abs(shownDuration - range) <= 2, `the range summary covers the marked range: ${shownDuration} vs ${range}`);
+    await screenshot(page, "timeline");
+  });
+
+  test("the call tree equals the merged tree report, and the flame graph zooms", async () => {
+    await navigate(page, "#/runs/1/tree");
+    const expected = reportJson(["report", "1", "--merged-tree"], env);
+    const totals = await page.$$eval("#tree-table tbody tr", (rows) => rows.map((row) => Number(row.querySelectorAll("td")[3].dataset.value)));
+    assert.deepEqual(totals, expected.nodes.map((node) => node.total_ns));
+    const height0 = await page.$eval("#flame-graph", (canvas) => canvas.style.height);
+    const box = await page.locator("#flame-graph").boundingBox();
+    await page.mouse.move(box.x + box.width / 2, box.y + 18 * 3 + 9);
+    const hovered = await page.textContent("#flame-tooltip");
+    await page.mouse.click(box.x + box.width / 2, box.y + 18 * 3 + 9);
+    const height1 = await page.$eval("#flame-graph", (canvas) => canvas.style.height);
+    assert.ok(hovered.length > 0);
+    assert.ok(parseFloat(height1) <= parseFloat(height0), "zooming shows a subtree");
+    await screenshot(page, "flame-graph");
+  });
+
+  test("latency details show the operator table and the breakdown of opsight report", async () => {
+    await navigate(page, "#/runs/1/details?span=handle_request");
+    await page.waitForSelector("#breakdown-table");
+    const operators = reportJson(["report", "1", "--ops"], env);
+    const shownOperators = await page.$$eval("#operators-table tbody tr", (rows) =>
+      Object.fromEntries(rows.map((row) => [row.querySelectorAll("td")[0].textContent, Number(row.querySelectorAll("td")[3].dataset.value)])),
+    );
+    assert.equal(Object.keys(shownOperators).length, operators.operators.length);
+    for (const row of operators.operators) assert.equal(shownOperators[row.name], row.self_ns, `self time of ${row.name}`);
+    const breakdown = reportJson(["report", "1", "--breakdown", "handle_request"], env);
+    const phases = await page.$$eval("#breakdown-table tbody tr", (rows) =>
+      rows.map((row) => [row.querySelectorAll("td")[0].textContent, Number(row.querySelectorAll("td")[3].dataset.value)]),
+    );
+    assert.deepEqual(
+      phases.sort(),
+      breakdown.phases.map((phase) => [phase.phase, phase.mean_ns]).sort(),
+    );
+    assert.ok((await page.locator("#breakdown-bar span").count()) > 0);
+    await screenshot(page, "details");
+  });
+
+  test("compare shows opsight compare's verdicts", async () => {
+    await navigate(page, "#/runs");
+    await page.check('input[data-ref="1"]');
+    await page.check('input[data-ref="2"]');
+    await page.click("#compare-selected");
+    await page.waitForSelector("#compare-table");
+    await page.waitForSelector("body[data-ready=true]");
+    const expected = reportJson(["compare", "1", "2"], env);
+    const shown = await page.$$eval("#compare-table tbody tr", (rows) =>
+      Object.fromEntries(rows.map((row) => [row.querySelectorAll("td")[0].textContent, row.querySelectorAll("td")[1].textContent])),
+    );
+    assert.equal(Object.keys(shown).length, expected.names.length);
+    for (const row of expected.names) assert.equal(shown[row.name], row.verdict, `verdict of ${row.name}`);
+    await screenshot(page, "compare");
+  });
+
+  test("an API error is shown on the page, not thrown away", async () => {
+    await navigate(page, "#/runs/999");
+    assert.match(await page.textContent("#error"), /^404: /);
+  });
+});
+
+describe("opsight ui on a non-loopback address", () => {
+  test("API calls need the printed token; the app carries it from the URL", async () => {
+    requireComponents();
+    const folder = temporaryFolder("opsight-ui-token-");
+    const env = { ...process.env, OPSIGHT_HOME: join(folder, "home") };
+    const ui = await startUi(["--host", "0.0.0.0"], env);
+    try {
+      const token = new URL(ui.url).searchParams.get("token");
+      assert.match(token, /^[0-9a-f]{32}$/);
+      assert.ok(ui.output().includes(token));
+      const base = ui.url.split("?")[0];
+      assert.equal((await fetch(`${base}api/runs`)).status, 401);
+      assert.equal((await fetch(`${base}api/runs`, { headers: { Authorization: `Bearer ${token}` } })).status, 200);
+      const browser = await launchBrowser();
+      try {
+        const problems = [];
+        const page = await openPage(browser.context, ui.url, problems);
+        assert.equal(await page.locator("#error").count(), 0, "the app's calls carried the token");
+        assert.deepEqual(problems, []);
+      } finally {
+        await browser.close();
+      }
+    } finally {
+      assert.equal(await ui.stop(), 0);
+      removeFolder(folder);
+    }
+  });
+});

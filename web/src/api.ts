@@ -1,0 +1,199 @@
+// The server's REST API (docs/ui-openapi.json). When `opsight ui` listens on a
+// non-loopback address it prints a URL with ?token=...: the token is kept for the tab
+// (sessionStorage) and sent with every call.
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const TOKEN_KEY = "opsight-token";
+
+export function accessToken(): string | null {
+  const fromUrl = new URLSearchParams(window.location.search).get("token");
+  if (fromUrl) {
+    sessionStorage.setItem(TOKEN_KEY, fromUrl);
+    return fromUrl;
+  }
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function apiUrl(path: string, params: Record<string, string | number | undefined> = {}): string {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) if (value !== undefined) search.set(key, String(value));
+  const query = search.toString();
+  return `api/${path}${query ? `?${query}` : ""}`;
+}
+
+export async function apiFetch<T>(
+  path: string,
+  params: Record<string, string | number | undefined> = {},
+  method = "GET",
+): Promise<T> {
+  const headers: Record<string, string> = {};
+  const token = accessToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const response = await fetch(apiUrl(path, params), { method, headers });
+  const text = await response.text();
+  if (!response.ok) {
+    let message = text;
+    try {
+      message = (JSON.parse(text) as { error?: string }).error ?? text;
+    } catch {
+      /* not JSON: show it as it came */
+    }
+    throw new ApiError(response.status, message);
+  }
+  return JSON.parse(text) as T;
+}
+
+export function runPath(run: string, rest = ""): string {
+  return `runs/${encodeURIComponent(run)}${rest}`;
+}
+
+// ---- What the API answers (the subset the pages read) -----------------------------------
+
+export interface RunEntry {
+  ref: string;
+  kind: "run" | "file";
+  id?: number;
+  name: string;
+  created_unix_ns?: number;
+  command?: string;
+  duration_ns?: number;
+  slices?: number;
+  tags?: Record<string, string>;
+  path?: string;
+}
+
+export interface RunDetail extends RunEntry {
+  label: string;
+  uuid?: string;
+  git_commit?: string;
+  host?: string;
+  cpu?: string;
+  gpu?: string;
+  working_directory?: string;
+  versions?: Record<string, string>;
+  extra?: Record<string, string>;
+  damage: string[];
+  start_ns: number;
+  end_ns: number;
+  counts: Record<string, number>;
+  overhead: { overhead_ns: number; overhead_known: boolean; events_dropped: number; share: number; line: string };
+  recording: Record<string, string | number | boolean>;
+}
+
+export interface Statistics {
+  count: number;
+  total_ns: number;
+  min_ns: number;
+  mean_ns: number;
+  p50_ns: number;
+  p90_ns: number;
+  p95_ns: number;
+  p97_ns: number;
+  p99_ns: number;
+  p999_ns: number;
+  max_ns: number;
+  stddev_ns: number;
+  p75_ns?: number;
+}
+
+export interface SummaryRow extends Statistics {
+  name: string;
+  category: string;
+  self_ns: number;
+}
+
+export interface TreeNode extends Statistics {
+  name: string;
+  category: string;
+  depth: number;
+  parent: number | null;
+  self_ns: number;
+  calls_per_parent_call: number;
+  share_of_parent: number;
+}
+
+export interface CompareRow {
+  name: string;
+  depth?: number;
+  parent?: number | null;
+  a: Statistics | null;
+  b: Statistics | null;
+  median_ratio: number;
+  total_delta_ns: number;
+  adjusted_p_value: number | null;
+  verdict: string;
+}
+
+export interface Comparison {
+  a: { label: string; slices: number; overhead_ns: number; events_dropped: number };
+  b: { label: string; slices: number; overhead_ns: number; events_dropped: number };
+  names: CompareRow[];
+  tree: CompareRow[];
+}
+
+export interface TimelineTrack {
+  id: number;
+  tid: number;
+  name: string;
+  kind: string;
+  depth_count: number;
+  slice_count: number;
+}
+
+export interface CounterTrack {
+  id: number;
+  name: string;
+  unit: string;
+  sample_count: number;
+  min: number;
+  max: number;
+}
+
+export interface TimelineLayout {
+  label: string;
+  start_ns: number;
+  end_ns: number;
+  processes: { pid: number; name: string; labels: string[]; tracks: TimelineTrack[]; counters: CounterTrack[] }[];
+}
+
+// [start_ns, dur_ns, count, row, name index]
+export type TileItem = [number, number, number, number, number];
+
+export interface TileAnswer {
+  track: number;
+  start: number;
+  end: number;
+  resolution: number;
+  names: string[];
+  depths: TileItem[][];
+}
+
+export interface SliceSummary {
+  row: number;
+  name: string;
+  ts: number;
+  dur: number;
+  track: number;
+  depth: number;
+}
+
+export interface SliceDetail extends SliceSummary {
+  category: string;
+  track_label: string;
+  pid: number;
+  tid: number;
+  span_id: string;
+  self_ns: number;
+  args: Record<string, unknown>;
+  parents: SliceSummary[];
+  flows_in: SliceSummary[];
+  flows_out: SliceSummary[];
+}

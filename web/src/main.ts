@@ -1,0 +1,46 @@
+// The opsight web UI: routes the URL's hash to a page and shows errors from the API as
+// text on the page.
+
+import "./style.css";
+import { ApiError } from "./api";
+import { h } from "./dom";
+import { parseRoute, routeHref } from "./router";
+import { comparePage } from "./pages/compare";
+import { detailsPage } from "./pages/details";
+import { overviewPage } from "./pages/overview";
+import { runsPage } from "./pages/runs";
+import { timelinePage } from "./pages/timeline";
+import { treePage } from "./pages/tree";
+
+const app = document.getElementById("app") as HTMLElement;
+const nav = document.getElementById("nav") as HTMLElement;
+nav.replaceChildren(h("a", { href: routeHref({ page: "runs" }) }, "Runs"));
+
+let generation = 0;
+
+async function show(): Promise<void> {
+  const mine = ++generation;
+  const route = parseRoute(location.hash);
+  const root = h("div", { class: "page" });
+  app.replaceChildren(root);
+  root.appendChild(h("p", { class: "loading" }, "loading…"));
+  document.body.dataset.page = route.page;
+  delete document.body.dataset.ready;
+  try {
+    if (route.page === "runs") await runsPage(root, route.query);
+    else if (route.page === "overview") await overviewPage(root, route.run!, route.query);
+    else if (route.page === "timeline") await timelinePage(root, route.run!, route.query);
+    else if (route.page === "tree") await treePage(root, route.run!);
+    else if (route.page === "details") await detailsPage(root, route.run!, route.query);
+    else if (route.page === "compare") await comparePage(root, route.a!, route.b!);
+    else root.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `No page at ${location.hash}`));
+  } catch (failure) {
+    if (mine !== generation) return;
+    const message = failure instanceof ApiError ? `${failure.status}: ${failure.message}` : String(failure);
+    root.replaceChildren(h("h1", {}, "Error"), h("p", { class: "error", id: "error" }, message));
+  }
+  if (mine === generation) document.body.dataset.ready = "true";
+}
+
+window.addEventListener("hashchange", () => void show());
+void show();

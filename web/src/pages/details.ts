@@ -1,0 +1,106 @@
+// Latency details of a run: the operator table (`opsight report --ops`'s JSON) and the
+// per-inference breakdown of a chosen span (`--breakdown SPAN`): each phase's share of an
+// inference as a stacked bar, and its percentile table.
+
+import { apiFetch, runPath, type Statistics, type SummaryRow } from "../api";
+import { h } from "../dom";
+import { formatCount, formatDuration, formatShare } from "../format";
+import { routeHref } from "../router";
+import { sortableTable } from "../table";
+import { colorOf } from "../timeline/layout";
+import { runTabs } from "./overview";
+
+interface OperatorRow extends Statistics {
+  name: string;
+  category: string;
+  self_ns: number;
+  share: number;
+}
+
+interface Breakdown {
+  span: string;
+  inference_count: number;
+  inferences_per_second: number;
+  total: Statistics;
+  phases: (Statistics & { phase: string; share_of_mean: number; present_in: number; uncovered: boolean })[];
+}
+
+export async function detailsPage(root: HTMLElement, run: string, query: Record<string, string>): Promise<void> {
+  const [operators, summary] = await Promise.all([
+    apiFetch<{ operators: OperatorRow[]; operator_slices: number; total_self_ns: number }>(runPath(run, "/report/operators")),
+    apiFetch<SummaryRow[]>(runPath(run, "/report/summary")),
+  ]);
+  const duration = <T,>(title: string, value: (row: T) => number) => ({ title, value, render: (row: T) => formatDuration(value(row)), numeric: true });
+  const operatorTable = operators.operators.length
+    ? sortableTable<OperatorRow>(
+        [
+          { title: "operator", value: (row) => row.name },
+          { title: "category", value: (row) => row.category },
+          { title: "count", value: (row) => row.count, render: (row) => formatCount(row.count), numeric: true },
+          duration<OperatorRow>("self", (row) => row.self_ns),
+          { title: "share", value: (row) => row.share, render: (row) => formatShare(row.share), numeric: true },
+          duration<OperatorRow>("total", (row) => row.total_ns),
+          duration<OperatorRow>("mean", (row) => row.mean_ns),
+          duration<OperatorRow>("p50", (row) => row.p50_ns),
+          duration<OperatorRow>("p99", (row) => row.p99_ns),
+          duration<OperatorRow>("max", (row) => row.max_ns),
+        ],
+        operators.operators,
+        { className: "data operators" },
+      )
+    : h("p", { class: "hint" }, "No operators in this run (spans of category operator or gpu_kernel).");
+  if (operatorTable instanceof HTMLTableElement) operatorTable.id = "operators-table";
+
+  const spanSelect = h("select", { id: "breakdown-span" });
+  for (const row of summary) spanSelect.appendChild(h("option", { value: row.name }, row.name));
+  const chosen = query.span ?? summary[0]?.name ?? "";
+  spanSelect.value = chosen;
+  const breakdownHolder = h("section", { id: "breakdown" });
+  spanSelect.addEventListener("change", () => {
+    location.hash = routeHref({ page: "details", run, query: { span: spanSelect.value } });
+  });
+  root.replaceChildren(
+    h("h1", {}, "Latency details"),
+    runTabs(run, "details"),
+    h("h2", {}, `Operators (${formatCount(operators.operator_slices)} slices, ${formatDuration(operators.total_self_ns)} self)`),
+    operatorTable,
+    h("h2", {}, "Per-inference breakdown"),
+    h("div", { class: "toolbar" }, h("label", {}, "one inference is a span named ", spanSelect)),
+    breakdownHolder,
+  );
+  if (!chosen) return;
+  const breakdown = await apiFetch<Breakdown>(runPath(run, "/report/breakdown"), { span: chosen });
+  const bar = h("div", { class: "stacked-bar", id: "breakdown-bar" });
+  for (const phase of breakdown.phases) {
+    if (phase.share_of_mean <= 0) continue;
+    bar.appendChild(
+      h("span", {
+        title: `${phase.phase}: ${formatShare(phase.share_of_mean)} of a mean inference, mean ${formatDuration(phase.mean_ns)}`,
+        style: { width: `${Math.min(100, phase.share_of_mean * 100)}%`, background: colorOf(phase.phase) },
+        data: { phase: phase.phase },
+      }),
+    );
+  }
+  const legend = h("p", { class: "legend" }, ...breakdown.phases.map((phase) => h("span", {}, h("i", { style: { background: colorOf(phase.phase) } }), ` ${phase.phase} `)));
+  const table = sortableTable<Breakdown["phases"][number]>(
+    [
+      { title: "phase", value: (row) => row.phase },
+      { title: "in inferences", value: (row) => row.present_in, numeric: true },
+      { title: "share of mean", value: (row) => row.share_of_mean, render: (row) => formatShare(row.share_of_mean), numeric: true },
+      duration("mean", (row) => row.mean_ns),
+      duration("p50", (row) => row.p50_ns),
+      duration("p90", (row) => row.p90_ns),
+      duration("p99", (row) => row.p99_ns),
+      duration("max", (row) => row.max_ns),
+    ],
+    breakdown.phases,
+    { className: "data breakdown" },
+  );
+  table.id = "breakdown-table";
+  breakdownHolder.replaceChildren(
+    h("p", {}, `${formatCount(breakdown.inference_count)} inferences (${breakdown.inferences_per_second.toFixed(1)}/s), mean ${formatDuration(breakdown.total.mean_ns)}, p99 ${formatDuration(breakdown.total.p99_ns)}`),
+    bar,
+    legend,
+    table,
+  );
+}

@@ -1,0 +1,120 @@
+// The runs page: every run of the store (and the trace files `opsight ui` was given),
+// searchable by text, tag and date, sortable; a run can be deleted; two checked runs open
+// the comparison.
+
+import { apiFetch, runPath, type RunEntry } from "../api";
+import { h } from "../dom";
+import { formatCount, formatDuration, formatUnixTime } from "../format";
+import { routeHref } from "../router";
+import { sortableTable } from "../table";
+
+interface RunsAnswer {
+  runs: RunEntry[];
+  files: RunEntry[];
+  store_path: string;
+  store_problem: string;
+}
+
+export async function runsPage(root: HTMLElement, query: Record<string, string>): Promise<void> {
+  const search = h("input", { type: "search", placeholder: "search name, command, tag", value: query.q ?? "", id: "run-search" });
+  const tag = h("input", { type: "text", placeholder: "tag k or k=v", value: query.tag ?? "", id: "run-tag" });
+  const since = h("input", { type: "date", value: query.since ?? "", id: "run-since", title: "created on or after" });
+  const until = h("input", { type: "date", value: query.until ?? "", id: "run-until", title: "created before" });
+  const compareButton = h("button", { disabled: true, id: "compare-selected" }, "Compare the 2 selected runs");
+  const listing = h("div", { id: "runs-listing" });
+  const status = h("p", { class: "status" });
+  const selected = new Set<string>();
+
+  const apply = () => {
+    const params = new URLSearchParams();
+    for (const [key, input] of [["q", search], ["tag", tag], ["since", since], ["until", until]] as const)
+      if (input.value) params.set(key, input.value);
+    const text = params.toString();
+    history.replaceState(null, "", `#/runs${text ? `?${text}` : ""}`);
+    void load();
+  };
+  for (const input of [search, tag, since, until]) input.addEventListener("change", apply);
+  search.addEventListener("keyup", (event) => {
+    if (event.key === "Enter") apply();
+  });
+  compareButton.addEventListener("click", () => {
+    const [a, b] = [...selected];
+    location.hash = routeHref({ page: "compare", a, b });
+  });
+
+  root.replaceChildren(
+    h("h1", {}, "Runs"),
+    h("div", { class: "toolbar" }, search, tag, h("label", {}, "since ", since), h("label", {}, "until ", until), compareButton),
+    status,
+    listing,
+  );
+
+  async function load(): Promise<void> {
+    const answer = await apiFetch<RunsAnswer>("runs", {
+      q: search.value || undefined,
+      tag: tag.value || undefined,
+      since: since.value || undefined,
+      until: until.value || undefined,
+    });
+    status.textContent = answer.store_problem
+      ? answer.store_problem
+      : `${answer.runs.length} run${answer.runs.length === 1 ? "" : "s"} in ${answer.store_path}`;
+    const checkbox = (run: RunEntry) =>
+      h("input", {
+        type: "checkbox",
+        checked: selected.has(run.ref),
+        data: { ref: run.ref },
+        on: {
+          click: (event) => event.stopPropagation(),
+          change: (event) => {
+            if ((event.target as HTMLInputElement).checked) selected.add(run.ref);
+            else selected.delete(run.ref);
+            compareButton.disabled = selected.size !== 2;
+          },
+        },
+      });
+    const removeButton = (run: RunEntry) =>
+      run.kind === "run"
+        ? h(
+            "button",
+            {
+              class: "small",
+              title: `delete run ${run.ref}`,
+              on: {
+                click: async (event) => {
+                  event.stopPropagation();
+                  if (!confirm(`Delete run ${run.ref} (${run.name || "unnamed"}) from the store?`)) return;
+                  await apiFetch(runPath(run.ref), {}, "DELETE");
+                  selected.delete(run.ref);
+                  await load();
+                },
+              },
+            },
+            "delete",
+          )
+        : "";
+    const rows = [...answer.runs, ...answer.files];
+    listing.replaceChildren(
+      sortableTable<RunEntry>(
+        [
+          { title: "", value: () => "", render: checkbox },
+          { title: "id", value: (run) => run.id ?? -1, render: (run) => run.ref, numeric: true },
+          {
+            title: "name",
+            value: (run) => run.name,
+            render: (run) => h("a", { href: routeHref({ page: "overview", run: run.ref }), class: "run-link" }, run.name || "(unnamed)"),
+          },
+          { title: "created (UTC)", value: (run) => run.created_unix_ns ?? 0, render: (run) => formatUnixTime(run.created_unix_ns ?? 0) },
+          { title: "duration", value: (run) => run.duration_ns ?? 0, render: (run) => (run.duration_ns ? formatDuration(run.duration_ns) : ""), numeric: true },
+          { title: "slices", value: (run) => run.slices ?? 0, render: (run) => (run.slices !== undefined ? formatCount(run.slices) : ""), numeric: true },
+          { title: "command", value: (run) => run.command ?? run.path ?? "" },
+          { title: "tags", value: (run) => Object.entries(run.tags ?? {}).map(([k, v]) => `${k}=${v}`).join(" ") },
+          { title: "", value: () => "", render: removeButton },
+        ],
+        rows,
+        { className: "data runs" },
+      ),
+    );
+  }
+  await load();
+}

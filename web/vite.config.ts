@@ -1,0 +1,9 @@
+// The opsight web UI: built into dist/ (served by `opsight ui`, installed with the Python
+// package as opsight/web/). Relative asset paths so the app works under any mount point.
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  base: "./",
+  build: { outDir: "dist", emptyOutDir: true, sourcemap: false, chunkSizeWarningLimit: 1024 },
+  test: { environment: "jsdom", include: ["src/**/*.test.ts"] },
+});
