@@ -1,5 +1,9 @@
 #include "export/batch_exporter.hpp"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -99,7 +103,13 @@ bool BatchExporter::sleep_unless_stopping(double seconds) {
   return !stopping_;
 }
 
+void lower_thread_priority(int nice) {
+  if (nice <= 0) return;
+  static_cast<void>(setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice));
+}
+
 void BatchExporter::run(BatchSender& sender) {
+  lower_thread_priority(options_.sender_nice);
   for (;;) {
     EncodedBatch batch;
     {

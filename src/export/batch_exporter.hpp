@@ -30,7 +30,14 @@ struct BatchExporterOptions {
   double max_backoff_s = 5;
   double max_elapsed_s = 60;  // per batch: then it is dropped and counted
   uint64_t random_seed = 0;   // 0: seeded from std::random_device
+  // The sender threads' nice value (0: the process's own; 19: only time the process's
+  // other threads leave): live export yields to the traced program's threads.
+  int sender_nice = 0;
 };
+
+// Lowers the calling thread's scheduling priority to `nice` (Linux: a thread's own nice
+// value); best effort, a failure changes nothing.
+void lower_thread_priority(int nice);
 
 struct ExportStats {
   uint64_t spans_offered = 0;

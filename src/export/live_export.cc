@@ -43,6 +43,7 @@ LiveSpanExporter::~LiveSpanExporter() {
 
 void LiveSpanExporter::start() {
   started_ = now_seconds();
+  options_.exporter.sender_nice = kLiveExportNice;
   for (const ExportTarget& target : targets_) {
     exporters_.push_back(
         std::make_unique<BatchExporter>(make_senders(target, options_), options_.exporter));
@@ -51,6 +52,7 @@ void LiveSpanExporter::start() {
 }
 
 void LiveSpanExporter::run() {
+  lower_thread_priority(kLiveExportNice);
   double last_send = now_seconds();
   std::unique_lock lock(mutex_);
   while (!stopping_) {

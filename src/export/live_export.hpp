@@ -9,6 +9,10 @@
 // them again (a server down for minutes costs lag, not spans). Only stop() gives up: what
 // is still unsent when its timeout runs out is dropped and counted.
 //
+// Its threads (the polling and the senders) run at nice kLiveExportNice: on a machine
+// short of cores the traced program's threads go first, and the export catches up in the
+// time they leave (the files hold what it has not read yet).
+//
 // Spans carry the ids the whole-file reader gives them (so the stored run and the
 // back-end agree), their parents' ids, the remote trace of a joined request, and their
 // arguments. Spans not joined to a remote trace are sent in the trace of the first file
@@ -31,6 +35,8 @@
 #include "io/native/native_tail.hpp"
 
 namespace opsight::exporting {
+
+inline constexpr int kLiveExportNice = 19;
 
 class LiveSpanExporter {
  public:
