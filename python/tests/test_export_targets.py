@@ -102,8 +102,10 @@ class _Refusing(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize("live", [False, True], ids=["at exit", "live"])
-def test_what_an_export_dropped_is_in_the_reports_the_file_and_the_stored_run(tmp_path, live):
+@pytest.mark.parametrize("live, from_file", [(False, False), (True, False), (False, True)],
+                         ids=["at exit", "live", "from the targets file"])
+def test_what_an_export_dropped_is_in_the_reports_the_file_and_the_stored_run(tmp_path, live,
+                                                                              from_file):
     import os
     import subprocess
     import sys
@@ -116,10 +118,17 @@ def test_what_an_export_dropped_is_in_the_reports_the_file_and_the_stored_run(tm
                       "        pass\n")
     output = tmp_path / "run.opsight"
     environment = {**os.environ, "OPSIGHT_HOME": str(tmp_path / "home")}  # its own run store
+    environment.pop("OPSIGHT_EXPORT", None)
+    where = ["--export", f"otlp=http://127.0.0.1:{server.server_port}"]
+    if from_file:  # the same target from the targets file's export: section
+        targets_file = tmp_path / "targets.yaml"
+        targets_file.write_text("targets:\n  - {module: work, function: nothing}\nexport:\n"
+                                f"  otlp: http://127.0.0.1:{server.server_port}\n")
+        where = ["-c", str(targets_file)]
     try:
         done = subprocess.run(
             [sys.executable, "-m", "opsight", "run", "--report", "summary",
-             "-o", str(output), "--export", f"otlp=http://127.0.0.1:{server.server_port}",
+             "-o", str(output), *where,
              *(["--export-live"] if live else []), "--", sys.executable, str(script)],
             capture_output=True, text=True, timeout=120, env=environment)
     finally:
@@ -137,3 +146,32 @@ def test_what_an_export_dropped_is_in_the_reports_the_file_and_the_stored_run(tm
                            capture_output=True, text=True, timeout=60, env=environment)
     assert shown.returncode == 0, shown.stderr
     assert line in shown.stdout, shown.stdout  # and so does the stored run
+
+
+def test_an_unchanged_program_exports_to_its_targets_files_section(tmp_path):
+    """OPSIGHT_OUTPUT and OPSIGHT_TARGETS, no opsight command: the program exports to the
+    targets file's export: section when it ends (the refusing server makes the line
+    count every span as dropped)."""
+    import os
+    import subprocess
+    import sys
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    targets_file = tmp_path / "targets.yaml"
+    targets_file.write_text("targets:\n  - {module: json, function: dumps}\nexport:\n"
+                            f"  - otlp=http://127.0.0.1:{server.server_port}\n")
+    script = tmp_path / "work.py"
+    script.write_text("import json\nfor _ in range(3):\n    json.dumps(1)\n")
+    environment = {**os.environ, "OPSIGHT_OUTPUT": str(tmp_path / "out.opsight"),
+                   "OPSIGHT_TARGETS": str(targets_file)}
+    environment.pop("OPSIGHT_EXPORT", None)
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=120, env=environment)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 0, done.stderr
+    assert (f"opsight: exported 0 of 3 spans to otlp http://127.0.0.1:{server.server_port}"
+            f"/v1/traces") in done.stderr, done.stderr

@@ -577,10 +577,10 @@ def test_error_unknown_format_argument():
     [
         ("tragets: []\n",
          "t.yaml:1: field 'tragets': unknown top-level key (did you mean 'targets'?); "
-         "expected one of 'targets', 'version'"),
+         "expected one of 'targets', 'version', 'export'"),
         ("module: main\nfunction: main\n",
          "t.yaml:1: field 'module': unknown top-level key; expected one of 'targets', "
-         "'version' (a single entry must still be in a list: '- module: ...')"),
+         "'version', 'export' (a single entry must still be in a list: '- module: ...')"),
         ("version: 1\n", "t.yaml:1: missing top-level key 'targets'"),
         ("version: 2\ntargets: []\n",
          "t.yaml:1: field 'version': unsupported version 2; this opsight reads version 1"),
@@ -655,3 +655,53 @@ def test_error_keeps_its_attributes_through_pickle():
     assert str(copy) == str(error)
     assert (copy.file, copy.line, copy.field, copy.entry, copy.message) == (
         "t.yaml", 2, "function", 1, "expected a string, got int")
+
+
+# --- The export: section ---------------------------------------------------------------
+
+def test_the_export_section_as_a_list_or_a_mapping(tmp_path):
+    as_list = write(tmp_path, "list.yaml", """
+        targets:
+          - {module: main, function: main}
+        export:
+          - otlp=http://127.0.0.1:4318
+          - "kafka=k1:9092,k2:9092?topic=spans"
+          - zipkin
+    """)
+    assert targets.load_export_targets(as_list) == [
+        "otlp=http://127.0.0.1:4318", "kafka=k1:9092,k2:9092?topic=spans", "zipkin"]
+    as_mapping = write(tmp_path, "mapping.yaml", """
+        targets:
+          - {module: main, function: main}
+        export:
+          otlp: http://127.0.0.1:4318
+          prometheus: ":9464"
+          zipkin:
+    """)
+    assert targets.load_export_targets(as_mapping) == [
+        "otlp=http://127.0.0.1:4318", "prometheus=:9464", "zipkin"]
+    assert [t.function for t in load_targets(as_mapping)] == ["main"]  # targets unchanged
+    as_json = write(tmp_path, "t.json", """
+        {"targets": [{"module": "main", "function": "main"}],
+         "export": {"loki": "http://127.0.0.1:3100"}}
+    """)
+    assert targets.load_export_targets(as_json) == ["loki=http://127.0.0.1:3100"]
+    none = write(tmp_path, "none.yaml", "targets:\n  - {module: main, function: main}\n")
+    assert targets.load_export_targets(none) == []
+    csv_file = write(tmp_path, "t.csv", "module,function\nmain,main\n")
+    assert targets.load_export_targets(csv_file) == []
+
+
+@pytest.mark.parametrize("section, line, words", [
+    ("export:\n  - grpc=http://x:4317\n", 3, "unknown export kind 'grpc'"),
+    ("export:\n  jaeger: http://x\n", 3, "unknown export kind 'jaeger'"),
+    ("export:\n  - 42\n", 3, "expected a target such as otlp="),
+    ("export:\n  otlp: [a, b]\n", 3, "expected a URL"),
+    ("export: otlp\n", 2, "expected a list of targets"),
+])
+def test_a_bad_export_section_names_its_line(tmp_path, section, line, words):
+    path = write(tmp_path, "bad.yaml", "targets: [{module: main, function: main}]\n" + section)
+    with pytest.raises(TargetsError) as caught:
+        targets.load_export_targets(path)
+    assert caught.value.line == line and words in str(caught.value), str(caught.value)
+    assert f"bad.yaml:{line}" in str(caught.value) and "export" in str(caught.value)

@@ -152,7 +152,7 @@ def run_command(arguments: list[str]) -> int:
                   file=sys.stderr)
             return USAGE_ERROR
     import opsight._native as _native
-    from ..targets import TargetsError, load_targets
+    from ..targets import TargetsError, load_export_targets, load_targets
 
     problem = _output_problem(options.output)
     if problem:
@@ -161,10 +161,12 @@ def run_command(arguments: list[str]) -> int:
         return USAGE_ERROR
 
     targets_path = None
+    file_exports: list[str] = []
     if options.targets:
         targets_path = os.path.abspath(options.targets)
         try:
             load_targets(targets_path)
+            file_exports = load_export_targets(targets_path)
         except TargetsError as error:
             print(f"opsight run: {error}", file=sys.stderr)
             return 1
@@ -176,7 +178,10 @@ def run_command(arguments: list[str]) -> int:
         print("opsight run: --strict: not starting the program", file=sys.stderr)
         return 1
 
-    options.export_targets = parse_targets(options.export) or targets_from_environment()
+    # The targets file's export: section, then --export (OPSIGHT_EXPORT when neither names any).
+    options.export_targets = (file_exports + [target for target in parse_targets(options.export)
+                                              if target not in file_exports]
+                              or targets_from_environment())
     from .control_server import parse_address  # [HOST:]PORT, for both listeners
 
     options.control_address = None

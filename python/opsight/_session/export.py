@@ -29,13 +29,14 @@ import re
 import sys
 from typing import Any, Iterable
 
+from ..targets.model import EXPORT_KINDS
+
 #: The environment variable naming export targets for a program run unchanged.
 EXPORT_VARIABLE = "OPSIGHT_EXPORT"
 
 
 #: The kinds a target starts with (export/export.hpp; prometheus= is opsight run's live endpoint).
-KINDS = ("otlp", "otlp-json", "otlp-protobuf", "zipkin", "pushgateway", "prometheus", "kafka",
-         "loki")
+KINDS = EXPORT_KINDS
 _KIND = re.compile(r"^([a-z-]+)(?:[=?]|$)")
 
 

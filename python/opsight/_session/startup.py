@@ -224,6 +224,7 @@ class _Activation:
         from .export import export_trace, targets_from_environment
 
         targets = targets_from_environment()  # OPSIGHT_EXPORT (docs/export.md)
+        targets += [target for target in self._targets_file_exports() if target not in targets]
         try:
             trace = recording.stop(keep_trace=bool(targets), drops_hint="raise OPSIGHT_BUFFER_MB")
         except RecordingError as error:
@@ -232,6 +233,22 @@ class _Activation:
         if targets and trace is not None:
             # Bounded: a process ending (SIGTERM included) never waits long on a server.
             export_trace(trace, targets, prefix="opsight", timeout_s=10.0)
+
+    @staticmethod
+    def _targets_file_exports() -> list[str]:
+        """OPSIGHT_TARGETS's export: section, for a program run unchanged. Not under
+        ``opsight run``, which exports the merged run itself (its processes must not)."""
+        path = os.environ.get("OPSIGHT_TARGETS")
+        if not path or os.environ.get("OPSIGHT_RUN_DIR"):
+            return []
+        from ..targets import TargetsError, load_export_targets
+
+        try:
+            return load_export_targets(path)
+        except (TargetsError, OSError) as error:
+            print(f"opsight: OPSIGHT_TARGETS: export: {error} (nothing exported from it)",
+                  file=sys.stderr)
+            return []
 
     @staticmethod
     def _report_unresolved(instrumenter) -> None:

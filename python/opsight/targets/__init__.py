@@ -37,10 +37,12 @@ import yaml
 
 from .documents import _compose_json, _compose_yaml
 from .entries import _targets_from_tree
+from .export_section import _export_targets_from_tree
 from .hiq_csv import _parse_csv
 from .model import _ENTRY_KEYS, _EXTENSIONS, _HIQ_COLUMNS, FORMATS, Target, TargetsError
 
-__all__ = ["Target", "TargetsError", "load_targets", "parse_targets", "FORMATS"]
+__all__ = ["Target", "TargetsError", "load_targets", "parse_targets", "load_export_targets",
+           "FORMATS"]
 
 
 def load_targets(path: str | os.PathLike) -> list[Target]:
@@ -50,6 +52,27 @@ def load_targets(path: str | os.PathLike) -> list[Target]:
     case); any other name has its content sniffed. Raises :class:`TargetsError` for a
     file that cannot be used and ``OSError`` for one that cannot be read.
     """
+    filename, text = _read_text(path)
+    return parse_targets(text, filename=filename)
+
+
+def load_export_targets(path: str | os.PathLike) -> list[str]:
+    """The export targets of the file's ``export:`` section (YAML or JSON; ``[]`` for none,
+    and for CSV), as ``opsight run --export`` takes them: ``["otlp=http://...", "zipkin"]``.
+    Raises :class:`TargetsError` for a malformed section, ``OSError`` for an unreadable file."""
+    filename, text = _read_text(path)
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if not text.strip():
+        return []
+    format = _format_from_name(filename) or _sniff_format(text, filename)
+    if format == "csv":
+        return []
+    root = _compose_json(text, filename) if format == "json" else _compose_yaml(text, filename)
+    return _export_targets_from_tree(root, filename)
+
+
+def _read_text(path: str | os.PathLike) -> tuple[str, str]:
     filename = os.fspath(path)
     if isinstance(filename, bytes):
         filename = os.fsdecode(filename)
@@ -64,7 +87,7 @@ def load_targets(path: str | os.PathLike) -> list[Target]:
             file=filename,
             line=line,
         ) from None
-    return parse_targets(text, filename=filename)
+    return filename, text
 
 
 def parse_targets(
