@@ -14,9 +14,9 @@ import shutil
 import signal
 import subprocess
 import sys
-from typing import Any
 import tempfile
 import time
+from typing import Any
 
 from .._session.export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
                        targets_from_environment)
