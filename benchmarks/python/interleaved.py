@@ -8,20 +8,19 @@ from __future__ import annotations
 import statistics
 from typing import Callable
 
-Variant = Callable[[], "tuple[int, int]"]  # -> (hot path ns, whole session ns)
+# -> (hot path ns, whole session ns), optionally followed by more figures (CPU times...)
+Variant = Callable[[], "tuple[int, ...]"]
 
 
-def run_rounds(variants: dict[str, Variant], rounds: int) -> dict[str, tuple[float, float]]:
-    """{name: (median hot path ns, median whole session ns)} over ``rounds`` rounds."""
-    hot: dict[str, list[int]] = {name: [] for name in variants}
-    whole: dict[str, list[int]] = {name: [] for name in variants}
+def run_rounds(variants: dict[str, Variant], rounds: int) -> dict[str, tuple[float, ...]]:
+    """{name: (median of each figure the variant returns)} over ``rounds`` rounds: (median
+    hot path ns, median whole session ns, ...)."""
+    figures: dict[str, list[tuple[int, ...]]] = {name: [] for name in variants}
     for round_index in range(rounds):
         names = list(variants)
         if round_index % 2:
             names.reverse()
         for name in names:
-            hot_ns, whole_ns = variants[name]()
-            hot[name].append(hot_ns)
-            whole[name].append(whole_ns)
-    return {name: (statistics.median(hot[name]), statistics.median(whole[name]))
+            figures[name].append(tuple(variants[name]()))
+    return {name: tuple(statistics.median(column) for column in zip(*figures[name]))
             for name in variants}

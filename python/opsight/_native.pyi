@@ -38,6 +38,17 @@ def set_session_metrics(groups: int, heap: bool) -> None: ...
 def session_metrics() -> tuple[int, bool]: ...
 def set_heap_hooks(start: Callable[[], Any], finish: Callable[[Any], None]) -> None: ...
 
+class ModuleCallRecorder:
+    """recorder(module, args, kwargs): original_call(module, *args, **kwargs) inside a span
+    of category module (opsight.torch's hot path)."""
+    charge_ns: float
+    named_modules: int
+    def __init__(self, original_call: Callable[..., Any],
+                 name_of: Callable[[Any, Any], int], charge_ns: float = 0.0,
+                 calibrating: bool = False) -> None: ...
+    def __call__(self, module: Any, args: tuple[Any, ...],
+                 kwargs: dict[str, Any] | None) -> Any: ...
+
 class TracedFunction:
     """Records a span around each call of `wrapped` (binds as a method)."""
     _opsight_wrapped: Callable[..., Any]

@@ -27,6 +27,7 @@
 #include "export/metrics_endpoint.hpp"
 #include "export/record_export.hpp"
 #include "io/io.hpp"
+#include "module_call_recorder.hpp"
 #include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
 #include "recorder_api.h"
@@ -520,6 +521,7 @@ const OpsightRecorderApi kRecorderApi = {
       opsight::add_arg(std::string_view(key, key_size), value);
     },
     [](double nanoseconds) { opsight::internal::add_overhead_ns(nanoseconds); },
+    &opsight::internal::g_recording,
 };
 
 // `opsight ctl`: the core's control watcher (session/control.hpp) calls this on its own
@@ -608,6 +610,7 @@ NB_MODULE(_native, m) {
   using namespace opsight::python;
   m.doc() = "opsight's C++ core (private: use the opsight package)";
   if (!add_traced_callable_types(m.ptr())) throw nb::python_error();
+  if (!add_module_call_recorder_type(m.ptr())) throw nb::python_error();
 
   m.def("version", [] { return std::string(opsight::version()); });
   m.attr("_recorder_api") = nb::steal(PyCapsule_New(const_cast<OpsightRecorderApi*>(&kRecorderApi),

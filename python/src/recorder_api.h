@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define OPSIGHT_RECORDER_API_VERSION 2
+#define OPSIGHT_RECORDER_API_VERSION 3
 #define OPSIGHT_RECORDER_API_CAPSULE "opsight._native._recorder_api"
 
 #ifdef __cplusplus
@@ -39,6 +39,10 @@ typedef struct OpsightRecorderApi {
   /* Adds nanoseconds to the calling thread's tracer overhead: time the caller's hooks
    * cost that the recorder cannot see (the reports' overhead line shows it). */
   void (*add_overhead_ns)(double nanoseconds);
+  /* The flag `recording` reads, for callers on a per-operator hot path: a C++ caller casts
+   * it to `const std::atomic<bool>*` and loads it relaxed (nonzero while a session
+   * records), saving the call. */
+  const void* recording_flag;
 } OpsightRecorderApi;
 
 #ifdef __cplusplus

@@ -7,20 +7,24 @@
 // timelines as the Python spans that called them, nested under them.
 //
 // Cost per operator: a load and a branch while no session records; when one records, a
-// name lookup in a per-thread cache and the recorder's begin/end (docs/torch.md has the
-// figures). Input shapes, when asked for, need torch to keep the inputs for the callback
-// and a string built per operator: a larger cost, which is why they are off by default.
+// name lookup in a per-thread direct-mapped cache and the recorder's begin/end, with the
+// thread's state in one block of static TLS (docs/torch.md has the figures). Input shapes, when
+// asked for, need torch to keep the inputs for the callback and a string built per operator: a
+// larger cost, which is why they are off by default.
 //
 // That cost is charged to the tracer overhead the reports show: the recorder counts its
 // own events, but torch also builds a RecordFunction for every operator only because a
 // callback is installed. install() measures that floor once per process (a trivial
 // operator run with and without the callback) and every recorded operator adds it, plus
-// the measured time of its input-shape string, to its thread's overhead.
+// the measured time of its input-shape string, to its thread's overhead: in batches, when
+// a thread's outermost operator ends with 64 or more uncharged, and when a session stops
+// (flush_charges(), for the stopping thread; another thread's last few are not charged).
 #include <ATen/ops/empty.h>
 #include <ATen/record_function.h>
 #include <Python.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -37,6 +41,10 @@
 namespace {
 
 const OpsightRecorderApi* g_api = nullptr;
+// The recorder's "a session records" flag (recorder_api.h): one load, no call.
+const std::atomic<bool>* g_recording_flag = nullptr;
+
+bool recording() { return g_recording_flag->load(std::memory_order_relaxed); }
 
 // What the callback of one installation records. Only one installation is live at a time
 // (install() replaces it), which keeps the callbacks free of lookups.
@@ -49,49 +57,96 @@ at::CallbackHandle g_handle = 0;
 // What torch's operator machinery costs per operator because the callback is installed,
 // in ns (measured by install(); read by the callbacks of every thread).
 std::atomic<double> g_floor_ns{0.0};
-// Set while install() measures that floor: the callback then records nothing.
-thread_local bool t_calibrating = false;
 
-// Name ids of the operator names this thread has seen. RecordFunction names of dispatcher
+// Name ids of the operator names one thread has seen. RecordFunction names of dispatcher
 // operators point into the operator's registered name, stable for the process; names of
-// user scopes and autograd nodes may be owned by the RecordFunction and freed after it, so
-// the cache keys on the pointer but keeps a copy of the text and checks it on each hit.
-struct NameCache {
+// user scopes may be owned by the RecordFunction and freed after it, so the cache keys on
+// the pointer but keeps a copy of the text and checks it on each hit. A direct-mapped
+// table answers the hot path (a hash of the pointer, a compare of a short string); the
+// map by text is the slow path of a first sighting or a collision.
+class OperatorNames {
+ public:
+  uint32_t name_id(const char* name, at::RecordScope scope) {
+    auto address = reinterpret_cast<uintptr_t>(name);
+    Entry& entry = entries_[((address >> 3) ^ (address >> 11)) & (kEntries - 1)];
+    if (entry.pointer == name && std::strcmp(entry.text.c_str(), name) == 0) [[likely]]
+      return entry.name_id;
+    // The category is part of the key: the same text under two scopes gives two names.
+    std::string_view category = category_of(scope);
+    std::string key(category);
+    key.push_back('\0');
+    key.append(name);
+    uint32_t& id = by_text_[key];
+    if (id == 0)
+      id = g_api->register_name(name, std::strlen(name), category.data(), category.size());
+    entry.pointer = name;
+    entry.text = name;
+    entry.name_id = id;
+    return id;
+  }
+
+ private:
+  static std::string_view category_of(at::RecordScope scope) {
+    switch (scope) {
+      case at::RecordScope::USER_SCOPE:
+        return "annotation";
+      case at::RecordScope::TORCHSCRIPT_FUNCTION:
+        return "torchscript";
+      default:
+        return "operator";
+    }
+  }
+
   struct Entry {
-    std::string text;
+    const char* pointer = nullptr;
     uint32_t name_id = 0;
+    std::string text;
   };
-  std::unordered_map<const char*, Entry> by_pointer;
-  std::unordered_map<std::string, uint32_t> by_text;
+  static constexpr size_t kEntries = 512;
+  std::array<Entry, kEntries> entries_;
+  std::unordered_map<std::string, uint32_t> by_text_;
 };
 
-std::string_view category_of(at::RecordScope scope) {
-  switch (scope) {
-    case at::RecordScope::USER_SCOPE:
-      return "annotation";
-    case at::RecordScope::TORCHSCRIPT_FUNCTION:
-      return "torchscript";
-    default:
-      return "operator";
+// Everything the callbacks of one thread touch on every operator, in one block of static
+// TLS (initial-exec: a plain %fs-relative load, no __tls_get_addr call per access).
+//
+// `recorded_bits` is the stack of whether each open RecordFunction of this thread began a
+// span: torch calls the end callback of every start, LIFO per thread; an end without its
+// start on this thread (an operator finished elsewhere) pops nothing and records nothing.
+// Operators nested deeper than kMaxDepth are not recorded. `uncharged` counts recorded
+// operators whose floor is not yet added to the thread's overhead: it is charged in one
+// call when the thread's outermost operator ends with at least kChargeBatch pending (and
+// by uninstall() on its thread), not per operator.
+constexpr uint32_t kMaxDepth = 256;
+constexpr uint32_t kChargeBatch = 64;
+struct ThreadObserverState {
+  uint64_t recorded_bits[kMaxDepth / 64];
+  uint32_t depth;
+  uint32_t uncharged;
+  bool calibrating;  // set while install() measures the floor: nothing is recorded
+  OperatorNames* names;
+};
+thread_local constinit ThreadObserverState t_state __attribute__((tls_model("initial-exec"))) = {};
+
+// Frees a thread's OperatorNames when the thread exits; touched once per thread, when the
+// names are first needed, so the hot path never goes through a TLS initialiser.
+struct OperatorNamesOwner {
+  std::unique_ptr<OperatorNames> names;
+};
+thread_local OperatorNamesOwner t_names_owner;
+
+OperatorNames& thread_names() {
+  if (t_state.names == nullptr) [[unlikely]] {
+    t_names_owner.names = std::make_unique<OperatorNames>();
+    t_state.names = t_names_owner.names.get();
   }
+  return *t_state.names;
 }
 
-uint32_t name_id_of(const at::RecordFunction& function) {
-  thread_local NameCache cache;
-  const char* name = function.name();
-  if (name == nullptr) name = "(unnamed operator)";
-  auto found = cache.by_pointer.find(name);
-  if (found != cache.by_pointer.end() && std::strcmp(found->second.text.c_str(), name) == 0)
-    return found->second.name_id;
-  // The category is part of the key: the same text under two scopes gives two names.
-  std::string_view category = category_of(function.scope());
-  std::string key(category);
-  key.push_back('\0');
-  key.append(name);
-  uint32_t& id = cache.by_text[key];
-  if (id == 0) id = g_api->register_name(name, std::strlen(name), category.data(), category.size());
-  cache.by_pointer[name] = NameCache::Entry{name, id};
-  return id;
+void charge_uncharged_operators() {
+  if (t_state.uncharged == 0) return;
+  g_api->add_overhead_ns(t_state.uncharged * g_floor_ns.load(std::memory_order_relaxed));
+  t_state.uncharged = 0;
 }
 
 void append_shape(std::string& out, const at::Tensor& tensor) {
@@ -134,42 +189,46 @@ std::string input_shapes(const at::RecordFunction& function) {
   return out;
 }
 
-// Whether each open RecordFunction of this thread began a span: torch calls the end
-// callback of every start, LIFO per thread; an end without its start on this thread (an
-// operator finished elsewhere) pops nothing and records nothing.
-thread_local std::vector<bool> t_recorded;
+// The shapes string of the span just begun, its time charged to the thread's overhead.
+void record_input_shapes(const at::RecordFunction& function) {
+  auto began = std::chrono::steady_clock::now();
+  std::string shapes = input_shapes(function);
+  static constexpr std::string_view kKey = "input_shapes";
+  g_api->add_arg_string(kKey.data(), kKey.size(), shapes.data(), shapes.size());
+  g_api->add_overhead_ns(
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - began).count());
+}
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& function) {
-  bool recorded = false;
-  if (g_api->recording() != 0 && !t_calibrating) {
-    recorded = g_api->begin(name_id_of(function)) != 0;
-    if (recorded) {
-      double cost_ns = g_floor_ns.load(std::memory_order_relaxed);
-      if (g_options.record_shapes && function.needsInputs()) {
-        auto began = std::chrono::steady_clock::now();
-        std::string shapes = input_shapes(function);
-        static constexpr std::string_view kKey = "input_shapes";
-        g_api->add_arg_string(kKey.data(), kKey.size(), shapes.data(), shapes.size());
-        cost_ns +=
-            std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - began)
-                .count();
-      }
-      g_api->add_overhead_ns(cost_ns);
-    }
-  }
-  t_recorded.push_back(recorded);
+  ThreadObserverState& state = t_state;
+  uint32_t depth = state.depth++;
+  if (depth >= kMaxDepth) [[unlikely]]
+    return nullptr;
+  uint64_t bit = uint64_t{1} << (depth % 64);
+  state.recorded_bits[depth / 64] &= ~bit;
+  if (!recording() || state.calibrating) return nullptr;
+  const char* name = function.name();
+  if (name == nullptr) [[unlikely]]
+    name = "(unnamed operator)";
+  if (g_api->begin(thread_names().name_id(name, function.scope())) == 0) return nullptr;
+  state.recorded_bits[depth / 64] |= bit;
+  ++state.uncharged;
+  if (g_options.record_shapes && function.needsInputs()) record_input_shapes(function);
   return nullptr;
 }
 
 void on_operator_end(const at::RecordFunction& /*function*/, at::ObserverContext* /*context*/) {
-  if (t_recorded.empty()) return;
-  bool recorded = t_recorded.back();
-  t_recorded.pop_back();
-  if (recorded) g_api->end();
+  ThreadObserverState& state = t_state;
+  if (state.depth == 0) return;
+  uint32_t depth = --state.depth;
+  if (depth >= kMaxDepth) return;
+  if (state.recorded_bits[depth / 64] & (uint64_t{1} << (depth % 64))) g_api->end();
+  if (depth == 0 && state.uncharged >= kChargeBatch) charge_uncharged_operators();
 }
 
 void remove_callback() {
   if (!g_installed) return;
+  charge_uncharged_operators();
   at::removeCallback(g_handle);
   g_installed = false;
 }
@@ -200,9 +259,9 @@ double measure_floor_ns() {
   double with_callback = std::numeric_limits<double>::infinity();
   double without_callback = with_callback;
   for (int round = 0; round < kRounds; ++round) {
-    t_calibrating = true;
+    t_state.calibrating = true;
     with_callback = std::min(with_callback, ns_per_trivial_operator());
-    t_calibrating = false;
+    t_state.calibrating = false;
     at::removeCallback(g_handle);
     without_callback = std::min(without_callback, ns_per_trivial_operator());
     add_callback();
@@ -242,6 +301,11 @@ PyObject* installed(PyObject* /*module*/, PyObject* /*args*/) {
   return PyBool_FromLong(g_installed ? 1 : 0);
 }
 
+PyObject* flush_charges(PyObject* /*module*/, PyObject* /*args*/) {
+  charge_uncharged_operators();
+  Py_RETURN_NONE;
+}
+
 PyObject* floor_ns(PyObject* /*module*/, PyObject* /*args*/) {
   return PyFloat_FromDouble(g_floor_ns.load(std::memory_order_relaxed));
 }
@@ -253,6 +317,9 @@ PyMethodDef kMethods[] = {
      "earlier installation)."},
     {"uninstall", &uninstall, METH_NOARGS, "Removes the operator observer."},
     {"installed", &installed, METH_NOARGS, "Whether the operator observer is installed."},
+    {"flush_charges", &flush_charges, METH_NOARGS,
+     "Charges the calling thread's recorded operators whose floor is not yet in its tracer "
+     "overhead (a session stopping calls it)."},
     {"floor_ns", &floor_ns, METH_NOARGS,
      "What torch's operator machinery costs per operator with the observer installed, in "
      "ns (measured by install(); charged to the overhead of every recorded operator)."},
@@ -283,6 +350,7 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__torch_observ
                  OPSIGHT_RECORDER_API_VERSION, g_api->abi_version);
     return nullptr;
   }
+  g_recording_flag = static_cast<const std::atomic<bool>*>(g_api->recording_flag);
   PyObject* module = PyModule_Create(&kModule);
   if (module == nullptr) return nullptr;
   if (PyModule_AddStringConstant(module, "built_for_torch", OPSIGHT_TORCH_VERSION) != 0) {
