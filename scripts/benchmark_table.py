@@ -13,6 +13,8 @@ RATIOS = [
     ("BM_SpanCompiledOut", "BM_EmptyLoop", "compiled-out span (a noinline call) / empty loop"),
     ("BM_NativeRead", "BM_BaselineCopyBytes", "native read / memcpy of the file"),
     ("BM_NativeWrite", "BM_BaselineCopyBytes", "native write / memcpy of the file"),
+    ("BM_NativeWriteFile", "BM_BaselineWriteFileBytes",
+     "native write to a real file / writing the same bytes to it"),
 ]
 
 

@@ -1,9 +1,14 @@
 // The native format on a 1M-slice trace (8 threads, nesting 4 deep, one arg on every
 // eighth slice), against baselines from the same run: copying the bytes (memory
-// bandwidth) and checksumming them (the reader's unavoidable pass).
+// bandwidth) and checksumming them (the reader's unavoidable pass); and writing a real file
+// against writing the same bytes to it.
 #include <benchmark/benchmark.h>
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "format/chunk_codec.hpp"
 #include "io/io.hpp"
@@ -67,6 +72,43 @@ void BM_NativeWrite(benchmark::State& state) {
   state.counters["slices"] = static_cast<double>(trace.slices.size());
 }
 BENCHMARK(BM_NativeWrite)->Unit(benchmark::kMillisecond);
+
+// A scratch file of this process's: what the file benchmarks write and replace.
+std::string scratch_path() {
+  static const std::string path = "/tmp/opsight_native_benchmark_" + std::to_string(getpid()) +
+                                  ".opsight";
+  return path;
+}
+
+// What `opsight` pays to save a trace: write_trace_file (serialise, write a temporary file
+// in the folder, rename it over the path), to a real file.
+void BM_NativeWriteFile(benchmark::State& state) {
+  const auto& trace = million_slice_trace();
+  for (auto _ : state) {
+    if (auto error = opsight::io::write_trace_file(trace, scratch_path())) {
+      state.SkipWithError(error->c_str());
+      break;
+    }
+  }
+  std::remove(scratch_path().c_str());
+  state.SetBytesProcessed(
+      static_cast<int64_t>(million_slice_bytes().size() * state.iterations()));
+}
+BENCHMARK(BM_NativeWriteFile)->Unit(benchmark::kMillisecond);
+
+// Its baseline: the same bytes, already serialised, written to the same file.
+void BM_BaselineWriteFileBytes(benchmark::State& state) {
+  const std::string& bytes = million_slice_bytes();
+  for (auto _ : state) {
+    if (auto error = opsight::io::write_file_bytes(scratch_path(), bytes)) {
+      state.SkipWithError(error->c_str());
+      break;
+    }
+  }
+  std::remove(scratch_path().c_str());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes.size() * state.iterations()));
+}
+BENCHMARK(BM_BaselineWriteFileBytes)->Unit(benchmark::kMillisecond);
 
 void BM_NativeRead(benchmark::State& state) {
   const std::string& bytes = million_slice_bytes();
