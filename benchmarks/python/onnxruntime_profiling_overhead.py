@@ -19,7 +19,10 @@ sessions of the same model:
 Each round times a batch of ``--number`` runs of every variant, the variants in a fresh
 random order each round (a noisy neighbour hits all alike); per variant: the median over
 rounds of the time per run, and its ratio to ``plain`` in the same round (median over
-rounds), in wall-clock time and in the calling thread's CPU time. ORT's profiler keeps every event in memory until the profile ends, and opsight
+rounds), in wall-clock time and in the calling thread's CPU time; and the whole session
+per run as a user pays it, from the profile's start to its end (ORT: ``end_profiling()``
+writing its JSON; opsight: the stop that ends ORT's profile, reads it and merges it), which
+gives the merge's own cost. ORT's profiler keeps every event in memory until the profile ends, and opsight
 ends a session's profile when its recording stops, so both profiled sessions are created
 afresh (and warmed up) before each round: each variant's batch runs on a profile holding
 only that batch. At the end, the alignment
@@ -115,14 +118,16 @@ def main() -> int:
 
     variants = ["plain", "ORT profiling", "opsight.onnxruntime", "opsight span only"]
     per_run: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    # The whole session per run, wall ns: the runs plus what the tool does when its profile
+    # ends (ORT: end_profiling() writing its JSON; opsight: the session's start and stop,
+    # ORT's profile ended, read and merged into the recording).
+    whole_per_run: dict[str, list[float]] = {name: [] for name in variants}
     ratios: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     ort_only = traced = None
     alignment_report = None
     margins: list[tuple[int, int]] = []
     model_runs = 0
     for _ in range(arguments.rounds):
-        if ort_only is not None:
-            os.remove(ort_only.end_profiling())
         ort_only, traced = new_profiled_sessions()
         with opsight_onnxruntime.instrumented():
             for session in (plain, ort_only, traced):  # warm-up, outside the timing
@@ -132,10 +137,12 @@ def main() -> int:
         random.shuffle(order)
         gc.disable()
         for name in order:
+            whole_start = time.perf_counter_ns()
             if name == "plain":
                 results[name] = timed(plain, arguments.number)
             elif name == "ORT profiling":
                 results[name] = timed(ort_only, arguments.number)
+                profile_path = ort_only.end_profiling()
             elif name == "opsight span only":
                 with opsight_onnxruntime.instrumented():
                     with opsight.profile():
@@ -144,6 +151,10 @@ def main() -> int:
                 with opsight_onnxruntime.instrumented():
                     with opsight.profile() as prof:
                         results[name] = timed(traced, arguments.number)
+            whole_per_run[name].append((time.perf_counter_ns() - whole_start) / arguments.number)
+            if name == "ORT profiling":
+                os.remove(profile_path)
+            elif name == "opsight.onnxruntime":
                 alignment_report = opsight_onnxruntime.alignments()
                 margins, model_runs = run_span_margins(prof)
         gc.enable()
@@ -151,7 +162,6 @@ def main() -> int:
             per_run[name].append(results[name])
             ratios[name].append((results[name][0] / results["plain"][0],
                                  results[name][1] / results["plain"][1]))
-    os.remove(ort_only.end_profiling())
 
     print(f"model: {arguments.layers} x (MatMul+Add+Relu), width {arguments.width}, batch "
           f"{arguments.batch}; onnxruntime {onnxruntime.__version__}, 1 intra-op thread; "
@@ -166,6 +176,21 @@ def main() -> int:
         cpu_ratio = statistics.median(value[1] for value in ratios[name])
         print(f"| {name} | {wall / 1000:.1f} µs | {cpu / 1000:.1f} µs | {wall_ratio:.2f} "
               f"| {cpu_ratio:.2f} |")
+    print()
+    print("Whole session, as a user pays it (the runs, then the tool's end: ORT's "
+          "end_profiling(); opsight's stop, which ends ORT's profile and merges it)")
+    print("| variant | per run, wall (median) | × plain | added per run |")
+    print("|---|---|---|---|")
+    plain_whole = statistics.median(whole_per_run["plain"])
+    for name in variants:
+        whole = statistics.median(whole_per_run[name])
+        print(f"| {name} | {whole / 1000:.1f} µs | {whole / plain_whole:.2f} | "
+              f"{(whole - plain_whole) / 1000:+.1f} µs |")
+    merge = [whole - hot[0] for whole, hot in zip(whole_per_run["opsight.onnxruntime"],
+                                                  per_run["opsight.onnxruntime"])]
+    print(f"opsight.onnxruntime's stop (ORT's profile ended, read and merged) per run: "
+          f"{statistics.median(merge) / 1000:.1f} µs, {statistics.median(merge) * arguments.number / 1e6:.1f} "
+          f"ms per session of {arguments.number} runs (median over rounds)")
     print()
     for entry in alignment_report or []:
         print("alignment (last round):", {key: value for key, value in entry.items() if key != "file"})
