@@ -55,13 +55,21 @@ OPSIGHT_API const char* version();
 using NameId = uint32_t;
 OPSIGHT_API NameId register_name(std::string_view name, std::string_view category = {});
 
-// True while a session is recording (not paused).
-inline bool recording() { return internal::g_recording.load(std::memory_order_relaxed); }
+// True while a session is recording (not paused), and the calling thread's current track
+// is not inside a sampled-out unit (see SessionOptions::sample_rate).
+inline bool recording() {
+  return internal::g_recording.load(std::memory_order_relaxed) &&
+         !(internal::t_sampled_out && internal::g_sampling.load(std::memory_order_relaxed));
+}
 
 // Begin/end calls for front ends. Each thread's spans nest: end() closes the innermost
 // span the thread began. begin() returns whether it recorded; call end() only if it did.
+// (With sampling, the begin of a sampled-out unit's root returns true without writing:
+// its end() closes the unit.)
 inline bool begin(NameId name) {
-  if (!recording()) return false;
+  if (!internal::g_recording.load(std::memory_order_relaxed)) return false;
+  if (internal::g_sampling.load(std::memory_order_relaxed)) [[unlikely]]
+    return internal::begin_sampled(name);
   format::Slot* slot = internal::reserve(1);
   if (slot == nullptr) return false;
   internal::write_slot(slot, internal::now_ticks(),
@@ -238,7 +246,36 @@ struct SessionOptions {
   // every GPU's utilization, memory, power and temperature this often, as counter tracks
   // (docs/metrics.md). 0: no sampler.
   uint32_t sample_interval_ms = 0;
+  // Sampling by unit (always-on tracing at a fraction of the cost): below 1, only this
+  // share of the units is recorded, spread evenly (the first, then one in every
+  // 1/sample_rate); a unit sampled out records nothing, and costs the program about what
+  // running with no session does. A unit is a root span (the first span a thread or async
+  // track begins with none open) or, when `sample_root` is set, a span of that name
+  // ("category:NAME": of that category) begun outside a unit, with everything under it.
+  // The run info says the policy and how many units were seen and recorded
+  // ("sampling", "sampling_units", "sampling_units_recorded"); reports state it.
+  double sample_rate = 1.0;
+  std::string sample_root = {};
 };
+
+// Sampling, for front ends: the next span the calling thread begins (on whichever track)
+// opens a unit that is recorded (or not) whatever its name and the rate say, unless it
+// begins inside a unit: the sampled flag of a caller's W3C traceparent, the decision of the
+// unit that handed work to a thread pool or a child process. Counted with the others. Does
+// nothing when the session does not sample.
+OPSIGHT_API void decide_next_sampling_unit(bool recorded);
+// The unit the calling thread's current track is in, for a front end handing work over
+// (to a thread pool, a child process): the receiving side continues it with
+// decide_next_sampling_unit. kNone also when the session does not sample.
+enum class SamplingUnit : uint8_t { kNone, kRecorded, kSampledOut };
+OPSIGHT_API SamplingUnit current_sampling_unit();
+// Whether the calling thread's current track is inside a sampled-out unit.
+inline bool sampled_out() {
+  return internal::t_sampled_out && internal::g_sampling.load(std::memory_order_relaxed);
+}
+// Called on a thread when it enters (true) or leaves (false) a sampled-out unit, so that a
+// front end can switch its own hooks off meanwhile (the torch operator observer does).
+OPSIGHT_API void set_sampling_listener(void (*listener)(bool sampled_out));
 
 // Records while alive. One session at a time per process: a second one reports an error
 // through ok()/error() and records nothing. Thread-safety: construct, pause, resume and

@@ -177,11 +177,21 @@ def inject(headers: MutableMapping[str, str] | None = None) -> MutableMapping[st
     call made inside the current span, which becomes the callee's parent: it is given the
     id the header carries. If the call is made on another thread or task than the span
     serving the request (a handler run in a thread pool), the current span also joins the
-    request's trace, as a child of that span. Returns ``headers`` (a new dict when None);
-    unchanged without a session."""
+    request's trace, as a child of that span. Inside a unit that sampling left out, the
+    header carries the sampled flag off (and no span of ours). Returns ``headers`` (a new
+    dict when None); unchanged without a session."""
     if headers is None:
         headers = {}
     served = _current.get()
+    if _native.sampled_out():
+        # The unit this call is made in was sampled out: the callee is told (the sampled
+        # flag off) so that its own spans for this request are left out too.
+        trace_id = served.trace_id if served is not None else _native.session_trace_id()
+        if trace_id:
+            flags = (served.flags if served is not None else 1) & ~1
+            headers["traceparent"] = _native.format_traceparent(
+                trace_id, _native.new_flow_id(), flags)
+        return headers
     if served is not None:
         if not _native.recording():
             return headers

@@ -522,6 +522,14 @@ const OpsightRecorderApi kRecorderApi = {
     },
     [](double nanoseconds) { opsight::internal::add_overhead_ns(nanoseconds); },
     &opsight::internal::g_recording,
+    [](void (*listener)(int)) {
+      // One listener at a time (the torch observer's); the core's takes a bool.
+      static std::atomic<void (*)(int)> g_listener{nullptr};
+      g_listener.store(listener);
+      opsight::set_sampling_listener(listener == nullptr ? nullptr : +[](bool sampled_out) {
+        if (auto* current = g_listener.load()) current(sampled_out ? 1 : 0);
+      });
+    },
 };
 
 // `opsight ctl`: the core's control watcher (session/control.hpp) calls this on its own
@@ -698,6 +706,15 @@ NB_MODULE(_native, m) {
   m.def("counter", [](std::string_view name, double value) { opsight::counter(name, value); });
   m.def("set_thread_name", [](std::string_view name) { opsight::set_thread_name(name); });
   m.def("recording", [] { return opsight::recording(); });
+  m.def(
+      "sampled_out", [] { return opsight::sampled_out(); },
+      "Whether the calling thread's current track is inside a sampled-out unit.");
+  m.def(
+      "sampling_unit", [] { return static_cast<int>(opsight::current_sampling_unit()); },
+      "The unit the calling thread is in: 0 none (or no sampling), 1 recorded, 2 sampled out.");
+  m.def("decide_next_sampling_unit", &opsight::decide_next_sampling_unit, nb::arg("recorded"),
+        "The next sampling unit the calling thread begins is recorded (or not) whatever the "
+        "rate says; nothing when the session does not sample.");
   m.def("set_tracing_enabled", &set_python_tracing_enabled, nb::arg("enabled"));
 
   // Metrics (opsight._capture.metrics wraps these).
@@ -786,17 +803,20 @@ NB_MODULE(_native, m) {
       .def(
           "__init__",
           [](Session* self, const std::string& output, size_t buffer_mb, uint32_t flush_ms,
-             uint32_t sample_ms) {
+             uint32_t sample_ms, double sample_rate, const std::string& sample_root) {
             SessionOptions options;
             options.output = output;
             options.buffer_bytes = buffer_mb << 20;
             options.flush_interval_ms = flush_ms;
             options.sample_interval_ms = sample_ms;
+            options.sample_rate = sample_rate;
+            options.sample_root = sample_root;
             reset_task_tracks();
             new (self) Session(options);
           },
           nb::arg("output") = "", nb::arg("buffer_mb") = 64, nb::arg("flush_interval_ms") = 100,
-          nb::arg("sample_interval_ms") = 0)
+          nb::arg("sample_interval_ms") = 0, nb::arg("sample_rate") = 1.0,
+          nb::arg("sample_root") = "")
       .def("pause", &Session::pause)
       .def("resume", &Session::resume)
       .def("stop", &Session::stop, nb::call_guard<nb::gil_scoped_release>())

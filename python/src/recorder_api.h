@@ -43,6 +43,10 @@ typedef struct OpsightRecorderApi {
    * it to `const std::atomic<bool>*` and loads it relaxed (nonzero while a session
    * records), saving the call. */
   const void* recording_flag;
+  /* Sets the one function called on a thread when it enters (1) or leaves (0) a unit the
+   * session's sampling left out (NULL: none), so that the caller's own hooks can stand down
+   * meanwhile. */
+  void (*set_sampling_listener)(void (*listener)(int sampled_out));
 } OpsightRecorderApi;
 
 #ifdef __cplusplus

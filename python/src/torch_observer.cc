@@ -226,6 +226,11 @@ void on_operator_end(const at::RecordFunction& /*function*/, at::ObserverContext
   if (depth == 0 && state.uncharged >= kChargeBatch) charge_uncharged_operators();
 }
 
+// A unit the session's sampling left out costs what no session costs: torch builds no
+// RecordFunction on this thread (nor on the intra-op threads it hands work to, which take
+// its thread-local state) until the unit ends. (torch.profiler sees nothing there either.)
+void on_sampling_changed(int sampled_out) { at::enableRecordFunction(sampled_out == 0); }
+
 void remove_callback() {
   if (!g_installed) return;
   charge_uncharged_operators();
@@ -351,6 +356,10 @@ extern "C" __attribute__((visibility("default"))) PyObject* PyInit__torch_observ
     return nullptr;
   }
   g_recording_flag = static_cast<const std::atomic<bool>*>(g_api->recording_flag);
+  // For the life of the process, installed or not: a thread that entered a sampled-out
+  // unit gets its RecordFunction back when it leaves, even if the observer was removed
+  // meanwhile.
+  g_api->set_sampling_listener(&on_sampling_changed);
   PyObject* module = PyModule_Create(&kModule);
   if (module == nullptr) return nullptr;
   if (PyModule_AddStringConstant(module, "built_for_torch", OPSIGHT_TORCH_VERSION) != 0) {

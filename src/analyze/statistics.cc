@@ -159,7 +159,26 @@ OverheadSummary summarize_overhead(const trace::Trace& trace) {
                                         : 0.0;
   summary.metric_cost = parse_metric_cost(trace.run);
   summary.exports = parse_export_outcomes(trace.run);
+  summary.sampling = parse_sampling(trace.run);
   return summary;
+}
+
+SamplingSummary parse_sampling(const trace::RunInfo& run) {
+  SamplingSummary sampling;
+  auto count = [](const std::string& text) -> uint64_t {
+    uint64_t value = 0;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return error == std::errc() && end == text.data() + text.size() ? value : 0;
+  };
+  for (const auto& [key, value] : run.extra) {
+    if (key == "sampling")
+      sampling.policy = value;
+    else if (key == "sampling_units")
+      sampling.units = count(value);
+    else if (key == "sampling_units_recorded")
+      sampling.recorded = count(value);
+  }
+  return sampling;
 }
 
 std::vector<ExportOutcome> parse_export_outcomes(const trace::RunInfo& run) {

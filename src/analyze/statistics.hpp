@@ -76,6 +76,16 @@ struct ExportOutcome {
 std::vector<ExportOutcome> parse_export_outcomes(const trace::RunInfo& run);
 
 // What the tracer cost, as every report shows it (HiQ's "transparent" tracing).
+// What sampling kept (RunInfo::extra "sampling", "sampling_units",
+// "sampling_units_recorded"): every count of a sampled trace is of the recorded units.
+struct SamplingSummary {
+  std::string policy;  // "1 in 100 of 'handle_request' spans"; empty: not sampled
+  uint64_t units = 0;
+  uint64_t recorded = 0;
+  bool sampled() const { return !policy.empty(); }
+};
+SamplingSummary parse_sampling(const trace::RunInfo& run);
+
 struct OverheadSummary {
   // run.overhead_ns, or the sum of the tracks' overhead_ns when the run total is 0.
   int64_t overhead_ns = 0;
@@ -90,6 +100,7 @@ struct OverheadSummary {
   MetricCost metric_cost;
   // What each export target got (drops included); empty when nothing was exported.
   std::vector<ExportOutcome> exports;
+  SamplingSummary sampling;
 };
 
 OverheadSummary summarize_overhead(const trace::Trace& trace);

@@ -14,9 +14,11 @@
 
 namespace opsight::record::testing {
 
-inline trace::Trace record_and_read(const std::function<void()>& body) {
+inline trace::Trace record_and_read(const std::function<void()>& body,
+                                    RecordingOptions options = {}) {
   auto sink = std::make_unique<MemorySink>();
-  EXPECT_FALSE(start_recording([&](std::string*) { return std::move(sink); }, {}).has_value());
+  EXPECT_FALSE(start_recording([&](std::string*) { return std::move(sink); }, std::move(options))
+                   .has_value());
   body();
   auto stopped = stop_recording();
   EXPECT_TRUE(stopped.sink);

@@ -18,6 +18,7 @@
 #include "opsight/opsight.hpp"
 #include "record/recording_session.hpp"
 #include "record/registry.hpp"
+#include "record/sampling.hpp"
 #include "record/thread_buffers.hpp"
 
 #ifndef OPSIGHT_VERSION_STRING
@@ -76,6 +77,9 @@ std::string_view clip(std::string_view text) { return text.substr(0, format::kMa
 
 void write_arg(std::string_view key, format::SlotKind kind, uint8_t type, uint64_t value_bits,
                std::string_view string_value) {
+  // The root of a sampled-out unit reports its begin recorded: its front end's arguments
+  // must not land on the span around it.
+  if (sampled_out()) return;
   key = clip(key);
   string_value = clip(string_value);
   uint32_t id =
@@ -104,9 +108,16 @@ NameId register_name(std::string_view name, std::string_view category) {
 
 bool begin(std::string_view name) {
   if (!recording()) return false;
+  if (internal::g_sampling.load(std::memory_order_relaxed)) [[unlikely]] {
+    internal::Admission admission = internal::admit_begin(0);
+    if (admission != internal::Admission::kWrite)
+      return admission == internal::Admission::kSampledOutRoot;
+  }
   name = internal::clip(name);
-  return internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kBeginNamed,
-                                    static_cast<uint32_t>(name.size()), 0, name);
+  bool written = internal::write_with_bytes(internal::now_ticks(), format::SlotKind::kBeginNamed,
+                                            static_cast<uint32_t>(name.size()), 0, name);
+  if (!written && internal::g_sampling.load(std::memory_order_relaxed)) internal::undo_admit();
+  return written;
 }
 
 void add_arg(std::string_view key, int64_t value) {
@@ -187,6 +198,7 @@ void switch_track(uint64_t key, std::string_view name) {
   // (A chunk taken by the write above first replayed what this thread had lost, ending on
   // the previously requested track; this switch follows it.)
   record::t_track.requested_key = key;
+  record::sampling::on_switch_track(key);
   if (written) {
     record::t_track.written_key = key;
     if (record::t_lost != nullptr && !name.empty()) record::forget_pending_track_name(key);

@@ -59,6 +59,9 @@ class MemorySink : public ByteSink {
 struct RecordingOptions {
   size_t buffer_bytes = size_t{64} << 20;
   uint32_t flush_interval_ms = 100;
+  // Sampling by unit (SessionOptions::sample_rate, sample_root; record/sampling.hpp).
+  double sample_rate = 1.0;
+  std::string sample_root;
   // Written into the run-info chunk (e.g. "command_line").
   std::vector<std::pair<std::string, std::string>> run_info;
   // Called once when the session stops, after the last events: what it returns is written

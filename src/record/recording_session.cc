@@ -20,6 +20,7 @@
 #include "record/clock.hpp"
 #include "record/recorder.hpp"
 #include "record/registry.hpp"
+#include "record/sampling.hpp"
 #include "record/stream_writer.hpp"
 #include "record/thread_buffers.hpp"
 
@@ -175,6 +176,11 @@ void link_to_parent_call() {
   char* end = nullptr;
   long long parent = std::strtoll(value, &end, 10);
   if (end == value || *end != ':' || parent != static_cast<long long>(getppid())) return;
+  // The unit the parent's call was part of, when it sampled (OPSIGHT_PARENT_SAMPLED "1" or
+  // "0"): this process's first span continues it.
+  if (const char* sampled = std::getenv("OPSIGHT_PARENT_SAMPLED"))
+    if ((sampled[0] == '0' || sampled[0] == '1') && sampled[1] == '\0')
+      decide_next_sampling_unit(sampled[0] == '1');
   const char* hex = end + 1;
   unsigned long long flow = std::strtoull(hex, &end, 16);
   if (end == hex || *end != '\0' || flow == 0) return;
@@ -234,6 +240,16 @@ std::optional<std::string> start_recording(const SinkFactory& open_sink, Recordi
                    [](const auto& entry) { return entry.first == "command_line"; }))
     options.run_info.emplace_back("command_line", process_command_line());
 
+  sampling::configure(options.sample_rate, options.sample_root);
+  if (internal::g_sampling.load()) {  // the units seen and recorded go in the final run info
+    auto session_info = std::move(options.final_run_info);
+    options.final_run_info = [session_info = std::move(session_info)] {
+      std::vector<std::pair<std::string, std::string>> entries;
+      if (session_info) entries = session_info();
+      for (auto& entry : sampling::run_info()) entries.push_back(std::move(entry));
+      return entries;
+    };
+  }
   g_writer = new StreamWriter(std::move(sink), options, event_cost_ns, ticks_per_second);
   g_writer_for_notify.store(g_writer);
   reg.session_running.store(true);
@@ -275,6 +291,7 @@ StopResult stop_recording() {
   }
   delete g_writer;
   g_writer = nullptr;
+  sampling::clear();
   result.events_dropped = dropped;
   return result;
 }

@@ -190,6 +190,10 @@ std::string format_overhead_line(const analyze::OverheadSummary& overhead) {
   std::string drops =
       fmt::format("{} event{} dropped{}", overhead.events_dropped,
                   overhead.events_dropped == 1 ? "" : "s", export_clause(overhead.exports));
+  if (overhead.sampling.sampled())
+    drops +=
+        fmt::format("; sampled {}: {} of {} units recorded (counts are of these, not totals)",
+                    overhead.sampling.policy, overhead.sampling.recorded, overhead.sampling.units);
   if (!overhead.overhead_known)
     return fmt::format("tracer overhead: not recorded in this trace, {}", drops);
   std::string cost = format_duration(static_cast<double>(overhead.overhead_ns));
@@ -341,6 +345,10 @@ void add_overhead_fields(Json& object, const analyze::OverheadSummary& overhead)
                          {"dropped", outcome.dropped}});
     object["export"] = std::move(exports);
   }
+  if (overhead.sampling.sampled())
+    object["sampling"] = {{"policy", overhead.sampling.policy},
+                          {"units", overhead.sampling.units},
+                          {"units_recorded", overhead.sampling.recorded}};
 }
 
 void add_metric_cost_field(Json& object, const analyze::MetricCost& cost) {

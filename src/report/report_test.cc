@@ -95,6 +95,21 @@ TEST(OverheadLine, WithDrops) {
             "tracer overhead: 2.50 ms (2.50% of 100 ms traced), 1234 events dropped");
 }
 
+TEST(OverheadLine, SaysWhatSamplingKeptFromTheRunInfo) {
+  trace::RunInfo run;
+  run.extra = {{"sampling", "1 in 100 of 'handle_request' spans"},
+               {"sampling_units", "3700"},
+               {"sampling_units_recorded", "37"}};
+  analyze::OverheadSummary overhead;
+  overhead.sampling = analyze::parse_sampling(run);
+  EXPECT_EQ(format_overhead_line(overhead),
+            "tracer overhead: not recorded in this trace, 0 events dropped; sampled 1 in 100 "
+            "of 'handle_request' spans: 37 of 3700 units recorded (counts are of these, not "
+            "totals)");
+  run.extra = {{"sampling_units", "x"}};  // no policy: not sampled, whatever else is there
+  EXPECT_FALSE(analyze::parse_sampling(run).sampled());
+}
+
 TEST(OverheadLine, UnknownAndNoTracedTime) {
   analyze::OverheadSummary overhead;
   EXPECT_EQ(format_overhead_line(overhead),

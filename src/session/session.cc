@@ -41,6 +41,8 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   recording.buffer_bytes = state_->options.buffer_bytes;
   recording.flush_interval_ms = state_->options.flush_interval_ms;
   recording.final_run_info = collect::metric_run_info;
+  recording.sample_rate = state_->options.sample_rate;
+  recording.sample_root = state_->options.sample_root;
   // The file is opened (and truncated) only once the recorder has accepted the session.
   auto open_sink = [this](std::string* error) -> std::unique_ptr<record::ByteSink> {
     if (state_->stream_path.empty()) return std::make_unique<record::MemorySink>();

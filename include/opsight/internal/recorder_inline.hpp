@@ -46,6 +46,12 @@ struct ThreadWriter {
 };
 
 OPSIGHT_API extern std::atomic<bool> g_recording;
+// Sampling (SessionOptions::sample_rate; src/record/sampling.hpp): whether the running
+// session samples, and whether the calling thread's current track is inside a unit
+// sampled out (then nothing is recorded on it until the unit ends).
+OPSIGHT_API extern std::atomic<bool> g_sampling;
+OPSIGHT_API extern thread_local constinit bool t_sampled_out
+    __attribute__((tls_model("initial-exec")));
 OPSIGHT_API extern bool g_clock_is_tsc;
 OPSIGHT_API extern thread_local constinit ThreadWriter t_writer
     __attribute__((tls_model("initial-exec")));
@@ -58,6 +64,18 @@ OPSIGHT_API format::Slot* reserve_slow(uint32_t slot_count);
 OPSIGHT_API void note_lost_end();
 // Out of line: assigns `site` an id in the name registry.
 OPSIGHT_API uint32_t register_call_site(const CallSite& site);
+
+// Out of line, while the session samples: what a begin is (written, not written, or the
+// root of a unit sampled out, whose begin is reported recorded but not written) and
+// whether an end is written, with the unit bookkeeping of the calling thread's track.
+// undo_admit() takes back a begin admitted for writing that could not be written.
+enum class Admission : uint8_t { kWrite, kSkip, kSampledOutRoot };
+OPSIGHT_API Admission admit_begin(uint32_t name_id);  // 0: a run-time name
+OPSIGHT_API void undo_admit();
+OPSIGHT_API bool admit_end();
+// begin/end of a span while the session samples.
+OPSIGHT_API bool begin_sampled(uint32_t name_id);
+OPSIGHT_API void end_sampled();
 
 inline int64_t monotonic_ns() {
   timespec now;
@@ -103,6 +121,8 @@ inline bool begin_span(const CallSite& site) {
   uint32_t id = site.id.load(std::memory_order_relaxed);
   if (id == 0) [[unlikely]]
     id = register_call_site(site);
+  if (g_sampling.load(std::memory_order_relaxed)) [[unlikely]]
+    return begin_sampled(id);
   format::Slot* slot = reserve(1);
   if (slot == nullptr) [[unlikely]]
     return false;
@@ -111,7 +131,8 @@ inline bool begin_span(const CallSite& site) {
   return true;
 }
 
-inline void end_span() {
+// A span's end slot, whatever sampling says.
+inline void write_end() {
   // Recorded even when the session was paused meanwhile: the begin was recorded.
   format::Slot* slot = reserve(1);
   if (slot == nullptr) [[unlikely]] {
@@ -120,6 +141,14 @@ inline void end_span() {
   }
   write_slot(slot, now_ticks(), slot_word(0, format::SlotKind::kEnd));
   commit(1);
+}
+
+inline void end_span() {
+  if (g_sampling.load(std::memory_order_relaxed)) [[unlikely]] {
+    end_sampled();
+    return;
+  }
+  write_end();
 }
 
 // An async span's begin or end. One slot (the packed form: the payload in the first 8
@@ -149,7 +178,7 @@ inline bool write_async_begin(uint32_t name, uint64_t async_id) {
 
 // One end of a flow: a single slot whose ticks field holds the flow id.
 inline void write_flow(uint64_t flow_id, format::FlowDirection direction) {
-  if (!g_recording.load(std::memory_order_relaxed)) return;
+  if (!g_recording.load(std::memory_order_relaxed) || t_sampled_out) return;
   if (format::Slot* slot = reserve(1)) [[likely]] {
     write_slot(slot, flow_id, slot_word(0, format::SlotKind::kFlow, direction));
     commit(1);

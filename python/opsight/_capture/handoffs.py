@@ -78,8 +78,12 @@ def _job_name(function: Any) -> str:
 
 def _job(function: Callable, flow: int, served: Any) -> Callable:
     job_name = name_id(_job_name(function))
+    # With sampling, a job submitted inside a recorded unit is part of it.
+    in_recorded_unit = _native.sampling_unit() == _RECORDED_UNIT
 
     def run_job(*args, **kwargs):
+        if in_recorded_unit:
+            _native.decide_next_sampling_unit(True)
         began = _native.begin(job_name)
         if began:
             _native.flow_in(flow)
@@ -97,10 +101,35 @@ def _job(function: Callable, flow: int, served: Any) -> Callable:
     return run_job
 
 
+def _sampled_out_job(function: Callable) -> Callable:
+    """``function`` run as part of the unit that submitted it, which sampling left out."""
+
+    def run_job(*args, **kwargs):
+        _native.decide_next_sampling_unit(False)
+        began = _native.begin(_SAMPLED_OUT_JOB)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if began:
+                _native.end()
+
+    return run_job
+
+
+_SAMPLED_OUT_JOB = name_id("job (sampled out)")
+# _native.sampling_unit(): the unit the calling thread is in.
+_RECORDED_UNIT = 1
+#: The environment variable that carries the parent's unit to a child process ("1": it was
+#: recorded, "0": sampled out); read by the core with PARENT_FLOW_VARIABLE.
+PARENT_SAMPLED_VARIABLE = "OPSIGHT_PARENT_SAMPLED"
+
+
 def _traced_submit(original: Callable) -> Callable:
     @functools.wraps(original)
     def submit(self, fn, /, *args, **kwargs):
         if not _native.recording():
+            if _native.sampled_out():  # the job is part of the submitter's unit: left out too
+                return original(self, _sampled_out_job(fn), *args, **kwargs)
             return original(self, fn, *args, **kwargs)
         flow = _native.new_flow_id()
         _native.flow_out(flow)
@@ -129,30 +158,42 @@ def _parent_flow_value(flow: int) -> str:
     return f"{os.getpid()}:{flow:x}"
 
 
+def _child_environment(environment: Any, variables: dict[str, str]) -> Any:
+    """The environment a child gets (``Popen``'s ``env``, or the process's own when None)
+    with ``variables`` added, in the same kind of keys (str or bytes) as it has."""
+    if environment is None:  # what the child would get: the C environment
+        environment = _native.process_environment()
+        as_bytes = True
+    else:
+        environment = dict(environment)
+        as_bytes = any(isinstance(key, bytes) for key in environment)
+    for name, value in variables.items():
+        if as_bytes:
+            environment[os.fsencode(name)] = os.fsencode(value)
+        else:
+            environment[name] = value
+    return environment
+
+
 def _traced_popen_init(original: Callable) -> Callable:
     @functools.wraps(original)
     def __init__(self, args, *positional, **kwargs):
-        if not _native.recording() or positional:
+        if positional:
             return original(self, args, *positional, **kwargs)
+        if not _native.recording():
+            if _native.sampled_out():  # the child's work is part of this unit: left out too
+                kwargs["env"] = _child_environment(kwargs.get("env"), {
+                    PARENT_FLOW_VARIABLE: _parent_flow_value(0), PARENT_SAMPLED_VARIABLE: "0"})
+            return original(self, args, **kwargs)
         began = _native.begin(name_id(f"subprocess {_program_name(args)}"))
         try:
             if began:
                 flow = _native.new_flow_id()
                 _native.flow_out(flow)
-                environment = kwargs.get("env")
-                if environment is None:  # what the child would get: the C environment
-                    environment = _native.process_environment()
-                    environment[os.fsencode(PARENT_FLOW_VARIABLE)] = os.fsencode(
-                        _parent_flow_value(flow))
-                else:
-                    environment = dict(environment)
-                    key = next((k for k in environment if isinstance(k, bytes)), None)
-                    if key is not None:
-                        environment[os.fsencode(PARENT_FLOW_VARIABLE)] = os.fsencode(
-                            _parent_flow_value(flow))
-                    else:
-                        environment[PARENT_FLOW_VARIABLE] = _parent_flow_value(flow)
-                kwargs["env"] = environment
+                variables = {PARENT_FLOW_VARIABLE: _parent_flow_value(flow)}
+                if _native.sampling_unit() == _RECORDED_UNIT:
+                    variables[PARENT_SAMPLED_VARIABLE] = "1"
+                kwargs["env"] = _child_environment(kwargs.get("env"), variables)
             return original(self, args, **kwargs)
         finally:
             if began:
@@ -164,12 +205,16 @@ def _traced_popen_init(original: Callable) -> Callable:
 
 #: The attribute of a ``multiprocessing`` Process object that carries its flow to the child.
 _PROCESS_FLOW_ATTRIBUTE = "_opsight_parent_flow"
+#: ... and the unit it was started in, when the session samples (True: recorded).
+_PROCESS_SAMPLED_ATTRIBUTE = "_opsight_parent_sampled"
 
 
 def _traced_process_start(original: Callable) -> Callable:
     @functools.wraps(original)
     def start(self):
         if not _native.recording():
+            if _native.sampled_out():  # the child's run is part of this unit: left out too
+                setattr(self, _PROCESS_SAMPLED_ATTRIBUTE, False)
             return original(self)
         began = _native.begin(name_id(f"multiprocessing {getattr(self, 'name', 'process')}"))
         try:
@@ -179,6 +224,8 @@ def _traced_process_start(original: Callable) -> Callable:
                 # Pickled with the object to a spawned or forkserver child, inherited by a
                 # forked one; read there by _traced_process_bootstrap.
                 setattr(self, _PROCESS_FLOW_ATTRIBUTE, flow)
+                if _native.sampling_unit() == _RECORDED_UNIT:
+                    setattr(self, _PROCESS_SAMPLED_ATTRIBUTE, True)
             return original(self)
         finally:
             if began:
@@ -192,6 +239,9 @@ def _traced_process_bootstrap(original: Callable) -> Callable:
     @functools.wraps(original)
     def _bootstrap(self, *args, **kwargs):
         flow = self.__dict__.pop(_PROCESS_FLOW_ATTRIBUTE, None)
+        sampled = self.__dict__.pop(_PROCESS_SAMPLED_ATTRIBUTE, None)
+        if sampled is not None:  # the parent's unit goes on in the child's run()
+            _native.decide_next_sampling_unit(sampled)
         if flow is not None and _native.recording():
             _native.flow_into_next(flow)  # the first span of the child's run()
         return original(self, *args, **kwargs)
@@ -236,4 +286,4 @@ class HandoffIntegration(Integration):
                 setattr(owner, attribute, original)
 
 
-__all__ = ["HandoffIntegration", "PARENT_FLOW_VARIABLE"]
+__all__ = ["HandoffIntegration", "PARENT_FLOW_VARIABLE", "PARENT_SAMPLED_VARIABLE"]

@@ -20,6 +20,8 @@ from typing import Any
 
 from .._session.export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
                        targets_from_environment)
+from .._session.sampling import (SAMPLE_ROOT_VARIABLE, SAMPLE_VARIABLE, parse_sample_rate,
+                                parse_sample_root)
 from .._store import save_run
 from .arguments import ArgumentParser
 from .exit_codes import USAGE_ERROR
@@ -79,6 +81,14 @@ def _run_parser() -> ArgumentParser:
                              "(latency, cpu, memory, heap, disk, network, gpu; docs/metrics.md)")
     parser.add_argument("--sample-ms", type=int, default=100, metavar="MS",
                         help="sample process and GPU counters every MS ms (0: off; default 100)")
+    parser.add_argument("--sample", metavar="RATE",
+                        help="record this share of the units, e.g. 1/100, 0.01 or 1%% (a unit: "
+                             "each root span, or each --sample-root span, with everything "
+                             "under it; default: all)")
+    parser.add_argument("--sample-root", metavar="NAME",
+                        help="with --sample, a unit is each span of this name begun outside "
+                             "one ('requests': each HTTP request; 'category:NAME': each span "
+                             "of that category)")
     parser.add_argument("--name", help="name of the run in the run store (default: the script's)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                         help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
@@ -215,6 +225,19 @@ def run_command(arguments: list[str]) -> int:
     if options.buffer_mb:
         environment["OPSIGHT_BUFFER_MB"] = str(options.buffer_mb)
     environment["OPSIGHT_SAMPLE_MS"] = str(max(options.sample_ms, 0))
+    environment.pop(SAMPLE_VARIABLE, None)
+    environment.pop(SAMPLE_ROOT_VARIABLE, None)
+    if options.sample is not None or options.sample_root is not None:
+        try:
+            rate = parse_sample_rate(options.sample if options.sample is not None else 1.0,
+                                     "opsight run: --sample")
+            root = parse_sample_root(options.sample_root, "opsight run: --sample-root")
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return USAGE_ERROR
+        environment[SAMPLE_VARIABLE] = repr(rate)
+        if root:
+            environment[SAMPLE_ROOT_VARIABLE] = root
     if options.metrics:
         from .._capture.metrics import metric_problem
 

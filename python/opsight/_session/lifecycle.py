@@ -44,9 +44,11 @@ class Recording:
     @classmethod
     def start(cls, output: str | os.PathLike | None, *, buffer_mb: int = 64,
               flush_interval_ms: int = 100, sample_ms: int = 0,
-              metrics: list[str] | tuple[str, ...] | None = None) -> "Recording":
+              metrics: list[str] | tuple[str, ...] | None = None,
+              sample_rate: float = 1.0, sample_root: str = "") -> "Recording":
         """Starts recording into ``output`` (``.opsight``, ``.json`` or ``.pftrace``), or into memory
-        when None. Raises :class:`RecordingError` when the session cannot start and
+        when None; ``sample_rate`` below 1 records that share of the units that begin at
+        ``sample_root`` (:mod:`.sampling`). Raises :class:`RecordingError` when the session cannot start and
         ``ValueError`` for an unknown metric name; nothing is left running then."""
         if state.session is not None:
             raise RecordingError("a recording session is already running in this process")
@@ -54,7 +56,7 @@ class Recording:
             parse_metrics(metrics)  # an unknown name fails here, before anything starts
         path = os.fspath(output) if output is not None else None
         session = _native.Session(_stream_path(path) or "", buffer_mb, flush_interval_ms,
-                                  sample_ms)
+                                  sample_ms, sample_rate, sample_root)
         if not session.ok:
             raise RecordingError(session.error)
         previous_metrics = push_session_metrics(metrics) if metrics else None

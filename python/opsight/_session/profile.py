@@ -24,6 +24,8 @@ from .._capture.metrics import parse_metrics, push_session_metrics, restore_sess
 from .._results import TraceAnalyses
 from .._capture.span import Span
 from .export import export_trace, parse_targets, targets_from_environment
+from .sampling import from_environment as sampling_from_environment
+from .sampling import parse_sample_rate, parse_sample_root
 
 
 class Profile(TraceAnalyses):
@@ -45,6 +47,8 @@ class Profile(TraceAnalyses):
         metrics: list[str] | tuple[str, ...] | None = None,
         sample_ms: int = 0,
         export: str | list[str] | tuple[str, ...] | None = None,
+        sample: float | str | None = None,
+        sample_root: str | None = None,
     ) -> None:
         self.output = os.fspath(output) if output is not None else None
         # Run store (docs/store.md): True saves the trace as a run in the default store when
@@ -63,6 +67,16 @@ class Profile(TraceAnalyses):
         if not isinstance(sample_ms, int) or sample_ms < 0:
             raise ValueError(f"opsight.profile: sample_ms must be an integer >= 0, got {sample_ms!r}")
         self.sample_ms = sample_ms
+        # Sampling by unit (_session/sampling.py): the share of the units (root spans, or
+        # spans named sample_root) recorded; None records every one (OPSIGHT_SAMPLE when
+        # given and this is None).
+        if sample is None:
+            self.sample_rate, self.sample_root = sampling_from_environment()
+            if sample_root is not None:
+                self.sample_root = parse_sample_root(sample_root, "opsight.profile: sample_root")
+        else:
+            self.sample_rate = parse_sample_rate(sample, "opsight.profile: sample")
+            self.sample_root = parse_sample_root(sample_root, "opsight.profile: sample_root")
         # Where the trace goes when the profile stops (docs/export.md): "otlp=URL",
         # "zipkin=URL", "pushgateway=URL", ... (OPSIGHT_EXPORT when not given).
         self.export_targets = parse_targets(export) if export is not None else targets_from_environment()
@@ -86,7 +100,8 @@ class Profile(TraceAnalyses):
         try:
             self._recording = Recording.start(
                 self.output, buffer_mb=self.buffer_mb, flush_interval_ms=self.flush_interval_ms,
-                sample_ms=self.sample_ms, metrics=self.metric_names)
+                sample_ms=self.sample_ms, metrics=self.metric_names,
+                sample_rate=self.sample_rate, sample_root=self.sample_root)
         except RecordingError as error:
             raise RuntimeError(f"opsight.profile: {error}") from None
         return self

@@ -115,13 +115,18 @@ class _Activation:
         sample_ms = _environment_integer("OPSIGHT_SAMPLE_MS", 0, 0, 3_600_000)
         metrics = [name for name in re.split(r"[,;\s]+", os.environ.get("OPSIGHT_METRICS", ""))
                    if name]
+        from .sampling import from_environment
+
+        sample_rate, sample_root = from_environment()
         try:
             recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms,
-                                        metrics=metrics)
+                                        metrics=metrics, sample_rate=sample_rate,
+                                        sample_root=sample_root)
         except ValueError as error:  # an unknown metric: record without the metrics
             print(f"opsight: ignoring OPSIGHT_METRICS: {error}", file=sys.stderr)
             try:
-                recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms)
+                recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms,
+                                            sample_rate=sample_rate, sample_root=sample_root)
             except RecordingError as start_error:
                 print(f"opsight: OPSIGHT_OUTPUT: {start_error}", file=sys.stderr)
                 return False

@@ -100,11 +100,16 @@ async def serve(app: Callable, routes_owner: Any, scope: Scope, receive: Receive
         await app(scope, receive, send)
         return
     name_id = _http.server_span_name_id(method, route, path)
+    caller = propagation.extract(scope.get("headers") or ())
+    if caller is not None:  # with sampling, the caller's sampled flag decides for this request
+        # (taken by the span's begin at the awaitable's first resume, with no await between)
+        _native.decide_next_sampling_unit(caller.sampled)
     # The span begins on the first resume of this awaitable and ends when the request's
     # coroutine returns or raises, on the track of the task running it.
     try:
         await _native.TracedAwaitable(
-            _serve(app, scope, receive, send, method, route, path, host, user_agent), name_id)
+            _serve(app, scope, receive, send, method, route, path, host, user_agent, caller),
+            name_id)
     finally:
         if claim == live_control.COUNTED:
             live_control.release_request()
@@ -112,7 +117,7 @@ async def serve(app: Callable, routes_owner: Any, scope: Scope, receive: Receive
 
 async def _serve(app: Callable, scope: Scope, receive: Receive, send: Send, method: str,
                  route: str | None, path: str, host: str | None,
-                 user_agent: str | None) -> None:
+                 user_agent: str | None, caller: propagation.TraceContext | None) -> None:
     _http.add_attributes(_request_attributes(scope, method, route, path, host, user_agent))
     status: list[int] = []
 
@@ -121,7 +126,7 @@ async def _serve(app: Callable, scope: Scope, receive: Receive, send: Send, meth
             status[:] = [message.get("status")]
         await send(message)
 
-    token = propagation._serve(propagation.extract(scope.get("headers") or ()))
+    token = propagation._serve(caller)
     try:
         await app(scope, receive, send_and_note_status)
     finally:

@@ -61,6 +61,8 @@ def _traced_sync_send(original: Callable) -> Callable:
         except Exception:  # noqa: BLE001 - not a request we can read: untouched
             return original(self, request, *args, **kwargs)
         if not _native.begin(name_id):
+            if _native.sampled_out():  # the callee learns the request was sampled out
+                _inject(request)
             return original(self, request, *args, **kwargs)
         try:
             _http.add_attributes(attributes)

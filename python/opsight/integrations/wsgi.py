@@ -86,6 +86,9 @@ def serve(app: Callable, flask_app: Any, environ: dict,
     claim = live_control.claim_request()
     if claim == live_control.REFUSED:  # the budget of `requests N` is spent
         return app(environ, start_response)
+    caller = propagation.extract(environ)
+    if caller is not None:  # with sampling, the caller's sampled flag decides for this request
+        _native.decide_next_sampling_unit(caller.sampled)
     if not _native.begin(_http.server_span_name_id(method, route, path)):
         if claim == live_control.COUNTED:
             live_control.release_request()
@@ -93,7 +96,7 @@ def serve(app: Callable, flask_app: Any, environ: dict,
     exchange = environ[ENVIRON_KEY] = _Exchange(claim == live_control.COUNTED)
     try:
         _http.add_attributes(_request_attributes(environ, method, route, path))
-        token = propagation._serve(propagation.extract(environ))
+        token = propagation._serve(caller)
         try:
             exchange.served = propagation._current.get()
             body = app(environ, exchange.start_response(start_response))

@@ -1,0 +1,85 @@
+"""Sampling by unit: which share of a program's requests (or root spans) a session records.
+
+``opsight.profile(sample=0.01)``, ``sample="1/100"`` or ``"1 in 100"`` or ``"1%"``; with
+``sample_root="handle_request"`` a unit is each span of that name begun outside a unit (with
+everything under it), ``sample_root="requests"`` each HTTP request an integration serves
+(``category:http``), ``"category:NAME"`` each span of that category; without a root, each
+root span (the first span a thread or asyncio task begins with none open). The core decides
+(``src/record/sampling.hpp``): exactly the first unit, then one in every 1/rate, spread
+evenly; a caller's W3C ``traceparent`` decides for the request it sends (its sampled flag),
+a parent's decision for the work it hands to a thread pool or a child process. A unit left
+out records nothing and costs about what no session costs (torch builds no RecordFunction).
+
+``OPSIGHT_SAMPLE`` and ``OPSIGHT_SAMPLE_ROOT`` set the same for ``OPSIGHT_OUTPUT`` sessions
+(``opsight run --sample --sample-root`` sets them for the program it runs).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+SAMPLE_VARIABLE = "OPSIGHT_SAMPLE"
+SAMPLE_ROOT_VARIABLE = "OPSIGHT_SAMPLE_ROOT"
+#: Shorthands of sample_root.
+_ROOT_SHORTHANDS = {"requests": "category:http", "request": "category:http"}
+
+
+def parse_sample_rate(value: Any, where: str = "sample") -> float:
+    """The share of units to record, in (0, 1]: a number (0.01), or a string "0.01",
+    "1/100", "1 in 100", "1%". Raises ValueError naming ``where`` and what is wrong."""
+    if isinstance(value, bool):
+        raise ValueError(f"{where}: expected a rate such as 0.01, '1/100' or '1%', got {value!r}")
+    if isinstance(value, (int, float)):
+        rate = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            if text.endswith("%"):
+                rate = float(text[:-1]) / 100
+            elif "/" in text or " in " in text:
+                numerator, denominator = (part.strip() for part in
+                                          text.replace(" in ", "/").split("/", 1))
+                rate = float(numerator) / float(denominator)
+            else:
+                rate = float(text)
+        except (ValueError, ZeroDivisionError):
+            raise ValueError(f"{where}: {value!r} is not a rate (use 0.01, '1/100', '1 in 100' "
+                             "or '1%')") from None
+    else:
+        raise ValueError(f"{where}: expected a rate such as 0.01, '1/100' or '1%', got "
+                         f"{type(value).__name__}")
+    if not math.isfinite(rate) or not 0 < rate <= 1:
+        raise ValueError(f"{where}: {value!r} is not a share of units between 0 (excluded) and 1")
+    return rate
+
+
+def parse_sample_root(value: Any, where: str = "sample_root") -> str:
+    """The root a unit starts at ("" for root spans): a span name, "category:NAME", or
+    "requests" (HTTP requests)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: expected a span name or 'category:NAME', got "
+                         f"{type(value).__name__}")
+    root = value.strip()
+    if root.startswith("category:") and not root[len("category:"):]:
+        raise ValueError(f"{where}: 'category:' needs a category name after it")
+    return _ROOT_SHORTHANDS.get(root, root)
+
+
+def from_environment() -> tuple[float, str]:
+    """(rate, root) from OPSIGHT_SAMPLE and OPSIGHT_SAMPLE_ROOT; a bad value is a warning
+    and records everything."""
+    import sys
+
+    text = os.environ.get(SAMPLE_VARIABLE, "").strip()
+    if not text:
+        return 1.0, ""
+    try:
+        return (parse_sample_rate(text, SAMPLE_VARIABLE),
+                parse_sample_root(os.environ.get(SAMPLE_ROOT_VARIABLE), SAMPLE_ROOT_VARIABLE))
+    except ValueError as error:
+        print(f"opsight: ignoring {error}: every unit is recorded", file=sys.stderr)
+        return 1.0, ""
