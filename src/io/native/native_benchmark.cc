@@ -3,7 +3,6 @@
 // bandwidth) and checksumming them (the reader's unavoidable pass); and writing a real file
 // against writing the same bytes to it.
 #include <benchmark/benchmark.h>
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -75,8 +74,8 @@ BENCHMARK(BM_NativeWrite)->Unit(benchmark::kMillisecond);
 
 // A scratch file of this process's: what the file benchmarks write and replace.
 std::string scratch_path() {
-  static const std::string path = "/tmp/opsight_native_benchmark_" + std::to_string(getpid()) +
-                                  ".opsight";
+  static const std::string path =
+      "/tmp/opsight_native_benchmark_" + std::to_string(getpid()) + ".opsight";
   return path;
 }
 
@@ -91,8 +90,7 @@ void BM_NativeWriteFile(benchmark::State& state) {
     }
   }
   std::remove(scratch_path().c_str());
-  state.SetBytesProcessed(
-      static_cast<int64_t>(million_slice_bytes().size() * state.iterations()));
+  state.SetBytesProcessed(static_cast<int64_t>(million_slice_bytes().size() * state.iterations()));
 }
 BENCHMARK(BM_NativeWriteFile)->Unit(benchmark::kMillisecond);
 
