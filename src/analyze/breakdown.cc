@@ -55,7 +55,7 @@ std::vector<trace::RowIndex> outermost_slices_named(const trace::SliceTable& sli
 }  // namespace
 
 Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
-                            PhaseGrouping grouping) {
+                            PhaseGrouping grouping, BreakdownSamples* samples) {
   Breakdown result;
   result.span_name = std::string(span_name);
   std::optional<trace::StringId> name_id = trace.strings.find(span_name);
@@ -128,6 +128,7 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
     if (sources.size() == 1) phase.present_in = columns[sources[0]].entries.size();
     phase.per_inference = summarize_distribution(dense);
     phase.share_of_total = total_mean > 0 ? phase.per_inference.mean_ns / total_mean : 0.0;
+    if (samples != nullptr) samples->phase_values.push_back(dense);
   };
   for (size_t column : order) {
     BreakdownPhase phase;
@@ -154,6 +155,10 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
   rest.per_inference = summarize_distribution(uncovered);
   rest.share_of_total = total_mean > 0 ? rest.per_inference.mean_ns / total_mean : 0.0;
   result.phases.push_back(std::move(rest));
+  if (samples != nullptr) {
+    samples->inferences = inferences;
+    samples->phase_values.push_back(std::move(uncovered));
+  }
 
   result.wall_ns = last_end - first_start;
   result.inferences_per_second =
