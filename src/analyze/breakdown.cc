@@ -126,9 +126,10 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
     phase.present_in = static_cast<uint64_t>(
         std::count_if(dense.begin(), dense.end(), [](int64_t value) { return value != 0; }));
     if (sources.size() == 1) phase.present_in = columns[sources[0]].entries.size();
+    // Kept before summarize_distribution, which sorts the values.
+    if (samples != nullptr) samples->phase_values.push_back(dense);
     phase.per_inference = summarize_distribution(dense);
     phase.share_of_total = total_mean > 0 ? phase.per_inference.mean_ns / total_mean : 0.0;
-    if (samples != nullptr) samples->phase_values.push_back(dense);
   };
   for (size_t column : order) {
     BreakdownPhase phase;
@@ -152,13 +153,11 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
   rest.uncovered = true;
   rest.present_in = static_cast<uint64_t>(
       std::count_if(uncovered.begin(), uncovered.end(), [](int64_t value) { return value > 0; }));
+  if (samples != nullptr) samples->phase_values.push_back(uncovered);  // before it is sorted
   rest.per_inference = summarize_distribution(uncovered);
   rest.share_of_total = total_mean > 0 ? rest.per_inference.mean_ns / total_mean : 0.0;
   result.phases.push_back(std::move(rest));
-  if (samples != nullptr) {
-    samples->inferences = inferences;
-    samples->phase_values.push_back(std::move(uncovered));
-  }
+  if (samples != nullptr) samples->inferences = inferences;
 
   result.wall_ns = last_end - first_start;
   result.inferences_per_second =

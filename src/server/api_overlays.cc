@@ -46,9 +46,8 @@ ApiResponse handle_marks(ApiContext& context, const PathParams& path, const Quer
   std::vector<trace::RowIndex> instants;
   for (trace::RowIndex row = 0; row < trace.instants.size(); ++row)
     if (trace.instants.ts[row] >= start && trace.instants.ts[row] <= end) instants.push_back(row);
-  std::stable_sort(instants.begin(), instants.end(), [&](auto a, auto b) {
-    return trace.instants.ts[a] < trace.instants.ts[b];
-  });
+  std::stable_sort(instants.begin(), instants.end(),
+                   [&](auto a, auto b) { return trace.instants.ts[a] < trace.instants.ts[b]; });
   const size_t instant_total = instants.size();
   if (instants.size() > limit) instants.resize(limit);
   std::unordered_map<trace::StringId, size_t> name_index;

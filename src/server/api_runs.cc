@@ -191,8 +191,9 @@ namespace {
 // The stored run a tag route names; trace files given on the command line have no tags.
 store::RunRecord taggable_run(ApiContext& context, const std::string& reference) {
   if (context.file_index(reference))
-    throw ApiError(400, reference + " is a trace file given on the command line: only stored "
-                                    "runs have tags");
+    throw ApiError(400, reference +
+                            " is a trace file given on the command line: only stored "
+                            "runs have tags");
   return *context.resolve_record(reference);
 }
 

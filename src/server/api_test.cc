@@ -252,7 +252,8 @@ TEST_F(ApiTest, LoadedRunsStayWithinTheCapacity) {
 }
 
 TEST_F(ApiTest, TagsAreAddedReplacedAndRemovedOnStoredRuns) {
-  json tagged = json::parse(api_->handle({"PUT", "/api/runs/1/tags/reviewed", {{"value", "yes"}}}).body);
+  json tagged =
+      json::parse(api_->handle({"PUT", "/api/runs/1/tags/reviewed", {{"value", "yes"}}}).body);
   EXPECT_EQ(tagged["tags"]["reviewed"], "yes");
   EXPECT_EQ(tagged["tags"]["model"], "bert");
   EXPECT_EQ(get_json("/api/runs", {{"tag", "reviewed=yes"}})["runs"].size(), 1u);
@@ -288,10 +289,13 @@ TEST_F(ApiTest, InferencesAreTheBreakdownsSingleInferences) {
     for (const auto& value : inference["phases"]) sum += value.get<int64_t>();
     EXPECT_EQ(sum, inference["dur"].get<int64_t>());
   }
-  EXPECT_EQ(get_json("/api/runs/1/inferences", {{"span", "infer"}, {"limit", "3"}})["inferences"].size(), 3u);
+  EXPECT_EQ(
+      get_json("/api/runs/1/inferences", {{"span", "infer"}, {"limit", "3"}})["inferences"].size(),
+      3u);
   expect_error(get("/api/runs/1/inferences"), 400, "'span'");
   expect_error(get("/api/runs/1/inferences", {{"span", "infer"}, {"by", "color"}}), 400, "'by'");
-  expect_error(get("/api/runs/1/inferences", {{"span", "nothing"}}), 404, "no span named 'nothing'");
+  expect_error(get("/api/runs/1/inferences", {{"span", "nothing"}}), 404,
+               "no span named 'nothing'");
 }
 
 TEST_F(ApiTest, CriticalPathSlicesAreTheCriticalPathsSteps) {
@@ -324,8 +328,10 @@ TEST_F(ApiTest, MarksAreTheFlowsAndInstantsOfAWindow) {
   options.files = {path};
   Api api(options);
   auto marks = [&](int64_t start, int64_t end) {
-    ApiResponse response = api.handle(
-        {"GET", "/api/runs/file:0/marks", {{"start", std::to_string(start)}, {"end", std::to_string(end)}}});
+    ApiResponse response =
+        api.handle({"GET",
+                    "/api/runs/file:0/marks",
+                    {{"start", std::to_string(start)}, {"end", std::to_string(end)}}});
     EXPECT_EQ(response.status, 200) << response.body;
     return json::parse(response.body);
   };
@@ -333,8 +339,8 @@ TEST_F(ApiTest, MarksAreTheFlowsAndInstantsOfAWindow) {
   ASSERT_EQ(all["flows"].size(), 2u);
   ASSERT_EQ(all["instants"].size(), 2u);
   const json& first = all["flows"][0];
-  EXPECT_EQ(first[1], 5'000);   // leaves the end of "send" (ns)
-  EXPECT_EQ(first[5], 20'000);  // arrives at the start of "receive"
+  EXPECT_EQ(first[1], 5'000);     // leaves the end of "send" (ns)
+  EXPECT_EQ(first[5], 20'000);    // arrives at the start of "receive"
   EXPECT_NE(first[2], first[6]);  // across threads
   EXPECT_EQ(all["names"][all["instants"][0][1].get<size_t>()], "<b>checkpoint</b>");
   EXPECT_EQ(all["instants"][0][0], 3'000);
@@ -346,8 +352,8 @@ TEST_F(ApiTest, MarksAreTheFlowsAndInstantsOfAWindow) {
   json crossing = marks(120'000, 130'000);  // inside the second arrow, past both its ends
   EXPECT_EQ(crossing["flows"].size(), 1u);
   EXPECT_EQ(crossing["instants"].size(), 0u);
-  ApiResponse limited = api.handle({"GET", "/api/runs/file:0/marks",
-                                    {{"start", "0"}, {"end", "300000"}, {"limit", "1"}}});
+  ApiResponse limited = api.handle(
+      {"GET", "/api/runs/file:0/marks", {{"start", "0"}, {"end", "300000"}, {"limit", "1"}}});
   json limited_body = json::parse(limited.body);
   EXPECT_EQ(limited_body["flows"].size(), 1u);
   EXPECT_EQ(limited_body["flow_total"], 2);
@@ -365,12 +371,15 @@ TEST_F(ApiTest, ExplainRunsGiveEachModelsGraphsAndBreaks) {
     trace::TrackId track = trace.thread_track(1, 1);
     trace::RowIndex row =
         trace.slices.add(0, 1000, trace.intern("explain tiny"), trace.intern("explain"), track);
-    json result = {{"model", "tiny"}, {"family", "mlp"}, {"status", "ok"}, {"graphs", breaks + 1},
-                   {"graph_breaks", breaks}, {"ops", 7}, {"unknown", "ignored"},
-                   {"breaks", json::array()}};
+    json result = {{"model", "tiny"},      {"family", "mlp"},        {"status", "ok"},
+                   {"graphs", breaks + 1}, {"graph_breaks", breaks}, {"ops", 7},
+                   {"unknown", "ignored"}, {"breaks", json::array()}};
     for (int i = 0; i < breaks; ++i)
-      result["breaks"].push_back({{"reason", "Tensor.item() <call>"}, {"file", "models.py"},
-                                  {"line", 10 + i}, {"function", "forward"}, {"count", 1}});
+      result["breaks"].push_back({{"reason", "Tensor.item() <call>"},
+                                  {"file", "models.py"},
+                                  {"line", 10 + i},
+                                  {"function", "forward"},
+                                  {"count", 1}});
     trace.slice_args.add(row, trace.intern("explain.result"),
                          trace::ArgValue::of_string(trace.intern(result.dump())));
     trace.slice_args.add(row, trace.intern("other"), trace::ArgValue::of_int(1));

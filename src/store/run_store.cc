@@ -783,8 +783,7 @@ Result<RunRecord> RunStore::remove(int64_t id) {
   return found;
 }
 
-Result<RunRecord> RunStore::set_tag(int64_t id, const std::string& key,
-                                    const std::string& value) {
+Result<RunRecord> RunStore::set_tag(int64_t id, const std::string& key, const std::string& value) {
   if (auto problem = refuse_writes_if_damaged("tag runs"))
     return Result<RunRecord>::failure(*problem);
   if (key.empty()) return Result<RunRecord>::failure("a tag needs a key");
