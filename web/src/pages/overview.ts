@@ -120,6 +120,7 @@ interface MetricsReport {
 
 export function formatMetric(value: number, unit: string): string {
   if (unit === "bytes") return formatBytes(value);
+  if (unit === "bytes/s") return `${formatBytes(value)}/s`;
   if (unit === "percent" || unit === "%") return `${value.toFixed(1)}%`;
   const text = Math.abs(value) >= 1e6 || Number.isInteger(value) ? String(Math.round(value * 1000) / 1000) : value.toPrecision(4);
   return unit ? `${text} ${unit}` : text;
