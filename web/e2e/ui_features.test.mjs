@@ -42,10 +42,12 @@ describe("opsight ui: flows, instants, critical path, inferences, metrics, icicl
     // Run 1: the demo model.
     runOpsight(["demo", "--requests", "6", "--bench-iterations", "0", "--output", join(folder, "demo")], env, { cwd: folder });
     // Run 2: a request handed from a thread to a worker and back (two flows), an instant on
-    // the thread and a global one.
+    // the thread and a global one, and a background thread's span off the critical path.
     const events = [
       { name: "thread_name", ph: "M", pid: 1, tid: 1, args: { name: "main" } },
       { name: "thread_name", ph: "M", pid: 1, tid: 2, args: { name: "worker" } },
+      { name: "thread_name", ph: "M", pid: 1, tid: 3, args: { name: "background" } },
+      { name: "housekeeping", ph: "X", ts: 100, dur: 500, pid: 1, tid: 3 },
       { name: "submit", ph: "X", ts: 0, dur: 100, pid: 1, tid: 1, bind_id: "0x1", flow_out: true },
       { name: "work", ph: "X", ts: 200, dur: 500, pid: 1, tid: 2, bind_id: "0x1", flow_in: true },
       { name: "reply", ph: "X", ts: 650, dur: 40, pid: 1, tid: 2, bind_id: "0x2", flow_out: true },
@@ -117,6 +119,15 @@ describe("opsight ui: flows, instants, critical path, inferences, metrics, icicl
     assert.equal(Number(await page.getAttribute("#critical-status", "data-length-ns")), expected.length_ns);
     await page.waitForFunction(() => Number(document.querySelector("canvas.timeline-canvas").dataset.criticalOutlined) > 0);
     await page.waitForFunction(() => location.hash.includes("critical=1"));
+    await shot(page, "timeline-critical-path-demo");
+    // With a thread beside the path: its span is not on it, the others are, each outlined.
+    await navigate(page, "#/runs/2/timeline?critical=1");
+    await page.waitForSelector("#critical-status[data-length-ns]");
+    const path = reportJson(["report", "2", "--critical-path"], env);
+    const onPath = path.by_name.reduce((sum, entry) => sum + entry.count, 0);
+    assert.ok(!path.by_name.some((entry) => entry.name === "housekeeping"));
+    assert.equal(Number(await page.getAttribute("#critical-status", "data-steps")), onPath);
+    await page.waitForFunction((count) => document.querySelector("canvas.timeline-canvas").dataset.criticalOutlined === String(count), onPath);
     await shot(page, "timeline-critical-path");
   });
 
@@ -194,6 +205,7 @@ describe("opsight ui: flows, instants, critical path, inferences, metrics, icicl
     assert.deepEqual(tagged.map((run) => run.id), [1]);
     assert.equal(tagged[0].tags.reviewed, "<img src=x onerror=alert(1)>");
     assert.equal(await page.locator("table.runs img").count(), 0, "the tag's value shows as text");
+    await page.evaluate(() => window.scrollTo(0, 0));
     await shot(page, "runs-tags");
     await page.click('tr:has(input[data-ref="1"]) span.tag[data-key="reviewed"] button.tag-remove');
     await page.waitForFunction(() => !document.querySelector('span.tag[data-key="reviewed"]'));

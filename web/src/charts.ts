@@ -125,7 +125,8 @@ export function drawInferenceBars(
   const context = prepare(canvas, width, height);
   const plotWidth = width - MARGIN.left - MARGIN.right;
   const plotHeight = height - MARGIN.top - MARGIN.bottom;
-  const layout = layoutInferenceBars(inferences, plotWidth, plotHeight);
+  // Bars at most 48 px wide: a few inferences still look like bars.
+  const layout = layoutInferenceBars(inferences, Math.min(plotWidth, Math.max(1, inferences.length) * 48), plotHeight);
   if (!context) return { ...layout, left: MARGIN.left, top: MARGIN.top };
   const gap = layout.barWidth > 4 ? 1 : 0;
   for (const segment of layout.segments) {

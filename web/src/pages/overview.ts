@@ -149,12 +149,13 @@ async function showMetrics(holder: HTMLElement, run: string): Promise<void> {
         resolution,
       });
       const statistics = report.counters.find((row) => row.name === counter.name && row.pid === pid);
+      const unit = statistics?.unit || counter.unit;
       const canvas = h("canvas", { class: "metric-chart" });
       const caption = h("figcaption", {}, h("b", { class: "metric-name" }, counter.name), ` (pid ${pid})`);
       if (statistics)
         for (const key of ["min", "mean", "max", "last"] as const)
-          caption.append(" ", h("span", { class: `metric-${key}`, data: { value: statistics[key] } }, `${key} ${formatMetric(statistics[key], counter.unit)}`));
-      drawMetricChart(canvas, answer.points, { start: layout.start_ns, end: layout.end_ns, min: counter.min, max: counter.max }, (value) => formatMetric(value, counter.unit), width, 150);
+          caption.append(" ", h("span", { class: `metric-${key}`, data: { value: statistics[key] } }, `${key} ${formatMetric(statistics[key], unit)}`));
+      drawMetricChart(canvas, answer.points, { start: layout.start_ns, end: layout.end_ns, min: counter.min, max: counter.max }, (value) => formatMetric(value, unit), width, 150);
       return h("figure", { class: "metric", data: { name: counter.name, pid } }, canvas, caption);
     }),
   );

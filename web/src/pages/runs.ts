@@ -149,7 +149,11 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
           { title: "created (UTC)", value: (run) => run.created_unix_ns ?? 0, render: (run) => formatUnixTime(run.created_unix_ns ?? 0) },
           { title: "duration", value: (run) => run.duration_ns ?? 0, render: (run) => (run.duration_ns ? formatDuration(run.duration_ns) : ""), numeric: true },
           { title: "slices", value: (run) => run.slices ?? 0, render: (run) => (run.slices !== undefined ? formatCount(run.slices) : ""), numeric: true },
-          { title: "command", value: (run) => run.command ?? run.path ?? "" },
+          {
+            title: "command",
+            value: (run) => run.command ?? run.path ?? "",
+            render: (run) => h("span", { class: "command", title: run.command ?? run.path ?? "" }, run.command ?? run.path ?? ""),
+          },
           { title: "tags", value: (run) => Object.entries(run.tags ?? {}).map(([k, v]) => `${k}=${v}`).join(" "), render: tagEditor },
           { title: "", value: () => "", render: removeButton },
         ],

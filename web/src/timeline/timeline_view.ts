@@ -270,12 +270,19 @@ export class TimelineView {
         const selected = row === this.selectedRow;
         context.fillStyle = count > 1 ? "#b8bcc6" : colorOf(name);
         if (this.highlightRows.has(row)) context.fillStyle = "#ffd54a";
+        // With the critical path shown, the spans off it fade and those on it are outlined
+        // (when wide enough for an outline not to hide them).
+        const critical = this.criticalRows?.has(row) ?? false;
+        if (this.criticalRows && !critical) context.globalAlpha = 0.3;
         context.fillRect(x, y + 1, w, DEPTH_HEIGHT - 2);
-        if (this.criticalRows?.has(row)) {
+        context.globalAlpha = 1;
+        if (critical) {
           this.drawn.critical += 1;
-          context.strokeStyle = "#d0021b";
-          context.lineWidth = 2;
-          context.strokeRect(x + 1, y + 2, Math.max(1, w - 2), DEPTH_HEIGHT - 4);
+          if (w >= 6) {
+            context.strokeStyle = "#d0021b";
+            context.lineWidth = 2;
+            context.strokeRect(x + 1, y + 2, Math.max(1, w - 2), DEPTH_HEIGHT - 4);
+          }
         }
         if (selected) {
           context.strokeStyle = "#000";
