@@ -125,6 +125,7 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
         if (event.key !== "Enter" || !input.value.trim()) return;
         const [key, value] = parseTag(input.value);
         try {
+          if (!key || key.includes("/")) throw new Error(`a tag key may be neither empty nor hold '/': '${key}'`);
           await apiFetch(runPath(run.ref, `/tags/${encodeURIComponent(key)}`), { value }, "PUT");
           await load();
         } catch (failure) {
