@@ -95,7 +95,8 @@ export async function explainPage(root: HTMLElement): Promise<void> {
           site.count && site.count > 1 ? ` (×${site.count})` : "",
         ),
       );
-      const status = model.status === "ok" ? `${model.graphs ?? "?"} graphs, ${model.graph_breaks ?? "?"} breaks` : `${model.status}: ${model.error ?? ""}`;
+      const count = (value: number | null, word: string) => `${value ?? "?"} ${word}${value === 1 ? "" : "s"}`;
+      const status = model.status === "ok" ? `${count(model.graphs, "graph")}, ${count(model.graph_breaks, "break")}` : `${model.status}: ${model.error ?? ""}`;
       return h("div", { class: "explain-model" }, h("h4", {}, modelName(model), " ", h("small", {}, status)), breaks.length ? h("ul", {}, ...breaks) : h("p", { class: "hint" }, "no graph breaks"));
     });
     reasons.appendChild(h("div", { class: "explain-run", data: { ref: run.ref } }, h("h3", {}, `${run.name || "run"} (${run.ref}), ${runLabel(run)}`), run.problem ? h("p", { class: "warning" }, run.problem) : "", ...items));
