@@ -55,7 +55,7 @@ std::vector<trace::RowIndex> outermost_slices_named(const trace::SliceTable& sli
 }  // namespace
 
 Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
-                            PhaseGrouping grouping) {
+                            PhaseGrouping grouping, BreakdownSamples* samples) {
   Breakdown result;
   result.span_name = std::string(span_name);
   std::optional<trace::StringId> name_id = trace.strings.find(span_name);
@@ -126,6 +126,8 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
     phase.present_in = static_cast<uint64_t>(
         std::count_if(dense.begin(), dense.end(), [](int64_t value) { return value != 0; }));
     if (sources.size() == 1) phase.present_in = columns[sources[0]].entries.size();
+    // Kept before summarize_distribution, which sorts the values.
+    if (samples != nullptr) samples->phase_values.push_back(dense);
     phase.per_inference = summarize_distribution(dense);
     phase.share_of_total = total_mean > 0 ? phase.per_inference.mean_ns / total_mean : 0.0;
   };
@@ -151,9 +153,11 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
   rest.uncovered = true;
   rest.present_in = static_cast<uint64_t>(
       std::count_if(uncovered.begin(), uncovered.end(), [](int64_t value) { return value > 0; }));
+  if (samples != nullptr) samples->phase_values.push_back(uncovered);  // before it is sorted
   rest.per_inference = summarize_distribution(uncovered);
   rest.share_of_total = total_mean > 0 ? rest.per_inference.mean_ns / total_mean : 0.0;
   result.phases.push_back(std::move(rest));
+  if (samples != nullptr) samples->inferences = inferences;
 
   result.wall_ns = last_end - first_start;
   result.inferences_per_second =

@@ -57,8 +57,18 @@ struct Breakdown {
   int64_t wall_ns = 0;  // first inference start to last inference end
 };
 
+// Each single inference of a breakdown (the UI's stacked bar per inference): its slice
+// row, in time order, and each phase's time in it, phases in Breakdown::phases' order
+// (0 where it lacks the phase). phases x inferences values: asked for only when wanted.
+struct BreakdownSamples {
+  std::vector<trace::RowIndex> inferences;
+  std::vector<std::vector<int64_t>> phase_values;  // [phase][inference]
+};
+
 // The breakdown of every slice named `span_name`. inference_count is 0 if there is none.
+// With `samples`, also each inference's phase times (whose means are the phases' means).
 Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
-                            PhaseGrouping grouping = PhaseGrouping::kChildName);
+                            PhaseGrouping grouping = PhaseGrouping::kChildName,
+                            BreakdownSamples* samples = nullptr);
 
 }  // namespace opsight::analyze

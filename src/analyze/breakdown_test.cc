@@ -72,6 +72,30 @@ TEST(Breakdown, PhasesByChildNameWithUncoveredTime) {
   EXPECT_NEAR(breakdown.inferences_per_second, 1e9 / breakdown.total.mean_ns, 1e-6);
 }
 
+TEST(Breakdown, SamplesGiveEachInferencesPhasesWhoseMeansAreThePhases) {
+  trace::Trace trace = inference_trace();
+  BreakdownSamples samples;
+  Breakdown breakdown = compute_breakdown(trace, "infer", PhaseGrouping::kChildName, &samples);
+  ASSERT_EQ(samples.inferences.size(), 10u);
+  ASSERT_EQ(samples.phase_values.size(), breakdown.phases.size());
+  for (size_t inference = 0; inference < 10; ++inference) {
+    const trace::RowIndex row = samples.inferences[inference];
+    EXPECT_EQ(trace.str(trace.slices.name[row]), "infer");
+    int64_t sum = 0;
+    for (const auto& values : samples.phase_values) sum += values[inference];
+    EXPECT_EQ(sum, trace.slices.dur[row]) << "inference " << inference;
+  }
+  EXPECT_EQ(samples.phase_values[1][0], 5);  // h2d in even inferences only
+  EXPECT_EQ(samples.phase_values[1][1], 0);
+  EXPECT_EQ(samples.phase_values[2][3], 130);  // compute 100 + 10 * i
+  EXPECT_EQ(samples.phase_values[4][0], 7);    // uncovered
+  for (size_t phase = 0; phase < breakdown.phases.size(); ++phase) {
+    double sum = 0;
+    for (int64_t value : samples.phase_values[phase]) sum += static_cast<double>(value);
+    EXPECT_DOUBLE_EQ(sum / 10, breakdown.phases[phase].per_inference.mean_ns) << phase;
+  }
+}
+
 TEST(Breakdown, PhasesByCategory) {
   trace::Trace trace = inference_trace();
   Breakdown breakdown = compute_breakdown(trace, "infer", PhaseGrouping::kChildCategory);

@@ -96,5 +96,15 @@ ApiResponse handle_counters(ApiContext& context, const PathParams& path, const Q
 ApiResponse handle_slice(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_search(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_range(ApiContext& context, const PathParams& path, const QueryParams& query);
+ApiResponse handle_marks(ApiContext& context, const PathParams& path, const QueryParams& query);
+ApiResponse handle_critical_path_slices(ApiContext& context, const PathParams& path,
+                                        const QueryParams& query);
+ApiResponse handle_inferences(ApiContext& context, const PathParams& path,
+                              const QueryParams& query);
+ApiResponse handle_put_tag(ApiContext& context, const PathParams& path, const QueryParams& query);
+ApiResponse handle_delete_tag(ApiContext& context, const PathParams& path,
+                              const QueryParams& query);
+ApiResponse handle_explain_runs(ApiContext& context, const PathParams& path,
+                                const QueryParams& query);
 
 }  // namespace opsight::server

@@ -186,4 +186,108 @@ ApiResponse handle_delete_run(ApiContext& context, const PathParams& path, const
   return json_response({{"removed", record_json(removed.value())}});
 }
 
+namespace {
+
+// The stored run a tag route names; trace files given on the command line have no tags.
+store::RunRecord taggable_run(ApiContext& context, const std::string& reference) {
+  if (context.file_index(reference))
+    throw ApiError(400, reference +
+                            " is a trace file given on the command line: only stored "
+                            "runs have tags");
+  return *context.resolve_record(reference);
+}
+
+void check_tag_text(const std::string& what, const std::string& text, size_t longest) {
+  if (text.size() > longest)
+    throw ApiError(400, "tag " + what + " is longer than " + std::to_string(longest) + " bytes");
+  for (char c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+      throw ApiError(400, "tag " + what + " '" + text + "' holds a control character");
+}
+
+}  // namespace
+
+ApiResponse handle_put_tag(ApiContext& context, const PathParams& path, const QueryParams& query) {
+  store::RunRecord record = taggable_run(context, path.at(0));
+  const std::string& key = path.at(1);
+  const std::string value = query.string_or("value", "");
+  check_tag_text("key", key, 200);
+  check_tag_text("value", value, 1000);
+  if (key.find('=') != std::string::npos)
+    throw ApiError(400, "tag key '" + key + "' holds '=': give the value as ?value=");
+  auto tagged = context.store()->set_tag(record.id, key, value);
+  if (!tagged.ok()) throw ApiError(409, tagged.error());
+  return json_response(record_json(tagged.value()));
+}
+
+ApiResponse handle_delete_tag(ApiContext& context, const PathParams& path, const QueryParams&) {
+  store::RunRecord record = taggable_run(context, path.at(0));
+  const std::string& key = path.at(1);
+  const auto& tags = record.metadata.tags;
+  if (std::none_of(tags.begin(), tags.end(), [&](const auto& tag) { return tag.first == key; }))
+    throw ApiError(404, "run " + std::to_string(record.id) + " has no tag '" + key + "'");
+  auto untagged = context.store()->remove_tag(record.id, key);
+  if (!untagged.ok()) throw ApiError(409, untagged.error());
+  return json_response(record_json(untagged.value()));
+}
+
+// The runs `opsight explain` saved (tag kind=explain), oldest first, each with its models'
+// results as the model spans' "explain.result" attribute holds them (docs/explain.md).
+ApiResponse handle_explain_runs(ApiContext& context, const PathParams&, const QueryParams& query) {
+  const auto limit = static_cast<size_t>(query.int_or("limit", 100, 1, 10'000));
+  nlohmann::json runs = nlohmann::json::array();
+  store::RunStore* store = context.store();
+  if (store == nullptr)
+    return json_response({{"runs", runs}, {"store_problem", context.store_problem()}});
+  store::RunFilter filter;
+  filter.tag = "kind=explain";
+  filter.limit = limit;
+  auto listed = store->list(filter);
+  if (!listed.ok()) throw ApiError(500, listed.error());
+  std::vector<store::RunRecord> records = std::move(listed.value());
+  std::reverse(records.begin(), records.end());  // oldest first: a history
+  for (const store::RunRecord& record : records) {
+    nlohmann::json entry = record_json(record);
+    nlohmann::json models = nlohmann::json::array();
+    io::ReadResult read = store->load_trace(record.id);
+    if (!read.ok()) {
+      entry["problem"] = read.error->message;
+    } else {
+      const trace::Trace& trace = read.trace;
+      std::optional<trace::StringId> key = trace.strings.find("explain.result");
+      for (trace::RowIndex row = 0; key && row < trace.slices.size(); ++row) {
+        if (row + 1 >= trace.slices.args_begin.size()) break;
+        for (auto arg = trace.slices.args_begin[row]; arg < trace.slices.args_begin[row + 1];
+             ++arg) {
+          if (trace.slice_args.key[arg] != *key ||
+              trace.slice_args.value[arg].type != trace::ArgType::kString)
+            continue;
+          auto result = nlohmann::json::parse(trace.str(trace.slice_args.value[arg].string_value),
+                                              nullptr, false);
+          if (!result.is_object()) continue;
+          nlohmann::json model = {{"span", trace.str(trace.slices.name[row])}};
+          for (const char* field : {"model", "family", "status", "error", "graphs", "graph_breaks",
+                                    "ops", "backend", "explain_seconds", "compile_seconds"})
+            model[field] = result.value(field, nlohmann::json());
+          nlohmann::json breaks = nlohmann::json::array();
+          if (result.contains("breaks") && result["breaks"].is_array())
+            for (const auto& site : result["breaks"]) {
+              if (!site.is_object()) continue;
+              breaks.push_back({{"reason", site.value("reason", nlohmann::json())},
+                                {"file", site.value("file", nlohmann::json())},
+                                {"line", site.value("line", nlohmann::json())},
+                                {"function", site.value("function", nlohmann::json())},
+                                {"count", site.value("count", nlohmann::json())}});
+            }
+          model["breaks"] = breaks;
+          models.push_back(std::move(model));
+        }
+      }
+    }
+    entry["models"] = std::move(models);
+    runs.push_back(std::move(entry));
+  }
+  return json_response({{"runs", runs}, {"store_problem", ""}});
+}
+
 }  // namespace opsight::server

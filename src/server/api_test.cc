@@ -251,6 +251,161 @@ TEST_F(ApiTest, LoadedRunsStayWithinTheCapacity) {
   EXPECT_EQ(info["max_loaded_runs"], 2);
 }
 
+TEST_F(ApiTest, TagsAreAddedReplacedAndRemovedOnStoredRuns) {
+  json tagged =
+      json::parse(api_->handle({"PUT", "/api/runs/1/tags/reviewed", {{"value", "yes"}}}).body);
+  EXPECT_EQ(tagged["tags"]["reviewed"], "yes");
+  EXPECT_EQ(tagged["tags"]["model"], "bert");
+  EXPECT_EQ(get_json("/api/runs", {{"tag", "reviewed=yes"}})["runs"].size(), 1u);
+  ApiResponse flag = api_->handle({"PUT", "/api/runs/2/tags/ci", {}});  // a tag without value
+  EXPECT_EQ(flag.status, 200) << flag.body;
+  EXPECT_EQ(json::parse(flag.body)["tags"]["ci"], "");
+  json untagged = json::parse(api_->handle({"DELETE", "/api/runs/1/tags/model", {}}).body);
+  EXPECT_FALSE(untagged["tags"].contains("model"));
+  EXPECT_EQ(get_json("/api/runs/1")["tags"], json({{"reviewed", "yes"}}));
+  expect_error(api_->handle({"DELETE", "/api/runs/1/tags/model", {}}), 404, "no tag 'model'");
+  expect_error(api_->handle({"PUT", "/api/runs/1/tags/a=b", {}}), 400, "holds '='");
+  expect_error(api_->handle({"PUT", "/api/runs/1/tags/bad\nkey", {}}), 400, "control character");
+  expect_error(api_->handle({"PUT", "/api/runs/9/tags/x", {}}), 404, "9");
+  expect_error(api_->handle({"PUT", "/api/runs/file:0/tags/x", {}}), 400, "only stored runs");
+  expect_error(api_->handle({"GET", "/api/runs/1/tags/x", {}}), 405, "not allowed");
+}
+
+TEST_F(ApiTest, InferencesAreTheBreakdownsSingleInferences) {
+  json inferences = get_json("/api/runs/1/inferences", {{"span", "infer"}});
+  json breakdown = get_json("/api/runs/1/report/breakdown", {{"span", "infer"}});
+  ASSERT_EQ(inferences["inference_count"], breakdown["inference_count"]);
+  ASSERT_EQ(inferences["inferences"].size(), 20u);
+  ASSERT_EQ(inferences["phases"].size(), breakdown["phases"].size());
+  for (size_t phase = 0; phase < breakdown["phases"].size(); ++phase) {
+    EXPECT_EQ(inferences["phases"][phase], breakdown["phases"][phase]["phase"]);
+    double sum = 0;
+    for (const auto& inference : inferences["inferences"])
+      sum += inference["phases"][phase].get<double>();
+    EXPECT_DOUBLE_EQ(sum / 20, breakdown["phases"][phase]["mean_ns"].get<double>()) << phase;
+  }
+  for (const auto& inference : inferences["inferences"]) {
+    int64_t sum = 0;
+    for (const auto& value : inference["phases"]) sum += value.get<int64_t>();
+    EXPECT_EQ(sum, inference["dur"].get<int64_t>());
+  }
+  EXPECT_EQ(
+      get_json("/api/runs/1/inferences", {{"span", "infer"}, {"limit", "3"}})["inferences"].size(),
+      3u);
+  expect_error(get("/api/runs/1/inferences"), 400, "'span'");
+  expect_error(get("/api/runs/1/inferences", {{"span", "infer"}, {"by", "color"}}), 400, "'by'");
+  expect_error(get("/api/runs/1/inferences", {{"span", "nothing"}}), 404,
+               "no span named 'nothing'");
+}
+
+TEST_F(ApiTest, CriticalPathSlicesAreTheCriticalPathsSteps) {
+  json path = get_json("/api/runs/1/critical_path_slices");
+  json report_view = get_json("/api/runs/1/report/critical_path");
+  EXPECT_EQ(path["length_ns"], report_view["length_ns"]);
+  EXPECT_EQ(path["idle_ns"], report_view["idle_ns"]);
+  ASSERT_EQ(path["step_count"], 60);  // 20 inferences and their 2 children each
+  int64_t on_path = 0;
+  for (const auto& step : path["steps"]) on_path += step[5].get<int64_t>();
+  EXPECT_EQ(on_path + path["idle_ns"].get<int64_t>(), path["length_ns"].get<int64_t>());
+  json slice = get_json("/api/runs/1/slices/" + std::to_string(path["steps"][0][0].get<int>()));
+  EXPECT_EQ(slice["name"], "infer");
+  EXPECT_EQ(slice["ts"], path["steps"][0][1]);
+  EXPECT_EQ(get_json("/api/runs/1/critical_path_slices", {{"limit", "5"}})["steps"].size(), 5u);
+  expect_error(get("/api/runs/1/critical_path_slices", {{"limit", "0"}}), 400, "'limit'");
+}
+
+TEST_F(ApiTest, MarksAreTheFlowsAndInstantsOfAWindow) {
+  const std::string path = (store_.folder() / "flows.json").string();
+  std::ofstream(path) << R"({"traceEvents":[
+    {"ph":"X","pid":1,"tid":1,"ts":0,"dur":5,"name":"send","bind_id":"0xa","flow_out":true},
+    {"ph":"X","pid":1,"tid":2,"ts":20,"dur":5,"name":"receive","bind_id":"0xa","flow_in":true},
+    {"ph":"X","pid":1,"tid":2,"ts":100,"dur":5,"name":"late","bind_id":"0xb","flow_out":true},
+    {"ph":"X","pid":1,"tid":1,"ts":200,"dur":5,"name":"later","bind_id":"0xb","flow_in":true},
+    {"ph":"i","pid":1,"tid":1,"ts":3,"name":"<b>checkpoint</b>","s":"t"},
+    {"ph":"i","pid":1,"tid":1,"ts":150,"name":"gc","s":"g"}]})";
+  ApiOptions options;
+  options.store_path = store_.path();
+  options.files = {path};
+  Api api(options);
+  auto marks = [&](int64_t start, int64_t end) {
+    ApiResponse response =
+        api.handle({"GET",
+                    "/api/runs/file:0/marks",
+                    {{"start", std::to_string(start)}, {"end", std::to_string(end)}}});
+    EXPECT_EQ(response.status, 200) << response.body;
+    return json::parse(response.body);
+  };
+  json all = marks(0, 300'000);
+  ASSERT_EQ(all["flows"].size(), 2u);
+  ASSERT_EQ(all["instants"].size(), 2u);
+  const json& first = all["flows"][0];
+  EXPECT_EQ(first[1], 5'000);     // leaves the end of "send" (ns)
+  EXPECT_EQ(first[5], 20'000);    // arrives at the start of "receive"
+  EXPECT_NE(first[2], first[6]);  // across threads
+  EXPECT_EQ(all["names"][all["instants"][0][1].get<size_t>()], "<b>checkpoint</b>");
+  EXPECT_EQ(all["instants"][0][0], 3'000);
+  EXPECT_EQ(all["instants"][0][3], "thread");
+  EXPECT_EQ(all["instants"][1][3], "global");
+  json early = marks(0, 50'000);  // the second flow and the gc instant lie later
+  EXPECT_EQ(early["flows"].size(), 1u);
+  EXPECT_EQ(early["instants"].size(), 1u);
+  json crossing = marks(120'000, 130'000);  // inside the second arrow, past both its ends
+  EXPECT_EQ(crossing["flows"].size(), 1u);
+  EXPECT_EQ(crossing["instants"].size(), 0u);
+  ApiResponse limited = api.handle(
+      {"GET", "/api/runs/file:0/marks", {{"start", "0"}, {"end", "300000"}, {"limit", "1"}}});
+  json limited_body = json::parse(limited.body);
+  EXPECT_EQ(limited_body["flows"].size(), 1u);
+  EXPECT_EQ(limited_body["flow_total"], 2);
+  expect_error(api.handle({"GET", "/api/runs/file:0/marks", {{"start", "9"}, {"end", "1"}}}), 400,
+               "before start");
+  expect_error(api.handle({"GET", "/api/runs/file:0/marks", {{"end", "1"}}}), 400, "'start'");
+}
+
+TEST_F(ApiTest, ExplainRunsGiveEachModelsGraphsAndBreaks) {
+  EXPECT_TRUE(get_json("/api/explain")["runs"].empty());  // no run is tagged kind=explain
+  auto opened = store::RunStore::open(store_.path());
+  ASSERT_TRUE(opened.ok());
+  for (int breaks : {1, 2}) {
+    trace::Trace trace;
+    trace::TrackId track = trace.thread_track(1, 1);
+    trace::RowIndex row =
+        trace.slices.add(0, 1000, trace.intern("explain tiny"), trace.intern("explain"), track);
+    json result = {{"model", "tiny"},      {"family", "mlp"},        {"status", "ok"},
+                   {"graphs", breaks + 1}, {"graph_breaks", breaks}, {"ops", 7},
+                   {"unknown", "ignored"}, {"breaks", json::array()}};
+    for (int i = 0; i < breaks; ++i)
+      result["breaks"].push_back({{"reason", "Tensor.item() <call>"},
+                                  {"file", "models.py"},
+                                  {"line", 10 + i},
+                                  {"function", "forward"},
+                                  {"count", 1}});
+    trace.slice_args.add(row, trace.intern("explain.result"),
+                         trace::ArgValue::of_string(trace.intern(result.dump())));
+    trace.slice_args.add(row, trace.intern("other"), trace::ArgValue::of_int(1));
+    trace.finalize();
+    store::RunMetadata metadata;
+    metadata.name = "explain " + std::to_string(breaks);
+    metadata.tags = {{"kind", "explain"}, {"commit", "c" + std::to_string(breaks)}};
+    ASSERT_TRUE(opened.value()->add(trace, metadata).ok());
+  }
+  json runs = get_json("/api/explain")["runs"];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["name"], "explain 1");  // oldest first
+  EXPECT_EQ(runs[1]["tags"]["commit"], "c2");
+  ASSERT_EQ(runs[1]["models"].size(), 1u);
+  const json& model = runs[1]["models"][0];
+  EXPECT_EQ(model["model"], "tiny");
+  EXPECT_EQ(model["graphs"], 3);
+  EXPECT_EQ(model["graph_breaks"], 2);
+  EXPECT_FALSE(model.contains("unknown"));
+  ASSERT_EQ(model["breaks"].size(), 2u);
+  EXPECT_EQ(model["breaks"][1]["line"], 11);
+  EXPECT_EQ(model["breaks"][1]["reason"], "Tensor.item() <call>");
+  EXPECT_EQ(get_json("/api/explain", {{"limit", "1"}})["runs"].size(), 1u);
+  expect_error(get("/api/explain", {{"limit", "x"}}), 400, "'limit'");
+}
+
 TEST(ApiWithoutStore, AMissingStoreHasNoRunsAndSaysWhy) {
   ApiOptions options;
   options.store_path = "/nonexistent/opsight/runs.db";

@@ -1,6 +1,11 @@
 #include "server/static_files.hpp"
 
+#include <zlib.h>
+
+#include <cctype>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 namespace opsight::server {
@@ -62,6 +67,74 @@ std::optional<std::filesystem::path> find_web_root(const std::string& build_tree
     if (std::filesystem::exists(candidate / "index.html", error))
       return candidate.lexically_normal();
   return std::nullopt;
+}
+
+std::string gzip_compress(std::string_view bytes) {
+  z_stream stream{};
+  // 15 window bits + 16: a gzip header and trailer instead of zlib's.
+  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK)
+    return {};
+  std::string out(deflateBound(&stream, static_cast<uLong>(bytes.size())) + 32, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  stream.avail_in = static_cast<uInt>(bytes.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  int status = deflate(&stream, Z_FINISH);
+  size_t written = stream.total_out;
+  deflateEnd(&stream);
+  if (status != Z_STREAM_END) return {};
+  out.resize(written);
+  return out;
+}
+
+bool accepts_gzip(std::string_view accept_encoding) {
+  std::string lower(accept_encoding);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t begin = 0;
+  while (begin <= lower.size()) {
+    size_t end = lower.find(',', begin);
+    if (end == std::string::npos) end = lower.size();
+    std::string item = lower.substr(begin, end - begin);
+    begin = end + 1;
+    std::string coding = item.substr(0, item.find(';'));
+    coding.erase(0, coding.find_first_not_of(" \t"));
+    coding.erase(coding.find_last_not_of(" \t") + 1);
+    if (coding != "gzip" && coding != "*") continue;
+    size_t q = item.find("q=");
+    if (q != std::string::npos && std::strtod(item.c_str() + q + 2, nullptr) <= 0.0) continue;
+    return true;
+  }
+  return false;
+}
+
+std::shared_ptr<const StaticFileCache::Entry> StaticFileCache::get(
+    const std::filesystem::path& file) {
+  std::error_code error;
+  auto modified = std::filesystem::last_write_time(file, error);
+  if (error) return nullptr;
+  uintmax_t size = std::filesystem::file_size(file, error);
+  if (error) return nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto found = held_.find(file);
+    if (found != held_.end() && found->second.modified == modified && found->second.size == size)
+      return found->second.entry;
+  }
+  std::ifstream input(file, std::ios::binary);
+  if (!input) return nullptr;
+  std::ostringstream bytes;
+  bytes << input.rdbuf();
+  auto entry = std::make_shared<Entry>();
+  entry->bytes = bytes.str();
+  entry->content_type = content_type_of(file);
+  const std::string& type = entry->content_type;
+  bool text = type.starts_with("text/") || type.starts_with("application/json") ||
+              type.starts_with("image/svg+xml") || type.starts_with("application/javascript");
+  if (text && entry->bytes.size() >= 256) entry->gzip = gzip_compress(entry->bytes);
+  std::lock_guard lock(mutex_);
+  held_[file] = {modified, size, entry};
+  return entry;
 }
 
 }  // namespace opsight::server

@@ -10,6 +10,9 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,5 +31,39 @@ std::string content_type_of(const std::filesystem::path& file);
 // else `build_tree_fallback` (the source tree's web/dist). nullopt when none holds an
 // index.html.
 std::optional<std::filesystem::path> find_web_root(const std::string& build_tree_fallback);
+
+// The app's files as they are served: read once, and for text (HTML, JavaScript, CSS,
+// JSON, SVG) gzip-compressed once, so a page load neither reads nor compresses again.
+// (cpp-httplib would compress every text answer with Brotli at its slowest quality: about
+// 100 ms per page load for the app's script.) An entry is read again when the file's size
+// or modification time changed.
+//
+// Thread-safety: get() may be called from any number of threads at once.
+class StaticFileCache {
+ public:
+  struct Entry {
+    std::string bytes;
+    std::string gzip;  // empty when the type is not worth compressing (or it failed)
+    std::string content_type;
+  };
+
+  // The file's entry; nullptr when it cannot be read.
+  std::shared_ptr<const Entry> get(const std::filesystem::path& file);
+
+ private:
+  struct Held {
+    std::filesystem::file_time_type modified;
+    uintmax_t size = 0;
+    std::shared_ptr<const Entry> entry;
+  };
+  std::mutex mutex_;
+  std::map<std::filesystem::path, Held> held_;
+};
+
+// `bytes` gzip-compressed (RFC 1952) at zlib's default level; empty on failure.
+std::string gzip_compress(std::string_view bytes);
+
+// Whether an Accept-Encoding header value accepts gzip (a q=0 refuses it).
+bool accepts_gzip(std::string_view accept_encoding);
 
 }  // namespace opsight::server

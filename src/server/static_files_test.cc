@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <fstream>
+#include <thread>
 
 namespace opsight::server {
 namespace {
@@ -45,6 +47,53 @@ TEST_F(StaticFiles, ContentTypes) {
   EXPECT_EQ(content_type_of("a.js"), "text/javascript; charset=utf-8");
   EXPECT_EQ(content_type_of("a.css"), "text/css; charset=utf-8");
   EXPECT_EQ(content_type_of("a.bin"), "application/octet-stream");
+}
+
+std::string gunzip(const std::string& compressed) {
+  z_stream stream{};
+  EXPECT_EQ(inflateInit2(&stream, 15 + 16), Z_OK);
+  std::string out(1 << 20, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(inflate(&stream, Z_FINISH), Z_STREAM_END);
+  out.resize(stream.total_out);
+  inflateEnd(&stream);
+  return out;
+}
+
+TEST(StaticFileCompression, GzipRoundTripsAndAcceptEncodingIsRead) {
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += "function f" + std::to_string(i) + "() { return 1; }\n";
+  std::string compressed = gzip_compress(text);
+  ASSERT_FALSE(compressed.empty());
+  EXPECT_LT(compressed.size(), text.size() / 4);
+  EXPECT_EQ(gunzip(compressed), text);
+  EXPECT_TRUE(accepts_gzip("gzip, deflate, br"));
+  EXPECT_TRUE(accepts_gzip("br;q=1.0, GZIP;q=0.5"));
+  EXPECT_TRUE(accepts_gzip("*"));
+  EXPECT_FALSE(accepts_gzip("br"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0"));
+  EXPECT_FALSE(accepts_gzip(""));
+  EXPECT_FALSE(accepts_gzip("x-gzipped"));
+}
+
+TEST_F(StaticFiles, TheCacheCompressesTextOnceAndRereadsAChangedFile) {
+  std::string script(4000, 'a');
+  std::ofstream(base_ / "web/assets/big.js") << script;
+  StaticFileCache cache;
+  auto first = cache.get(base_ / "web/assets/big.js");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->bytes, script);
+  EXPECT_EQ(gunzip(first->gzip), script);
+  EXPECT_EQ(first->content_type, content_type_of(base_ / "web/assets/big.js"));
+  EXPECT_EQ(cache.get(base_ / "web/assets/big.js"), first);  // the same bytes, not read again
+  EXPECT_TRUE(cache.get(base_ / "web/assets/app.js")->gzip.empty());  // too small to bother
+  std::ofstream(base_ / "web/assets/big.js") << "changed";
+  auto second = cache.get(base_ / "web/assets/big.js");
+  EXPECT_EQ(second->bytes, "changed");
+  EXPECT_EQ(cache.get(base_ / "web/missing.js"), nullptr);
 }
 
 }  // namespace

@@ -114,14 +114,26 @@ std::string UiServer::start() {
       set_json_error(response, 404, "no file " + request.path + " in the web app");
       return;
     }
-    std::ifstream input(*file, std::ios::binary);
-    std::ostringstream bytes;
-    bytes << input.rdbuf();
+    auto entry = static_files_.get(*file);
+    if (!entry) {
+      set_json_error(response, 404, "cannot read " + request.path + " in the web app");
+      return;
+    }
     response.set_header("X-Content-Type-Options", "nosniff");
     response.set_header("Content-Security-Policy",
                         "default-src 'self'; img-src 'self' data:; style-src 'self' "
                         "'unsafe-inline'; object-src 'none'; frame-ancestors 'none'");
-    response.set_content(bytes.str(), content_type_of(*file));
+    response.set_header("Vary", "Accept-Encoding");
+    // Served through a content provider of known length, which cpp-httplib sends as it is:
+    // the gzip bytes compressed once (StaticFileCache), or the file's bytes.
+    bool gzip = !entry->gzip.empty() && accepts_gzip(request.get_header_value("Accept-Encoding"));
+    if (gzip) response.set_header("Content-Encoding", "gzip");
+    const std::string* body = gzip ? &entry->gzip : &entry->bytes;
+    response.set_content_provider(
+        body->size(), entry->content_type,
+        [entry, body](size_t offset, size_t length, httplib::DataSink& sink) {
+          return sink.write(body->data() + offset, length);
+        });
   });
   server.set_error_handler([](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;  // a handler already explained

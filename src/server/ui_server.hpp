@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "server/api.hpp"
+#include "server/static_files.hpp"
 
 namespace opsight::server {
 
@@ -56,6 +57,7 @@ class UiServer {
   UiServerOptions options_;
   std::unique_ptr<Api> api_;
   std::unique_ptr<Http> http_;
+  StaticFileCache static_files_;
   std::thread thread_;
   std::string token_;
   int port_ = 0;

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "server/server_test_fixtures.hpp"
+#include "server/static_files.hpp"
 
 namespace opsight::server {
 namespace {
@@ -91,6 +92,28 @@ TEST_F(UiServerTest, ServesTheApiAndTheApp) {
   auto script = client.Get("/assets/app.js");
   ASSERT_TRUE(script);
   EXPECT_EQ(script->body, "console.log(1)");
+  // A larger script goes gzip-compressed once (never Brotli-compressed per request),
+  // and as it is to a client that does not take gzip.
+  std::string big;
+  for (int i = 0; i < 500; ++i) big += "console.log(" + std::to_string(i) + ");\n";
+  std::ofstream(web_root_ / "assets/big.js") << big;
+  httplib::Client raw("127.0.0.1", server->port());
+  raw.set_decompress(false);
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    auto compressed = raw.Get("/assets/big.js", {{"Accept-Encoding", "gzip, deflate, br"}});
+    ASSERT_TRUE(compressed);
+    EXPECT_EQ(compressed->status, 200);
+    EXPECT_EQ(compressed->get_header_value("Content-Encoding"), "gzip");
+    EXPECT_EQ(compressed->get_header_value("Vary"), "Accept-Encoding");
+    EXPECT_EQ(compressed->body, gzip_compress(big));
+  }
+  auto plain = raw.Get("/assets/big.js", {{"Accept-Encoding", "br"}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->get_header_value("Content-Encoding"), "");
+  EXPECT_EQ(plain->body, big);
+  auto decoded = client.Get("/assets/big.js", {{"Accept-Encoding", "gzip"}});
+  ASSERT_TRUE(decoded);
+  EXPECT_EQ(decoded->body, big);
   EXPECT_EQ(server->url("/runs"), "http://127.0.0.1:" + std::to_string(server->port()) + "/#/runs");
   EXPECT_TRUE(server->access_token().empty());
 }

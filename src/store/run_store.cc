@@ -783,6 +783,35 @@ Result<RunRecord> RunStore::remove(int64_t id) {
   return found;
 }
 
+Result<RunRecord> RunStore::set_tag(int64_t id, const std::string& key, const std::string& value) {
+  if (auto problem = refuse_writes_if_damaged("tag runs"))
+    return Result<RunRecord>::failure(*problem);
+  if (key.empty()) return Result<RunRecord>::failure("a tag needs a key");
+  std::lock_guard lock(mutex_);
+  auto found = find_by_id(id);
+  if (!found.ok()) return found;
+  Statement insert(database_,
+                   "INSERT OR REPLACE INTO run_tags (run_id, key, value) VALUES (?, ?, ?)");
+  if (!insert.ok() || !insert.bind_all(id, key, value) || insert.step() != SQLITE_DONE)
+    return Result<RunRecord>::failure(describe_error("cannot tag run " + std::to_string(id)));
+  return find_by_id(id);
+}
+
+Result<RunRecord> RunStore::remove_tag(int64_t id, const std::string& key) {
+  if (auto problem = refuse_writes_if_damaged("untag runs"))
+    return Result<RunRecord>::failure(*problem);
+  std::lock_guard lock(mutex_);
+  auto found = find_by_id(id);
+  if (!found.ok()) return found;
+  const auto& tags = found.value().metadata.tags;
+  if (std::none_of(tags.begin(), tags.end(), [&](const auto& tag) { return tag.first == key; }))
+    return Result<RunRecord>::failure("run " + std::to_string(id) + " has no tag '" + key + "'");
+  Statement remove(database_, "DELETE FROM run_tags WHERE run_id = ? AND key = ?");
+  if (!remove.ok() || !remove.bind_all(id, key) || remove.step() != SQLITE_DONE)
+    return Result<RunRecord>::failure(describe_error("cannot untag run " + std::to_string(id)));
+  return find_by_id(id);
+}
+
 Result<std::vector<int64_t>> RunStore::retention_candidates(const RetentionPolicy& policy) {
   std::lock_guard lock(mutex_);
   return select_retention_candidates(policy);

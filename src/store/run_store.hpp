@@ -162,6 +162,12 @@ class RunStore {
   // Removes run `id` and its trace; an error if there is no such run.
   Result<RunRecord> remove(int64_t id);
 
+  // Sets run `id`'s tag `key` to `value` (replacing the value it had), or removes the tag;
+  // returns the run's record as it is now. An error if there is no such run, the key is
+  // empty, or (remove_tag) the run has no tag `key`.
+  Result<RunRecord> set_tag(int64_t id, const std::string& key, const std::string& value);
+  Result<RunRecord> remove_tag(int64_t id, const std::string& key);
+
   // Removes the runs the policy selects; returns how many.
   Result<uint64_t> apply_retention(const RetentionPolicy& policy);
   // The ids `apply_retention(policy)` would remove now, oldest first; removes nothing.

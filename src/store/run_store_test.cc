@@ -183,6 +183,30 @@ TEST_F(RunStoreTest, ListFiltersByNameTagDateAndLimit) {
   EXPECT_LE(first.created_unix_ns, second.created_unix_ns);
 }
 
+TEST_F(RunStoreTest, TagsAreSetReplacedAndRemovedOnAStoredRun) {
+  auto store = open_store();
+  ASSERT_TRUE(store);
+  RunRecord run = add(*store, make_trace(2), metadata_named("bert", {{"gpu", "h100"}}));
+  auto tagged = store->set_tag(run.id, "reviewed", "yes");
+  ASSERT_TRUE(tagged.ok()) << tagged.error();
+  EXPECT_EQ(tagged.value().metadata.tags,
+            (opsight::store::KeyValues{{"gpu", "h100"}, {"reviewed", "yes"}}));
+  ASSERT_TRUE(store->set_tag(run.id, "gpu", "a100").ok());  // replaces the value
+  auto listed = store->list({.tag = "gpu=a100"});
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(ids_of(listed.value()), (std::vector<int64_t>{run.id}));
+  auto untagged = store->remove_tag(run.id, "gpu");
+  ASSERT_TRUE(untagged.ok()) << untagged.error();
+  EXPECT_EQ(untagged.value().metadata.tags, (opsight::store::KeyValues{{"reviewed", "yes"}}));
+  auto missing_tag = store->remove_tag(run.id, "gpu");
+  ASSERT_FALSE(missing_tag.ok());
+  EXPECT_NE(missing_tag.error().find("no tag 'gpu'"), std::string::npos) << missing_tag.error();
+  EXPECT_FALSE(store->set_tag(run.id, "", "x").ok());
+  auto missing_run = store->set_tag(run.id + 7, "a", "b");
+  ASSERT_FALSE(missing_run.ok());
+  EXPECT_NE(missing_run.error().find("no run"), std::string::npos) << missing_run.error();
+}
+
 TEST_F(RunStoreTest, ResolvesIdsLatestUuidPrefixesAndNames) {
   auto store = open_store();
   ASSERT_TRUE(store);

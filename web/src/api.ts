@@ -162,6 +162,8 @@ export interface TimelineLayout {
   start_ns: number;
   end_ns: number;
   processes: { pid: number; name: string; labels: string[]; tracks: TimelineTrack[]; counters: CounterTrack[] }[];
+  instant_count?: number;
+  flow_count?: number;
 }
 
 // [start_ns, dur_ns, count, row, name index]
@@ -196,4 +198,69 @@ export interface SliceDetail extends SliceSummary {
   parents: SliceSummary[];
   flows_in: SliceSummary[];
   flows_out: SliceSummary[];
+}
+
+// /marks: flows and instants of a time window.
+// instants: [ts, name index, track, scope, pid]
+export type InstantItem = [number, number, number, "thread" | "process" | "global", number];
+// flows: [from row, from ts, from track, from depth, to row, to ts, to track, to depth, name index]
+export type FlowItem = [number, number, number, number, number, number, number, number, number];
+
+export interface MarksAnswer {
+  start: number;
+  end: number;
+  names: string[];
+  instants: InstantItem[];
+  instant_total: number;
+  flows: FlowItem[];
+  flow_total: number;
+}
+
+// /critical_path_slices: [row, ts, dur, track, depth, on path ns] per step.
+export interface CriticalPathSlices {
+  start_ns: number;
+  end_ns: number;
+  length_ns: number;
+  idle_ns: number;
+  roots: number[];
+  step_count: number;
+  steps: [number, number, number, number, number, number][];
+}
+
+// /inferences: each single inference of a breakdown with its phases' times.
+export interface InferencesAnswer {
+  span: string;
+  grouping: string;
+  inference_count: number;
+  phases: string[];
+  inferences: { row: number; ts: number; dur: number; phases: number[] }[];
+}
+
+export interface ExplainBreak {
+  reason: string | null;
+  file: string | null;
+  line: number | null;
+  function: string | null;
+  count: number | null;
+}
+
+export interface ExplainModel {
+  span: string;
+  model: string | null;
+  family: string | null;
+  status: string | null;
+  error: string | null;
+  graphs: number | null;
+  graph_breaks: number | null;
+  ops: number | null;
+  backend: string | null;
+  explain_seconds: number | null;
+  compile_seconds: number | null;
+  breaks: ExplainBreak[];
+}
+
+export interface ExplainRun extends RunEntry {
+  created?: string;
+  problem?: string;
+  models: ExplainModel[];
 }

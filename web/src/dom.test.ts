@@ -25,4 +25,11 @@ describe("h", () => {
     expect(() => h("a", { href: "javascript:alert(1)" })).toThrow(/inside the app/);
     expect(() => h("a", { href: "https://example.com" })).toThrow(/inside the app/);
   });
+
+  test("an option's value may differ from its text", () => {
+    const select = h("select", {}, h("option", { value: "0" }, "first <root>"), h("option", { value: "1" }, "second"));
+    select.value = "1";
+    expect(select.selectedOptions[0].textContent).toBe("second");
+    expect((select.options[0] as HTMLOptionElement).value).toBe("0");
+  });
 });

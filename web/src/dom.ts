@@ -39,6 +39,7 @@ export function h<K extends keyof HTMLElementTagNameMap>(
     if (props.placeholder) element.placeholder = props.placeholder;
     if (props.checked !== undefined) element.checked = props.checked;
   }
+  if (element instanceof HTMLOptionElement && props.value !== undefined) element.value = props.value;
   if (props.disabled !== undefined && "disabled" in element)
     (element as HTMLButtonElement).disabled = props.disabled;
   if (props.data) for (const [key, value] of Object.entries(props.data)) element.dataset[key] = String(value);

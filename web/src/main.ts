@@ -7,6 +7,7 @@ import { h } from "./dom";
 import { parseRoute, routeHref } from "./router";
 import { comparePage } from "./pages/compare";
 import { detailsPage } from "./pages/details";
+import { explainPage } from "./pages/explain";
 import { overviewPage } from "./pages/overview";
 import { runsPage } from "./pages/runs";
 import { timelinePage } from "./pages/timeline";
@@ -14,7 +15,7 @@ import { treePage } from "./pages/tree";
 
 const app = document.getElementById("app") as HTMLElement;
 const nav = document.getElementById("nav") as HTMLElement;
-nav.replaceChildren(h("a", { href: routeHref({ page: "runs" }) }, "Runs"));
+nav.replaceChildren(h("a", { href: routeHref({ page: "runs" }) }, "Runs"), " ", h("a", { href: routeHref({ page: "explain" }), id: "nav-explain" }, "Explain runs"));
 
 let generation = 0;
 
@@ -30,9 +31,10 @@ async function show(): Promise<void> {
     if (route.page === "runs") await runsPage(root, route.query);
     else if (route.page === "overview") await overviewPage(root, route.run!, route.query);
     else if (route.page === "timeline") await timelinePage(root, route.run!, route.query);
-    else if (route.page === "tree") await treePage(root, route.run!);
+    else if (route.page === "tree") await treePage(root, route.run!, route.query);
     else if (route.page === "details") await detailsPage(root, route.run!, route.query);
     else if (route.page === "compare") await comparePage(root, route.a!, route.b!);
+    else if (route.page === "explain") await explainPage(root);
     else root.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `No page at ${location.hash}`));
   } catch (failure) {
     if (mine !== generation) return;

@@ -23,3 +23,8 @@ test("hrefs and routes round-trip", () => {
   expect(parseRoute(href)).toEqual({ page: "timeline", run: "my run/1", query: { start: "5", q: "a&b" } });
   expect(routeHref({ page: "compare", a: "1", b: "2" })).toBe("#/compare/1/2");
 });
+
+test("the explain page has its own route", () => {
+  expect(parseRoute("#/explain")).toEqual({ page: "explain", query: {} });
+  expect(routeHref({ page: "explain" })).toBe("#/explain");
+});

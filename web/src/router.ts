@@ -1,10 +1,10 @@
 // The app's pages by URL (hash routing, so `opsight ui` serves one index.html and every
 // page can be linked to): #/runs, #/runs/REF, #/runs/REF/timeline, #/runs/REF/tree,
 // #/runs/REF/details,
-// #/compare/A/B, each with optional ?key=value parameters (a timeline's window and the
+// #/compare/A/B, #/explain (the runs of `opsight explain` over time), each with optional ?key=value parameters (a timeline's window and the
 // selected slice, an overview's selected span name).
 
-export type Page = "runs" | "overview" | "timeline" | "tree" | "details" | "compare" | "not-found";
+export type Page = "runs" | "overview" | "timeline" | "tree" | "details" | "compare" | "explain" | "not-found";
 
 export interface Route {
   page: Page;
@@ -25,6 +25,7 @@ export function parseRoute(hash: string): Route {
   if (segments[0] === "runs" && segments.length === 2) return { page: "overview", run: segments[1], query };
   if (segments[0] === "runs" && segments.length === 3 && (segments[2] === "timeline" || segments[2] === "tree" || segments[2] === "details"))
     return { page: segments[2], run: segments[1], query };
+  if (segments[0] === "explain" && segments.length === 1) return { page: "explain", query };
   if (segments[0] === "compare" && segments.length === 3)
     return { page: "compare", a: segments[1], b: segments[2], query };
   return { page: "not-found", query };
@@ -43,6 +44,7 @@ export function routeHref(route: Omit<Route, "query"> & { query?: Record<string,
   let path = "#/runs";
   if (route.page === "overview") path = `#/runs/${encode(route.run ?? "")}`;
   if (route.page === "timeline" || route.page === "tree" || route.page === "details") path = `#/runs/${encode(route.run ?? "")}/${route.page}`;
+  if (route.page === "explain") path = "#/explain";
   if (route.page === "compare") path = `#/compare/${encode(route.a ?? "")}/${encode(route.b ?? "")}`;
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(route.query ?? {}))

@@ -1,8 +1,10 @@
 // Latency details of a run: the operator table (`opsight report --ops`'s JSON) and the
 // per-inference breakdown of a chosen span (`--breakdown SPAN`): each phase's share of an
-// inference as a stacked bar, and its percentile table.
+// inference as a stacked bar, a stacked bar per single inference (/inferences: its phases'
+// times, whose means are the report's), and the phases' percentile table.
 
-import { apiFetch, runPath, type Statistics, type SummaryRow } from "../api";
+import { apiFetch, runPath, type InferencesAnswer, type Statistics, type SummaryRow } from "../api";
+import { drawInferenceBars } from "../charts";
 import { h } from "../dom";
 import { formatCount, formatDuration, formatShare } from "../format";
 import { routeHref } from "../router";
@@ -69,7 +71,10 @@ export async function detailsPage(root: HTMLElement, run: string, query: Record<
     breakdownHolder,
   );
   if (!chosen) return;
-  const breakdown = await apiFetch<Breakdown>(runPath(run, "/report/breakdown"), { span: chosen });
+  const [breakdown, inferences] = await Promise.all([
+    apiFetch<Breakdown>(runPath(run, "/report/breakdown"), { span: chosen }),
+    apiFetch<InferencesAnswer>(runPath(run, "/inferences"), { span: chosen }).catch(() => null),
+  ]);
   const bar = h("div", { class: "stacked-bar", id: "breakdown-bar" });
   for (const phase of breakdown.phases) {
     if (phase.share_of_mean <= 0) continue;
@@ -97,10 +102,53 @@ export async function detailsPage(root: HTMLElement, run: string, query: Record<
     { className: "data breakdown" },
   );
   table.id = "breakdown-table";
+  const perInference = h("section", { id: "inference-bars" });
   breakdownHolder.replaceChildren(
     h("p", {}, `${formatCount(breakdown.inference_count)} inferences (${breakdown.inferences_per_second.toFixed(1)}/s), mean ${formatDuration(breakdown.total.mean_ns)}, p99 ${formatDuration(breakdown.total.p99_ns)}`),
+    h("h3", {}, "A mean inference"),
     bar,
     legend,
+    perInference,
+    h("h3", {}, "Phases over the inferences"),
     table,
   );
+  if (inferences && inferences.inferences.length) showInferences(perInference, run, inferences);
+}
+
+declare global {
+  interface Window {
+    opsightInferences?: InferencesAnswer;
+  }
+}
+
+// One stacked bar per single inference; hovering one names its phases' times, a click
+// opens it on the timeline.
+function showInferences(holder: HTMLElement, run: string, answer: InferencesAnswer): void {
+  window.opsightInferences = answer;
+  const canvas = h("canvas", { id: "inference-chart", data: { count: answer.inferences.length } });
+  const tooltip = h("p", { id: "inference-tooltip", class: "hint" }, "Hover a bar for its phases; click it to see it on the timeline.");
+  const shown = answer.inferences.length < answer.inference_count ? ` (the first ${formatCount(answer.inferences.length)})` : "";
+  holder.replaceChildren(h("h3", {}, `Each inference${shown}`), canvas, tooltip);
+  const colors = answer.phases.map((phase) => colorOf(phase));
+  const width = Math.max(600, Math.min(1200, (holder.parentElement?.clientWidth ?? 900) - 10));
+  const layout = drawInferenceBars(canvas, answer.inferences, colors, width, 240);
+  const indexAt = (event: MouseEvent) => {
+    const index = Math.floor((event.offsetX - layout.left) / layout.barWidth);
+    return index >= 0 && index < answer.inferences.length ? index : null;
+  };
+  canvas.addEventListener("mousemove", (event) => {
+    const index = indexAt(event);
+    if (index === null) return;
+    const inference = answer.inferences[index];
+    const parts = answer.phases.map((phase, i) => `${phase} ${formatDuration(inference.phases[i])}`).filter((_, i) => inference.phases[i] > 0);
+    tooltip.dataset.index = String(index);
+    tooltip.textContent = `inference ${index + 1}: ${formatDuration(inference.dur)} = ${parts.join(" + ")}`;
+  });
+  canvas.addEventListener("click", (event) => {
+    const index = indexAt(event);
+    if (index === null) return;
+    const inference = answer.inferences[index];
+    const margin = Math.max(1, Math.round(inference.dur * 0.05));
+    location.hash = routeHref({ page: "timeline", run, query: { start: inference.ts - margin, end: inference.ts + inference.dur + margin, slice: inference.row } });
+  });
 }

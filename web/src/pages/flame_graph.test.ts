@@ -28,3 +28,23 @@ test("self widths: a node is its self time plus its children", () => {
   const frames = layoutFlame(nodes, null, 200, true);
   expect(frames.find((frame) => frame.index === 0)!.width).toBe(100); // 10 + (40 + 20) + 30
 });
+
+test("one root's calls become flame nodes in time order with their durations", async () => {
+  const { nodesOfCall } = await import("./flame_graph");
+  const root = {
+    name: "request", start_ns: 0, dur_ns: 100, self_ns: 10,
+    children: [
+      { name: "late", start_ns: 60, dur_ns: 30, self_ns: 30, children: [] },
+      { name: "early", start_ns: 5, dur_ns: 50, self_ns: 20, children: [{ name: "leaf", start_ns: 6, dur_ns: 30, self_ns: 30, children: [] }] },
+    ],
+  };
+  const flattened = nodesOfCall(root, (node) => node.name);
+  expect(flattened.map((item) => [item.name, item.parent, item.value])).toEqual([
+    ["request", null, 100],
+    ["early", 0, 50],
+    ["leaf", 1, 30],
+    ["late", 0, 30],
+  ]);
+  const frames = layoutFlame(flattened, null, 100);
+  expect(frames.find((frame) => frame.index === 3)).toEqual({ index: 3, x: 50, width: 30, depth: 1 });
+});

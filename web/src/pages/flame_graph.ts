@@ -105,3 +105,28 @@ export function drawFlameGraph(canvas: HTMLCanvasElement, nodes: FlameNode[], op
   };
   canvas.onmousemove = (event) => options.onHover(frameAt(event));
 }
+
+// One root of `opsight report --tree`'s JSON (a single call with its nested calls).
+export interface CallNode {
+  name: string;
+  start_ns: number;
+  dur_ns: number;
+  self_ns: number;
+  track?: string;
+  children: CallNode[];
+  descendants_omitted?: number;
+}
+
+// A single root's calls as flame nodes (depth first, children in time order), for the
+// icicle of one root (HiQ's call graph): widths are the calls' own durations.
+export function nodesOfCall(root: CallNode, describe: (node: CallNode) => string): FlameNode[] {
+  const nodes: FlameNode[] = [];
+  const visit = (node: CallNode, parent: number | null) => {
+    const index = nodes.length;
+    nodes.push({ name: node.name, parent, value: node.dur_ns, self: node.self_ns, label: describe(node) });
+    const children = [...(node.children ?? [])].sort((a, b) => a.start_ns - b.start_ns);
+    for (const child of children) visit(child, index);
+  };
+  visit(root, null);
+  return nodes;
+}

@@ -1,11 +1,13 @@
 // A run's overview: its metadata (command, git, host, CPU, GPU, versions, tags), the
 // tracer's overhead and drops, the percentile summary (`opsight report --summary`'s JSON),
-// and for the span name selected in it a latency histogram and CDF.
+// for the span name selected in it a latency histogram and CDF, and a chart over time of
+// every metric the run sampled (RSS, CPU, I/O, GPU counter tracks), with the minimum, mean,
+// maximum and last value of `opsight report --metrics`.
 
-import { apiFetch, runPath, type RunDetail, type SummaryRow } from "../api";
-import { drawCdf, drawHistogram, type HistogramBucket } from "../charts";
+import { apiFetch, runPath, type RunDetail, type SummaryRow, type TimelineLayout } from "../api";
+import { drawCdf, drawHistogram, drawMetricChart, type HistogramBucket } from "../charts";
 import { h } from "../dom";
-import { formatCount, formatDuration, formatShare, formatUnixTime } from "../format";
+import { formatBytes, formatCount, formatDuration, formatShare, formatUnixTime } from "../format";
 import { routeHref } from "../router";
 import { sortableTable } from "../table";
 
@@ -51,6 +53,7 @@ export async function overviewPage(root: HTMLElement, run: string, query: Record
   );
   const damage = detail.damage.map((line) => h("p", { class: "warning" }, `damaged input: ${line}`));
   const charts = h("section", { id: "latency" });
+  const metricsHolder = h("section", { id: "metrics" });
   const select = async (name: string) => {
     history.replaceState(null, "", routeHref({ page: "overview", run, query: { name } }));
     const latency = await apiFetch<LatencyAnswer>(runPath(run, "/latency"), { name, buckets: 40 });
@@ -104,7 +107,57 @@ export async function overviewPage(root: HTMLElement, run: string, query: Record
     h("h2", {}, "Percentile summary ", h("small", {}, "(click a row for its histogram and CDF)")),
     table,
     charts,
+    metricsHolder,
   );
+  void showMetrics(metricsHolder, run);
   const first = query.name ?? summary[0]?.name;
   if (first !== undefined) await select(first);
+}
+
+interface MetricsReport {
+  counters: { name: string; pid: number; unit: string; samples: number; min: number; mean: number; max: number; last: number }[];
+}
+
+export function formatMetric(value: number, unit: string): string {
+  if (unit === "bytes") return formatBytes(value);
+  if (unit === "bytes/s") return `${formatBytes(value)}/s`;
+  if (unit === "percent" || unit === "%") return `${value.toFixed(1)}%`;
+  const text = Math.abs(value) >= 1e6 || Number.isInteger(value) ? String(Math.round(value * 1000) / 1000) : value.toPrecision(4);
+  return unit ? `${text} ${unit}` : text;
+}
+
+// A chart per counter track over the whole run (/counters at ~1 point per pixel), titled
+// with the report's statistics of that metric.
+async function showMetrics(holder: HTMLElement, run: string): Promise<void> {
+  const [layout, report] = await Promise.all([
+    apiFetch<TimelineLayout>(runPath(run, "/timeline")),
+    apiFetch<MetricsReport>(runPath(run, "/report/metrics")),
+  ]);
+  const counters = layout.processes.flatMap((process) => process.counters.map((counter) => ({ counter, pid: process.pid })));
+  if (!counters.length) {
+    holder.replaceChildren(h("h2", {}, "Metrics over time"), h("p", { class: "hint" }, "This run sampled no metrics (opsight run samples RSS, CPU, I/O and GPU)."));
+    return;
+  }
+  const width = 440;
+  const resolution = Math.max(1, Math.ceil((layout.end_ns - layout.start_ns) / width));
+  const figures = await Promise.all(
+    counters.map(async ({ counter, pid }) => {
+      const answer = await apiFetch<{ points: [number, number, number, number, number][] }>(runPath(run, "/counters"), {
+        track: counter.id,
+        start: layout.start_ns,
+        end: layout.end_ns,
+        resolution,
+      });
+      const statistics = report.counters.find((row) => row.name === counter.name && row.pid === pid);
+      const unit = statistics?.unit || counter.unit;
+      const canvas = h("canvas", { class: "metric-chart" });
+      const caption = h("figcaption", {}, h("b", { class: "metric-name" }, counter.name), ` (pid ${pid})`);
+      if (statistics)
+        for (const key of ["min", "mean", "max", "last"] as const)
+          caption.append(" ", h("span", { class: `metric-${key}`, data: { value: statistics[key] } }, `${key} ${formatMetric(statistics[key], unit)}`));
+      drawMetricChart(canvas, answer.points, { start: layout.start_ns, end: layout.end_ns, min: counter.min, max: counter.max }, (value) => formatMetric(value, unit), width, 150);
+      return h("figure", { class: "metric", data: { name: counter.name, pid } }, canvas, caption);
+    }),
+  );
+  holder.replaceChildren(h("h2", {}, "Metrics over time"), h("div", { class: "charts" }, ...figures));
 }

@@ -1,6 +1,6 @@
 // The runs page: every run of the store (and the trace files `opsight ui` was given),
-// searchable by text, tag and date, sortable; a run can be deleted; two checked runs open
-// the comparison.
+// searchable by text, tag and date, sortable; a run can be tagged and untagged (PUT and
+// DELETE /api/runs/RUN/tags/KEY) and deleted; two checked runs open the comparison.
 
 import { apiFetch, runPath, type RunEntry } from "../api";
 import { h } from "../dom";
@@ -93,6 +93,49 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
             "delete",
           )
         : "";
+    const tagEditor = (run: RunEntry) => {
+      const text = (key: string, value: string) => (value ? `${key}=${value}` : key);
+      const chips = Object.entries(run.tags ?? {}).map(([key, value]) =>
+        h(
+          "span",
+          { class: "tag", data: { key } },
+          text(key, value),
+          run.kind === "run"
+            ? h(
+                "button",
+                {
+                  class: "tag-remove",
+                  title: `remove the tag ${key}`,
+                  on: {
+                    click: async (event) => {
+                      event.stopPropagation();
+                      await apiFetch(runPath(run.ref, `/tags/${encodeURIComponent(key)}`), {}, "DELETE");
+                      await load();
+                    },
+                  },
+                },
+                "×",
+              )
+            : "",
+        ),
+      );
+      if (run.kind !== "run") return h("span", {}, ...chips);
+      const input = h("input", { type: "text", class: "tag-add", placeholder: "+ tag k=v", data: { ref: run.ref } });
+      input.addEventListener("keyup", async (event) => {
+        if (event.key !== "Enter" || !input.value.trim()) return;
+        const [key, value] = parseTag(input.value);
+        try {
+          if (!key || key.includes("/")) throw new Error(`a tag key may be neither empty nor hold '/': '${key}'`);
+          await apiFetch(runPath(run.ref, `/tags/${encodeURIComponent(key)}`), { value }, "PUT");
+          await load();
+        } catch (failure) {
+          input.setCustomValidity(String((failure as Error).message));
+          input.title = String((failure as Error).message);
+          input.classList.add("invalid");
+        }
+      });
+      return h("span", { class: "tags" }, ...chips, input);
+    };
     const rows = [...answer.runs, ...answer.files];
     listing.replaceChildren(
       sortableTable<RunEntry>(
@@ -107,8 +150,12 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
           { title: "created (UTC)", value: (run) => run.created_unix_ns ?? 0, render: (run) => formatUnixTime(run.created_unix_ns ?? 0) },
           { title: "duration", value: (run) => run.duration_ns ?? 0, render: (run) => (run.duration_ns ? formatDuration(run.duration_ns) : ""), numeric: true },
           { title: "slices", value: (run) => run.slices ?? 0, render: (run) => (run.slices !== undefined ? formatCount(run.slices) : ""), numeric: true },
-          { title: "command", value: (run) => run.command ?? run.path ?? "" },
-          { title: "tags", value: (run) => Object.entries(run.tags ?? {}).map(([k, v]) => `${k}=${v}`).join(" ") },
+          {
+            title: "command",
+            value: (run) => run.command ?? run.path ?? "",
+            render: (run) => h("span", { class: "command", title: run.command ?? run.path ?? "" }, run.command ?? run.path ?? ""),
+          },
+          { title: "tags", value: (run) => Object.entries(run.tags ?? {}).map(([k, v]) => `${k}=${v}`).join(" "), render: tagEditor },
           { title: "", value: () => "", render: removeButton },
         ],
         rows,
@@ -117,4 +164,11 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
     );
   }
   await load();
+}
+
+// "k=v" as key and value ("k" alone: an empty value), split at the first "=".
+export function parseTag(text: string): [string, string] {
+  const trimmed = text.trim();
+  const at = trimmed.indexOf("=");
+  return at < 0 ? [trimmed, ""] : [trimmed.slice(0, at).trim(), trimmed.slice(at + 1).trim()];
 }

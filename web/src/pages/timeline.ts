@@ -1,14 +1,15 @@
 // The timeline page: the canvas (timeline/timeline_view.ts), a search by name with next
 // and previous, and the details of the selected slice (args, self time, parent chain,
 // flows), or of a range marked with shift+drag (per-name statistics of the slices inside
-// it). The window and the selection are in the URL (?start=&end=&slice=), so a link
-// shows the same span to someone else.
+// it), or of an instant clicked; switches for the flows' arrows, the instants' markers and
+// the critical path's outlines. The window, the selection and the critical path switch are
+// in the URL (?start=&end=&slice=&critical=1), so a link shows the same to someone else.
 
-import { apiFetch, runPath, type SliceDetail, type SliceSummary, type TileAnswer, type TimelineLayout } from "../api";
+import { apiFetch, runPath, type CriticalPathSlices, type MarksAnswer, type SliceDetail, type SliceSummary, type TileAnswer, type TimelineLayout } from "../api";
 import { h } from "../dom";
 import { formatDuration } from "../format";
 import { routeHref } from "../router";
-import { TimelineView, type CounterTile } from "../timeline/timeline_view";
+import { TimelineView, type CounterTile, type InstantHit } from "../timeline/timeline_view";
 import { runTabs } from "./overview";
 
 interface RangeAnswer {
@@ -32,6 +33,10 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
   const previous = h("button", { id: "search-previous" }, "◀ previous");
   const next = h("button", { id: "search-next" }, "next ▶");
   const holder = h("div", { class: "timeline-holder" });
+  const flowsBox = h("input", { type: "checkbox", id: "show-flows", checked: query.flows !== "0" });
+  const instantsBox = h("input", { type: "checkbox", id: "show-instants", checked: query.instants !== "0" });
+  const criticalBox = h("input", { type: "checkbox", id: "show-critical", checked: query.critical === "1" });
+  const criticalStatus = h("span", { id: "critical-status", class: "hint" });
   root.replaceChildren(
     h("h1", {}, layout.label),
     runTabs(run, "timeline"),
@@ -42,6 +47,10 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       previous,
       next,
       searchStatus,
+      h("label", { title: `${layout.flow_count ?? 0} flows in the run` }, flowsBox, " flows"),
+      h("label", { title: `${layout.instant_count ?? 0} instants in the run` }, instantsBox, " instants"),
+      h("label", { title: "outline the spans on the critical path (opsight report --critical-path)" }, criticalBox, " critical path"),
+      criticalStatus,
       h("span", { class: "hint" }, "W/S zoom, A/D pan, wheel zoom, drag pan, shift+drag measures"),
     ),
     h("div", { class: "timeline-page" }, holder, details),
@@ -56,6 +65,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       apiFetch<TileAnswer>(runPath(run, "/tiles"), { track, start: Math.floor(start), end: Math.ceil(end), resolution }),
     counters: (track: number, start: number, end: number, resolution: number) =>
       apiFetch<CounterTile>(runPath(run, "/counters"), { track, start: Math.floor(start), end: Math.ceil(end), resolution }),
+    marks: (start: number, end: number) => apiFetch<MarksAnswer>(runPath(run, "/marks"), { start: Math.floor(start), end: Math.ceil(end) }),
   };
   let urlTimer = 0;
   const view = new TimelineView(
@@ -64,6 +74,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
     {
       onSelect: (row) => void showSlice(row),
       onRange: (start, end) => void showRange(start, end),
+      onInstant: (instant) => showInstant(instant),
       onWindowChange: (start, end) => {
         state = { ...state, start: String(start), end: String(end) };
         window.clearTimeout(urlTimer);
@@ -114,6 +125,53 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       slice.flows_out.length ? h("div", {}, h("h3", {}, "flows out"), h("ul", {}, ...slice.flows_out.map((s) => h("li", {}, link(s))))) : "",
     );
   }
+
+  function showInstant(instant: InstantHit): void {
+    details.replaceChildren(
+      h("h2", { id: "instant-name" }, instant.name),
+      h(
+        "dl",
+        { class: "facts" },
+        h("dt", {}, "instant at"),
+        h("dd", { id: "instant-time", data: { value: instant.ts } }, formatDuration(instant.ts - layout.start_ns)),
+        h("dt", {}, "scope"),
+        h("dd", {}, instant.scope),
+      ),
+    );
+  }
+
+  const setSwitch = (key: string, on: boolean, offValue: string | undefined, onValue: string | undefined) => {
+    state = { ...state, [key]: (on ? onValue : offValue) as string };
+    if (state[key] === undefined) delete state[key];
+    updateUrl();
+  };
+  flowsBox.addEventListener("change", () => {
+    view.showFlows = flowsBox.checked;
+    view.requestFrame();
+    setSwitch("flows", flowsBox.checked, "0", undefined);
+  });
+  instantsBox.addEventListener("change", () => {
+    view.showInstants = instantsBox.checked;
+    view.requestFrame();
+    setSwitch("instants", instantsBox.checked, "0", undefined);
+  });
+  view.showFlows = flowsBox.checked;
+  view.showInstants = instantsBox.checked;
+  let critical: CriticalPathSlices | null = null;
+  async function showCritical(on: boolean): Promise<void> {
+    setSwitch("critical", on, undefined, "1");
+    if (!on) {
+      view.outlineCritical(null);
+      criticalStatus.textContent = "";
+      return;
+    }
+    critical ??= await apiFetch<CriticalPathSlices>(runPath(run, "/critical_path_slices"));
+    view.outlineCritical(critical.steps.map((step) => step[0]));
+    criticalStatus.dataset.lengthNs = String(critical.length_ns);
+    criticalStatus.dataset.steps = String(critical.step_count);
+    criticalStatus.textContent = `critical path ${formatDuration(critical.length_ns)} (${critical.step_count} spans, idle ${formatDuration(critical.idle_ns)})`;
+  }
+  criticalBox.addEventListener("change", () => void showCritical(criticalBox.checked));
 
   async function showRange(start: number, end: number): Promise<void> {
     const range = await apiFetch<RangeAnswer>(runPath(run, "/range"), { start, end, limit: 30 });
@@ -176,6 +234,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
   next.addEventListener("click", () => void step(1));
   previous.addEventListener("click", () => void step(-1));
   if (query.slice) await showSlice(Number(query.slice));
+  if (criticalBox.checked) await showCritical(true);
   if (query.q) await search();
   view.canvas.focus();
 }

@@ -1,18 +1,21 @@
 // The merged call tree (`opsight report --merged-tree`'s JSON: one node per code path with
 // count, total, self and percentiles) as an indented table, and as a flame graph (an
-// icicle, roots on top) in which a click zooms into a node; inclusive or self widths.
+// icicle, roots on top) in which a click zooms into a node; inclusive or self widths. Below,
+// the icicle of one single root (HiQ's call graph; `opsight report --tree`'s roots): pick a
+// root call, see its calls nested, widths its calls' durations.
 
 import { apiFetch, runPath, type TreeNode } from "../api";
 import { h } from "../dom";
 import { formatCount, formatDuration, formatShare } from "../format";
 import { runTabs } from "./overview";
-import { drawFlameGraph, type FlameNode } from "./flame_graph";
+import { drawFlameGraph, nodesOfCall, type CallNode, type FlameNode } from "./flame_graph";
+import { routeHref } from "../router";
 
 interface MergedTree {
   nodes: TreeNode[];
 }
 
-export async function treePage(root: HTMLElement, run: string): Promise<void> {
+export async function treePage(root: HTMLElement, run: string, query: Record<string, string> = {}): Promise<void> {
   const tree = await apiFetch<MergedTree>(runPath(run, "/report/merged_tree"));
   const nodes = tree.nodes;
   const flame = h("canvas", { id: "flame-graph" });
@@ -43,6 +46,7 @@ export async function treePage(root: HTMLElement, run: string): Promise<void> {
   };
   mode.addEventListener("change", redraw);
 
+  const rootHolder = h("section", { id: "root-icicle-section" });
   const table = h("table", { class: "data tree", id: "tree-table" });
   table.appendChild(
     h(
@@ -97,6 +101,52 @@ export async function treePage(root: HTMLElement, run: string): Promise<void> {
     tooltip,
     h("h2", {}, "Merged call tree"),
     table,
+    rootHolder,
   );
   redraw();
+  await showRootIcicle(rootHolder, run, query, Math.max(600, root.clientWidth - 20));
+}
+
+interface CallTreeReport {
+  roots: CallNode[];
+  roots_omitted: number;
+}
+
+async function showRootIcicle(holder: HTMLElement, run: string, query: Record<string, string>, width: number): Promise<void> {
+  const report = await apiFetch<CallTreeReport>(runPath(run, "/report/tree"));
+  if (!report.roots.length) return;
+  const select = h("select", { id: "root-select" });
+  report.roots.forEach((call, index) =>
+    select.appendChild(h("option", { value: String(index) }, `${call.name} at ${formatDuration(call.start_ns)} (${formatDuration(call.dur_ns)})${call.track ? ` on ${call.track}` : ""}`)),
+  );
+  const chosen = Math.min(report.roots.length - 1, Math.max(0, Number(query.root ?? 0) || 0));
+  select.value = String(chosen);
+  const canvas = h("canvas", { id: "root-icicle" });
+  const tooltip = h("p", { id: "root-tooltip", class: "hint" }, "Hover a call for its times; click to zoom into it.");
+  const omitted = report.roots_omitted ? h("p", { class: "hint" }, `the longest ${report.roots.length} roots of the run (${report.roots_omitted} more left out)`) : "";
+  holder.replaceChildren(h("h2", {}, "One call's icicle"), h("div", { class: "toolbar" }, h("label", {}, "root call: ", select)), omitted, canvas, tooltip);
+  let focus: number | null = null;
+  const draw = () => {
+    const call = report.roots[Number(select.value)];
+    const nodes = nodesOfCall(call, (node) => `${node.name}: ${formatDuration(node.dur_ns)}, self ${formatDuration(node.self_ns)}, at ${formatDuration(node.start_ns)}${node.descendants_omitted ? ` (+${node.descendants_omitted} nested left out)` : ""}`);
+    canvas.dataset.rootDurNs = String(call.dur_ns);
+    canvas.dataset.calls = String(nodes.length);
+    drawFlameGraph(canvas, nodes, {
+      focus,
+      width,
+      onClick: (index) => {
+        focus = index;
+        draw();
+      },
+      onHover: (index) => {
+        tooltip.textContent = index === null ? "" : nodes[index].label;
+      },
+    });
+  };
+  select.addEventListener("change", () => {
+    focus = null;
+    history.replaceState(null, "", routeHref({ page: "tree", run, query: { root: select.value } }));
+    draw();
+  });
+  draw();
 }

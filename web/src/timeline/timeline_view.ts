@@ -2,14 +2,19 @@
 // (tiles held are drawn at once; missing ones are fetched and drawn from a coarser tile
 // meanwhile), and turns the mouse and the keyboard into zoom, pan, selection and clicks:
 //   wheel: zoom around the mouse; shift+wheel or drag: pan; W/S: zoom in/out; A/D: pan;
-//   click: select the slice under the mouse; shift+drag: mark a range (its exact duration
-//   is shown on the ruler).
+//   click: select the slice under the mouse (or an instant's marker); shift+drag: mark a
+//   range (its exact duration is shown on the ruler).
+// Over the tiles: the flows of the visible window as arrows (from the end of the slice
+// that sent to the start of the one that received), instants as markers (a diamond on
+// their thread, a dashed line across the timeline for process and global ones), and the
+// critical path's slices outlined in red when it is shown.
 // Frame costs go to performance measures ("opsight-frame"), the first complete drawing to
 // the mark "opsight-first-draw": what the scale benchmark reads.
 
-import type { CounterTrack, TileAnswer, TimelineLayout } from "../api";
+import type { CounterTrack, MarksAnswer, TileAnswer, TimelineLayout } from "../api";
 import { formatDuration } from "../format";
 import { colorOf, DEPTH_HEIGHT, layoutRows, type Row } from "./layout";
+import { flowArrow, marksCover, marksWindow, trackDepthMiddle, trackTop } from "./overlays";
 import { TileCache } from "./tile_cache";
 import { tilesFor, Viewport, type TileKey } from "./viewport";
 
@@ -23,6 +28,15 @@ export interface CounterTile {
 export interface TimelineSources {
   tiles: (track: number, start: number, end: number, resolution: number) => Promise<TileAnswer>;
   counters: (track: number, start: number, end: number, resolution: number) => Promise<CounterTile>;
+  marks?: (start: number, end: number) => Promise<MarksAnswer>;
+}
+
+export interface InstantHit {
+  x: number;
+  y: number;
+  name: string;
+  ts: number;
+  scope: string;
 }
 
 interface HitBox {
@@ -36,6 +50,7 @@ export interface TimelineEvents {
   onSelect: (row: number) => void;
   onRange: (start: number, end: number) => void; // absolute ns, start <= end
   onWindowChange: (start: number, end: number) => void;
+  onInstant?: (instant: InstantHit) => void;
 }
 
 export class TimelineView {
@@ -52,13 +67,21 @@ export class TimelineView {
   private selectedRow: number | null = null;
   private highlightRows = new Set<number>();
   private range: [number, number] | null = null;
+  private marks: MarksAnswer | null = null;
+  private marksFetched: [number, number] | null = null; // relative to the origin
+  private marksPending = false;
+  private instantHits: InstantHit[] = [];
+  private criticalRows: Set<number> | null = null;
+  showFlows = true;
+  showInstants = true;
+  readonly drawn = { flows: 0, instants: 0, critical: 0 };
   private readonly keysDown = new Set<string>();
   private lastKeyFrame = 0;
   readonly frameTimes: number[] = [];
 
   constructor(
     layout: TimelineLayout,
-    sources: TimelineSources,
+    private readonly sources: TimelineSources,
     private readonly events: TimelineEvents,
     width: number,
     window?: [number, number],
@@ -101,6 +124,12 @@ export class TimelineView {
 
   select(row: number | null): void {
     this.selectedRow = row;
+    this.requestFrame();
+  }
+
+  // Outlines these slice rows (the critical path's), or nothing with null.
+  outlineCritical(rows: number[] | null): void {
+    this.criticalRows = rows ? new Set(rows) : null;
     this.requestFrame();
   }
 
@@ -162,6 +191,7 @@ export class TimelineView {
     context.fillStyle = "#fff";
     context.fillRect(0, 0, width, height);
     this.hits = [];
+    this.drawn.critical = 0;
     let missing = 0;
     context.font = "11px system-ui, sans-serif";
     context.textBaseline = "middle";
@@ -188,7 +218,11 @@ export class TimelineView {
       else missing += this.drawCounter(context, row.counter, top, row.height);
       context.restore();
     }
+    this.drawMarks(context, width, height);
     this.drawRuler(context, width);
+    this.canvas.dataset.flowsDrawn = String(this.drawn.flows);
+    this.canvas.dataset.instantsDrawn = String(this.drawn.instants);
+    this.canvas.dataset.criticalOutlined = String(this.drawn.critical);
     const spent = performance.now() - began;
     this.frameTimes.push(spent);
     if (this.frameTimes.length > 10000) this.frameTimes.splice(0, 5000);
@@ -236,7 +270,20 @@ export class TimelineView {
         const selected = row === this.selectedRow;
         context.fillStyle = count > 1 ? "#b8bcc6" : colorOf(name);
         if (this.highlightRows.has(row)) context.fillStyle = "#ffd54a";
+        // With the critical path shown, the spans off it fade and those on it are outlined
+        // (when wide enough for an outline not to hide them).
+        const critical = this.criticalRows?.has(row) ?? false;
+        if (this.criticalRows && !critical) context.globalAlpha = 0.3;
         context.fillRect(x, y + 1, w, DEPTH_HEIGHT - 2);
+        context.globalAlpha = 1;
+        if (critical) {
+          this.drawn.critical += 1;
+          if (w >= 6) {
+            context.strokeStyle = "#d0021b";
+            context.lineWidth = 2;
+            context.strokeRect(x + 1, y + 2, Math.max(1, w - 2), DEPTH_HEIGHT - 4);
+          }
+        }
         if (selected) {
           context.strokeStyle = "#000";
           context.lineWidth = 2;
@@ -250,6 +297,98 @@ export class TimelineView {
         this.hits.push({ x, y, width: w, row });
       }
     }
+  }
+
+  // Fetches the flows and instants of a window around the visible one when the view left
+  // the window held.
+  private ensureMarks(): void {
+    if (!this.sources.marks || this.marksPending) return;
+    const truncated = !!this.marks && (this.marks.flow_total > this.marks.flows.length || this.marks.instant_total > this.marks.instants.length);
+    if (marksCover(this.marksFetched, this.viewport.start, this.viewport.end, truncated)) return;
+    const wanted = marksWindow(this.viewport.start, this.viewport.end);
+    this.marksPending = true;
+    this.sources
+      .marks(wanted[0] + this.origin, wanted[1] + this.origin)
+      .then((answer) => {
+        this.marks = answer;
+        this.marksFetched = wanted;
+      })
+      .catch(() => {
+        this.marksFetched = wanted; // not again for this window
+      })
+      .finally(() => {
+        this.marksPending = false;
+        this.requestFrame();
+      });
+  }
+
+  private drawMarks(context: CanvasRenderingContext2D, width: number, height: number): void {
+    this.ensureMarks();
+    this.instantHits = [];
+    this.drawn.flows = 0;
+    this.drawn.instants = 0;
+    const marks = this.marks;
+    if (!marks) return;
+    const viewport = this.viewport;
+    const xOf = (ts: number) => LABEL_WIDTH + viewport.pixelAt(ts - this.origin);
+    context.save();
+    context.beginPath();
+    context.rect(LABEL_WIDTH, RULER_HEIGHT, width - LABEL_WIDTH, height - RULER_HEIGHT);
+    context.clip();
+    if (this.showInstants) {
+      for (const [ts, nameIndex, track, scope] of marks.instants) {
+        const x = xOf(ts);
+        if (x < LABEL_WIDTH - 6 || x > width + 6) continue;
+        const name = marks.names[nameIndex] ?? "";
+        const top = scope === "thread" ? trackTop(this.rows, track) : null;
+        if (top === null) {
+          context.strokeStyle = scope === "global" ? "#7a1fa2" : "#a25a1f";
+          context.setLineDash([4, 3]);
+          context.lineWidth = 1;
+          context.beginPath();
+          context.moveTo(x + 0.5, RULER_HEIGHT);
+          context.lineTo(x + 0.5, height);
+          context.stroke();
+          context.setLineDash([]);
+          this.instantHits.push({ x, y: RULER_HEIGHT + 4, name, ts, scope });
+        } else {
+          const y = RULER_HEIGHT + top + 5;
+          context.fillStyle = "#222";
+          context.beginPath();
+          context.moveTo(x, y - 5);
+          context.lineTo(x + 5, y);
+          context.lineTo(x, y + 5);
+          context.lineTo(x - 5, y);
+          context.closePath();
+          context.fill();
+          this.instantHits.push({ x, y, name, ts, scope });
+        }
+        this.drawn.instants += 1;
+      }
+    }
+    if (this.showFlows) {
+      context.strokeStyle = "rgba(20, 20, 20, 0.75)";
+      context.fillStyle = "rgba(20, 20, 20, 0.75)";
+      context.lineWidth = 1.2;
+      for (const [, fromTs, fromTrack, fromDepth, , toTs, toTrack, toDepth] of marks.flows) {
+        const y0 = trackDepthMiddle(this.rows, fromTrack, fromDepth);
+        const y1 = trackDepthMiddle(this.rows, toTrack, toDepth);
+        if (y0 === null || y1 === null) continue;
+        const arrow = flowArrow(xOf(fromTs), RULER_HEIGHT + y0, xOf(toTs), RULER_HEIGHT + y1);
+        context.beginPath();
+        context.moveTo(...arrow.from);
+        context.bezierCurveTo(...arrow.control1, ...arrow.control2, ...arrow.to);
+        context.stroke();
+        context.beginPath();
+        context.moveTo(...arrow.head[0]);
+        context.lineTo(...arrow.head[1]);
+        context.lineTo(...arrow.head[2]);
+        context.closePath();
+        context.fill();
+        this.drawn.flows += 1;
+      }
+    }
+    context.restore();
   }
 
   private drawCounter(context: CanvasRenderingContext2D, counter: CounterTrack, top: number, height: number): number {
@@ -369,7 +508,9 @@ export class TimelineView {
       if (!dragFrom) return;
       const moved = Math.abs(event.offsetX - dragFrom.x) + Math.abs(event.offsetY - dragFrom.y);
       if (moved < 4 && !dragFrom.range) {
-        const row = this.hitAt(event.offsetX, event.offsetY);
+        const instant = this.instantHits.find((hit) => Math.abs(hit.x - event.offsetX) <= 5 && Math.abs(hit.y - event.offsetY) <= 6);
+        const row = instant ? null : this.hitAt(event.offsetX, event.offsetY);
+        if (instant) this.events.onInstant?.(instant);
         if (row !== null) {
           this.select(row);
           this.events.onSelect(row);
