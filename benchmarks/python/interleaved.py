@@ -12,9 +12,9 @@ from typing import Callable
 Variant = Callable[[], "tuple[int, ...]"]
 
 
-def run_rounds(variants: dict[str, Variant], rounds: int) -> dict[str, tuple[float, ...]]:
-    """{name: (median of each figure the variant returns)} over ``rounds`` rounds: (median
-    hot path ns, median whole session ns, ...)."""
+def run_rounds_raw(variants: dict[str, Variant],
+                   rounds: int) -> dict[str, list[tuple[int, ...]]]:
+    """{name: [the figures the variant returned in each round]}, rounds in order."""
     figures: dict[str, list[tuple[int, ...]]] = {name: [] for name in variants}
     for round_index in range(rounds):
         names = list(variants)
@@ -22,5 +22,22 @@ def run_rounds(variants: dict[str, Variant], rounds: int) -> dict[str, tuple[flo
             names.reverse()
         for name in names:
             figures[name].append(tuple(variants[name]()))
+    return figures
+
+
+def run_rounds(variants: dict[str, Variant], rounds: int) -> dict[str, tuple[float, ...]]:
+    """{name: (median of each figure the variant returns)} over ``rounds`` rounds: (median
+    hot path ns, median whole session ns, ...)."""
+    figures = run_rounds_raw(variants, rounds)
     return {name: tuple(statistics.median(column) for column in zip(*figures[name]))
             for name in variants}
+
+
+def median_ratios(figures: dict[str, list[tuple[int, ...]]],
+                  baseline: str) -> dict[str, tuple[float, ...]]:
+    """{name: (median over rounds of each figure / the baseline's figure in the same round)}:
+    a slow stretch of the machine hits both sides of each ratio alike."""
+    return {name: tuple(statistics.median(value / base for value, base in
+                                          zip(column, base_column))
+                        for column, base_column in zip(zip(*rounds), zip(*figures[baseline])))
+            for name, rounds in figures.items()}

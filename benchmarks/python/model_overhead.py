@@ -17,11 +17,16 @@ Variants:
   opsight operators        torch operators only
   opsight modules          module spans only
   opsight ops+modules      the default (operators and module spans)
+  opsight sampled 1/1000   the default with sample="1/1000": each forward is a unit (its
+                           outermost module call), the first is recorded, the others are
+                           sampled out: what a sampled-out request costs
   torch.profiler           profile(activities=[CPU]), record_shapes off
 
 Each variant is timed by the wall clock and by the process's CPU time (every thread: torch's
 workers and opsight's writer too), both printed: on a shared machine the CPU time is the
-steadier, and it shows work a tracer moves off the program's thread.
+steadier, and it shows work a tracer moves off the program's thread. Times are medians over
+rounds; each ratio is the median over rounds of the variant's time over the untraced time
+of the same round (a slow stretch of the machine hits both sides alike).
 
 Each opsight variant must record exactly (forwards x the operators or modules per forward)
 and drop nothing, or the run stops: a figure for a session that lost events measures
@@ -36,12 +41,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
 import tempfile
 import time
 from typing import Callable
 
 import torch
-from interleaved import run_rounds
+from interleaved import median_ratios, run_rounds_raw
 
 import opsight
 import opsight.torch
@@ -53,6 +59,7 @@ _MODES = {  # OPSIGHT_TORCH for each opsight variant
     "opsight operators": "operators",
     "opsight modules": "modules",
     "opsight ops+modules": "on",
+    "opsight sampled 1/1000": "on",
 }
 
 
@@ -99,7 +106,8 @@ def opsight_variant(name: str, model, inputs, count: int, expected: dict[str, in
     path = os.path.join(directory, "run.opsight")
     try:
         whole_clocks = Clocks()
-        with opsight.profile(path, buffer_mb=256) as profile:
+        sample = "1/1000" if name == "opsight sampled 1/1000" else None
+        with opsight.profile(path, buffer_mb=256, sample=sample) as profile:
             if name == "opsight, switched off":
                 opsight.disable()
             hot = forwards(model, inputs, count)
@@ -125,6 +133,8 @@ def _check(name: str, trace, count: int, expected: dict[str, int]) -> None:
         wanted["operator"] = expected["operator"] * count
     if name in ("opsight modules", "opsight ops+modules"):
         wanted["module"] = expected["module"] * count
+    if name == "opsight sampled 1/1000":  # each forward is a unit: only the first is kept
+        wanted = dict(expected)
     if dropped or recorded != wanted:
         raise SystemExit(f"{name}: recorded {recorded}, expected {wanted}, {dropped} events "
                          "dropped: the benchmark measured nothing")
@@ -158,26 +168,29 @@ def main() -> None:
                                                         directory)) for name in _MODES},
             "torch.profiler": lambda: profiler_variant(model, inputs, count, directory),
         }
-        medians = run_rounds(variants, arguments.rounds)
+        figures = run_rounds_raw(variants, arguments.rounds)
+    medians = {name: tuple(statistics.median(column) for column in zip(*rounds))
+               for name, rounds in figures.items()}
+    ratios = median_ratios(figures, "untraced")
     load = os.getloadavg()[0]
     print(f"opsight {opsight.__version__}, torch {torch.__version__}, Python "
           f"{platform.python_version()}, {torch.get_num_threads()} torch thread(s), load "
           f"average {load:.1f}")
     print(f"demo model (TinyBert, 2 layers, batch 4 x 64): {expected['operator']} operators and "
           f"{expected['module']} modules per forward; {count} forwards per session, "
-          f"{arguments.rounds} interleaved rounds, medians")
+          f"{arguments.rounds} interleaved rounds; medians of times, medians of per-round "
+          "ratios")
     for title, first in (("wall time", 0), ("process CPU time (all threads)", 2)):
         print(f"\n{title}, per forward")
         print(f"{'variant':<24}{'hot path':>12}{'ratio':>8}{'added':>9}"
               f"{'whole session':>16}{'ratio':>8}{'added':>9}")
-        base_hot = medians["untraced"][first] / count
-        base_whole = medians["untraced"][first + 1] / count
         for name in variants:
             h = medians[name][first] / count
             w = medians[name][first + 1] / count
-            print(f"{name:<24}{h / 1e6:>9.3f} ms{h / base_hot:>8.3f}"
-                  f"{(h / base_hot - 1) * 100:>8.1f}%{w / 1e6:>13.3f} ms{w / base_whole:>8.3f}"
-                  f"{(w / base_whole - 1) * 100:>8.1f}%")
+            hot_ratio, whole_ratio = ratios[name][first], ratios[name][first + 1]
+            print(f"{name:<24}{h / 1e6:>9.3f} ms{hot_ratio:>8.3f}"
+                  f"{(hot_ratio - 1) * 100:>8.1f}%{w / 1e6:>13.3f} ms{whole_ratio:>8.3f}"
+                  f"{(whole_ratio - 1) * 100:>8.1f}%")
 
 if __name__ == "__main__":
     main()
