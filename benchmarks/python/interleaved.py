@@ -5,6 +5,7 @@ the figures are medians over rounds."""
 
 from __future__ import annotations
 
+import math
 import statistics
 from typing import Callable
 
@@ -36,8 +37,9 @@ def run_rounds(variants: dict[str, Variant], rounds: int) -> dict[str, tuple[flo
 def median_ratios(figures: dict[str, list[tuple[int, ...]]],
                   baseline: str) -> dict[str, tuple[float, ...]]:
     """{name: (median over rounds of each figure / the baseline's figure in the same round)}:
-    a slow stretch of the machine hits both sides of each ratio alike."""
-    return {name: tuple(statistics.median(value / base for value, base in
-                                          zip(column, base_column))
+    a slow stretch of the machine hits both sides of each ratio alike. A figure the
+    baseline does not have (0) gives nan."""
+    return {name: tuple(statistics.median(value / base if base else math.nan
+                                          for value, base in zip(column, base_column))
                         for column, base_column in zip(zip(*rounds), zip(*figures[baseline])))
             for name, rounds in figures.items()}

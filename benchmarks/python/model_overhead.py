@@ -75,8 +75,20 @@ class Clocks:
         return time.perf_counter_ns() - self.wall, time.process_time_ns() - self.cpu
 
 
+# Forwards run before the timed ones, in every variant (inside the session for a traced
+# one): on this VM a core that idled for a few ms (a session's start and stop wait on
+# threads) runs the next forward up to 25% slower, whatever ran before; without them the
+# hot path of a 20-forward session carried ~0.5 ms of that, and so did every traced variant
+# while the untraced one never idles. Set by --settle.
+SETTLE_FORWARDS = 3
+
+
 def forwards(model, inputs, count: int) -> tuple[int, int]:
-    """Runs ``count`` forwards; returns the (wall, process CPU) time they took (ns)."""
+    """Runs SETTLE_FORWARDS forwards, then ``count`` timed ones; returns the (wall, process
+    CPU) time the timed ones took (ns)."""
+    with torch.inference_mode():
+        for _ in range(SETTLE_FORWARDS):
+            model(*inputs)
     clocks = Clocks()
     with torch.inference_mode():
         for _ in range(count):
@@ -84,9 +96,11 @@ def forwards(model, inputs, count: int) -> tuple[int, int]:
     return clocks.elapsed()
 
 
-def as_figures(hot: tuple[int, int], whole: tuple[int, int]) -> tuple[int, int, int, int]:
-    """(hot wall, whole wall, hot CPU, whole CPU): what every variant returns."""
-    return hot[0], whole[0], hot[1], whole[1]
+def as_figures(hot: tuple[int, int], whole: tuple[int, int],
+               overhead_line_ns: int = 0) -> tuple[int, int, int, int, int]:
+    """(hot wall, whole wall, hot CPU, whole CPU, the tracer overhead its report shows):
+    what every variant returns."""
+    return hot[0], whole[0], hot[1], whole[1], overhead_line_ns
 
 
 def counts_per_forward(model, inputs) -> dict[str, int]:
@@ -94,12 +108,13 @@ def counts_per_forward(model, inputs) -> dict[str, int]:
     with opsight.profile() as profile:
         forwards(model, inputs, 1)
     categories = profile.trace.slice_columns()["category"]
-    return {"operator": sum(1 for c in categories if c == "operator"),
-            "module": sum(1 for c in categories if c == "module")}
+    recorded = SETTLE_FORWARDS + 1
+    return {"operator": sum(1 for c in categories if c == "operator") // recorded,
+            "module": sum(1 for c in categories if c == "module") // recorded}
 
 
 def opsight_variant(name: str, model, inputs, count: int, expected: dict[str, int],
-                    directory: str) -> tuple[int, int, int, int]:
+                    directory: str) -> tuple[int, int, int, int, int]:
     """(hot path, whole session) wall and CPU ns of one opsight variant."""
     previous = os.environ.get("OPSIGHT_TORCH")
     os.environ["OPSIGHT_TORCH"] = _MODES[name]
@@ -119,8 +134,8 @@ def opsight_variant(name: str, model, inputs, count: int, expected: dict[str, in
             os.environ.pop("OPSIGHT_TORCH", None)
         else:
             os.environ["OPSIGHT_TORCH"] = previous
-    _check(name, profile.trace, count, expected)
-    return as_figures(hot, whole)
+    _check(name, profile.trace, count + SETTLE_FORWARDS, expected)
+    return as_figures(hot, whole, profile.trace.run_info()["overhead_ns"])
 
 
 def _check(name: str, trace, count: int, expected: dict[str, int]) -> None:
@@ -140,7 +155,15 @@ def _check(name: str, trace, count: int, expected: dict[str, int]) -> None:
                          "dropped: the benchmark measured nothing")
 
 
-def profiler_variant(model, inputs, count: int, directory: str) -> tuple[int, int, int, int]:
+def untraced_variant(model, inputs, count: int) -> tuple[int, int, int, int, int]:
+    """The baseline: its whole "session" is its settling and timed forwards."""
+    whole_clocks = Clocks()
+    hot = forwards(model, inputs, count)
+    return as_figures(hot, whole_clocks.elapsed())
+
+
+def profiler_variant(model, inputs, count: int,
+                     directory: str) -> tuple[int, int, int, int, int]:
     path = os.path.join(directory, "torch-profiler.json")
     whole_clocks = Clocks()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
@@ -154,7 +177,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--forwards", type=int, default=40, help="forwards per session")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
+    parser.add_argument("--settle", type=int, default=3,
+                        help="untimed forwards before the timed ones, in every variant")
     arguments = parser.parse_args()
+    global SETTLE_FORWARDS
+    SETTLE_FORWARDS = arguments.settle
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
     model, inputs = build()
@@ -162,8 +189,8 @@ def main() -> None:
     expected = counts_per_forward(model, inputs)
     count = arguments.forwards
     with tempfile.TemporaryDirectory(prefix="opsight-model-overhead-") as directory:
-        variants: dict[str, Callable[[], tuple[int, int, int, int]]] = {
-            "untraced": lambda: (lambda hot: as_figures(hot, hot))(forwards(model, inputs, count)),
+        variants: dict[str, Callable[[], tuple[int, int, int, int, int]]] = {
+            "untraced": lambda: untraced_variant(model, inputs, count),
             **{name: (lambda name=name: opsight_variant(name, model, inputs, count, expected,
                                                         directory)) for name in _MODES},
             "torch.profiler": lambda: profiler_variant(model, inputs, count, directory),
@@ -191,6 +218,15 @@ def main() -> None:
             print(f"{name:<24}{h / 1e6:>9.3f} ms{hot_ratio:>8.3f}"
                   f"{(hot_ratio - 1) * 100:>8.1f}%{w / 1e6:>13.3f} ms{whole_ratio:>8.3f}"
                   f"{(whole_ratio - 1) * 100:>8.1f}%")
+    print("\nthe overhead line (what the report says opsight cost) against the measured hot "
+          "path (process CPU), per forward, as a share of the untraced forward")
+    base_cpu = medians["untraced"][2] / count
+    for name in _MODES:
+        said = medians[name][4] / count
+        measured = (ratios[name][2] - 1) * base_cpu
+        agreement = f"{said / measured:.2f}x" if measured > 0 else "(nothing measured)"
+        print(f"{name:<24} says {said / 1e3:7.1f} µs ({said / base_cpu * 100:5.2f}%), measured "
+              f"{measured / 1e3:7.1f} µs ({measured / base_cpu * 100:5.2f}%): {agreement}")
 
 if __name__ == "__main__":
     main()
