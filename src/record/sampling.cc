@@ -76,7 +76,7 @@ ThreadSampling& thread_state() {
     t_sampling = t_sampling_owner.state.get();
   }
   ThreadSampling& state = *t_sampling;
-  uint64_t generation = g_generation.load(std::memory_order_relaxed);
+  uint64_t generation = g_generation.load(std::memory_order_acquire);
   if (state.generation != generation) [[unlikely]] {
     state = ThreadSampling{};
     state.generation = generation;
@@ -119,12 +119,12 @@ bool decide(int8_t given) {
 }  // namespace
 
 void configure(double rate, const std::string& root) {
-  g_generation.fetch_add(1);
   g_policy_counter.store(0);
   g_units_seen.store(0);
   g_units_recorded.store(0);
   if (!(rate < 1.0)) {
     internal::g_sampling.store(false);
+    g_generation.fetch_add(1);
     return;
   }
   Policy policy;
@@ -150,6 +150,9 @@ void configure(double rate, const std::string& root) {
        : !policy.root_category.empty() ? "spans of category '" + policy.root_category + "'"
                                        : "'" + root + "' spans");
   g_policy = std::move(policy);
+  // Published by the generation (release): a thread reads the policy only after it has
+  // acquired the generation in thread_state().
+  g_generation.fetch_add(1, std::memory_order_release);
   internal::g_sampling.store(true);
 }
 

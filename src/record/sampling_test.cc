@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "opsight/opsight.hpp"
@@ -199,6 +200,31 @@ TEST(Sampling, EachAsyncTrackKeepsItsOwnUnitAndTheListenerHearsTheThread) {
   // Out when B's unit began, in on the switch to A, out on the switch back to B, in at
   // B's end.
   EXPECT_EQ(heard, (std::vector<bool>{true, false, true, false}));
+}
+
+TEST(Sampling, ThreadsShareOneExactCount) {
+  opsight::NameId root = opsight::register_name("request");
+  opsight::NameId child = opsight::register_name("step");
+  constexpr int kThreads = 4;
+  constexpr int kUnits = 1000;
+  Trace trace = opsight::record::testing::record_and_read(
+      [&] {
+        std::vector<std::thread> threads;
+        for (int thread = 0; thread < kThreads; ++thread)
+          threads.emplace_back([&] {
+            for (int unit = 0; unit < kUnits; ++unit) {
+              if (!opsight::begin(root)) continue;
+              if (opsight::begin(child)) opsight::end();
+              opsight::end();
+            }
+          });
+        for (auto& thread : threads) thread.join();
+      },
+      sampling(0.1));
+  std::vector<std::string> all = names(trace);
+  EXPECT_EQ(count(all, "request"), 400u);  // one in ten of the 4000, whichever thread
+  EXPECT_EQ(count(all, "step"), 400u);
+  EXPECT_EQ(info(trace, "sampling_units"), "4000");
 }
 
 TEST(Sampling, ASessionThatDoesNotSampleRecordsEverythingAndSaysNothing) {
