@@ -178,7 +178,9 @@ inline bool write_async_begin(uint32_t name, uint64_t async_id) {
 
 // One end of a flow: a single slot whose ticks field holds the flow id.
 inline void write_flow(uint64_t flow_id, format::FlowDirection direction) {
-  if (!g_recording.load(std::memory_order_relaxed) || t_sampled_out) return;
+  if (!g_recording.load(std::memory_order_relaxed) ||
+      (t_sampled_out && g_sampling.load(std::memory_order_relaxed)))
+    return;
   if (format::Slot* slot = reserve(1)) [[likely]] {
     write_slot(slot, flow_id, slot_word(0, format::SlotKind::kFlow, direction));
     commit(1);
