@@ -58,8 +58,7 @@ OPSIGHT_API NameId register_name(std::string_view name, std::string_view categor
 // True while a session is recording (not paused), and the calling thread's current track
 // is not inside a sampled-out unit (see SessionOptions::sample_rate).
 inline bool recording() {
-  return internal::g_recording.load(std::memory_order_relaxed) &&
-         !(internal::t_sampled_out && internal::g_sampling.load(std::memory_order_relaxed));
+  return internal::g_recording.load(std::memory_order_relaxed) && !internal::thread_sampled_out();
 }
 
 // Begin/end calls for front ends. Each thread's spans nest: end() closes the innermost
@@ -70,12 +69,7 @@ inline bool begin(NameId name) {
   if (!internal::g_recording.load(std::memory_order_relaxed)) return false;
   if (internal::g_sampling.load(std::memory_order_relaxed)) [[unlikely]]
     return internal::begin_sampled(name);
-  format::Slot* slot = internal::reserve(1);
-  if (slot == nullptr) return false;
-  internal::write_slot(slot, internal::now_ticks(),
-                       internal::slot_word(name, format::SlotKind::kBegin));
-  internal::commit(1);
-  return true;
+  return internal::write_begin(name);
 }
 OPSIGHT_API bool begin(std::string_view name);  // a run-time name, copied
 inline void end() { internal::end_span(); }
@@ -270,9 +264,7 @@ OPSIGHT_API void decide_next_sampling_unit(bool recorded);
 enum class SamplingUnit : uint8_t { kNone, kRecorded, kSampledOut };
 OPSIGHT_API SamplingUnit current_sampling_unit();
 // Whether the calling thread's current track is inside a sampled-out unit.
-inline bool sampled_out() {
-  return internal::t_sampled_out && internal::g_sampling.load(std::memory_order_relaxed);
-}
+inline bool sampled_out() { return internal::thread_sampled_out(); }
 // Called on a thread when it enters (true) or leaves (false) a sampled-out unit, so that a
 // front end can switch its own hooks off meanwhile (the torch operator observer does).
 OPSIGHT_API void set_sampling_listener(void (*listener)(bool sampled_out));

@@ -248,14 +248,9 @@ bool begin_sampled(uint32_t name_id) {
     case Admission::kWrite:
       break;
   }
-  format::Slot* slot = reserve(1);
-  if (slot == nullptr) [[unlikely]] {
-    undo_admit();
-    return false;
-  }
-  write_slot(slot, now_ticks(), slot_word(name_id, format::SlotKind::kBegin));
-  commit(1);
-  return true;
+  if (write_begin(name_id)) return true;
+  undo_admit();
+  return false;
 }
 
 void end_sampled() {

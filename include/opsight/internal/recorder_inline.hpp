@@ -116,6 +116,22 @@ inline void write_slot(format::Slot* slot, uint64_t ticks, uint64_t word) {
   std::memcpy(&slot->id, &word, sizeof(word));
 }
 
+// Whether the calling thread's current track is inside a unit the running session's
+// sampling left out (t_sampled_out alone may be left over from an earlier session).
+inline bool thread_sampled_out() {
+  return t_sampled_out && g_sampling.load(std::memory_order_relaxed);
+}
+
+// A span's begin slot, whatever sampling says; false if no slot could be had.
+inline bool write_begin(uint32_t name_id) {
+  format::Slot* slot = reserve(1);
+  if (slot == nullptr) [[unlikely]]
+    return false;
+  write_slot(slot, now_ticks(), slot_word(name_id, format::SlotKind::kBegin));
+  commit(1);
+  return true;
+}
+
 inline bool begin_span(const CallSite& site) {
   if (!g_recording.load(std::memory_order_relaxed)) return false;
   uint32_t id = site.id.load(std::memory_order_relaxed);
@@ -123,12 +139,7 @@ inline bool begin_span(const CallSite& site) {
     id = register_call_site(site);
   if (g_sampling.load(std::memory_order_relaxed)) [[unlikely]]
     return begin_sampled(id);
-  format::Slot* slot = reserve(1);
-  if (slot == nullptr) [[unlikely]]
-    return false;
-  write_slot(slot, now_ticks(), slot_word(id, format::SlotKind::kBegin));
-  commit(1);
-  return true;
+  return write_begin(id);
 }
 
 // A span's end slot, whatever sampling says.
@@ -178,9 +189,7 @@ inline bool write_async_begin(uint32_t name, uint64_t async_id) {
 
 // One end of a flow: a single slot whose ticks field holds the flow id.
 inline void write_flow(uint64_t flow_id, format::FlowDirection direction) {
-  if (!g_recording.load(std::memory_order_relaxed) ||
-      (t_sampled_out && g_sampling.load(std::memory_order_relaxed)))
-    return;
+  if (!g_recording.load(std::memory_order_relaxed) || thread_sampled_out()) return;
   if (format::Slot* slot = reserve(1)) [[likely]] {
     write_slot(slot, flow_id, slot_word(0, format::SlotKind::kFlow, direction));
     commit(1);
