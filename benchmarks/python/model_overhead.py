@@ -11,6 +11,11 @@ torch.profiler, every variant timed twice in the same interleaved rounds:
 
 Variants:
   untraced                 the model alone: the baseline of every ratio
+  torch's floor            opsight's operator observer installed with no session recording:
+                           its callback returns at once, so this is what torch itself adds
+                           because a RecordFunction observer is installed (every operator
+                           takes the dispatcher's slow path and builds a RecordFunction);
+                           every tracer built on RecordFunction pays it, torch.profiler too
   opsight, torch off       opsight.profile() with OPSIGHT_TORCH=off (an empty session)
   opsight, switched off    the default session, then opsight.disable() inside it: what a
                            program pays for having opsight loaded and switched off
@@ -162,6 +167,19 @@ def untraced_variant(model, inputs, count: int) -> tuple[int, int, int, int, int
     return as_figures(hot, whole_clocks.elapsed())
 
 
+def floor_variant(model, inputs, count: int) -> tuple[int, int, int, int, int]:
+    """torch's RecordFunction floor: the observer installed, nothing recorded."""
+    import opsight._torch_observer as observer
+
+    whole_clocks = Clocks()
+    observer.install()
+    try:
+        hot = forwards(model, inputs, count)
+    finally:
+        observer.uninstall()
+    return as_figures(hot, whole_clocks.elapsed())
+
+
 def profiler_variant(model, inputs, count: int,
                      directory: str) -> tuple[int, int, int, int, int]:
     path = os.path.join(directory, "torch-profiler.json")
@@ -191,6 +209,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="opsight-model-overhead-") as directory:
         variants: dict[str, Callable[[], tuple[int, int, int, int, int]]] = {
             "untraced": lambda: untraced_variant(model, inputs, count),
+            "torch's floor": lambda: floor_variant(model, inputs, count),
             **{name: (lambda name=name: opsight_variant(name, model, inputs, count, expected,
                                                         directory)) for name in _MODES},
             "torch.profiler": lambda: profiler_variant(model, inputs, count, directory),
