@@ -30,6 +30,37 @@ export function removeFolder(path) {
   rmSync(path, { recursive: true, force: true });
 }
 
+// A test's world: a throwaway folder (named by `prefix`) and the environment of its opsight
+// commands, the caller's with a store of its own under the folder and no other OPSIGHT_
+// setting of the shell leaking in (OPSIGHT_WEB_ROOT aside: it names the UI to serve).
+export function isolatedWorld(prefix) {
+  requireComponents();
+  const folder = temporaryFolder(prefix);
+  const env = { ...process.env, OPSIGHT_HOME: join(folder, "home") };
+  for (const key of Object.keys(env))
+    if (key.startsWith("OPSIGHT_") && key !== "OPSIGHT_HOME" && key !== "OPSIGHT_WEB_ROOT") delete env[key];
+  return { folder, env };
+}
+
+// `opsight ui` on env's store, Chromium, and a page on the UI whose dialogs and uncaught
+// errors go to `problems`; close() closes the browser, stops the server, removes `folder`
+// and resolves to the server's exit status.
+export async function openUi(env, problems, folder) {
+  const ui = await startUi([], env);
+  const browser = await launchBrowser();
+  const page = await openPage(browser.context, ui.url, problems);
+  return {
+    ui,
+    page,
+    close: async () => {
+      await browser.close();
+      const status = await ui.stop();
+      removeFolder(folder);
+      return status;
+    },
+  };
+}
+
 // Runs `opsight ARGS` with the test's store; returns stdout.
 export function runOpsight(args, env, options = {}) {
   return execFileSync(opsight, args, { env, encoding: "utf8", maxBuffer: 1 << 28, ...options });

@@ -8,29 +8,26 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
+  isolatedWorld,
   launchBrowser,
   navigate,
   openPage,
+  openUi,
   removeFolder,
   reportJson,
-  requireComponents,
   runOpsight,
   screenshot,
   startUi,
-  temporaryFolder,
 } from "./harness.mjs";
 
 const HOSTILE = "<img src=x onerror=alert(1)>";
 
 describe("opsight ui in Chromium", () => {
-  let folder, env, ui, browser, page;
+  let folder, env, session, page;
   const problems = [];
 
   before(async () => {
-    requireComponents();
-    folder = temporaryFolder("opsight-ui-e2e-");
-    env = { ...process.env, OPSIGHT_HOME: join(folder, "home") };
-    for (const key of Object.keys(env)) if (key.startsWith("OPSIGHT_") && key !== "OPSIGHT_HOME" && key !== "OPSIGHT_WEB_ROOT") delete env[key];
+    ({ folder, env } = isolatedWorld("opsight-ui-e2e-"));
     // Two recordings of the demo model (runs 1 and 2), then the hostile trace (run 3).
     for (const requests of ["4", "6"])
       runOpsight(["demo", "--requests", requests, "--bench-iterations", "0", "--output", join(folder, `demo${requests}`)], env, { cwd: folder });
@@ -40,15 +37,12 @@ describe("opsight ui in Chromium", () => {
     ];
     writeFileSync(join(folder, "hostile.json"), JSON.stringify({ traceEvents: events }));
     runOpsight(["save", join(folder, "hostile.json"), "--name", "<b>hostile</b>"], env);
-    ui = await startUi([], env);
-    browser = await launchBrowser();
-    page = await openPage(browser.context, ui.url, problems);
+    session = await openUi(env, problems, folder);
+    ({ page } = session);
   });
 
   after(async () => {
-    await browser?.close();
-    const status = await ui?.stop();
-    if (folder) removeFolder(folder);
+    const status = await session?.close();
     assert.equal(status, 0, "opsight ui stops on SIGINT with status 0");
   });
 
@@ -224,9 +218,7 @@ describe("opsight ui in Chromium", () => {
 
 describe("opsight ui on a non-loopback address", () => {
   test("API calls need the printed token; the app carries it from the URL", async () => {
-    requireComponents();
-    const folder = temporaryFolder("opsight-ui-token-");
-    const env = { ...process.env, OPSIGHT_HOME: join(folder, "home") };
+    const { folder, env } = isolatedWorld("opsight-ui-token-");
     const ui = await startUi(["--host", "0.0.0.0"], env);
     try {
       const token = new URL(ui.url).searchParams.get("token");

@@ -10,16 +10,12 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
   artifacts,
-  launchBrowser,
+  isolatedWorld,
   navigate,
-  openPage,
-  removeFolder,
+  openUi,
   reportJson,
   repository,
-  requireComponents,
   runOpsight,
-  startUi,
-  temporaryFolder,
 } from "./harness.mjs";
 
 const HTML_NAME = "<b>checkpoint</b>";
@@ -30,15 +26,12 @@ async function shot(page, name, selector) {
 }
 
 describe("opsight ui: flows, instants, critical path, inferences, metrics, icicles, tags, explain", () => {
-  let folder, env, ui, browser, page;
+  let folder, env, session, page;
   const problems = [];
   const explained = [];
 
   before(async () => {
-    requireComponents();
-    folder = temporaryFolder("opsight-ui-features-");
-    env = { ...process.env, OPSIGHT_HOME: join(folder, "home") };
-    for (const key of Object.keys(env)) if (key.startsWith("OPSIGHT_") && key !== "OPSIGHT_HOME" && key !== "OPSIGHT_WEB_ROOT") delete env[key];
+    ({ folder, env } = isolatedWorld("opsight-ui-features-"));
     // Run 1: the demo model.
     runOpsight(["demo", "--requests", "6", "--bench-iterations", "0", "--output", join(folder, "demo")], env, { cwd: folder });
     // Run 2: a request handed from a thread to a worker and back (two flows), an instant on
@@ -78,15 +71,12 @@ describe("opsight ui: flows, instants, critical path, inferences, metrics, icicl
       runOpsight(["explain", ...targets, "--commit", commit, "--output", output], env, { cwd: folder });
       explained.push(JSON.parse(readFileSync(output, "utf8")));
     }
-    ui = await startUi([], env);
-    browser = await launchBrowser();
-    page = await openPage(browser.context, ui.url, problems);
+    session = await openUi(env, problems, folder);
+    ({ page } = session);
   });
 
   after(async () => {
-    await browser?.close();
-    const status = await ui?.stop();
-    if (folder) removeFolder(folder);
+    const status = await session?.close();
     assert.equal(status, 0, "opsight ui stops on SIGINT with status 0");
   });
 

@@ -76,16 +76,17 @@ def _job_name(function: Any) -> str:
     return f"job {name}"
 
 
-def _job(function: Callable, flow: int, served: Any) -> Callable:
-    job_name = name_id(_job_name(function))
-    # With sampling, a job submitted inside a recorded unit is part of it.
-    in_recorded_unit = _native.sampling_unit() == _RECORDED_UNIT
+def _job(function: Callable, name: int, flow: int = 0, served: Any = None,
+         unit: bool | None = None) -> Callable:
+    """``function`` as a span ``name`` on the thread that runs it, the end of ``flow`` (0:
+    none), serving the request ``served``; ``unit`` is the sampling unit of the submitter
+    (True recorded, False sampled out, None: none), which the job joins."""
 
     def run_job(*args, **kwargs):
-        if in_recorded_unit:
-            _native.decide_next_sampling_unit(True)
-        began = _native.begin(job_name)
-        if began:
+        if unit is not None:
+            _native.decide_next_sampling_unit(unit)
+        began = _native.begin(name)
+        if began and flow:
             _native.flow_in(flow)
         # The request the submitter was serving (opsight.propagation): calls the job makes
         # are in its trace. Only opsight's own variable travels, not the submitter's context.
@@ -95,21 +96,6 @@ def _job(function: Callable, flow: int, served: Any) -> Callable:
         finally:
             if token is not None:
                 _served_request.reset(token)
-            if began:
-                _native.end()
-
-    return run_job
-
-
-def _sampled_out_job(function: Callable) -> Callable:
-    """``function`` run as part of the unit that submitted it, which sampling left out."""
-
-    def run_job(*args, **kwargs):
-        _native.decide_next_sampling_unit(False)
-        began = _native.begin(_SAMPLED_OUT_JOB)
-        try:
-            return function(*args, **kwargs)
-        finally:
             if began:
                 _native.end()
 
@@ -129,11 +115,14 @@ def _traced_submit(original: Callable) -> Callable:
     def submit(self, fn, /, *args, **kwargs):
         if not _native.recording():
             if _native.sampled_out():  # the job is part of the submitter's unit: left out too
-                return original(self, _sampled_out_job(fn), *args, **kwargs)
+                return original(self, _job(fn, _SAMPLED_OUT_JOB, unit=False), *args, **kwargs)
             return original(self, fn, *args, **kwargs)
         flow = _native.new_flow_id()
         _native.flow_out(flow)
-        return original(self, _job(fn, flow, _served_request.get()), *args, **kwargs)
+        # With sampling, a job submitted inside a recorded unit is part of it.
+        unit = True if _native.sampling_unit() == _RECORDED_UNIT else None
+        job = _job(fn, name_id(_job_name(fn)), flow, _served_request.get(), unit)
+        return original(self, job, *args, **kwargs)
 
     submit.__opsight_handoff__ = original
     return submit
