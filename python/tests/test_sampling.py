@@ -162,6 +162,31 @@ def test_torch_builds_no_record_function_inside_a_unit_left_out():
     assert profiled == 2  # the recorded unit's and the one after the session
 
 
+def test_operators_that_are_roots_are_sampled_with_the_operators_they_call():
+    torch = pytest.importorskip("torch")
+    import opsight.torch
+
+    x = torch.ones(4, 4)
+    weight = torch.ones(4, 4)
+    # Operators only, no span around them: each outermost operator is a unit. torch keeps
+    # building RecordFunctions inside the units left out (switching it off and on per
+    # operator would cost more than the operators nested in one), so torch.profiler sees
+    # every aten::linear and the aten::t in each; opsight records 1 in 4 of them, with what
+    # each calls.
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as seen:
+        with opsight.torch.tracing(operators=True, modules=False):
+            with opsight.profile(sample="1/4") as profile:
+                for _ in range(8):
+                    torch.nn.functional.linear(x, weight)
+    recorded = names(profile)
+    assert recorded.count("aten::linear") == 2
+    assert recorded.count("aten::t") == 2  # linear's own call, kept with its unit
+    info = profile.trace.run_info()["extra"]
+    assert (info["sampling_units"], info["sampling_units_recorded"]) == ("8", "2")
+    profiled = {event.key: event.count for event in seen.key_averages()}
+    assert (profiled.get("aten::linear"), profiled.get("aten::t")) == (8, 8)
+
+
 def test_opsight_run_samples_the_program_it_runs(tmp_path):
     from conftest import opsight_run, spans_of, write
 
