@@ -45,7 +45,8 @@ std::atomic<StreamWriter*> g_writer_for_notify{nullptr};
 // fork(): the forking thread holds both locks across it, so the child inherits consistent
 // registry data and unlocked mutexes it owns.
 void before_fork() {
-  session_mutex().lock();
+  session_mutex().lock();  // no session stops meanwhile: no writer thread is added
+  join_finished_writer_threads();
   registry().mutex.lock();
 }
 
@@ -250,6 +251,7 @@ std::optional<std::string> start_recording(const SinkFactory& open_sink, Recordi
       return entries;
     };
   }
+  join_finished_writer_threads(/*exited_only=*/true);
   g_writer = new StreamWriter(std::move(sink), options, event_cost_ns, ticks_per_second);
   g_writer_for_notify.store(g_writer);
   reg.session_running.store(true);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 
 #include "format/chunk_codec.hpp"
 #include "record/clock.hpp"
@@ -32,6 +33,41 @@ struct ThreadInfo {
   std::string name;
 };
 
+// The threads of finished writers, until they are joined.
+class FinishedWriterThreads {
+ public:
+  ~FinishedWriterThreads() { join_all(); }
+  void add(std::thread thread, std::shared_ptr<const std::atomic<bool>> exited) {
+    std::lock_guard lock(mutex_);
+    threads_.push_back({std::move(thread), std::move(exited)});
+  }
+  void join_all(bool exited_only = false) {
+    std::vector<Finished> joining;
+    {
+      std::lock_guard lock(mutex_);
+      auto to_join = std::partition(threads_.begin(), threads_.end(), [&](const Finished& entry) {
+        return exited_only && !entry.exited->load();
+      });
+      std::move(to_join, threads_.end(), std::back_inserter(joining));
+      threads_.erase(to_join, threads_.end());
+    }
+    for (Finished& entry : joining) entry.thread.join();
+  }
+
+ private:
+  struct Finished {
+    std::thread thread;
+    std::shared_ptr<const std::atomic<bool>> exited;
+  };
+  std::mutex mutex_;
+  std::vector<Finished> threads_;
+};
+
+FinishedWriterThreads& finished_writer_threads() {
+  static FinishedWriterThreads threads;
+  return threads;
+}
+
 format::ThreadStats stats_of(const ThreadRecord& thread) {
   return {thread.index, 0, thread.events_streamed,
           thread.events_dropped.load(std::memory_order_relaxed),
@@ -56,37 +92,45 @@ StreamWriter::StreamWriter(std::unique_ptr<ByteSink> sink, const RecordingOption
   format::append_chunk(buffer_, format::ChunkType::kClockSync,
                        std::string_view(reinterpret_cast<const char*>(&sync), sizeof(sync)));
   write_out(buffer_);
-  thread_ = std::thread([this] { run(); });
+  // Everything the thread reads is passed in: it may first run after finish() returned.
+  thread_ = std::thread(&StreamWriter::run, this, shared_, flush_interval_ms_);
 }
 
 StreamWriter::~StreamWriter() {
-  if (thread_.joinable()) finish();
+  if (!finished_) finish();
 }
 
 void StreamWriter::notify() {
   {
-    std::lock_guard lock(wake_mutex_);
-    wake_requested_ = true;
+    std::lock_guard lock(shared_->wake_mutex);
+    shared_->wake_requested = true;
   }
-  wake_.notify_one();
+  shared_->wake.notify_one();
 }
 
-void StreamWriter::run() {
+// The writer's thread. `writer` is used only under the drain lock while no stop is
+// requested: after finish() it may be gone.
+void StreamWriter::run(StreamWriter* writer, const std::shared_ptr<ThreadShared>& shared,
+                       uint32_t flush_interval_ms) {
   // A second sync point early on gives crash-truncated files a measured tick rate.
   bool early_sync_done = false;
   while (true) {
     {
-      std::unique_lock lock(wake_mutex_);
+      std::unique_lock lock(shared->wake_mutex);
       auto wait = early_sync_done
-                      ? std::chrono::milliseconds(flush_interval_ms_)
-                      : std::chrono::milliseconds(std::min<uint32_t>(5, flush_interval_ms_));
-      wake_.wait_for(lock, wait, [this] { return wake_requested_ || stop_requested_; });
-      if (stop_requested_) return;
-      wake_requested_ = false;
+                      ? std::chrono::milliseconds(flush_interval_ms)
+                      : std::chrono::milliseconds(std::min<uint32_t>(5, flush_interval_ms));
+      shared->wake.wait_for(
+          lock, wait, [&] { return shared->wake_requested || shared->stop_requested.load(); });
+      if (shared->stop_requested.load()) break;
+      shared->wake_requested = false;
     }
     early_sync_done = true;
-    drain(false);
+    std::lock_guard drain_lock(shared->drain_mutex);
+    if (shared->stop_requested.load()) break;
+    writer->drain(false);
   }
+  shared->exited.store(true);
 }
 
 void StreamWriter::write_out(std::string& bytes) {
@@ -244,17 +288,24 @@ void StreamWriter::drain(bool final_round) {
 }
 
 StopResult StreamWriter::finish() {
+  finished_ = true;
   {
-    std::lock_guard lock(wake_mutex_);
-    stop_requested_ = true;
+    std::lock_guard lock(shared_->wake_mutex);
+    shared_->stop_requested.store(true);
   }
-  wake_.notify_one();
-  if (thread_.joinable()) thread_.join();
+  shared_->wake.notify_one();
+  { std::lock_guard drain_lock(shared_->drain_mutex); }  // a drain in progress ends
+  finished_writer_threads().add(
+      std::move(thread_), std::shared_ptr<const std::atomic<bool>>(shared_, &shared_->exited));
   drain(true);
   StopResult result;
   result.error = error_;
   result.sink = std::move(sink_);
   return result;
+}
+
+void join_finished_writer_threads(bool exited_only) {
+  finished_writer_threads().join_all(exited_only);
 }
 
 }  // namespace opsight::record
