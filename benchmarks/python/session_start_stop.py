@@ -4,16 +4,23 @@ with the median and 90th percentile of each. A program that profiles short stret
 request, a test, one batch) pays these on its own thread every time.
 
 Baseline, measured in the same run: a Python thread started and joined, the least a stop
-that waited for its writer thread to exit would pay. (Until 2026-11-27 the stop joined the
-writer: on this VM an idle vCPU took 1 to 7 ms to run the woken writer again, and every stop
-paid that.) Rounds alternate the variants so that a slow stretch hits them alike.
+that waited for its writer thread to exit would pay. Each variant runs its sessions in one
+block (alternating them would keep the other core awake between sessions, which a program
+between two requests does not do).
 
-Run: .venv/bin/python benchmarks/python/session_start_stop.py [--sessions 200]
+--busy N keeps N processes spinning meanwhile, as on a loaded server: there a thread that
+has to be woken waits for a core, several milliseconds under Linux's scheduler. Until
+2026-11-27 the stop joined the session's writer thread and so paid that wait every time;
+now the stopping thread does the last drain itself and leaves the writer's thread to exit
+on its own.
+
+Run: .venv/bin/python benchmarks/python/session_start_stop.py [--sessions 200] [--busy 2]
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import platform
 import statistics
@@ -42,11 +49,33 @@ def session(path: str | None) -> tuple[int, int]:
     return started - began, time.perf_counter_ns() - started
 
 
+def spin() -> None:
+    while True:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sessions", type=int, default=200, help="sessions per variant")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="processes kept spinning meanwhile (a loaded machine)")
     arguments = parser.parse_args()
     os.environ["OPSIGHT_TORCH"] = "off"
+    spinners = [multiprocessing.Process(target=spin, daemon=True) for _ in range(arguments.busy)]
+    for spinner in spinners:
+        spinner.start()
+    try:
+        times = measure(arguments.sessions)
+    finally:
+        for spinner in spinners:
+            spinner.terminate()
+    print(f"opsight {opsight.__version__}, Python {platform.python_version()}, "
+          f"{arguments.sessions} sessions per variant, {arguments.busy} busy process(es), "
+          f"load average {os.getloadavg()[0]:.1f}")
+    report(times)
+
+
+def measure(sessions: int) -> dict[str, list[tuple[int, int]]]:
     with tempfile.TemporaryDirectory(prefix="opsight-start-stop-") as directory:
         path = os.path.join(directory, "run.opsight")
         variants = {
@@ -57,12 +86,13 @@ def main() -> None:
         for run in variants.values():  # warm-up: imports, the first session's calibration
             run()
         times: dict[str, list[tuple[int, int]]] = {name: [] for name in variants}
-        for round_index in range(arguments.sessions):
-            names = list(variants) if round_index % 2 == 0 else list(reversed(variants))
-            for name in names:
-                times[name].append(variants[name]())
-    print(f"opsight {opsight.__version__}, Python {platform.python_version()}, "
-          f"{arguments.sessions} sessions per variant, load average {os.getloadavg()[0]:.1f}")
+        for name, run in variants.items():  # in blocks: see the module's documentation
+            for _ in range(sessions):
+                times[name].append(run())
+    return times
+
+
+def report(times: dict[str, list[tuple[int, int]]]) -> None:
     baseline_total = statistics.median(a + b for a, b in times["thread start + join (baseline)"])
     print(f"{'variant':<34}{'start p50':>11}{'p90':>9}{'stop p50':>11}{'p90':>9}"
           f"{'start+stop / baseline':>24}")
