@@ -126,9 +126,8 @@ struct ThreadObserverState {
   uint64_t recorded_bits[kMaxDepth / 64];
   uint32_t depth;
   uint32_t uncharged;
-  bool calibrating;           // set while install() measures the floor: nothing is recorded
-  bool in_operator_callback;  // inside the recorder's begin or end for an operator
-  bool record_function_off;   // on_sampling_changed switched RecordFunction off here
+  bool calibrating;          // set while install() measures the floor: nothing is recorded
+  bool record_function_off;  // on_sampling_changed switched RecordFunction off here
   OperatorNames* names;
 };
 thread_local constinit ThreadObserverState t_state __attribute__((tls_model("initial-exec"))) = {};
@@ -222,10 +221,7 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
     g_calibration_sink.store(name_id, std::memory_order_relaxed);
     return nullptr;
   }
-  state.in_operator_callback = true;
-  int began = g_api->begin(name_id);
-  state.in_operator_callback = false;
-  if (began == 0) return nullptr;
+  if (g_api->begin(name_id) == 0) return nullptr;
   state.recorded_bits[depth / 64] |= bit;
   ++state.uncharged;
   if (g_options.record_shapes && function.needsInputs()) record_input_shapes(function);
@@ -237,11 +233,7 @@ void on_operator_end(const at::RecordFunction& /*function*/, at::ObserverContext
   if (state.depth == 0) return;
   uint32_t depth = --state.depth;
   if (depth >= kMaxDepth) return;
-  if (state.recorded_bits[depth / 64] & (uint64_t{1} << (depth % 64))) {
-    state.in_operator_callback = true;
-    g_api->end();
-    state.in_operator_callback = false;
-  }
+  if (state.recorded_bits[depth / 64] & (uint64_t{1} << (depth % 64))) g_api->end();
   if (depth == 0 && state.uncharged >= kChargeBatch) charge_uncharged_operators();
 }
 
@@ -251,12 +243,13 @@ void on_operator_end(const at::RecordFunction& /*function*/, at::ObserverContext
 // Except a unit whose root is an operator (operators recorded with no span around them):
 // torch rebuilds its callback tables on every switch (about 0.8 µs each), more than the few
 // operators nested in one operator cost while the callback skips them, so RecordFunction
-// stays on. Only a switch made here is undone here: a thread on which the program itself
-// turned RecordFunction off keeps it off.
+// stays on: a unit that begins while an operator runs on the thread (depth > 0) is one.
+// Only a switch made here is undone here: a thread on which the program itself turned
+// RecordFunction off keeps it off.
 void on_sampling_changed(int sampled_out) {
   ThreadObserverState& state = t_state;
   if (sampled_out != 0) {
-    if (state.in_operator_callback || !at::isRecordFunctionEnabled()) return;
+    if (state.depth > 0 || !at::isRecordFunctionEnabled()) return;
     state.record_function_off = true;
     at::enableRecordFunction(false);
   } else if (state.record_function_off) {
