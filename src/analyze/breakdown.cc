@@ -54,19 +54,25 @@ std::vector<trace::RowIndex> outermost_slices_named(const trace::SliceTable& sli
 
 }  // namespace
 
+std::vector<trace::RowIndex> inference_slices(const trace::Trace& trace,
+                                              std::string_view span_name) {
+  std::optional<trace::StringId> name_id = trace.strings.find(span_name);
+  if (!name_id) return {};
+  const trace::SliceTable& slices = trace.slices;
+  std::vector<trace::RowIndex> inferences = outermost_slices_named(slices, *name_id);
+  std::stable_sort(
+      inferences.begin(), inferences.end(),
+      [&slices](trace::RowIndex a, trace::RowIndex b) { return slices.ts[a] < slices.ts[b]; });
+  return inferences;
+}
+
 Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
                             PhaseGrouping grouping, BreakdownSamples* samples) {
   Breakdown result;
   result.span_name = std::string(span_name);
-  std::optional<trace::StringId> name_id = trace.strings.find(span_name);
-  if (!name_id) return result;
   const trace::SliceTable& slices = trace.slices;
-
-  std::vector<trace::RowIndex> inferences = outermost_slices_named(slices, *name_id);
+  std::vector<trace::RowIndex> inferences = inference_slices(trace, span_name);
   if (inferences.empty()) return result;
-  std::stable_sort(
-      inferences.begin(), inferences.end(),
-      [&slices](trace::RowIndex a, trace::RowIndex b) { return slices.ts[a] < slices.ts[b]; });
   const size_t count = inferences.size();
   result.inference_count = count;
 

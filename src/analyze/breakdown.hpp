@@ -65,6 +65,11 @@ struct BreakdownSamples {
   std::vector<std::vector<int64_t>> phase_values;  // [phase][inference]
 };
 
+// The inferences of a breakdown: the slices named `span_name` that no other slice of that
+// name encloses, in time order.
+std::vector<trace::RowIndex> inference_slices(const trace::Trace& trace,
+                                              std::string_view span_name);
+
 // The breakdown of every slice named `span_name`. inference_count is 0 if there is none.
 // With `samples`, also each inference's phase times (whose means are the phases' means).
 Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
