@@ -22,6 +22,11 @@ inline constexpr std::string_view kCategoryGpuKernel = "gpu_kernel";
 inline constexpr std::string_view kCategoryGpuMemcpy = "gpu_memcpy";
 // A memset on the GPU (PyTorch `gpu_memset`).
 inline constexpr std::string_view kCategoryGpuMemset = "gpu_memset";
+// A host thread waiting for the GPU: a stream, event, context or device synchronisation
+// (CUPTI's synchronization records; PyTorch `cuda_sync`).
+inline constexpr std::string_view kCategoryGpuSync = "gpu_sync";
+// One replay of a CUDA graph on a GPU stream: the kernels it ran nest under it.
+inline constexpr std::string_view kCategoryGpuGraph = "gpu_graph";
 // A call into the CUDA runtime or driver API on the CPU (PyTorch `cuda_runtime`,
 // `cuda_driver`; ONNX Runtime `Api`).
 inline constexpr std::string_view kCategoryCudaRuntime = "cuda_runtime";

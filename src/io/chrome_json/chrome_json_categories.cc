@@ -37,6 +37,7 @@ constexpr CategoryRule kPyTorchCategoryRules[] = {
     {"Memcpy", trace::kCategoryGpuMemcpy, Match::kAny, {}},
     {"gpu_memset", trace::kCategoryGpuMemset, Match::kAny, {}},
     {"Memset", trace::kCategoryGpuMemset, Match::kAny, {}},
+    {"cuda_sync", trace::kCategoryGpuSync, Match::kAny, {}},
     {"cuda_runtime", trace::kCategoryCudaRuntime, Match::kAny, {}},
     {"cuda_driver", trace::kCategoryCudaRuntime, Match::kAny, {}},
     {"Runtime", trace::kCategoryCudaRuntime, Match::kAny, {}},

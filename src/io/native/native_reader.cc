@@ -169,6 +169,7 @@ class NativeDecoder {
     int64_t trace_end_ns = 0;
     for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
     build_async_slices(trace_end_ns);
+    apply_async_track_layout();
     build_flows();
     for (auto [key, count] :
          {std::pair{"unmatched_async_ends", unmatched_async_ends_},
@@ -237,7 +238,7 @@ class NativeDecoder {
       else if (key == "pid")
         run.pid = std::strtoll(std::string(value).c_str(), nullptr, 10);
       else if (key.starts_with("process.") || key.starts_with("thread.") ||
-               key.starts_with("counter_series.")) {
+               key.starts_with("async_track.") || key.starts_with("counter_series.")) {
         if (layout_entries_.size() < kMaxLayoutEntries)
           layout_entries_.emplace_back(std::string(key), std::string(value));
         else
@@ -890,7 +891,8 @@ class NativeDecoder {
 
   // The model writer's run-info entries for what the event streams cannot carry
   // (native_writer.cc, append_layout_info): "process.<pid>.name|parent_pid|sort_index|label",
-  // "thread.<pid>.<tid>.sort_index", "counter_series.<pid>.<name>" = group \x1f series.
+  // "thread.<pid>.<tid>.sort_index", "async_track.<pid>.<key>.name|sort_index",
+  // "counter_series.<pid>.<name>" = group \x1f series.
   void apply_layout_entries() {
     trace::Trace& trace = result_.trace;
     auto to_int = [](std::string_view text) {
@@ -926,6 +928,30 @@ class NativeDecoder {
         uint32_t counter = trace.counter_track(to_int(rest.substr(0, dot)), rest.substr(dot + 1));
         trace.counter_tracks[counter].group = trace.intern(value.substr(0, separator));
         trace.counter_tracks[counter].series = trace.intern(value.substr(separator + 1));
+      }
+    }
+  }
+
+  // "async_track.<pid>.<key>.name|sort_index": applied once the async tracks exist.
+  void apply_async_track_layout() {
+    trace::Trace& trace = result_.trace;
+    for (const auto& [key, value] : layout_entries_) {
+      std::string_view rest = key;
+      if (!rest.starts_with("async_track.")) continue;
+      rest.remove_prefix(12);
+      size_t first_dot = rest.find('.');
+      size_t second_dot = rest.find('.', first_dot == std::string_view::npos ? 0 : first_dot + 1);
+      if (second_dot == std::string_view::npos) continue;
+      int64_t pid = std::strtoll(std::string(rest.substr(0, first_dot)).c_str(), nullptr, 10);
+      uint64_t async_key = std::strtoull(
+          std::string(rest.substr(first_dot + 1, second_dot - first_dot - 1)).c_str(), nullptr, 10);
+      std::string_view field = rest.substr(second_dot + 1);
+      for (trace::Track& track : trace.tracks) {
+        if (track.kind != trace::TrackKind::kAsync || track.pid != pid ||
+            track.async_key != async_key)
+          continue;
+        if (field == "name") track.name = trace.intern(value);
+        if (field == "sort_index") track.sort_index = std::strtoll(value.c_str(), nullptr, 10);
       }
     }
   }

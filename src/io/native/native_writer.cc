@@ -5,6 +5,7 @@
 // thread (same pid and tid) after the thread's own events: a named kTrack switch (so
 // that each lane, even of a reused key, reads back as a track of its own) and its events.
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 #include "format/chunk_codec.hpp"
@@ -125,6 +126,21 @@ void append_layout_info(const trace::Trace& trace,
       info.emplace_back(
           "thread." + std::to_string(track.pid) + "." + std::to_string(track.tid) + ".sort_index",
           std::to_string(track.sort_index));
+  // An async track's name and place (a GPU stream's "GPU 0 stream 7", after the threads):
+  // the events carry only its key. A key two tracks of a process share is derived by the
+  // event writer below, so only tracks with a key of their own are described.
+  std::map<std::pair<int64_t, uint64_t>, int> async_key_uses;
+  for (const trace::Track& track : trace.tracks)
+    if (track.kind == trace::TrackKind::kAsync) ++async_key_uses[{track.pid, track.async_key}];
+  for (const trace::Track& track : trace.tracks) {
+    if (track.kind != trace::TrackKind::kAsync || async_key_uses[{track.pid, track.async_key}] != 1)
+      continue;
+    std::string prefix =
+        "async_track." + std::to_string(track.pid) + "." + std::to_string(track.async_key) + ".";
+    if (track.name != 0) info.emplace_back(prefix + "name", trace.str(track.name));
+    if (track.sort_index != 0)
+      info.emplace_back(prefix + "sort_index", std::to_string(track.sort_index));
+  }
   for (const trace::CounterTrack& counter : trace.counter_tracks)
     if (counter.group != 0)
       info.emplace_back(
