@@ -38,6 +38,10 @@ constexpr ReportView kReportViews[] = {
      "Operator table: count, total, self, share, mean, percentiles per operator (torch "
      "aten::*, ONNX Runtime nodes by op_name, GPU kernels)",
      &render_operators},
+    {"kernels", "--kernels",
+     "GPU kernels: count, total, share, mean, p50/p99, grid/block and the operators that launch "
+     "them; copies by kind; GPU busy time, utilisation and CUDA API time (docs/gpu.md)",
+     &render_kernels},
     {"critical_path", "--critical-path",
      "The chain of spans that sets the end-to-end time, by span name", &render_critical_path},
     {"metrics", "--metrics",

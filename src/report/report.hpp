@@ -13,6 +13,10 @@
 //   render_breakdown     per-inference phases of the span named options.breakdown_span,
 //                        with a percentile table per phase and inferences per second.
 //   render_operators     the operator table (count, total, self, share, mean, percentiles).
+//   render_kernels       the GPU kernel table (count, total, share, mean, p50, p99, grid,
+//                        block, the operators that launch it), copies by kind, launch sites
+//                        and the GPU summary (busy time, utilisation, CUDA API time); a
+//                        trace without GPU work says so in one line (docs/gpu.md).
 //   render_critical_path where the end-to-end time goes along the critical path.
 //   render_comparison    an A/B comparison (opsight compare): per name and per code path.
 //   render_metrics       metrics beyond latency: counter tracks (samples, min, time-weighted
@@ -84,6 +88,7 @@ std::string render_table(const trace::Trace& trace, const ReportOptions& options
 std::string render_merged_tree(const trace::Trace& trace, const ReportOptions& options);
 std::string render_breakdown(const trace::Trace& trace, const ReportOptions& options);
 std::string render_operators(const trace::Trace& trace, const ReportOptions& options);
+std::string render_kernels(const trace::Trace& trace, const ReportOptions& options);
 std::string render_critical_path(const trace::Trace& trace, const ReportOptions& options);
 std::string render_metrics(const trace::Trace& trace, const ReportOptions& options);
 
@@ -101,7 +106,8 @@ struct ReportView {
 std::span<const ReportView> report_views();
 // The view called `name` ("summary", "merged_tree"...); nullptr if there is none.
 const ReportView* find_report_view(std::string_view name);
-// "summary, tree, table, merged_tree, breakdown, operators, critical_path or metrics".
+// "tree, merged_tree, summary, table, breakdown, operators, kernels, critical_path or
+// metrics".
 std::string report_view_names();
 
 // opsight compare: `a_label`/`b_label` name the two sides ("run 12 (nightly)", a file);
