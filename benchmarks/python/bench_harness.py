@@ -110,7 +110,8 @@ def recording_cost(prepared, queries: int) -> float:
 
 
 def harness_overhead(queries: int, rounds: int) -> dict:
-    from opsight.bench import backends, models
+    from opsight import models
+    from opsight.bench import backends
 
     loaded = models.from_object(noop, inputs=(), source="noop", default_name="noop")
     prepared = backends.prepare(loaded, "eager")

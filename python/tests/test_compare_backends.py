@@ -1,6 +1,6 @@
-"""``opsight.torch.compare_backends`` and ``opsight compare-backends``: a function with a graph
-break, timed on real back-ends (eager, inductor, TorchScript, ONNX Runtime) and on made-up
-ones that fail or compute wrong values."""
+"""``opsight.compare_backends`` (also ``opsight.torch.compare_backends``) and ``opsight
+compare-backends``: a function with a graph break, timed on real back-ends (eager, inductor,
+TorchScript, ONNX Runtime) and on made-up ones that fail or compute wrong values."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from conftest import OPSIGHT, require
 
 torch = require("torch")
 
-from opsight.torch.compare_backends import (  # noqa: E402
-    CompareBackendsResult, command_main, compare_backends)
+from opsight.compare_backends import CompareBackendsResult, compare_backends  # noqa: E402
+from opsight.compare_backends.command import command_main  # noqa: E402
 
 REPEATS = 3
 
@@ -147,7 +147,7 @@ def test_mismatching_outputs_are_reported():
 
 
 def test_a_backend_that_fails_while_running_is_counted():
-    from opsight.torch.compare_backends.measure import _PRIMING_RUNS
+    from opsight.compare_backends.measure import _PRIMING_RUNS
 
     calls = {}
 
@@ -320,11 +320,12 @@ def test_importing_opsight_torch_does_not_load_compare_backends():
         import sys
         import opsight.torch
         loaded = sorted(name for name in sys.modules
-                        if name.startswith("opsight.torch.compare_backends"))
+                        if name.startswith("opsight.compare_backends"))
         assert not loaded, loaded
         assert "compare_backends" not in vars(opsight.torch)
         function = opsight.torch.compare_backends          # the first use imports it
-        assert "opsight.torch.compare_backends" in sys.modules
+        assert "opsight.compare_backends" in sys.modules
+        assert function is sys.modules["opsight.compare_backends"].compare_backends
         assert callable(function) and function.__name__ == "compare_backends"
         assert opsight.torch.BUILTIN_BACKENDS == ("eager", "inductor", "torchscript", "onnxruntime")
         from opsight.torch import CompareBackendsResult, Segment  # noqa: F401
@@ -336,9 +337,9 @@ def test_importing_opsight_torch_does_not_load_compare_backends():
     assert completed.stdout.strip() == "ok"
 
 
-def test_the_subpackage_imported_first_leaves_the_function_in_place():
+def test_the_package_imported_first_leaves_the_function_in_place():
     program = textwrap.dedent("""
-        import opsight.torch.compare_backends.command
+        import opsight.compare_backends.command
         import opsight.torch
         assert opsight.torch.compare_backends.__name__ == "compare_backends"
         assert callable(opsight.torch.compare_backends)
@@ -352,18 +353,17 @@ def test_the_subpackage_imported_first_leaves_the_function_in_place():
 # ---- one factory loader and one back-end vocabulary with opsight bench ----------------------
 
 def test_backend_aliases_resolve_to_the_same_compilers():
-    from opsight.torch.compare_backends.backends import (_compile_inductor,
-                                                         _compile_onnxruntime,
-                                                         _resolve_backends)
-    resolved = dict(_resolve_backends(["compile", "ort-cpu", "jit"]))
+    from opsight.compare_backends.backends import (_compile_inductor, _compile_onnxruntime,
+                                                   resolve_backends)
+    resolved = dict(resolve_backends(["compile", "ort-cpu", "jit"]))
     assert resolved["compile"] is _compile_inductor
     assert resolved["ort-cpu"] is _compile_onnxruntime
     assert list(resolved) == ["compile", "ort-cpu", "jit"]  # labelled as given
-    assert dict(_resolve_backends(["inductor"]))["inductor"] is _compile_inductor
+    assert dict(resolve_backends(["inductor"]))["inductor"] is _compile_inductor
     with pytest.raises(ValueError, match="names the same one"):
-        _resolve_backends(["inductor", "compile"])
+        resolve_backends(["inductor", "compile"])
     with pytest.raises(ValueError, match="opsight bench's only"):
-        _resolve_backends(["ort-cuda"])
+        resolve_backends(["ort-cuda"])
 
 
 def test_an_alias_runs_like_its_backend():
@@ -375,13 +375,13 @@ def test_an_alias_runs_like_its_backend():
 
 
 def test_command_and_bench_share_the_factory_loader(factory_file, monkeypatch):
-    from opsight.bench.models import FactoryError, load_factory
-    from opsight.torch.compare_backends import command
+    from opsight.compare_backends import command
+    from opsight.models import FactoryError, load_factory
 
     factory, attribute = load_factory(f"{factory_file}:make")
     assert attribute == "make" and callable(factory)
     loaded = []
-    monkeypatch.setattr("opsight.bench.models.load_factory",
+    monkeypatch.setattr("opsight.models.loading.load_factory",
                         lambda spec: loaded.append(spec) or (factory, "make"))
     assert command._load_factory("anything:make") is factory and loaded == ["anything:make"]
     with pytest.raises(FactoryError, match="has no attribute 'missing'"):

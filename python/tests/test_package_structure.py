@@ -128,7 +128,8 @@ def test_the_package_is_grouped_in_a_few_folders():
     """The tree shows the features: few top-level private modules, one folder per concern."""
     top_level = sorted(path.name for path in SOURCE.glob("_*.py") if not path.name.startswith("__"))
     assert top_level == ["_core_command.py", "_results.py", "_store.py"]
-    for folder in ("_capture", "_session", "_cli", "targets", "torch", "bench", "demo"):
+    for folder in ("_capture", "_session", "_cli", "targets", "torch", "models", "bench",
+                   "compare_backends", "demo"):
         assert (SOURCE / folder / "__init__.py").is_file(), folder
 
 
@@ -149,7 +150,7 @@ def test_every_module_imports_alone_in_a_fresh_interpreter(module):
 def test_importing_opsight_imports_neither_torch_nor_the_command_line():
     code = ("import sys, opsight\n"
             "print(sorted(name for name in sys.modules if name == 'torch' or "
-            "name.startswith(('opsight._cli', 'opsight.torch.compare_backends.command', "
+            "name.startswith(('opsight._cli', 'opsight.compare_backends', 'opsight.models', "
             "'opsight.bench', 'opsight.demo'))))\n")
     completed = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
                                env=clean_environment())
@@ -168,7 +169,7 @@ def test_the_installed_package_is_this_source():
 
 
 def test_python_and_the_core_share_one_exit_code_table():
-    from opsight._cli import exit_codes
+    from opsight import exit_codes
 
     header = (SOURCE.parents[1] / "include" / "opsight" / "exit_codes.hpp").read_text()
     core = {name: int(value) for name, value in

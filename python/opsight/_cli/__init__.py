@@ -1,17 +1,17 @@
 """The ``opsight`` command.
 
 ``run``, ``ctl``, ``bench``, ``compare-backends``, ``demo``, ``explain`` and ``model`` are
-Python's (they start, steer, time or explain Python programs and models;
-``compare-backends`` lives in ``opsight.torch.compare_backends``); every other
+Python's (they start, steer, time or explain Python programs and models; ``bench``,
+``compare-backends`` and ``demo`` live in their features' packages); every other
 command (``report``, ``compare``, ``export``, ``convert``, ``save``, ``runs``, ``show``, ``rm``,
 ``--version``) is the C++ command installed inside the package (``opsight/bin/opsight``),
 which this one replaces itself with.
 
 Modules: ``run`` (``opsight run``), ``ctl`` (``opsight ctl``), ``explain`` (``opsight
-explain``), ``model`` (``opsight model``), ``exit_codes``. Library
+explain``), ``model`` (``opsight model``), ``arguments`` (argparse exiting 64). Library
 code never imports this package.
 
-Exit statuses: one table for every command, in :mod:`.exit_codes`.
+Exit statuses: one table for every command, in :mod:`opsight.exit_codes`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import sys
 
 from .._core_command import exec_core
-from .exit_codes import USAGE_ERROR
+from ..exit_codes import USAGE_ERROR
 
 HELP = """\
 usage: opsight COMMAND [ARGS...]
@@ -83,8 +83,8 @@ def main(arguments: list[str] | None = None) -> int:
         from ..bench.command import main as bench_main
         return bench_main(arguments[1:])
     if arguments[0] == "compare-backends":  # docs/torch.md
-        from ..torch.compare_backends import command_main
-        return command_main(arguments[1:])
+        from ..compare_backends.command import command_main as compare_backends_main
+        return compare_backends_main(arguments[1:])
     if arguments[0] == "explain":  # docs/explain.md
         from .explain import command_main as explain_main
         return explain_main(arguments[1:])

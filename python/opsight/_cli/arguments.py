@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import NoReturn
 
-from .exit_codes import USAGE_ERROR
+from ..exit_codes import USAGE_ERROR
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from .arguments import ArgumentParser
-from .exit_codes import USAGE_ERROR
+from ..exit_codes import USAGE_ERROR
 
 def ctl_command(arguments: list[str]) -> int:
     from .._session import control as _control

@@ -2,7 +2,7 @@
 report, the run store, the CI gate (:mod:`opsight.explain.gate`) and the metrics and logs
 (:mod:`opsight.explain.publish`).
 
-Exit statuses (``opsight._cli.exit_codes``): 0 every model explained (and no new breaks when
+Exit statuses (``opsight.exit_codes``): 0 every model explained (and no new breaks when
 gated); 1 a model failed, crashed or timed out, or a push failed; 3 new graph breaks
 (``--fail-on-new-breaks``); 64 bad usage (a bad TARGET, zoo file or baseline, named)."""
 
@@ -17,7 +17,7 @@ import time
 from ..explain.result import STATUS_OK, ModelExplain
 from ..explain.runner import ModelSpec, Progress, ZooRunner
 from .arguments import parse_arguments
-from .exit_codes import ERROR, OK, REGRESSION, USAGE_ERROR
+from ..exit_codes import ERROR, OK, REGRESSION, USAGE_ERROR
 
 PREFIX = "opsight explain"
 

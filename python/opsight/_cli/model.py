@@ -16,7 +16,7 @@ import sys
 from typing import Any
 
 from .arguments import parse_arguments
-from .exit_codes import ERROR, OK, USAGE_ERROR
+from ..exit_codes import ERROR, OK, USAGE_ERROR
 
 PREFIX = "opsight model"
 
@@ -59,11 +59,11 @@ def _load(spec: str) -> tuple[Any, Any]:
                              ) from None
     if not colon:
         raise _LoadError(f"{spec}: no such file, and not module:factory or file.py:factory")
-    from ..explain.child import call_factory
+    from ..models import ModelError, call_factory
 
     try:
-        made = call_factory(spec)
-    except ValueError as error:
+        made, _ = call_factory(spec)
+    except ModelError as error:
         raise _LoadError(str(error)) from None
     if isinstance(made, (tuple, list)) and len(made) == 2:
         model, inputs = made
@@ -112,9 +112,9 @@ def command_main(arguments: list[str]) -> int:
         import json
         sys.stdout.write(json.dumps(prune(root, options.depth), indent=2) + "\n")
     else:
-        from ..model_view import _wants_ascii
+        from ..model_view import wants_ascii
         sys.stdout.write(render_text(root, depth=options.depth,
-                                     ascii=options.ascii or _wants_ascii(sys.stdout)))
+                                     ascii=options.ascii or wants_ascii(sys.stdout)))
     return OK
 
 
@@ -125,7 +125,7 @@ def _record_profile(model: Any, inputs: Any, runs: int) -> Any:
     import opsight
     import opsight.torch as opsight_torch
 
-    from ..explain.analyze import split_inputs
+    from ..models import split_inputs
 
     args, kwargs = split_inputs(inputs)
     model.eval()

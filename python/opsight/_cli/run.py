@@ -24,7 +24,7 @@ from .._session.sampling import (SAMPLE_ROOT_VARIABLE, SAMPLE_VARIABLE, parse_sa
                                 parse_sample_root)
 from .._store import save_run
 from .arguments import ArgumentParser
-from .exit_codes import USAGE_ERROR
+from ..exit_codes import USAGE_ERROR
 
 _NATIVE_HEADER_BYTES = 16  # docs/native-format.md
 

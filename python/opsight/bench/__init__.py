@@ -10,9 +10,10 @@ Quick start::
     result.print()                      # latency table, phases, throughput, top operators
     result.to_dict()["latency"]["p99_ns"]
 
-``opsight bench MODEL`` is the same from the command line (docs/bench.md). Modules:
-``models`` (loading MODEL, the :class:`Model` protocol of factories), ``backends`` (the
-phases of one query per back-end), ``scenarios`` (single-stream, offline, server),
+``opsight bench MODEL`` is the same from the command line (docs/bench.md). Loading MODEL,
+the :class:`Model` protocol of factories and the back-ends' names are :mod:`opsight.models`'
+(shared with ``opsight compare-backends``, ``explain`` and ``model``). Modules: ``backends``
+(the phases of one query per back-end), ``scenarios`` (single-stream, offline, server),
 ``recording`` (the timed queries as a trace of the core, whose breakdown gives every
 statistic), ``statistics`` (what the raw timestamps give directly), ``operators`` (the
 top-operator profile), ``report`` (:class:`BenchResult`), ``store`` (the run in the run
@@ -24,15 +25,18 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-from .backends import (BACKEND_ALIASES, BACKENDS, available_backends, canonical_backend,
-                       check_form, prepare)
-from .models import (BenchError, LoadedModel, Model, from_object, load, model_form,
-                     samples_per_query, tile_inputs)
+from ..models import (BACKEND_ALIASES, BACKENDS, LoadedModel, Model, ModelError, canonical_backend,
+                      error_text, from_object, load, model_form, samples_per_query, tile_inputs)
+from .backends import available_backends, check_form, prepare
 from .report import BenchResult
 from .recording import QueryRecorder, query_statistics
 from .scenarios import (SCENARIOS, Timings, offline_query_count, parse_duration, run_back_to_back,
                         run_offline, run_server, warm_up)
 from .statistics import counted_elapsed_ns, phase_durations, query_latencies  # noqa: F401
+
+#: A model, input or back-end that cannot be benchmarked (:class:`opsight.models.ModelError`:
+#: the same class, so that it also catches what loading the model raised).
+BenchError = ModelError
 
 __all__ = ["BACKENDS", "BACKEND_ALIASES", "SCENARIOS", "BenchError", "BenchResult", "Model",
            "available_backends", "run"]
@@ -157,8 +161,7 @@ def run(model: Any, inputs: Any = None, *, backend: str | None = None,
                 raise
             except Exception as error:  # noqa: BLE001 - the model's own failure
                 recorder.abort()
-                from .models import _first_line
-                raise BenchError(f"{loaded.source}: the model raised {_first_line(error)} on "
+                raise BenchError(f"{loaded.source}: the model raised {error_text(error)} on "
                                  f"{prepared.backend}") from error
             measured.warmup_iterations = timings.warmup_iterations
             measured.warmup_ns = timings.warmup_ns

@@ -26,17 +26,9 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .models import BenchError, LoadedModel, _first_line
+from ..models import (BACKENDS, ORT_PROVIDERS, LoadedModel, ModelError, canonical_backend,
+                      error_text)
 
-BACKENDS = ("eager", "compile", "torchscript", "ort-cpu", "ort-cuda", "ort-tensorrt")
-#: Other spellings of the back-ends, accepted everywhere a back-end is named (``opsight
-#: bench --backend``, ``opsight.bench.run(backend=)``, ``compare_backends(backends=)``,
-#: ``opsight compare-backends --backends``): PyTorch's and ONNX Runtime's own names.
-BACKEND_ALIASES = {"inductor": "compile", "torch.compile": "compile", "jit": "torchscript",
-                   "onnxruntime": "ort-cpu", "onnxruntime-cpu": "ort-cpu",
-                   "onnxruntime-cuda": "ort-cuda", "onnxruntime-tensorrt": "ort-tensorrt"}
-ORT_PROVIDERS = {"ort-cpu": "CPUExecutionProvider", "ort-cuda": "CUDAExecutionProvider",
-                 "ort-tensorrt": "TensorrtExecutionProvider"}
 DEFAULT_BACKEND = {"python": "eager", "torchscript": "torchscript", "onnx": "ort-cpu"}
 
 
@@ -74,12 +66,6 @@ class Prepared:
             with contextlib.suppress(Exception):
                 function()
         self.cleanup.clear()
-
-
-def canonical_backend(name: str) -> str:
-    """The back-end's name in :data:`BACKENDS` for ``name`` or one of its aliases; any other
-    name is returned as is (the caller says what it accepts)."""
-    return BACKEND_ALIASES.get(name, name)
 
 
 def ort_available_providers() -> list[str]:
@@ -153,10 +139,10 @@ def check_form(form: str, source: str, backend: str | None) -> None:
     if backend is None or backend.startswith("ort-") or backend not in BACKENDS:
         return
     if form == "onnx":
-        raise BenchError(f"{source}: an ONNX file runs only on the ONNX Runtime back-ends "
+        raise ModelError(f"{source}: an ONNX file runs only on the ONNX Runtime back-ends "
                          f"(--backend ort-cpu, ort-cuda, ort-tensorrt), not on {backend}")
     if form == "torchscript" and backend != "torchscript":
-        raise BenchError(f"{source}: a TorchScript model runs on the torchscript back-end "
+        raise ModelError(f"{source}: a TorchScript model runs on the torchscript back-end "
                          f"or, exported to ONNX, on ort-*; not on {backend}")
 
 
@@ -165,21 +151,21 @@ def prepare(loaded: LoadedModel, backend: str | None, *, device: str = "cpu",
             compile_mode: str | None = None) -> Prepared:
     backend = canonical_backend(backend) if backend else DEFAULT_BACKEND[loaded.form]
     if backend not in BACKENDS:
-        raise BenchError(f"--backend {backend!r}: unknown back-end (one of {', '.join(BACKENDS)}); "
+        raise ModelError(f"--backend {backend!r}: unknown back-end (one of {', '.join(BACKENDS)}); "
                          + _availability_text())
     reason = unavailable_reason(backend)
     if reason is not None:
-        raise BenchError(f"--backend {backend}: {reason}; {_availability_text()}")
+        raise ModelError(f"--backend {backend}: {reason}; {_availability_text()}")
     if backend.startswith("ort-"):
         if device != "cpu" and device != ("cuda" if backend != "ort-cpu" else "cpu"):
-            raise BenchError(f"--device {device}: back-end {backend} decides the device itself "
+            raise ModelError(f"--device {device}: back-end {backend} decides the device itself "
                              "(ort-cpu: cpu; ort-cuda, ort-tensorrt: cuda)")
         return _prepare_onnxruntime(loaded, backend, threads)
     check_form(loaded.form, loaded.source, backend)
     if device not in ("cpu", "cuda"):
-        raise BenchError(f"--device {device!r}: expected cpu or cuda")
+        raise ModelError(f"--device {device!r}: expected cpu or cuda")
     if device == "cuda" and not torch_cuda_available():
-        raise BenchError(f"--device cuda: torch.cuda.is_available() is False here; "
+        raise ModelError(f"--device cuda: torch.cuda.is_available() is False here; "
                          + _availability_text())
     return _prepare_torch(loaded, backend, device, threads, compile_backend, compile_mode)
 
@@ -205,7 +191,7 @@ def _model_inputs(loaded: LoadedModel) -> Any:
     try:
         return loaded.preprocess(loaded.inputs)
     except Exception as error:  # noqa: BLE001
-        raise BenchError(f"{loaded.source}: preprocess raised {_first_line(error)}") from None
+        raise ModelError(f"{loaded.source}: preprocess raised {error_text(error)}") from None
 
 
 def _prepare_torch(loaded: LoadedModel, backend: str, device: str, threads: int | None,
@@ -225,7 +211,7 @@ def _prepare_torch(loaded: LoadedModel, backend: str, device: str, threads: int 
         try:
             model = torch.compile(model, backend=compile_backend, mode=compile_mode)
         except Exception as error:  # noqa: BLE001
-            raise BenchError(f"{loaded.source}: torch.compile failed: {_first_line(error)}") from None
+            raise ModelError(f"{loaded.source}: torch.compile failed: {error_text(error)}") from None
         from torch._dynamo.utils import counters
 
         def compilations() -> int:
@@ -237,7 +223,7 @@ def _prepare_torch(loaded: LoadedModel, backend: str, device: str, threads: int 
     elif backend == "torchscript" and loaded.form != "torchscript":
         if not isinstance(model, torch.jit.ScriptModule):
             if isinstance(example, dict):
-                raise BenchError(f"{loaded.source}: torch.jit.trace needs positional example "
+                raise ModelError(f"{loaded.source}: torch.jit.trace needs positional example "
                                  "inputs (a tuple), not a dict")
             arguments = example if isinstance(example, tuple) else (example,)
             try:
@@ -245,8 +231,8 @@ def _prepare_torch(loaded: LoadedModel, backend: str, device: str, threads: int 
                     warnings.simplefilter("ignore")
                     model = torch.jit.trace(model, arguments)
             except Exception as error:  # noqa: BLE001
-                raise BenchError(f"{loaded.source}: torch.jit.trace failed: "
-                                 f"{_first_line(error)}") from None
+                raise ModelError(f"{loaded.source}: torch.jit.trace failed: "
+                                 f"{error_text(error)}") from None
             notes.append("converted with torch.jit.trace")
     elif backend == "torchscript":
         notes.append("TorchScript's profiling executor optimizes the graph during its first "
@@ -310,13 +296,13 @@ def _export_onnx(loaded: LoadedModel, example: Any, directory: str) -> str:
     import torch
 
     if isinstance(example, dict):
-        raise BenchError(f"{loaded.source}: exporting to ONNX needs positional example inputs "
+        raise ModelError(f"{loaded.source}: exporting to ONNX needs positional example inputs "
                          "(a tuple of tensors), not a dict")
     arguments = example if isinstance(example, tuple) else (example,)
     if not all(isinstance(argument, torch.Tensor) for argument in arguments):
-        raise BenchError(f"{loaded.source}: exporting to ONNX needs tensor inputs")
+        raise ModelError(f"{loaded.source}: exporting to ONNX needs tensor inputs")
     if not isinstance(loaded.model, torch.nn.Module):
-        raise BenchError(f"{loaded.source}: only a torch.nn.Module can be exported to ONNX "
+        raise ModelError(f"{loaded.source}: only a torch.nn.Module can be exported to ONNX "
                          f"(the model is a {type(loaded.model).__name__})")
     path = os.path.join(directory, "model.onnx")
     names = [f"input_{index}" for index in range(len(arguments))]
@@ -325,8 +311,8 @@ def _export_onnx(loaded: LoadedModel, example: Any, directory: str) -> str:
             warnings.simplefilter("ignore")
             torch.onnx.export(loaded.model, arguments, path, input_names=names, dynamo=False)
     except Exception as error:  # noqa: BLE001
-        raise BenchError(f"{loaded.source}: torch.onnx.export (dynamo=False) failed: "
-                         f"{_first_line(error)}") from None
+        raise ModelError(f"{loaded.source}: torch.onnx.export (dynamo=False) failed: "
+                         f"{error_text(error)}") from None
     return path
 
 
@@ -357,7 +343,7 @@ def _prepare_onnxruntime(loaded: LoadedModel, backend: str, threads: int | None)
         cleanup.append(lambda: shutil.rmtree(directory, ignore_errors=True))
         try:
             path = _export_onnx(loaded, example, directory)
-        except BenchError:
+        except ModelError:
             shutil.rmtree(directory, ignore_errors=True)
             raise
         notes.append("converted with torch.onnx.export(dynamo=False)")
@@ -381,8 +367,8 @@ def _prepare_onnxruntime(loaded: LoadedModel, backend: str, threads: int | None)
     except Exception as error:  # noqa: BLE001
         for function in cleanup:
             function()
-        raise BenchError(f"{loaded.source}: ONNX Runtime cannot load the model on {backend}: "
-                         f"{_first_line(error)}") from None
+        raise ModelError(f"{loaded.source}: ONNX Runtime cannot load the model on {backend}: "
+                         f"{error_text(error)}") from None
     names = [item.name for item in session.get_inputs()]
     phases: list[tuple[str, Callable[[Any], Any]]] = []
     if loaded.preprocess is not None:

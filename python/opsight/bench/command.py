@@ -12,9 +12,7 @@ import argparse
 import os
 import sys
 
-USAGE_ERROR = 64
-MODEL_ERROR = 1
-BOUND_FAILED = 3
+from ..exit_codes import ERROR, REGRESSION, USAGE_ERROR
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,7 +22,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parser() -> argparse.ArgumentParser:
-    from .backends import BACKEND_ALIASES, BACKENDS
+    from ..models import BACKEND_ALIASES, BACKENDS
     from .scenarios import SCENARIOS
 
     result = _Parser(
@@ -125,7 +123,7 @@ def main(arguments: list[str]) -> int:
             workers=options.workers)
     except BenchError as error:
         print(f"opsight bench: {error}", file=sys.stderr)
-        return MODEL_ERROR
+        return ERROR
     except ValueError as error:
         print(f"opsight bench: {error}", file=sys.stderr)
         return USAGE_ERROR
@@ -134,7 +132,7 @@ def main(arguments: list[str]) -> int:
             result.write_trace(options.trace)
         except (OSError, RuntimeError) as error:
             print(f"opsight bench: cannot write {options.trace}: {error}", file=sys.stderr)
-            return MODEL_ERROR
+            return ERROR
     text = result.render(options.format, top=options.top)
     if options.output:
         try:
@@ -142,7 +140,7 @@ def main(arguments: list[str]) -> int:
                 file.write(text)
         except OSError as error:
             print(f"opsight bench: cannot write {options.output}: {error}", file=sys.stderr)
-            return MODEL_ERROR
+            return ERROR
         print(f"opsight bench: wrote {options.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -150,5 +148,5 @@ def main(arguments: list[str]) -> int:
     if not result.passed:
         print(f"opsight bench: the p99 bound of {options.p99_bound_ms:g} ms was not held",
               file=sys.stderr)
-        return BOUND_FAILED
+        return REGRESSION
     return 0

@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 import opsight._native as _native
-from .models import BenchError
+from ..models import ModelError
 from .scenarios import Timings
 
 _perf_counter_ns = time.perf_counter_ns
@@ -81,7 +81,7 @@ class QueryRecorder:
         from .._session import state as _session_state
 
         if _session_state.session is not None:
-            raise BenchError("a recording session is already running (OPSIGHT_OUTPUT or "
+            raise ModelError("a recording session is already running (OPSIGHT_OUTPUT or "
                              "opsight run): opsight bench records its queries in a session "
                              "of its own; run it outside that session")
         # 16-byte events: a begin and an end per span, a query and its children; an
@@ -91,7 +91,7 @@ class QueryRecorder:
         buffer_mb = max(16, int(events_bytes * 1.5) // (1 << 20) + 8)
         session = _native.Session("", buffer_mb, 100, 0)
         if not session.ok:
-            raise BenchError(f"opsight bench: cannot start a recording session: {session.error}")
+            raise ModelError(f"opsight bench: cannot start a recording session: {session.error}")
         session.pause()
         self._session = session
         self._pair = _clock_pair()
@@ -118,9 +118,9 @@ class QueryRecorder:
             self._session = None
             ok = session.stop()
         if not ok:
-            raise BenchError(f"opsight bench: the recording session failed: {session.error}")
+            raise ModelError(f"opsight bench: the recording session failed: {session.error}")
         if session.events_dropped:
-            raise BenchError(f"opsight bench: {session.events_dropped} events of the timed "
+            raise ModelError(f"opsight bench: {session.events_dropped} events of the timed "
                              "queries were dropped (out of recording memory)")
         trace = _native.trace_from_native_bytes(session.take_native_bytes(), name)
         _use_trace_times(trace, timings)
@@ -185,7 +185,7 @@ def _write_queries(timings: Timings, intercept: float, slope: float) -> None:
         base = index * width
         is_flagged = index in flagged
         if not begin_at(compiling_id if is_flagged else query_id, begin_ticks[index]):
-            raise BenchError("opsight bench: the recording session stopped recording")
+            raise ModelError("opsight bench: the recording session stopped recording")
         if is_flagged:
             add_arg("flagged", "compilation")
         if arrivals is not None:

@@ -1,4 +1,5 @@
-"""``opsight.torch.compare_backends``: one function timed on several back-ends, graph by graph.
+"""``opsight.compare_backends`` (also ``opsight.torch.compare_backends``): one function timed on
+several back-ends, graph by graph.
 
 octoml-profile's job, run locally. ``torch.compile`` (TorchDynamo) splits a call of ``fn``
 into *segments*: the FX graphs it captures, and the plain Python between them (before the
@@ -10,7 +11,7 @@ always did. The Python between graphs is timed once per call, by timestamps take
 graph is entered and left. A back-end's estimated time per call of ``fn`` is the sum of the
 uncompiled segments and of its own graph times::
 
-    from opsight.torch.compare_backends import compare_backends
+    from opsight.compare_backends import compare_backends   # or opsight.torch.compare_backends
 
     result = compare_backends(predict, (x,), backends=["eager", "inductor", "onnxruntime"],
                               repeats=20, warmups=2, prices_per_hour={"inductor": 0.126})
@@ -64,9 +65,8 @@ itself: the recording torch.compile back-end and the statistics) and ``command``
 from __future__ import annotations
 
 from .backends import BUILTIN_BACKENDS, DEFAULT_BACKENDS, Compiler  # noqa: F401
-from .command import USAGE_ERROR, command_main  # noqa: F401
 from .measure import compare_backends
 from .result import BackendStats, CompareBackendsResult, Segment
 
 __all__ = ["BackendStats", "CompareBackendsResult", "Segment", "compare_backends",
-           "BUILTIN_BACKENDS", "command_main"]
+           "BUILTIN_BACKENDS"]

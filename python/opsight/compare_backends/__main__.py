@@ -1,4 +1,4 @@
-"""``python -m opsight.torch.compare_backends``: ``opsight compare-backends``."""
+"""``python -m opsight.compare_backends``: ``opsight compare-backends``."""
 
 import sys
 

@@ -1,9 +1,9 @@
 """The built-in back-ends of :func:`compare_backends` (eager, inductor, torchscript,
 onnxruntime), how back-end names and ``(name, compiler)`` pairs resolve to compilers, and
-``_stdout_to_stderr``, which the ONNX export and ``opsight compare-backends`` share.
+``stdout_to_stderr``, which the ONNX export and ``opsight compare-backends`` share.
 
-Back-end names are ``opsight bench``'s vocabulary (``opsight.bench.BACKENDS`` with its
-aliases ``opsight.bench.BACKEND_ALIASES``): ``compile`` and ``inductor`` name the same
+Back-end names are every model tool's vocabulary (``opsight.models.BACKENDS`` with its
+aliases ``opsight.models.BACKEND_ALIASES``): ``compile`` and ``inductor`` name the same
 back-end (a graph compiled by inductor, what ``torch.compile`` does by default),
 ``ort-cpu`` and ``onnxruntime`` the same ONNX Runtime CPU session. A result is labelled
 with the name as given. ``ort-cuda`` and ``ort-tensorrt`` are bench's only: here every
@@ -18,6 +18,8 @@ import os
 import sys
 import warnings
 from typing import Any, Callable, Iterable, Mapping
+
+from ..models import canonical_backend
 
 BUILTIN_BACKENDS = ("eager", "inductor", "torchscript", "onnxruntime")
 DEFAULT_BACKENDS = BUILTIN_BACKENDS
@@ -60,7 +62,7 @@ def _compile_onnxruntime(graph_module, example_inputs, threads: int | None = Non
                                "the ONNX export takes tensors only")
     names = [f"input_{index}" for index in range(len(example_inputs))]
     buffer = io.BytesIO()
-    with warnings.catch_warnings(), _stdout_to_stderr():
+    with warnings.catch_warnings(), stdout_to_stderr():
         warnings.simplefilter("ignore")
         # The TorchScript-based exporter: the torch.export-based one (dynamo=True) needs
         # the onnxscript package. On failure it prints the graph on fd 1: sent to stderr.
@@ -84,7 +86,7 @@ def _compile_onnxruntime(graph_module, example_inputs, threads: int | None = Non
     return run
 
 
-#: By canonical back-end name (opsight.bench.BACKENDS).
+#: By canonical back-end name (opsight.models.BACKENDS).
 _BUILTIN_COMPILERS: dict[str, Compiler] = {
     "eager": _compile_eager,
     "compile": _compile_inductor,
@@ -95,8 +97,6 @@ _BUILTIN_COMPILERS: dict[str, Compiler] = {
 
 def _builtin_compiler(name: str, threads: int | None) -> Compiler | None:
     """The compiler of a built-in back-end named ``name`` (or an alias), else None."""
-    from ...bench.backends import canonical_backend
-
     canonical = canonical_backend(name)
     if canonical in ("ort-cuda", "ort-tensorrt"):
         raise ValueError(f"compare_backends: back-end {name!r} is opsight bench's only: "
@@ -107,9 +107,7 @@ def _builtin_compiler(name: str, threads: int | None) -> Compiler | None:
     return _BUILTIN_COMPILERS.get(canonical)
 
 
-def _resolve_backends(backends, threads: int | None = None) -> list[tuple[str, Compiler]]:
-    from ...bench.backends import canonical_backend
-
+def resolve_backends(backends, threads: int | None = None) -> list[tuple[str, Compiler]]:
     if isinstance(backends, str):
         backends = [name.strip() for name in backends.split(",") if name.strip()]
     items: Iterable = backends.items() if isinstance(backends, Mapping) else backends
@@ -153,7 +151,7 @@ def _dynamo_backend(name: str) -> Compiler:
 
 
 @contextlib.contextmanager
-def _stdout_to_stderr():
+def stdout_to_stderr():
     sys.stdout.flush()
     try:
         saved = os.dup(1)

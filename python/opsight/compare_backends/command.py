@@ -9,13 +9,10 @@ import math
 import sys
 from typing import Any, Callable
 
-from .backends import DEFAULT_BACKENDS, _resolve_backends, _stdout_to_stderr
-from .measure import _error_text, compare_backends
-
-
-# ---- opsight compare-backends ---------------------------------------------------------------
-
-USAGE_ERROR = 64  # as every opsight command (cli.py)
+from ..exit_codes import USAGE_ERROR
+from ..models import error_text
+from .backends import DEFAULT_BACKENDS, resolve_backends, stdout_to_stderr
+from .measure import compare_backends
 
 
 class _UsageError(Exception):
@@ -53,12 +50,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _load_factory(spec: str) -> Callable[[], Any]:
-    """The factory MODULE:FUNCTION names, by the loader ``opsight bench`` uses too."""
-    from ...bench.models import FactoryError, load_factory
+    """The factory MODULE:FUNCTION names, by the loader of every model tool."""
+    from ..models import loading
 
     try:
-        return load_factory(spec)[0]
-    except FactoryError as error:
+        return loading.load_factory(spec)[0]
+    except loading.FactoryError as error:
         raise _UsageError(str(error)) from None
 
 
@@ -109,7 +106,7 @@ def command_main(arguments: list[str]) -> int:
             print(f"{prefix}: torch is not installed (pip install torch)", file=sys.stderr)
             return 1
         try:
-            _resolve_backends(names)
+            resolve_backends(names)
         except ValueError as error:
             raise _UsageError(f"--backends: {str(error).removeprefix('compare_backends: ')}") \
                 from None
@@ -120,11 +117,11 @@ def command_main(arguments: list[str]) -> int:
         return USAGE_ERROR
     # What the program and torch print (the ONNX exporter prints failed graphs on fd 1)
     # goes to stderr: stdout carries the report alone, so that --format json parses.
-    with _stdout_to_stderr():
+    with stdout_to_stderr():
         try:
             made = factory()
         except Exception as error:  # noqa: BLE001
-            print(f"{prefix}: {options.factory} raised {_error_text(error)}", file=sys.stderr)
+            print(f"{prefix}: {options.factory} raised {error_text(error)}", file=sys.stderr)
             return 1
         if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
             parser.print_usage(sys.stderr)
@@ -138,7 +135,7 @@ def command_main(arguments: list[str]) -> int:
                                       rtol=options.rtol, atol=options.atol,
                                       threads=options.threads)
         except Exception as error:  # noqa: BLE001 - fn itself (or dynamo) failed
-            print(f"{prefix}: running the function failed: {_error_text(error)}",
+            print(f"{prefix}: running the function failed: {error_text(error)}",
                   file=sys.stderr)
             return 1
     if options.format == "json":

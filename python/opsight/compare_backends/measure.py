@@ -12,20 +12,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from .backends import DEFAULT_BACKENDS, Compiler, _resolve_backends
+from ..models import canonical_backend, compare_outputs, error_text, first_line, leaves
+from .backends import DEFAULT_BACKENDS, Compiler, resolve_backends
 from .result import BackendStats, CompareBackendsResult, Segment
 
 
 # ---- measuring ------------------------------------------------------------------------------
-
-def _first_line(text: str, limit: int = 300) -> str:
-    line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-    return line if len(line) <= limit else line[:limit - 3] + "..."
-
-
-def _error_text(error: BaseException) -> str:
-    return f"{type(error).__name__}: {_first_line(str(error))}"
-
 
 def _count_ops(graph_module) -> int:
     return sum(1 for node in graph_module.graph.nodes
@@ -53,45 +45,6 @@ def _mutated_inputs(graph_module) -> list[int]:
             if isinstance(value, Node) and value in positions:
                 mutated.add(positions[value])
     return sorted(mutated)
-
-
-def _leaves(value) -> list:
-    import torch.utils._pytree as pytree
-
-    return pytree.tree_leaves(value)
-
-
-def _difference(reference, candidate, rtol: float, atol: float) -> tuple[bool, float | None]:
-    """(agree, largest absolute difference) of two outputs, compared leaf by leaf."""
-    import torch
-
-    expected, got = _leaves(reference), _leaves(candidate)
-    if len(expected) != len(got):
-        return False, None
-    largest = 0.0
-    agree = True
-    for left, right in zip(expected, got):
-        if isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor):
-            left, right = torch.as_tensor(left), torch.as_tensor(right)
-            if left.shape != right.shape:
-                return False, None
-            if left.numel() == 0:
-                continue
-            left, right = left.detach().cpu(), right.detach().cpu()
-            if left.is_floating_point() or right.is_floating_point() or left.is_complex():
-                left, right = left.to(torch.float64), right.to(torch.float64)
-                if not torch.allclose(left, right, rtol=rtol, atol=atol, equal_nan=True):
-                    agree = False
-                finite = torch.isfinite(left) & torch.isfinite(right)
-                if bool(finite.any()):
-                    largest = max(largest, float((left - right).abs()[finite].max()))
-            elif not torch.equal(left, right.to(left.dtype)):
-                agree = False
-                largest = max(largest, float((left.to(torch.float64)
-                                              - right.to(torch.float64)).abs().max()))
-        elif left != right:
-            agree = False
-    return agree, largest
 
 
 @dataclass
@@ -140,7 +93,7 @@ class _Recorder:
                 # inputs the graph writes into: the program's own tensors change once a call.
                 compiled = compiler(module, _copy_inputs(example_inputs, graph.mutated))
             except Exception as error:  # noqa: BLE001 - a failure of this back-end only
-                graph.compile_errors[name] = f"compilation failed: {_error_text(error)}"
+                graph.compile_errors[name] = f"compilation failed: {error_text(error)}"
                 continue
             try:
                 # Lazy work a back-end does on its first runs (TorchScript's profiling
@@ -149,7 +102,7 @@ class _Recorder:
                     for _ in range(_PRIMING_RUNS):
                         compiled(*_copy_inputs(example_inputs, graph.mutated))
             except Exception as error:  # noqa: BLE001
-                graph.compile_errors[name] = f"first run failed: {_error_text(error)}"
+                graph.compile_errors[name] = f"first run failed: {error_text(error)}"
                 continue
             graph.compiled[name] = compiled
 
@@ -190,7 +143,7 @@ class _Recorder:
                 outputs[name] = output
             except Exception as error:  # noqa: BLE001 - a failure of this back-end only
                 times[name] = None
-                errors[name] = f"run failed: {_error_text(error)}"
+                errors[name] = f"run failed: {error_text(error)}"
         if "eager" in outputs:
             reference = outputs["eager"]
         else:  # eager not chosen (or failed): the graph as captured gives the result
@@ -200,10 +153,10 @@ class _Recorder:
             if name == "eager":
                 continue
             try:
-                agree, largest = _difference(reference, output, self.rtol, self.atol)
+                agree, largest = compare_outputs(reference, output, self.rtol, self.atol)
             except Exception as error:  # noqa: BLE001
                 agree, largest = False, None
-                errors.setdefault(name, f"output check failed: {_error_text(error)}")
+                errors.setdefault(name, f"output check failed: {error_text(error)}")
             if not agree:
                 mismatched[name] = largest
         left = time.perf_counter_ns()
@@ -252,7 +205,7 @@ def _graph_break_reasons(before: dict[str, int], after: dict[str, int]) -> tuple
         new = total - before.get(reason, 0)
         if new > 0:
             count += new
-            line = _first_line(reason)
+            line = first_line(reason)
             reasons.append(line if new == 1 else f"{line} (x{new})")
     return count, reasons
 
@@ -296,7 +249,7 @@ def compare_backends(
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 1):
         raise ValueError(f"compare_backends: threads must be an integer >= 1, got {threads!r}")
-    resolved = _resolve_backends(backends, threads)
+    resolved = resolve_backends(backends, threads)
     names = [name for name, _ in resolved]
     prices: dict[str, float] = {}
     for name, price in (prices_per_hour or {}).items():
@@ -310,7 +263,7 @@ def compare_backends(
         prices[name] = float(price)
 
     uses_cuda = any(isinstance(value, torch.Tensor) and value.is_cuda
-                    for value in _leaves(list(example_inputs)))
+                    for value in leaves(list(example_inputs)))
     synchronize = torch.cuda.synchronize if uses_cuda else (lambda: None)
     recorder = _Recorder(resolved, rtol, atol, synchronize)
 
@@ -430,7 +383,6 @@ def _environment(names: list[str]) -> dict[str, Any]:
                                    "torch_threads": torch.get_num_threads(),
                                    "cpu_count": os.cpu_count(),
                                    "machine": platform.machine()}
-    from ...bench.backends import canonical_backend
 
     if any(canonical_backend(name) == "ort-cpu" for name in names):
         try:

@@ -18,7 +18,7 @@ import argparse
 import sys
 import zlib
 
-USAGE_ERROR = 64  # as every opsight command (cli.py)
+from ..exit_codes import USAGE_ERROR
 
 
 def _parser() -> argparse.ArgumentParser:

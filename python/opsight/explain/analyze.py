@@ -17,25 +17,17 @@ import threading
 import time
 from typing import Any
 
+from ..models import compare_outputs, error_text, first_line, split_inputs
 from .result import STATUS_FAILED, BreakSite, ModelExplain
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 _TORCH_DIRECTORY = None  # set on first use: the installed torch package's directory
 
 
-def _first_line(text: str, limit: int = 300) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
-def error_text(error: BaseException) -> str:
-    return f"{type(error).__name__}: {_first_line(str(error))}"
-
-
 def normalize_reason(reason: str) -> str:
     """The first line of a dynamo reason, object addresses replaced by ``0x…`` so that the
     same cause is the same text in every run."""
-    return _ADDRESS.sub("0x…", _first_line(reason, 400))
+    return _ADDRESS.sub("0x…", first_line(reason, 400))
 
 
 def _torch_directory() -> str:
@@ -116,16 +108,6 @@ class _ResidentPeak:
         return max(0, self.peak_bytes - self.start_bytes) if self.start_bytes else None
 
 
-def split_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A factory's example inputs -> (args, kwargs): a dict is keyword arguments, a tuple or
-    list positional ones, anything else the one argument."""
-    if isinstance(example_inputs, dict):
-        return (), dict(example_inputs)
-    if isinstance(example_inputs, (tuple, list)):
-        return tuple(example_inputs), {}
-    return (example_inputs,), {}
-
-
 def explain_model(model: Any, example_inputs: Any, *, name: str = "model", family: str = "",
                   backend: str = "aot_eager", rtol: float = 1e-4, atol: float = 1e-5,
                   stage: Any = None) -> ModelExplain:
@@ -141,8 +123,6 @@ def explain_model(model: Any, example_inputs: Any, *, name: str = "model", famil
 
     import torch
     import torch._dynamo
-
-    from ..torch.compare_backends.measure import _difference
 
     def step(label: str):
         return stage(label) if stage is not None else contextlib.nullcontext()
@@ -172,7 +152,8 @@ def explain_model(model: Any, example_inputs: Any, *, name: str = "model", famil
                 got = compiled(*args, **kwargs)
                 result.compile_seconds = time.perf_counter() - began
         result.compile_peak_bytes = memory.peak_above_start
-        result.outputs_match, result.max_abs_difference = _difference(expected, got, rtol, atol)
+        result.outputs_match, result.max_abs_difference = compare_outputs(expected, got, rtol,
+                                                                          atol)
     except Exception as error:  # noqa: BLE001 - the model's or dynamo's failure is the result
         result.status = STATUS_FAILED
         result.error = error_text(error)

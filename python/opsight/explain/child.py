@@ -25,26 +25,15 @@ RESULT_ATTRIBUTE = "explain.result"
 SPAN_CATEGORY = "explain"
 
 
-def call_factory(spec: str) -> object:
-    """What the factory ``module:factory`` / ``file.py:factory`` returns; raises ValueError
-    with a message naming the spec and what is wrong (also ``opsight model``'s loader)."""
-    from ..bench.models import FactoryError, load_factory
-
-    try:
-        factory, _ = load_factory(spec)
-    except FactoryError as error:
-        raise ValueError(str(error)) from None
-    try:
-        return factory()
-    except Exception as error:  # noqa: BLE001 - the user's factory failed
-        from .analyze import error_text
-        raise ValueError(f"{spec}: the factory raised {error_text(error)}") from None
-
-
 def load_target(spec: str) -> tuple[object, object]:
     """``module:factory`` / ``file.py:factory`` -> ``(model_or_fn, example_inputs)``; raises
     ValueError with a message naming the spec and what is wrong."""
-    made = call_factory(spec)
+    from ..models import ModelError, call_factory
+
+    try:
+        made, _ = call_factory(spec)
+    except ModelError as error:
+        raise ValueError(str(error)) from None
     if not (isinstance(made, (tuple, list)) and len(made) == 2 and callable(made[0])):
         raise ValueError(f"{spec}: the factory must return (model_or_fn, example_inputs), got "
                          f"{type(made).__name__}"

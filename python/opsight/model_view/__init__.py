@@ -42,7 +42,7 @@ def model_tree(model: Any, *, inputs: Any = None, profile: Any = None,
     return root
 
 
-def _wants_ascii(file: IO[str]) -> bool:
+def wants_ascii(file: IO[str]) -> bool:
     encoding = getattr(file, "encoding", None) or "ascii"
     try:
         "❄●◐└─│×→".encode(encoding)
@@ -70,7 +70,7 @@ def print_model(model: Any, profile: Any = None, depth: int | None = None, *,
         file.write(json.dumps(prune(root, depth), indent=2) + "\n")
     elif format == "text":
         file.write(render_text(root, depth=depth,
-                               ascii=_wants_ascii(file) if ascii is None else ascii))
+                               ascii=wants_ascii(file) if ascii is None else ascii))
     else:
         raise ValueError(f"print_model: format must be 'text' or 'json', got {format!r}")
 

@@ -44,7 +44,7 @@ def record_shapes(model: Any, example_inputs: Any) -> dict[str, tuple[list, list
     ("" for the model), the shapes of its first call's tensor inputs and outputs."""
     import torch
 
-    from ..explain.analyze import split_inputs
+    from ..models import split_inputs
 
     seen: dict[str, tuple[list, list]] = {}
     handles = []

@@ -1,4 +1,5 @@
-"""Loading what ``opsight bench MODEL`` benchmarks, and the inputs of one query.
+"""Loading a model: what ``opsight bench MODEL`` benchmarks, and the ``module:factory`` that
+``opsight compare-backends``, ``opsight explain`` and ``opsight model`` call.
 
 A MODEL is one of three forms:
 
@@ -10,9 +11,9 @@ A MODEL is one of three forms:
 - ``onnx``: a file ending ``.onnx``. Its inputs are made from the shapes and types the model
   declares (a dimension without a size counts 1), unless ``--shape`` says otherwise.
 
-``inputs`` are one query's worth of example inputs: a tuple (positional arguments), a dict
-(keyword arguments; for ONNX, input name to array) or a single tensor. :func:`tile_inputs`
-repeats them ``batch_size`` times along dimension 0.
+``inputs`` are one query's worth of example inputs (see :mod:`.inputs`). Failures raise
+:class:`~.errors.ModelError` (:class:`~.errors.FactoryError` for a factory that cannot be
+found or imported).
 """
 
 from __future__ import annotations
@@ -25,13 +26,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .errors import FactoryError, ModelError, error_text
+
 TORCHSCRIPT_SUFFIXES = (".pt", ".pth", ".ts", ".jit")
 ONNX_SUFFIXES = (".onnx",)
-
-
-class BenchError(Exception):
-    """A model, input or back-end that cannot be benchmarked; the message says why and
-    names the thing at fault (the CLI prints it and exits 2)."""
 
 
 @dataclass
@@ -80,10 +78,10 @@ def parse_shapes(shapes: Any) -> list[tuple[str | None, tuple[int, ...]]]:
         try:
             dimensions = tuple(int(size) for size in sizes.replace(",", "x").split("x") if size)
         except ValueError:
-            raise BenchError(f"--shape {shape!r}: expected sizes like 1x3x224x224 "
+            raise ModelError(f"--shape {shape!r}: expected sizes like 1x3x224x224 "
                              "(optionally NAME=1x3x224x224)") from None
         if not dimensions or any(size < 0 for size in dimensions):
-            raise BenchError(f"--shape {shape!r}: expected sizes like 1x3x224x224")
+            raise ModelError(f"--shape {shape!r}: expected sizes like 1x3x224x224")
         parsed.append((name or None, dimensions))
     return parsed
 
@@ -98,19 +96,19 @@ def model_form(spec: str) -> str:
         return "torchscript"
     if ":" in spec:
         return "python"
-    raise BenchError(f"{spec}: not a model: expected a TorchScript file ({', '.join(TORCHSCRIPT_SUFFIXES)}), "
+    raise ModelError(f"{spec}: not a model: expected a TorchScript file ({', '.join(TORCHSCRIPT_SUFFIXES)}), "
                      "an ONNX file (.onnx) or module:factory / path/to/file.py:factory")
 
 
 def load(spec: str, *, shapes: Any = None, dtype: str = "float32") -> LoadedModel:
-    """Loads MODEL (see the module's documentation); raises :class:`BenchError`."""
+    """Loads MODEL (see the module's documentation); raises :class:`ModelError`."""
     form = model_form(spec)
     if form == "python":
         return _load_factory(spec)
     if not os.path.exists(spec):
-        raise BenchError(f"{spec}: no such file")
+        raise ModelError(f"{spec}: no such file")
     if not os.path.isfile(spec):
-        raise BenchError(f"{spec}: not a file")
+        raise ModelError(f"{spec}: not a file")
     name = os.path.splitext(os.path.basename(spec))[0]
     if form == "onnx":
         return LoadedModel("onnx", os.path.abspath(spec), _onnx_inputs(spec, shapes, dtype), name, spec)
@@ -120,27 +118,22 @@ def load(spec: str, *, shapes: Any = None, dtype: str = "float32") -> LoadedMode
             warnings.simplefilter("ignore", FutureWarning)
             module = torch.jit.load(spec, map_location="cpu")
     except Exception as error:  # noqa: BLE001 - any failure means "not loadable"
-        raise BenchError(f"{spec}: not a TorchScript file (torch.jit.load: "
-                         f"{_first_line(error)})") from None
+        raise ModelError(f"{spec}: not a TorchScript file (torch.jit.load: "
+                         f"{error_text(error)})") from None
     module.eval()
     parsed = parse_shapes(shapes)
     if not parsed:
-        raise BenchError(f"{spec}: a TorchScript file holds no example inputs: give their "
+        raise ModelError(f"{spec}: a TorchScript file holds no example inputs: give their "
                          "shapes, e.g. --shape 1x3x224x224 (one --shape per input)")
     inputs = _random_tensors(torch, parsed, dtype, spec)
     return LoadedModel("torchscript", module, inputs, name, spec)
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def _import_torch(spec: str) -> Any:
     try:
         import torch
     except ImportError:
-        raise BenchError(f"{spec}: needs PyTorch (pip install torch)") from None
+        raise ModelError(f"{spec}: needs PyTorch (pip install torch)") from None
     return torch
 
 
@@ -150,7 +143,7 @@ def _random_tensors(torch: Any, parsed, dtype: str, spec: str) -> Any:
         if not isinstance(torch_dtype, torch.dtype):
             raise AttributeError(dtype)
     except AttributeError:
-        raise BenchError(f"--dtype {dtype!r}: not a torch dtype (float32, float16, int64...)") from None
+        raise ModelError(f"--dtype {dtype!r}: not a torch dtype (float32, float16, int64...)") from None
     generator = torch.Generator().manual_seed(0)
 
     def make(shape):
@@ -161,7 +154,7 @@ def _random_tensors(torch: Any, parsed, dtype: str, spec: str) -> Any:
     if all(name for name, _ in parsed):
         return {name: make(shape) for name, shape in parsed}
     if any(name for name, _ in parsed):
-        raise BenchError(f"{spec}: give every --shape a NAME= or none")
+        raise ModelError(f"{spec}: give every --shape a NAME= or none")
     tensors = tuple(make(shape) for _, shape in parsed)
     return tensors
 
@@ -179,18 +172,18 @@ def _onnx_inputs(spec: str, shapes: Any, dtype: str) -> dict[str, Any]:
         import numpy
         import onnxruntime
     except ImportError:
-        raise BenchError(f"{spec}: an ONNX model needs onnxruntime (pip install onnxruntime)") from None
+        raise ModelError(f"{spec}: an ONNX model needs onnxruntime (pip install onnxruntime)") from None
     try:
         session = onnxruntime.InferenceSession(spec, providers=["CPUExecutionProvider"])
     except Exception as error:  # noqa: BLE001
-        raise BenchError(f"{spec}: not a loadable ONNX model ({_first_line(error)})") from None
+        raise ModelError(f"{spec}: not a loadable ONNX model ({error_text(error)})") from None
     declared = session.get_inputs()
     parsed = parse_shapes(shapes)
     by_name = {name: shape for name, shape in parsed if name}
     positional = [shape for name, shape in parsed if not name]
     unknown = set(by_name) - {item.name for item in declared}
     if unknown:
-        raise BenchError(f"{spec}: --shape names no input {', '.join(sorted(unknown))} "
+        raise ModelError(f"{spec}: --shape names no input {', '.join(sorted(unknown))} "
                          f"(inputs: {', '.join(item.name for item in declared)})")
     random = numpy.random.default_rng(0)
     inputs = {}
@@ -203,7 +196,7 @@ def _onnx_inputs(spec: str, shapes: Any, dtype: str) -> dict[str, Any]:
             shape = tuple(size if isinstance(size, int) and size > 0 else 1 for size in item.shape)
         type_name = _ONNX_TYPES.get(item.type)
         if type_name is None:
-            raise BenchError(f"{spec}: input {item.name!r} has type {item.type}, which opsight "
+            raise ModelError(f"{spec}: input {item.name!r} has type {item.type}, which opsight "
                              "bench cannot make random values for")
         if type_name.startswith("float"):
             inputs[item.name] = random.standard_normal(shape).astype(type_name)
@@ -212,14 +205,10 @@ def _onnx_inputs(spec: str, shapes: Any, dtype: str) -> dict[str, Any]:
     return inputs
 
 
-class FactoryError(BenchError):
-    """A ``module:factory`` / ``path/to/file.py:factory`` that cannot be found or imported;
-    the message starts with the spec and says why."""
-
-
 def load_factory(spec: str) -> tuple[Callable[..., Any], str]:
     """The callable a ``module:factory`` or ``path/to/file.py:factory`` names, and its
-    attribute path. The one loader of ``opsight bench`` and ``opsight compare-backends``.
+    attribute path. The one loader of every model tool (``opsight bench``, ``opsight
+    compare-backends``, ``opsight explain``, ``opsight model``).
 
     A module is imported from ``sys.path`` with the current directory first, as ``python
     -m`` does; a ``.py`` file (or any path holding a directory separator) is executed as a
@@ -249,7 +238,7 @@ def load_factory(spec: str) -> tuple[Callable[..., Any], str]:
             module_spec.loader.exec_module(module)
         except Exception as error:  # noqa: BLE001 - the file's own code failed
             sys.modules.pop(module_name, None)
-            raise FactoryError(f"{spec}: importing {where!r} raised {_first_line(error)}") from None
+            raise FactoryError(f"{spec}: importing {where!r} raised {error_text(error)}") from None
     else:
         if "" not in sys.path and os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())
@@ -259,7 +248,7 @@ def load_factory(spec: str) -> tuple[Callable[..., Any], str]:
             raise FactoryError(f"{spec}: no module named {error.name or where!r} (cannot "
                                f"import module {where!r})") from None
         except Exception as error:  # noqa: BLE001 - the module's own code failed
-            raise FactoryError(f"{spec}: importing {where!r} raised {_first_line(error)}") from None
+            raise FactoryError(f"{spec}: importing {where!r} raised {error_text(error)}") from None
     factory: Any = module
     for part in attribute.split("."):
         try:
@@ -271,12 +260,19 @@ def load_factory(spec: str) -> tuple[Callable[..., Any], str]:
     return factory, attribute
 
 
-def _load_factory(spec: str) -> LoadedModel:
+def call_factory(spec: str) -> tuple[Any, str]:
+    """What the factory ``module:factory`` / ``file.py:factory`` returns when called with no
+    arguments, and its attribute path. Raises :class:`FactoryError` when it cannot be
+    loaded, :class:`ModelError` when it raised (the message names the spec)."""
     factory, attribute = load_factory(spec)
     try:
-        made = factory()
-    except Exception as error:  # noqa: BLE001
-        raise BenchError(f"{spec}: the factory raised {_first_line(error)}") from None
+        return factory(), attribute
+    except Exception as error:  # noqa: BLE001 - the user's factory failed
+        raise ModelError(f"{spec}: the factory raised {error_text(error)}") from None
+
+
+def _load_factory(spec: str) -> LoadedModel:
+    made, attribute = call_factory(spec)
     return from_object(made, source=spec, default_name=attribute)
 
 
@@ -289,7 +285,7 @@ def from_object(made: Any, *, inputs: Any = None, source: str, default_name: str
     elif isinstance(made, dict) and "model" in made:
         unknown = set(made) - {"model", "inputs", "preprocess", "postprocess", "name"}
         if unknown:
-            raise BenchError(f"{source}: the factory's dict has unknown keys {sorted(unknown)} "
+            raise ModelError(f"{source}: the factory's dict has unknown keys {sorted(unknown)} "
                              "(model, inputs, preprocess, postprocess, name)")
         model = Model(**made)
     elif isinstance(made, tuple) and len(made) == 2 and callable(made[0]):
@@ -299,16 +295,16 @@ def from_object(made: Any, *, inputs: Any = None, source: str, default_name: str
     elif callable(made) and source == "opsight.bench.run":
         model = Model(made, ())
     else:
-        raise BenchError(f"{source}: the factory returned {type(made).__name__}; expected "
+        raise ModelError(f"{source}: the factory returned {type(made).__name__}; expected "
                          "(model, example_inputs), a dict with 'model' and 'inputs', or "
                          "opsight.bench.Model(model, inputs, preprocess=, postprocess=)")
     if inputs is not None and isinstance(made, Model):
         model.inputs = inputs
     if not callable(model.model):
-        raise BenchError(f"{source}: the model ({type(model.model).__name__}) is not callable")
+        raise ModelError(f"{source}: the model ({type(model.model).__name__}) is not callable")
     for label, function in (("preprocess", model.preprocess), ("postprocess", model.postprocess)):
         if function is not None and not callable(function):
-            raise BenchError(f"{source}: {label} is not callable")
+            raise ModelError(f"{source}: {label} is not callable")
     torch = sys.modules.get("torch")
     form = "python"
     if torch is not None and isinstance(model.model, torch.jit.ScriptModule):
@@ -320,55 +316,3 @@ def from_object(made: Any, *, inputs: Any = None, source: str, default_name: str
         name = default_name
     return LoadedModel(form, model.model, model.inputs, name, source,
                        preprocess or model.preprocess, postprocess or model.postprocess)
-
-
-# ---- batching -------------------------------------------------------------------------------
-
-def tile_inputs(inputs: Any, batch_size: int, source: str) -> Any:
-    """Repeats every tensor/array of ``inputs`` ``batch_size`` times along dimension 0."""
-    if batch_size == 1:
-        return inputs
-    tiled_any = False
-
-    def tile(value: Any) -> Any:
-        nonlocal tiled_any
-        torch = sys.modules.get("torch")
-        if torch is not None and isinstance(value, torch.Tensor):
-            if value.dim() == 0:
-                return value
-            tiled_any = True
-            return value.repeat(batch_size, *([1] * (value.dim() - 1)))
-        numpy = sys.modules.get("numpy")
-        if numpy is not None and isinstance(value, numpy.ndarray):
-            if value.ndim == 0:
-                return value
-            tiled_any = True
-            return numpy.concatenate([value] * batch_size, axis=0)
-        if isinstance(value, tuple):
-            return tuple(tile(item) for item in value)
-        if isinstance(value, list):
-            return [tile(item) for item in value]
-        if isinstance(value, dict):
-            return {key: tile(item) for key, item in value.items()}
-        return value
-
-    tiled = tile(inputs)
-    if not tiled_any:
-        raise BenchError(f"{source}: --batch-size {batch_size}: the example inputs hold no "
-                         "tensor or array to repeat along dimension 0")
-    return tiled
-
-
-def samples_per_query(inputs: Any, batch_size: int) -> int:
-    """Dimension 0 of the first tensor/array of the (tiled) inputs, else ``batch_size``."""
-    stack = [inputs]
-    while stack:
-        value = stack.pop(0)
-        shape = getattr(value, "shape", None)
-        if shape is not None and len(shape) > 0 and hasattr(value, "dtype"):
-            return int(shape[0])
-        if isinstance(value, (tuple, list)):
-            stack[:0] = list(value)
-        elif isinstance(value, dict):
-            stack[:0] = list(value.values())
-    return batch_size

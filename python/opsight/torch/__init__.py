@@ -21,15 +21,14 @@ default.
 graphs torch.compile extracts from ``fn`` on every back-end and reports, per segment
 (compiled graphs and the uncompiled Python between them), the time on each, the totals,
 the graph breaks and the cost per million requests (octoml-profile's table, run locally).
-See docs/torch.md. ``compare_backends`` and its result types are imported on first use
-(module ``__getattr__``), so that a program traced with opsight does not load them.
+See docs/torch.md. ``compare_backends`` and its result types live in
+:mod:`opsight.compare_backends`, beside ``opsight.bench``; they are imported from there on
+first use (module ``__getattr__``), so that a program traced with opsight does not load them.
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import types
 from typing import Any
 
 __all__ = ["BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment", "TorchTracing",
@@ -39,7 +38,7 @@ __all__ = ["BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment
 # integration (``_integration``) without importing torch, and an auto-traced torch program
 # never loads compare-backends, which it does not use.
 _HOMES = {name: "._tracing" for name in ("TorchTracing", "disable", "enable", "status", "tracing")}
-_HOMES.update({name: ".compare_backends" for name in
+_HOMES.update({name: "..compare_backends" for name in
                ("BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment",
                 "compare_backends")})
 
@@ -51,20 +50,6 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(home, __name__), name)
     globals()[name] = value
     return value
-
-
-class _Package(types.ModuleType):
-    """``opsight.torch.compare_backends`` is the function, not its subpackage of the same
-    name: importing the subpackage (which makes the import system set the package's
-    attribute to it) leaves the function in place."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name == "compare_backends" and isinstance(value, types.ModuleType):
-            value = value.compare_backends
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 def __dir__() -> list[str]:
