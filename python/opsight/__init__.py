@@ -29,13 +29,13 @@ import warnings
 from typing import Any, Callable, TypeVar, overload
 
 from . import _native
-from ._capture.instrument import set_enabled as _set_enabled
 from ._capture.span import Span, span
 from ._capture.wrapping import wrap as _wrap
 from ._results import TraceFile, compare, compare_report, load, spans_dataframe
 from ._session import integrations as _integrations
 from ._session.profile import Profile, profile
-from ._capture.handoffs import HandoffIntegration as _HandoffIntegration
+from ._session.switch import set_enabled as _set_enabled
+from .integrations.handoffs import HandoffIntegration as _HandoffIntegration
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .integrations._integration import HttpIntegration as _HttpIntegration
 from .targets import Target, TargetsError, load_targets

@@ -22,6 +22,7 @@ import pytest
 
 try:
     import opsight
+    from opsight._capture import instrument as _instrument
     from opsight._session import state as _session_state
 except ImportError:  # not installed: only test_targets.py (pure Python) can run
     opsight = None
@@ -112,8 +113,8 @@ def _tracing_switched_on_and_no_leftovers():
     yield
     opsight.enable()
     assert _session_state.session is None, "a test left a recording session running"
-    instrumenter = _session_state.instrumenter
-    _session_state.instrumenter = None
+    instrumenter = _instrument.installed
+    _instrument.installed = None
     if instrumenter is not None:
         instrumenter.uninstall()
         pytest.fail("a test left installed targets behind")

@@ -12,7 +12,7 @@ import pytest
 
 import opsight
 from opsight import _native
-from opsight._session import state as _session_state
+from opsight._capture import instrument
 from opsight._capture.instrument import Instrumenter
 from opsight.targets import parse_targets
 
@@ -46,9 +46,9 @@ def installed(fresh_modules):
         "- {module: switchable, function: compute}\n"
         "- {module: switchable, class: Worker, function: '*'}\n", filename="t.yaml"))
     instrumenter.install()
-    _session_state.instrumenter = instrumenter
+    instrument.installed = instrumenter
     yield switchable, originals
-    _session_state.instrumenter = None
+    instrument.installed = None
     instrumenter.uninstall()
 
 

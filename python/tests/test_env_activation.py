@@ -122,7 +122,7 @@ def test_child_of_a_traced_process_writes_its_own_file(tmp_path):
     completed = run([PYTHON, "app.py"], tmp_path, OPSIGHT_OUTPUT="run.opsight")
     child_pid = int(completed.stdout)
     # The call that started the child is a span of its own (its flow goes to the child's
-    # first span: opsight._capture.handoffs).
+    # first span: opsight.integrations.handoffs).
     assert list(spans_of(tmp_path / "run.opsight")["name"]) == ["parent_step", "subprocess python"]
     child_frame = spans_of(tmp_path / f"run.{child_pid}.opsight")
     assert list(child_frame["name"]) == ["<lambda>"]

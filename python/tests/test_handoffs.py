@@ -1,5 +1,5 @@
 """Flows across hand-offs: asyncio tasks, thread-pool jobs and child processes linked to
-the span that started them (opsight._capture.handoffs), read back from the trace with
+the span that started them (opsight.integrations.handoffs), read back from the trace with
 ``opsight report --tree --format json``."""
 
 from __future__ import annotations

@@ -453,13 +453,13 @@ def test_a_replacement_by_the_program_is_left_alone(model_module, instrument):
 
 
 def test_opsight_disable_switches_installed_targets(model_module, instrument):
-    from opsight._session import state as _session_state
+    from opsight._capture import instrument as instrument_module
 
     import model
 
     original = model.preprocess
     instrumenter = instrument("- {module: model, function: preprocess}")
-    _session_state.instrumenter = instrumenter
+    instrument_module.installed = instrumenter
     try:
         opsight.disable()
         assert model.preprocess is original
@@ -468,7 +468,7 @@ def test_opsight_disable_switches_installed_targets(model_module, instrument):
         assert model.preprocess is not original
         assert model.preprocess.__wrapped__ is original
     finally:
-        _session_state.instrumenter = None
+        instrument_module.installed = None
 
 
 def test_targets_from_json_and_csv_files(model_module, tmp_path):

@@ -17,6 +17,11 @@ Resolution follows the targets' names: ``class`` is a dotted path of nested clas
 the module itself and the functions defined in the class itself). A target that never
 matches anything is reported with the file, line and entry that named it.
 
+An entry may be taken by someone else before it is wrapped as a function: the claimer set
+with :func:`set_target_claimer` (the session's integrations: ONNX Runtime instruments its
+``InferenceSession.run`` itself). The targets are any objects with ``opsight.targets.Target``'s
+attributes; this module imports neither the targets files' parser nor the session.
+
 Thread-safety: install, enable and disable run under the GIL; the import hook may run on
 any thread that imports.
 """
@@ -29,15 +34,33 @@ import sys
 import threading
 import types
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import opsight._native as _native
 from .import_hook import _ImportHook
 from .wrapping import is_traced, wrap
-from ..targets import Target
 
 MAIN_MODULE = "__main__"
 _MISSING = object()
+
+#: A targets entry: ``opsight.targets.Target`` (module, class_name, function, source...).
+Target = Any
+
+#: The targets installed into this process for its whole life (``OPSIGHT_OUTPUT`` start-up,
+#: ``opsight run -c``), or None: what ``opsight.enable()``/``disable()`` switch and what the
+#: main script's definitions are wrapped by. Written only under the GIL, by the start-up.
+installed: Instrumenter | None = None
+
+#: ``claimer(module, target) -> bool``: whether an entry was taken before being wrapped.
+_claimer: Callable[[types.ModuleType, Any], bool] | None = None
+
+
+def set_target_claimer(claimer: Callable[[types.ModuleType, Any], bool] | None) -> None:
+    """Every Instrumenter asks ``claimer(module, target)`` first, for each targets entry of
+    a module; an entry it takes (True) is counted as matched and not wrapped here. Set by
+    ``opsight._session.integrations`` (its ``wrap_target``) when it is imported."""
+    global _claimer
+    _claimer = claimer
 
 
 @dataclass
@@ -133,12 +156,10 @@ class Instrumenter:
     def _apply_target(self, module: types.ModuleType, state: _TargetState,
                       only_names: set[str] | None = None) -> None:
         target = state.target
-        if only_names is None:
+        if only_names is None and _claimer is not None:
             # An integration may own the entry (ONNX Runtime's InferenceSession.run: its own
-            # profile is merged too); opsight._session.integrations.
-            from .._session import integrations
-
-            if integrations.wrap_target(module, target):
+            # profile is merged too); set_target_claimer.
+            if _claimer(module, target):
                 state.matches += 1
                 return
         if target.class_name:
@@ -291,19 +312,3 @@ class Instrumenter:
                 reason = f"{target.function!r} not found"
             result.append((target, reason))
         return result
-
-
-def set_enabled(enabled: bool) -> None:
-    """opsight.enable()/disable(): the decorators' switch, the installed targets and the
-    integrations (torch's operators and module calls)."""
-    from .._session import integrations
-    from .._session import state as _session_state
-
-    _native.set_tracing_enabled(enabled)
-    instrumenter = _session_state.instrumenter
-    if instrumenter is not None:
-        if enabled:
-            instrumenter.enable()
-        else:
-            instrumenter.disable()
-    integrations.switched(enabled)

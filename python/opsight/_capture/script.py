@@ -21,7 +21,7 @@ import runpy
 import sys
 import types
 
-from .._session import state as _session_state
+from . import instrument
 
 _APPLY_HOOK = "__opsight_apply_targets__"
 
@@ -106,7 +106,7 @@ def _new_main_module(instrumenter, wanted_attributes: dict,
 
 def run_script(path: str, arguments: list[str]) -> None:
     """Runs ``path`` as ``__main__`` with ``sys.argv = [path, *arguments]``."""
-    instrumenter = _session_state.instrumenter
+    instrumenter = instrument.installed
     # As `python path`: __file__ and the code's file name are absolute (a relative one
     # breaks after os.chdir), sys.path[0] is the script's real folder.
     absolute_path = os.path.abspath(path)
@@ -141,7 +141,7 @@ def run_script_in_spawned_child(path: str, spawn_module: types.ModuleType) -> No
             or getattr(current_main, "__file__", None) == path):
         return  # as multiprocessing does
     spawn_module.old_main_modules.append(current_main)
-    instrumenter = _session_state.instrumenter
+    instrumenter = instrument.installed
     with open(path, "rb") as file:
         source = file.read()
     code = compile_script(source, path, _main_target_names(instrumenter))
@@ -155,7 +155,7 @@ def run_script_in_spawned_child(path: str, spawn_module: types.ModuleType) -> No
 def run_module(module_name: str, arguments: list[str]) -> None:
     """Runs module ``module_name`` as ``python -m`` does, with the targets of that module
     (named by its own name, ``pkg.serve``) wrapped as they are defined, as for a script."""
-    instrumenter = _session_state.instrumenter
+    instrumenter = instrument.installed
     sys.path[0] = os.getcwd()
     # runpy's own lookup (a package runs its __main__); private, but what `python -m` uses
     not_runnable = getattr(runpy, "_Error", ImportError)  # what python -m reports in one line

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from .._capture import instrument
 from . import state
 
 
@@ -112,3 +113,7 @@ def wrap_target(module: Any, target: Any) -> bool:
     """Whether an integration handled a targets entry (see :meth:`Integration.wrap_target`)."""
     return any(call(integration, "wrap_target", module, target)
                for integration in list(_registered))
+
+
+# A targets entry an integration owns is not wrapped as a function (every Instrumenter).
+instrument.set_target_claimer(wrap_target)

@@ -164,7 +164,7 @@ class LiveControl:
 
     @staticmethod
     def _set(enabled: bool) -> None:
-        from .._capture.instrument import set_enabled
+        from .switch import set_enabled
 
         set_enabled(enabled)
 

@@ -138,8 +138,7 @@ class _Activation:
         return True
 
     def install_targets(self) -> None:
-        from . import state as _session_state
-        from .._capture.instrument import Instrumenter
+        from .._capture import instrument
         from ..targets import TargetsError, load_targets
 
         path = os.environ.get("OPSIGHT_TARGETS")
@@ -151,9 +150,9 @@ class _Activation:
             print(f"opsight: OPSIGHT_TARGETS: {error} (nothing traced from it)", file=sys.stderr)
             return
         aliases = [alias for alias in os.environ.get("OPSIGHT_MAIN_ALIASES", "").split(",") if alias]
-        instrumenter = Instrumenter(targets, main_aliases=aliases)
+        instrumenter = instrument.Instrumenter(targets, main_aliases=aliases)
         instrumenter.install()
-        _session_state.instrumenter = instrumenter
+        instrument.installed = instrumenter
         if _is_spawned_multiprocessing_child():
             self._wrap_main_when_prepared(instrumenter)
 
@@ -215,12 +214,12 @@ class _Activation:
                     _die_of(self.pending_signal)
 
     def _finish(self) -> None:
-        from . import state as _session_state
+        from .._capture import instrument
         from .lifecycle import RecordingError
 
         if self.watcher is not None:
             self.watcher.stop()
-        instrumenter = _session_state.instrumenter
+        instrumenter = instrument.installed
         if instrumenter is not None:
             self._report_unresolved(instrumenter)
         recording, self.recording = self.recording, None

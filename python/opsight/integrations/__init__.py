@@ -9,6 +9,8 @@ any OpenTelemetry back-end (docs/export.md, *Traces across processes*).
 * ``opsight.integrations.http_clients``: ``instrument_requests()``, ``instrument_httpx()``,
   ``instrument_http_clients()`` (and ``uninstrument_*``): a client span per call, with the
   ``traceparent`` header.
+* ``opsight.integrations.handoffs``: flows from the span that hands work off to the one
+  that picks it up (asyncio tasks, thread pools, child processes), while a session records.
 
 Under ``opsight run``, ``OPSIGHT_OUTPUT`` or ``opsight.profile()`` none of this is needed:
 while a session records, the clients are instrumented and FastAPI, Starlette and Flask

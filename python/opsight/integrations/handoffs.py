@@ -35,7 +35,7 @@ from typing import Any, Callable
 import opsight._native as _native
 from .._session.integrations import Integration
 from ..propagation import _current as _served_request
-from .wrapping import name_id
+from .._capture.wrapping import name_id
 
 #: The environment variable that carries a flow to a child process: "<pid>:<flow hex>".
 PARENT_FLOW_VARIABLE = "OPSIGHT_PARENT_FLOW"
