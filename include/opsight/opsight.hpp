@@ -250,6 +250,14 @@ struct SessionOptions {
   // ("sampling", "sampling_units", "sampling_units_recorded"); reports state it.
   double sample_rate = 1.0;
   std::string sample_root = {};
+  // GPU tracing (docs/gpu.md): CUDA kernels, copies, memsets, syncs, runtime and driver
+  // API calls and NVTX ranges through CUPTI, each kernel linked to the call (and so the
+  // operator, module and Python line) that launched it; merged into the output at stop.
+  // Where it cannot run (no libcupti, driver or GPU; another CUPTI client attached)
+  // gpu_status() says why in one line and the session records everything else.
+  bool cuda = false;
+  // libcupti to load (empty: OPSIGHT_CUPTI_PATH, a copy already loaded, the loader's path).
+  std::string cupti_path = {};
 };
 
 // Sampling, for front ends: the next span the calling thread begins (on whichever track)
@@ -292,6 +300,9 @@ class OPSIGHT_API Session {
   uint64_t events_dropped() const;
   // For an in-memory session after stop(): the recording in the native format.
   std::string take_native_bytes();
+  // Why GPU tracing is off when SessionOptions::cuda asked for it (one line), or what it
+  // recorded after stop ("GPU: 1234 kernels, 56 copies ..."); empty when not asked.
+  const std::string& gpu_status() const;
 
  private:
   struct State;

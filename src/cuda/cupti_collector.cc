@@ -298,6 +298,13 @@ std::optional<std::string> start_gpu_collection(const GpuCollectionOptions& opti
       return "GPU tracing off: CUPTI cannot trace kernels here: " + collector->result_text(result);
     }
   }
+  // NVTX reaches CUPTI through NVTX's injection: a program's (or torch's) NVTX markers made
+  // after this point become MARKER records, with no change to the program. NVTX reads the
+  // variable at its first call, so a range opened before the session stays unseen.
+  Dl_info where{};
+  if (getenv("NVTX_INJECTION64_PATH") == nullptr &&
+      dladdr(reinterpret_cast<void*>(cupti.subscribe), &where) != 0 && where.dli_fname != nullptr)
+    setenv("NVTX_INJECTION64_PATH", where.dli_fname, 0);
   Collector* running = collector.release();
   running->parser_thread = std::thread([running] { running->parse_buffers(); });
   return std::nullopt;

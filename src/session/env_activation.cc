@@ -2,7 +2,8 @@
 // with the opsight shared library, with no code change: a session starts when the library
 // loads and the file is written when the program exits (the Furiosa profiler's env
 // activation). OPSIGHT_BUFFER_MB bounds the memory it may use; OPSIGHT_SAMPLE_MS=N samples
-// process and GPU counters every N ms (docs/metrics.md).
+// process and GPU counters every N ms (docs/metrics.md); OPSIGHT_CUDA=1 traces CUDA
+// kernels, copies and API calls through CUPTI (docs/gpu.md).
 //
 // Child processes inherit the variable. So that a traced child never overwrites its
 // parent's file, "%p" in the path becomes the process id, and a process that finds
@@ -87,12 +88,15 @@ __attribute__((constructor)) void start_environment_session() {
     options.buffer_bytes = static_cast<size_t>(*megabytes) << 20;
   if (auto sample_ms = environment_integer("OPSIGHT_SAMPLE_MS", 0, 3'600'000))
     options.sample_interval_ms = static_cast<uint32_t>(*sample_ms);
+  if (auto cuda = environment_integer("OPSIGHT_CUDA", 0, 1)) options.cuda = *cuda == 1;
   auto* session = new Session(options);
   if (!session->ok()) {
     std::fprintf(stderr, "opsight: OPSIGHT_OUTPUT: %s\n", session->error().c_str());
     delete session;
     return;
   }
+  if (options.cuda && !session->gpu_status().empty())
+    std::fprintf(stderr, "opsight: %s\n", session->gpu_status().c_str());
   g_environment_session = session;
   std::atexit(stop_environment_session);
   // Called on the watcher's thread; the session outlives the watcher (see above).

@@ -7,6 +7,8 @@
 
 #include "collect/metric_costs.hpp"
 #include "collect/sampler.hpp"
+#include "cuda/gpu_collection.hpp"
+#include "cuda/gpu_trace_builder.hpp"
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
 #include "record/recorder.hpp"
@@ -23,7 +25,35 @@ struct Session::State {
   uint64_t events_dropped = 0;
   std::string native_bytes;
   std::unique_ptr<collect::Sampler> sampler;
+  bool gpu_collecting = false;
+  std::string gpu_status;
 };
+
+namespace {
+
+// What the GPU collector gathered, as a trace to append to the recording (docs/gpu.md);
+// nothing when it gathered nothing. `status` gets the one line that says what it was.
+std::optional<cuda::GpuTrace> finish_gpu_collection(std::string& status) {
+  cuda::GpuCollectionResult result = cuda::stop_gpu_collection();
+  cuda::GpuTraceOptions options{getpid(), result.collector, result.clock_alignment};
+  status = "GPU: " + std::to_string(result.log.kernels.size()) + " kernels, " +
+           std::to_string(result.log.copies.size()) + " copies, " +
+           std::to_string(result.log.api_calls.size()) + " CUDA API calls";
+  uint64_t dropped = result.log.records_dropped_by_cupti + result.log.records_dropped_by_opsight;
+  if (dropped > 0) status += ", " + std::to_string(dropped) + " records dropped";
+  if (result.log.empty()) return std::nullopt;
+  return cuda::build_gpu_trace(result.log, options);
+}
+
+// Appends the GPU trace to the native file at `path` (read, append, rewrite).
+std::optional<std::string> append_to_native_file(const std::string& path, const trace::Trace& gpu) {
+  io::ReadResult recording = io::read_trace_file(path);
+  if (!recording.ok()) return recording.error->to_string(path);
+  trace::append_trace(recording.trace, gpu);
+  return io::write_trace_file(recording.trace, path);
+}
+
+}  // namespace
 
 Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   state_->options = std::move(options);
@@ -54,6 +84,14 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   }
   collect::reset_metric_costs();
   state_->running = true;
+  if (state_->options.cuda) {
+    cuda::GpuCollectionOptions gpu;
+    gpu.cupti_path = state_->options.cupti_path;
+    if (auto problem = cuda::start_gpu_collection(gpu))
+      state_->gpu_status = *problem;
+    else
+      state_->gpu_collecting = true;
+  }
   state_->owner_pid = getpid();
   if (state_->options.sample_interval_ms > 0)
     state_->sampler = std::make_unique<collect::Sampler>(
@@ -80,21 +118,40 @@ bool Session::stop() {
     return ok();
   }
   state_->sampler.reset();  // its last samples land before the recording ends
+  std::optional<cuda::GpuTrace> gpu;
+  if (state_->gpu_collecting) {
+    state_->gpu_collecting = false;
+    gpu = finish_gpu_collection(state_->gpu_status);
+  }
   record::StopResult result = record::stop_recording();
   state_->events_dropped = result.events_dropped;
   if (result.error) state_->error = *result.error;
   if (state_->options.output.empty()) {
     if (auto* memory = dynamic_cast<record::MemorySink*>(result.sink.get()))
       state_->native_bytes = std::move(memory->bytes());
+    if (gpu && state_->error.empty()) {
+      io::ReadResult recording = io::read_native(state_->native_bytes);
+      if (recording.ok()) {
+        trace::append_trace(recording.trace, gpu->trace);
+        state_->native_bytes = io::write_native(recording.trace);
+      } else {
+        state_->gpu_status += " (not added: " + recording.error->to_string("the recording") + ")";
+      }
+    }
     return ok();
   }
   result.sink.reset();  // closes the file
+  if (state_->output_format == io::FileFormat::kNative && gpu && state_->error.empty()) {
+    if (auto problem = append_to_native_file(state_->stream_path, gpu->trace))
+      state_->gpu_status += " (not added: " + *problem + ")";
+  }
   if (state_->output_format != io::FileFormat::kNative && state_->error.empty()) {
     io::ReadResult recording = io::read_trace_file(state_->stream_path);
     if (!recording.ok()) {
       state_->error = recording.error->to_string(state_->stream_path);
       return false;
     }
+    if (gpu) trace::append_trace(recording.trace, gpu->trace);
     if (auto problem = io::write_trace_file(recording.trace, state_->options.output)) {
       state_->error = *problem;
       return false;
@@ -112,5 +169,7 @@ uint64_t Session::events_dropped() const {
 }
 
 std::string Session::take_native_bytes() { return std::move(state_->native_bytes); }
+
+const std::string& Session::gpu_status() const { return state_->gpu_status; }
 
 }  // namespace opsight

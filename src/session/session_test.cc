@@ -1,5 +1,6 @@
 // The recorder end to end: record through the public API, read back with the native
 // reader, check the trace model. (record alone cannot decode; session links both.)
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -369,6 +370,40 @@ TEST(Session, EndsDroppedForLackOfMemoryAreWrittenLateAndNestingSurvives) {
     // (A leaf may be a root: its outer's begin can be the event that was dropped.)
     ASSERT_LE(trace.slices.depth[row], 1) << "a lost end made later spans nest inside an old one";
   }
+}
+
+}  // namespace
+
+namespace {
+
+// GPU tracing asked for where it cannot run (no driver, no GPU, or a build without CUPTI):
+// one line says why, and the session records everything else as if it had not been asked.
+TEST(Session, GpuTracingThatCannotRunSaysWhyAndRecordsEverythingElse) {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver != nullptr) {
+    dlclose(driver);
+    GTEST_SKIP()
+        << "an NVIDIA driver is present: scripts/device/gpu_check.sh proves GPU tracing there";
+  }
+  opsight::SessionOptions options;
+  options.cuda = true;
+  opsight::Session session(options);
+  ASSERT_TRUE(session.ok()) << session.error();
+  EXPECT_NE(session.gpu_status().find("GPU tracing off: "), std::string::npos)
+      << session.gpu_status();
+  EXPECT_EQ(session.gpu_status().find('\n'), std::string::npos);
+  { OPSIGHT_SPAN("work"); }
+  ASSERT_TRUE(session.stop()) << session.error();
+  auto result = opsight::io::read_native(session.take_native_bytes());
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(count_by_name(result.trace)["work"], 1u);
+}
+
+TEST(Session, GpuTracingNotAskedForSaysNothing) {
+  opsight::Session session(opsight::SessionOptions{});
+  ASSERT_TRUE(session.ok());
+  EXPECT_TRUE(session.gpu_status().empty());
+  session.stop();
 }
 
 }  // namespace
