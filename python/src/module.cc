@@ -803,8 +803,11 @@ NB_MODULE(_native, m) {
       .def(
           "__init__",
           [](Session* self, const std::string& output, size_t buffer_mb, uint32_t flush_ms,
-             uint32_t sample_ms, double sample_rate, const std::string& sample_root) {
+             uint32_t sample_ms, double sample_rate, const std::string& sample_root, bool cuda,
+             const std::string& cupti_path) {
             SessionOptions options;
+            options.cuda = cuda;
+            options.cupti_path = cupti_path;
             options.output = output;
             options.buffer_bytes = buffer_mb << 20;
             options.flush_interval_ms = flush_ms;
@@ -816,13 +819,14 @@ NB_MODULE(_native, m) {
           },
           nb::arg("output") = "", nb::arg("buffer_mb") = 64, nb::arg("flush_interval_ms") = 100,
           nb::arg("sample_interval_ms") = 0, nb::arg("sample_rate") = 1.0,
-          nb::arg("sample_root") = "")
+          nb::arg("sample_root") = "", nb::arg("cuda") = false, nb::arg("cupti_path") = "")
       .def("pause", &Session::pause)
       .def("resume", &Session::resume)
       .def("stop", &Session::stop, nb::call_guard<nb::gil_scoped_release>())
       .def_prop_ro("ok", &Session::ok)
       .def_prop_ro("error", &Session::error)
       .def_prop_ro("events_dropped", &Session::events_dropped)
+      .def_prop_ro("gpu_status", &Session::gpu_status)
       .def("take_native_bytes", [](Session& session) {
         std::string bytes = session.take_native_bytes();
         return nb::bytes(bytes.data(), bytes.size());

@@ -18,7 +18,7 @@ from typing import Any
 
 import opsight._native as _native
 from .._capture.metrics import parse_metrics, push_session_metrics, restore_session_metrics
-from . import integrations, state
+from . import gpu, integrations, state
 
 
 class RecordingError(RuntimeError):
@@ -45,20 +45,26 @@ class Recording:
     def start(cls, output: str | os.PathLike | None, *, buffer_mb: int = 64,
               flush_interval_ms: int = 100, sample_ms: int = 0,
               metrics: list[str] | tuple[str, ...] | None = None,
-              sample_rate: float = 1.0, sample_root: str = "") -> "Recording":
+              sample_rate: float = 1.0, sample_root: str = "",
+              cuda: bool | None = None) -> "Recording":
         """Starts recording into ``output`` (``.opsight``, ``.json`` or ``.pftrace``), or into memory
         when None; ``sample_rate`` below 1 records that share of the units that begin at
-        ``sample_root`` (:mod:`.sampling`). Raises :class:`RecordingError` when the session cannot start and
+        ``sample_root`` (:mod:`.sampling`); ``cuda`` traces the GPU (:mod:`.gpu`: None
+        decides by ``OPSIGHT_CUDA`` or whether torch initialised CUDA). Raises :class:`RecordingError` when the session cannot start and
         ``ValueError`` for an unknown metric name; nothing is left running then."""
         if state.session is not None:
             raise RecordingError("a recording session is already running in this process")
         if metrics:
             parse_metrics(metrics)  # an unknown name fails here, before anything starts
         path = os.fspath(output) if output is not None else None
+        trace_gpu = gpu.cuda_wanted(cuda)
         session = _native.Session(_stream_path(path) or "", buffer_mb, flush_interval_ms,
-                                  sample_ms, sample_rate, sample_root)
+                                  sample_ms, sample_rate, sample_root, trace_gpu,
+                                  gpu.cupti_path() if trace_gpu else "")
         if not session.ok:
             raise RecordingError(session.error)
+        if trace_gpu and session.gpu_status:
+            print(f"opsight: {session.gpu_status}", file=sys.stderr)
         previous_metrics = push_session_metrics(metrics) if metrics else None
         recording = cls(session, path, previous_metrics)
         state.session = session

@@ -49,6 +49,7 @@ class Profile(TraceAnalyses):
         export: str | list[str] | tuple[str, ...] | None = None,
         sample: float | str | None = None,
         sample_root: str | None = None,
+        cuda: bool | None = None,
     ) -> None:
         self.output = os.fspath(output) if output is not None else None
         # Run store (docs/store.md): True saves the trace as a run in the default store when
@@ -83,6 +84,11 @@ class Profile(TraceAnalyses):
         #: One report per export target ({"target", "sent", "dropped", "error", ...}).
         self.export_reports: list[dict[str, Any]] = []
         self._previous_metrics: Any = None
+        # GPU tracing (docs/gpu.md): True/False, or None to decide at start (OPSIGHT_CUDA,
+        # else on when torch has initialised CUDA); checked here so a bad value fails early.
+        if cuda is not None and not isinstance(cuda, bool):
+            raise ValueError(f"opsight.profile: cuda must be True, False or None, got {cuda!r}")
+        self.cuda = cuda
         self.label = label
         self._recording: Recording | None = None
         self._trace: Any = None
@@ -101,8 +107,8 @@ class Profile(TraceAnalyses):
             self._recording = Recording.start(
                 self.output, buffer_mb=self.buffer_mb, flush_interval_ms=self.flush_interval_ms,
                 sample_ms=self.sample_ms, metrics=self.metric_names,
-                sample_rate=self.sample_rate, sample_root=self.sample_root)
-        except RecordingError as error:
+                sample_rate=self.sample_rate, sample_root=self.sample_root, cuda=self.cuda)
+        except (RecordingError, ValueError) as error:
             raise RuntimeError(f"opsight.profile: {error}") from None
         return self
 
