@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "analyze/call_tree.hpp"
+#include "trace/categories.hpp"
 
 namespace opsight::analyze {
 
@@ -52,6 +53,25 @@ std::vector<trace::RowIndex> outermost_slices_named(const trace::SliceTable& sli
   return rows;
 }
 
+// Per track, whether it holds GPU work (a kernel, copy or memset: docs/gpu.md); empty when
+// the trace has none.
+std::vector<uint8_t> gpu_tracks(const trace::Trace& trace) {
+  std::vector<trace::StringId> gpu_categories;
+  for (std::string_view category :
+       {trace::kCategoryGpuKernel, trace::kCategoryGpuMemcpy, trace::kCategoryGpuMemset})
+    if (auto id = trace.strings.find(category)) gpu_categories.push_back(*id);
+  std::vector<uint8_t> is_gpu_track;
+  if (gpu_categories.empty()) return is_gpu_track;
+  for (size_t row = 0; row < trace.slices.size(); ++row) {
+    const trace::StringId category = trace.slices.category[row];
+    if (std::find(gpu_categories.begin(), gpu_categories.end(), category) == gpu_categories.end())
+      continue;
+    if (is_gpu_track.empty()) is_gpu_track.assign(trace.tracks.size(), 0);
+    is_gpu_track[trace.slices.track[row]] = 1;
+  }
+  return is_gpu_track;
+}
+
 }  // namespace
 
 std::vector<trace::RowIndex> inference_slices(const trace::Trace& trace,
@@ -60,6 +80,11 @@ std::vector<trace::RowIndex> inference_slices(const trace::Trace& trace,
   if (!name_id) return {};
   const trace::SliceTable& slices = trace.slices;
   std::vector<trace::RowIndex> inferences = outermost_slices_named(slices, *name_id);
+  // A span of that name on a GPU track (PyTorch's projection of a record_function range onto
+  // the stream that ran its kernels) is a copy of the host's inference, not one of its own.
+  std::vector<uint8_t> is_gpu_track = gpu_tracks(trace);
+  if (!is_gpu_track.empty())
+    std::erase_if(inferences, [&](trace::RowIndex row) { return is_gpu_track[slices.track[row]]; });
   std::stable_sort(
       inferences.begin(), inferences.end(),
       [&slices](trace::RowIndex a, trace::RowIndex b) { return slices.ts[a] < slices.ts[b]; });

@@ -15,7 +15,7 @@
 //   - inferences per second = count / (last inference end - first inference start);
 //     for inferences run back to back it is 1 / mean latency;
 //   - a span of that name inside another one (recursion) is part of the outer inference,
-//     not an inference of its own;
+//     not an inference of its own; nor is one on a GPU track (see inference_slices);
 //   - beyond kMaxBreakdownPhases phases (names that carry a request id, say), the phases
 //     with the least total time merge into one "(N other phases)" row.
 // Memory: in proportion to the children of the inferences, not phases × inferences.
@@ -66,7 +66,9 @@ struct BreakdownSamples {
 };
 
 // The inferences of a breakdown: the slices named `span_name` that no other slice of that
-// name encloses, in time order.
+// name encloses and that are not on a GPU track (a track holding kernels, copies or
+// memsets: there a span of that name is PyTorch's projection of the host's range), in time
+// order.
 std::vector<trace::RowIndex> inference_slices(const trace::Trace& trace,
                                               std::string_view span_name);
 

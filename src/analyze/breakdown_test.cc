@@ -159,6 +159,25 @@ TEST(Breakdown, ManyDistinctPhasesMergeBeyondTheLimit) {
   EXPECT_DOUBLE_EQ(sum, breakdown.total.mean_ns);
 }
 
+TEST(Breakdown, ASpanOnAGpuTrackIsNotAnInference) {
+  // PyTorch projects a record_function range onto the stream that ran its kernels.
+  trace::Trace trace;
+  trace::TrackId cpu = trace.thread_track(1, 1), stream = trace.thread_track(0, 7);
+  const trace::StringId step = trace.intern("step"), annotation = trace.intern("annotation");
+  trace.slices.add(0, 100, step, annotation, cpu);
+  trace.slices.add(10, 20, trace.intern("cudaLaunchKernel"), trace.intern("cuda_runtime"), cpu);
+  trace.slices.add(40, 50, step, annotation, stream);
+  trace.slices.add(40, 50, trace.intern("gemm"), trace.intern("gpu_kernel"), stream);
+  trace.finalize();
+  const std::vector<trace::RowIndex> inferences = inference_slices(trace, "step");
+  ASSERT_EQ(inferences.size(), 1u);
+  EXPECT_EQ(trace.slices.track[inferences[0]], cpu);
+  Breakdown breakdown = compute_breakdown(trace, "step");
+  EXPECT_EQ(breakdown.inference_count, 1u);
+  ASSERT_EQ(breakdown.phases.size(), 2u);
+  EXPECT_EQ(breakdown.phases[0].name, "cudaLaunchKernel");
+}
+
 TEST(Breakdown, UnknownSpanGivesNoInferences) {
   trace::Trace trace = inference_trace();
   Breakdown breakdown = compute_breakdown(trace, "no such span");

@@ -21,6 +21,49 @@ using internal::Json;
 // Launch sites shown per kernel in the text; JSON has them all.
 constexpr size_t kTextLaunchSitesPerKernel = 5;
 
+// A kernel's name as the text tables show it. The demangled names of templated kernels run
+// to hundreds of characters and differ deep inside ("void at::native::
+// vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, ...>(int, ...)"), so the
+// text drops the return type "void ", the parameter list and the namespace qualifiers
+// ("vectorized_elementwise_kernel<4, FillFunctor<float>, Array<char*, 1> >") before it cuts
+// the name to the column. JSON and CSV keep the full name.
+std::string display_kernel_name(std::string_view name) {
+  constexpr std::string_view kVoid = "void ";
+  if (name.substr(0, kVoid.size()) == kVoid) name.remove_prefix(kVoid.size());
+  if (!name.empty() && name.back() == ')') {
+    int depth = 0;
+    for (size_t index = name.size(); index-- > 0;) {
+      if (name[index] == ')') ++depth;
+      if (name[index] == '(' && --depth == 0) {
+        if (index > 0) name = name.substr(0, index);
+        break;
+      }
+    }
+  }
+  auto is_identifier = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  constexpr std::string_view kAnonymous = "(anonymous namespace)::";
+  std::string shown;
+  size_t index = 0;
+  while (index < name.size()) {
+    if (name.substr(index, kAnonymous.size()) == kAnonymous) {
+      index += kAnonymous.size();
+      continue;
+    }
+    if (!is_identifier(name[index])) {
+      shown += name[index++];
+      continue;
+    }
+    size_t end = index;
+    while (end < name.size() && is_identifier(name[end])) ++end;
+    const bool qualifier = name.substr(end, 2) == "::";
+    if (!qualifier) shown += name.substr(index, end - index);
+    index = qualifier ? end + 2 : end;
+  }
+  return shown.empty() ? std::string(name) : shown;
+}
+
 // Orders kernel rows by the report's sort key: total (default; also for "self", which a
 // kernel does not have), count, mean, p99 (descending) or name (ascending); ties by name.
 void sort_kernel_rows(std::vector<analyze::KernelRow>& rows, std::string_view key) {
@@ -121,7 +164,7 @@ std::string kernels_text(const trace::Trace& trace, const ReportOptions& options
     for (size_t index = 0; index < shown; ++index) {
       const analyze::KernelRow& row = table.kernels[index];
       kernel_table.add_row(
-          {internal::truncate_to_width(row.name, internal::kMaxNameWidth),
+          {internal::truncate_to_width(display_kernel_name(row.name), internal::kMaxNameWidth),
            fmt::format("{}", row.duration.count),
            format_duration(static_cast<double>(row.duration.total_ns)), format_share(row.share),
            format_duration(row.duration.mean_ns), format_duration(row.duration.p50_ns),
@@ -164,7 +207,9 @@ std::string kernels_text(const trace::Trace& trace, const ReportOptions& options
         const analyze::LaunchSite& site = row.launched_by[site_index];
         const std::string& source = !site.source.empty() ? site.source : site.python_function;
         site_table.add_row(
-            {site_index == 0 ? internal::truncate_to_width(row.name, 40) : "",
+            {site_index == 0 ? internal::truncate_to_width(display_kernel_name(row.name),
+                                                           internal::kMaxNameWidth)
+                             : "",
              fmt::format("{}", site.count), format_duration(static_cast<double>(site.total_ns)),
              site.operator_name.empty() ? "-" : internal::truncate_to_width(site.operator_name, 40),
              site.module_name.empty() ? "-" : internal::truncate_to_width(site.module_name, 40),

@@ -119,6 +119,39 @@ TEST(KernelsReport, JsonAndCsv) {
             "gemm,2,300,1,150,100,150,199,200,\"[2,1,1]\",2,\"[128,1,1]\",1,aten::addmm,0\r\n");
 }
 
+TEST(KernelsReport, TextShortensTemplatedKernelNamesAndJsonKeepsThem) {
+  const std::string fill =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, "
+      "at::detail::Array<char*, 1> >(int, at::native::FillFunctor<float>, "
+      "at::detail::Array<char*, 1>)";
+  const std::string clamp =
+      "void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous "
+      "namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+      "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()"
+      "() const::{lambda(float)#1}, at::detail::Array<char*, 2> >(int, at::native::(anonymous "
+      "namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, "
+      "at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()"
+      "() const::{lambda(float)#1}, at::detail::Array<char*, 2>)";
+  trace::Trace trace;
+  const trace::TrackId stream = trace.thread_track(0, 7);
+  const trace::StringId kernel = trace.intern(trace::kCategoryGpuKernel);
+  trace.slices.add(0, 20, trace.intern(fill), kernel, stream);
+  trace.slices.add(20, 10, trace.intern(clamp), kernel, stream);
+  trace.finalize();
+  ReportOptions options;
+  const std::string text = render_kernels(trace, options);
+  EXPECT_NE(text.find("\nvectorized_elementwise_kernel<4, FillFunctor<float>, Array<…  "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nvectorized_elementwise_kernel<4, launch_clamp_scalar(Tensor…  "),
+            std::string::npos)
+      << text;
+  options.format = OutputFormat::kJson;
+  nlohmann::json document = nlohmann::json::parse(render_kernels(trace, options));
+  EXPECT_EQ(document["kernels"][0]["name"], fill);
+  EXPECT_EQ(document["kernels"][1]["name"], clamp);
+}
+
 TEST(KernelsReport, ACpuTraceSaysItHasNoKernels) {
   trace::Trace trace = cpu_trace();
   ReportOptions options;
