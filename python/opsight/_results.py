@@ -176,6 +176,46 @@ class TraceAnalyses:
                         file: IO[str] | None = None) -> None:
         self._print("operators", file, categories=categories, limit=limit)
 
+    # ---- GPU kernels (docs/gpu.md) -----------------------------------------------------
+    def kernels(self, *, sort: str = "total") -> list[dict[str, Any]]:
+        """The kernel table (``opsight report --kernels``): per GPU kernel name ``count``,
+        ``total_ns``, ``share`` of all kernel time, duration percentiles (ns), ``grid`` and
+        ``block`` (the most common, with ``grid_variants`` and ``block_variants``), and
+        ``launched_by``: each launch site's ``operator``, ``module``, ``python`` function
+        and ``source`` ("file:line"), with its ``count`` and ``total_ns``. Empty when the
+        trace has no GPU kernels."""
+        return self._data("kernels", sort=sort)["kernels"]
+
+    def kernels_dataframe(self, *, sort: str = "total") -> Any:
+        """:meth:`kernels` as a DataFrame indexed by kernel name, ``launched_by`` replaced by
+        ``operator``, ``module`` and ``source``: those of the launch site that launched the
+        kernel most often ("" when it has none)."""
+        rows = []
+        for row in self.kernels(sort=sort):
+            row = dict(row)
+            sites = row.pop("launched_by")
+            top = sites[0] if sites else {}
+            row["operator"] = top.get("operator", "")
+            row["module"] = top.get("module", "")
+            row["source"] = top.get("source", "")
+            rows.append(row)
+        frame = _pandas().DataFrame(rows)
+        return frame.set_index("name") if rows else frame
+
+    def gpu_summary(self) -> dict[str, Any]:
+        """The GPU side of the trace beside the kernel table: ``devices`` (busy time, kernel
+        busy time and utilisation from the kernels, per device), ``busy_ns``,
+        ``kernel_busy_ns``, ``utilisation``, ``cuda_api_calls``, ``cuda_api_ns``,
+        ``kernel_launches``, ``launches_without_kernel``, ``kernels_without_launch``, and
+        ``copies``: per kind (HtoD, DtoH, ..., Memset) ``count``, ``bytes``, ``total_ns`` and
+        ``gigabytes_per_second``."""
+        data = self._data("kernels", limit=1)
+        return {**data["gpu"], "copies": data["copies"]}
+
+    def print_kernels(self, *, sort: str = "total", limit: int = 0,
+                      file: IO[str] | None = None) -> None:
+        self._print("kernels", file, sort=sort, limit=limit)
+
     # ---- critical path ------------------------------------------------------------------
     def critical_path(self) -> dict[str, Any]:
         """The chain of root spans that sets the end-to-end time, and the time on it per
