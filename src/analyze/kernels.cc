@@ -236,6 +236,10 @@ bool is_kernel_launch_api(std::string_view api_name) {
          api_name.find("GraphLaunch") != std::string_view::npos;
 }
 
+bool is_synchronize_api(std::string_view api_name) {
+  return api_name.find("Synchronize") != std::string_view::npos;
+}
+
 std::string copy_kind(const trace::Trace& trace, trace::RowIndex row) {
   return copy_kind_of(trace, GpuVocabulary(trace), row);
 }
@@ -440,6 +444,10 @@ KernelTable compute_kernel_table(const trace::Trace& trace) {
       if (has_runtime_ancestor(trace, vocabulary, call)) continue;
       ++gpu.cuda_api_calls;
       add_saturating(gpu.cuda_api_ns, slices.dur[row]);
+      if (is_synchronize_api(trace.str(slices.name[row]))) {
+        ++gpu.synchronize_calls;
+        add_saturating(gpu.synchronize_ns, slices.dur[row]);
+      }
       if (!is_kernel_launch_api(trace.str(slices.name[row]))) continue;
       ++gpu.kernel_launches;
       add_saturating(gpu.kernel_launch_ns, slices.dur[row]);
@@ -469,8 +477,8 @@ HostDeviceSplit compute_host_device_split(const trace::Trace& trace,
     return count;
   };
 
-  std::vector<int64_t> host(count), launch_overhead(count, 0), busy(count, 0), idle(count, 0),
-      host_to_device(count, 0), device_to_host(count, 0);
+  std::vector<int64_t> host(count), launch_overhead(count, 0), synchronize(count, 0),
+      busy(count, 0), idle(count, 0), host_to_device(count, 0), device_to_host(count, 0);
   for (size_t index = 0; index < count; ++index) host[index] = slices.dur[inferences[index]];
 
   if (vocabulary.runtime) {
@@ -479,7 +487,10 @@ HostDeviceSplit compute_host_device_split(const trace::Trace& trace,
       const auto call = static_cast<trace::RowIndex>(row);
       if (has_runtime_ancestor(trace, vocabulary, call)) continue;
       const size_t inference = inference_containing(call);
-      if (inference < count) add_saturating(launch_overhead[inference], slices.dur[row]);
+      if (inference == count) continue;
+      add_saturating(is_synchronize_api(trace.str(slices.name[row])) ? synchronize[inference]
+                                                                     : launch_overhead[inference],
+                     slices.dur[row]);
     }
   }
 
@@ -516,6 +527,7 @@ HostDeviceSplit compute_host_device_split(const trace::Trace& trace,
   };
   split.host = figure(host);
   split.launch_overhead = figure(launch_overhead);
+  split.synchronize = figure(synchronize);
   split.gpu_busy = figure(busy);
   split.gpu_idle = figure(idle);
   split.host_to_device = figure(host_to_device);

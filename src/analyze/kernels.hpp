@@ -26,8 +26,10 @@
 //     timestamp of anything in it), the figure computed from the kernels themselves that
 //     NVML's sampled "GPU utilisation" approximates;
 //   - CUDA API time is the sum of the outermost cuda_runtime slices (a driver call made
-//     inside a runtime call is counted once), the host's cost of talking to the GPU;
-//     synchronous calls (cudaMemcpy, cudaStreamSynchronize) include their wait;
+//     inside a runtime call is counted once), the host's cost of talking to the GPU; of it,
+//     the synchronize calls (a name with "Synchronize": cudaStreamSynchronize,
+//     cudaDeviceSynchronize, cuCtxSynchronize...) are the host waiting for the GPU, and are
+//     counted apart; a synchronous cudaMemcpy still includes its wait;
 //   - a kernel launch is an outermost cuda_runtime slice named like a launch API
 //     (cudaLaunchKernel, cuLaunchKernel, cudaLaunchCooperativeKernel, their Ex forms,
 //     cudaGraphLaunch); a kernel linked to a call inside it (the driver's cuLaunchKernel)
@@ -71,8 +73,10 @@ bool has_gpu_work(const trace::Trace& trace);
 
 GpuWork collect_gpu_work(const trace::Trace& trace);
 
-// Whether a cuda_runtime slice named `api_name` launches kernels (see above).
+// Whether a cuda_runtime slice named `api_name` launches kernels, or waits for the GPU
+// (see above).
 bool is_kernel_launch_api(std::string_view api_name);
+bool is_synchronize_api(std::string_view api_name);
 
 // A copy's kind: its `kind` argument, else the word after "Memcpy " in its name ("Memcpy
 // HtoD (Pageable -> Device)" is HtoD); "Memset" for a memset; "other" when unknown.
@@ -131,6 +135,8 @@ struct GpuSummary {
   int64_t cuda_api_ns = 0;
   uint64_t kernel_launches = 0;
   int64_t kernel_launch_ns = 0;
+  uint64_t synchronize_calls = 0;
+  int64_t synchronize_ns = 0;
   uint64_t launches_without_kernel = 0;
   uint64_t kernels_without_launch = 0;
 };
@@ -148,7 +154,10 @@ KernelTable compute_kernel_table(const trace::Trace& trace);
 // The host/device split of each inference (Qualcomm's per-inference host and device
 // times), one value per inference in each distribution (0 where it has none):
 //   - host: the inference span's duration;
-//   - launch_overhead: CUDA API time (outermost cuda_runtime slices) nested in it;
+//   - launch_overhead: CUDA API time (outermost cuda_runtime slices) nested in it, but
+//     for the synchronize calls;
+//   - synchronize: the time of the synchronize calls nested in it (the host waiting for
+//     the GPU);
 //   - gpu_busy: the union of the intervals of the GPU work launched from inside it (its
 //     launch nested in it), over all devices;
 //   - gpu_idle: from its first such launch's start to the end of its last such GPU work,
@@ -164,6 +173,7 @@ struct HostDeviceSplit {
   uint64_t inferences_with_gpu_work = 0;
   HostDeviceFigure host;
   HostDeviceFigure launch_overhead;
+  HostDeviceFigure synchronize;
   HostDeviceFigure gpu_busy;
   HostDeviceFigure gpu_idle;
   HostDeviceFigure host_to_device;

@@ -228,6 +228,7 @@ TEST(KernelTable, PyTorchProfilerLayout) {
   trace.slices.add(12, 10, trace.intern("cuLaunchKernel"), runtime, cpu);  // counted once
   trace::RowIndex launch2 =
       trace.slices.add(40, 10, trace.intern("cudaLaunchKernel"), runtime, cpu);
+  trace.slices.add(60, 30, trace.intern("cudaDeviceSynchronize"), runtime, cpu);
   trace.slices.add(100, 200, trace.intern("inference_step"), annotation, stream0);
   trace::RowIndex gemm = trace.slices.add(110, 50, trace.intern("gemm"), kernel, stream0);
   trace.slice_args.add(gemm, trace.intern("grid"),
@@ -251,10 +252,20 @@ TEST(KernelTable, PyTorchProfilerLayout) {
   EXPECT_EQ(table.gpu.devices[1].device, 1);
   EXPECT_EQ(table.gpu.kernel_busy_ns, 100);
   EXPECT_DOUBLE_EQ(table.gpu.utilisation, 100.0 / (300.0 * 2));
-  EXPECT_EQ(table.gpu.cuda_api_calls, 2u);
-  EXPECT_EQ(table.gpu.cuda_api_ns, 30);
+  EXPECT_EQ(table.gpu.cuda_api_calls, 3u);
+  EXPECT_EQ(table.gpu.cuda_api_ns, 60);
+  EXPECT_EQ(table.gpu.synchronize_calls, 1u);
+  EXPECT_EQ(table.gpu.synchronize_ns, 30);
   EXPECT_EQ(table.gpu.kernel_launches, 2u);  // cuLaunchKernel is part of cudaLaunchKernel
   EXPECT_EQ(table.gpu.launches_without_kernel, 0u);
+
+  // The annotation as the inference: the synchronize call is waiting, not launching.
+  const trace::RowIndex inferences[] = {0};
+  ASSERT_EQ(trace.str(trace.slices.name[0]), "inference_step");
+  HostDeviceSplit split = compute_host_device_split(trace, inferences);
+  EXPECT_EQ(split.launch_overhead.per_inference.total_ns, 30);
+  EXPECT_EQ(split.synchronize.per_inference.total_ns, 30);
+  EXPECT_EQ(split.gpu_busy.per_inference.total_ns, 80);  // [110, 160) and [140, 190): one union
 }
 
 TEST(KernelTable, CopyKindFromTheNameWhenNoArgumentSaysIt) {

@@ -41,6 +41,7 @@ std::vector<HostDeviceRow> host_device_rows(const analyze::HostDeviceSplit& spli
   return {
       {"host (the span)", "host", "(host)", split.host},
       {"launch overhead (CUDA API)", "launch_overhead", "(launch overhead)", split.launch_overhead},
+      {"synchronize (waiting for the GPU)", "synchronize", "(synchronize)", split.synchronize},
       {"GPU busy", "gpu_busy", "(GPU busy)", split.gpu_busy},
       {"GPU idle gaps", "gpu_idle", "(GPU idle gaps)", split.gpu_idle},
       {"HtoD copies", "host_to_device", "(HtoD copies)", split.host_to_device},

@@ -130,11 +130,12 @@ void gpu_summary_text(const analyze::KernelTable& table, std::string& out) {
   out +=
       fmt::format("{} of {} traced\n", devices, format_duration(static_cast<double>(gpu.span_ns)));
   out += fmt::format(
-      "CUDA API {} in {} call{} ({} kernel launch{}, {}); {} launch{} with no kernel, {} kernel{} "
-      "with no launch\n",
+      "CUDA API {} in {} call{} ({} kernel launch{} {}, {} synchronize {}); {} launch{} with no "
+      "kernel, {} kernel{} with no launch\n",
       format_duration(static_cast<double>(gpu.cuda_api_ns)), gpu.cuda_api_calls,
       gpu.cuda_api_calls == 1 ? "" : "s", gpu.kernel_launches, gpu.kernel_launches == 1 ? "" : "es",
-      format_duration(static_cast<double>(gpu.kernel_launch_ns)), gpu.launches_without_kernel,
+      format_duration(static_cast<double>(gpu.kernel_launch_ns)), gpu.synchronize_calls,
+      format_duration(static_cast<double>(gpu.synchronize_ns)), gpu.launches_without_kernel,
       gpu.launches_without_kernel == 1 ? "" : "es", gpu.kernels_without_launch,
       gpu.kernels_without_launch == 1 ? "" : "s");
 }
@@ -246,6 +247,8 @@ Json gpu_summary_json(const analyze::GpuSummary& gpu) {
   summary["cuda_api_ns"] = gpu.cuda_api_ns;
   summary["kernel_launches"] = gpu.kernel_launches;
   summary["kernel_launch_ns"] = gpu.kernel_launch_ns;
+  summary["synchronize_calls"] = gpu.synchronize_calls;
+  summary["synchronize_ns"] = gpu.synchronize_ns;
   summary["launches_without_kernel"] = gpu.launches_without_kernel;
   summary["kernels_without_launch"] = gpu.kernels_without_launch;
   return summary;

@@ -119,6 +119,8 @@ def test_kernels_json_matches_the_file(opsight_cli, events):
     assert gpu["cuda_api_calls"] == len(runtime)
     assert gpu["cuda_api_ns"] == sum(_ns(event["dur"]) for event in runtime)
     assert gpu["kernel_launches"] == sum(1 for event in runtime if event["name"] == "cudaLaunchKernel")
+    assert gpu["synchronize_ns"] == sum(
+        _ns(event["dur"]) for event in runtime if event["name"] == "cudaStreamSynchronize")
     assert gpu["launches_without_kernel"] == 1  # the profile stopped before its kernel ran
     assert gpu["kernels_without_launch"] == 1  # launched before the profile began
     assert report["overhead_known"] is False
@@ -165,8 +167,11 @@ def test_breakdown_splits_host_and_device_per_inference(opsight_cli, events):
     for step in steps:
         inside = lambda event: step["ts"] <= event["ts"] <= step["ts"] + step["dur"]
         expected["host"].append(_ns(step["dur"]))
+        calls = [event for event in _slices(events, "cuda_runtime") if inside(event)]
         expected["launch_overhead"].append(
-            sum(_ns(event["dur"]) for event in _slices(events, "cuda_runtime") if inside(event)))
+            sum(_ns(event["dur"]) for event in calls if "Synchronize" not in event["name"]))
+        expected["synchronize"].append(
+            sum(_ns(event["dur"]) for event in calls if "Synchronize" in event["name"]))
         mine = [event for event in gpu_events
                 if event["args"]["correlation"] in launches and inside(launches[event["args"]["correlation"]])]
         busy = sum(_ns(event["dur"]) for event in mine)  # they do not overlap in this file
