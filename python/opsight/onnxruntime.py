@@ -1,8 +1,11 @@
 """``opsight.onnxruntime``: ONNX Runtime's own node-level profile, on opsight's timeline.
 
-``instrument()`` (or ``with instrumented():``, or a targets entry naming
-``onnxruntime.InferenceSession.run``, or ``OPSIGHT_ONNXRUNTIME=1``) patches
-``onnxruntime.InferenceSession`` so that
+Inside any opsight session (``opsight.profile()``, ``OPSIGHT_OUTPUT``, ``opsight run``),
+as soon as the program has imported onnxruntime, ``onnxruntime.InferenceSession`` is
+instrumented, as torch is traced, until the session stops (``OPSIGHT_ONNXRUNTIME=off``
+leaves it alone). ``instrument()`` (or ``with instrumented():``, or a targets entry naming
+``onnxruntime.InferenceSession.run``) does it for the process, session or not. Instrumented,
+``onnxruntime.InferenceSession`` is patched so that
 
 * each ``run``, ``run_with_iobinding`` and ``run_with_ort_values`` call records an opsight
   span ``onnxruntime.run <model>`` (category ``session``) on the calling thread;
@@ -70,7 +73,7 @@ from typing import Any, Iterator
 
 from . import _native
 from ._capture.wrapping import name_id
-from ._session.integrations import Integration
+from ._session import integrations
 
 __all__ = ["instrument", "uninstrument", "instrumented", "is_instrumented", "alignments",
            "RUN_METHODS"]
@@ -89,7 +92,9 @@ _sessions: list["_SessionRecord"] = []  # sessions whose ORT profile is still to
 _last_alignments: list[dict[str, Any]] = []
 _directory: str | None = None
 _session_count = 0
-_watcher: Any = None
+# Whether the instrumentation is the running session's (OnnxRuntimeIntegration: undone when
+# it stops) rather than the program's own (instrument(), instrumented(), a targets entry).
+_for_session_only = False
 # Counts the recordings started (on_start): a session's first run in a new one checks that
 # its profiler is on.
 _recording_number = 0
@@ -392,11 +397,12 @@ def instrument(span_name: str | None = None, *, recreate_sessions: bool = True) 
     again does nothing. ``span_name`` replaces the run spans' names (a targets entry's tag).
     ``recreate_sessions=False``: a session whose profiler is off when it runs in a recording
     is not re-created (its runs get spans only, and a warning says so)."""
-    global _span_name_override, _recreate_sessions
+    global _span_name_override, _recreate_sessions, _for_session_only
     import onnxruntime
 
     session_class = onnxruntime.InferenceSession
     with _lock:
+        _for_session_only = False  # the program's own: it stays after the session
         _recreate_sessions = recreate_sessions
         if span_name is not None:
             _span_name_override = span_name
@@ -417,8 +423,9 @@ def instrument(span_name: str | None = None, *, recreate_sessions: bool = True) 
 def uninstrument() -> None:
     """Puts InferenceSession back as it was; calling it again does nothing. Sessions created
     while instrumented still have their profile merged when the recording stops."""
-    global _span_name_override, _recreate_sessions
+    global _span_name_override, _recreate_sessions, _for_session_only
     with _lock:
+        _for_session_only = False
         while _patches:
             owner, attribute, original, had_it = _patches.pop()
             if had_it:
@@ -437,13 +444,16 @@ def is_instrumented() -> bool:
 def instrumented(span_name: str | None = None) -> Iterator[None]:
     """``with opsight.onnxruntime.instrumented():``: instruments for the block, and
     uninstruments at its end unless it was instrumented before."""
-    was = is_instrumented()
+    global _for_session_only
+    was, session_only = is_instrumented(), _for_session_only
     instrument(span_name)
     try:
         yield
     finally:
         if not was:
             uninstrument()
+        elif session_only:  # the session's instrumentation again, undone when it stops
+            _for_session_only = True
 
 
 def apply_target(module: Any, target: Any) -> bool:
@@ -462,19 +472,36 @@ def apply_target(module: Any, target: Any) -> bool:
     return True
 
 
-class OnnxRuntimeIntegration(Integration):
-    """ONNX Runtime in every recording session (``opsight._session.integrations``):
-    ``OPSIGHT_ONNXRUNTIME=1`` instruments it when a session starts; a targets entry naming
-    ``InferenceSession.run`` instruments it instead of wrapping ``run``; the profiles of the
-    instrumented sessions that ran are merged when the recording stops."""
+def onnxruntime_mode() -> str:
+    """OPSIGHT_ONNXRUNTIME, normalised: on (the default) or off."""
+    return integrations.mode_from_environment("OPSIGHT_ONNXRUNTIME")
+
+
+class OnnxRuntimeIntegration(integrations.Integration):
+    """ONNX Runtime in every recording session (``opsight._session.integrations``): once
+    the program has imported onnxruntime, InferenceSession is instrumented until the
+    session stops, unless ``OPSIGHT_ONNXRUNTIME=off`` or the program instrumented it itself;
+    a targets entry naming ``InferenceSession.run`` instruments it instead of wrapping
+    ``run``; the profiles of the instrumented sessions that ran are merged when the
+    recording stops."""
 
     name = "opsight.onnxruntime"
+
+    def __init__(self) -> None:
+        self._watch = integrations.ImportWatch(
+            self, "onnxruntime", "_activate",
+            ready=lambda module: getattr(module, "InferenceSession", None) is not None)
 
     def on_start(self) -> None:
         global _recording_number
         _recording_number += 1
-        if os.environ.get("OPSIGHT_ONNXRUNTIME", "").strip().lower() in ("1", "on", "true", "yes"):
-            instrument_when_imported()
+        if onnxruntime_mode() != "off":
+            self._watch.start()
+
+    def on_stop(self) -> None:
+        self._watch.stop()
+        if _for_session_only:
+            uninstrument()  # the sessions that ran still have their profiles merged
 
     def finished_traces(self, begin_ns: int, end_ns: int) -> list[tuple[Any, int]]:
         return _finish(begin_ns, end_ns)
@@ -482,22 +509,12 @@ class OnnxRuntimeIntegration(Integration):
     def wrap_target(self, module: Any, target: Any) -> bool:
         return module.__name__.split(".")[0] == "onnxruntime" and apply_target(module, target)
 
-
-def instrument_when_imported() -> None:
-    """``OPSIGHT_ONNXRUNTIME=1``: instruments now if onnxruntime is imported, else right
-    after the program imports it (onnxruntime is never imported on its behalf)."""
-    global _watcher
-    module = sys.modules.get("onnxruntime")
-    if module is not None and getattr(module, "InferenceSession", None) is not None:
+    def _activate(self) -> None:
+        global _for_session_only
+        if is_instrumented():
+            return  # the program's own instrumentation, kept as it is
         instrument()
-        return
-    if _watcher is None:
-        from ._capture.instrument import Instrumenter
-        from .targets import Target
-
-        _watcher = Instrumenter([Target(module="onnxruntime", class_name="InferenceSession",
-                                        function="run", file="OPSIGHT_ONNXRUNTIME")])
-        _watcher.install()
+        _for_session_only = True
 
 
 # ---- merging at the end of a recording ---------------------------------------------------------

@@ -192,7 +192,7 @@ def test_run_with_iobinding_and_exceptions(tmp_path):
     assert failed["exception.type"].iloc[0].endswith(type(raised.value).__name__)
 
 
-def test_uninstrument_restores_the_class(tmp_path):
+def test_uninstrument_restores_the_class(tmp_path, monkeypatch):
     before = {name: vars(onnxruntime.InferenceSession).get(name)
               for name in ("__init__", "run", "run_with_iobinding", "end_profiling")}
     opsight_ort.instrument()
@@ -203,6 +203,7 @@ def test_uninstrument_restores_the_class(tmp_path):
     assert after == before
     session = new_session(tiny_model(tmp_path / "plain.onnx"))
     assert session.get_profiling_start_time_ns() == 0  # no profiling asked for
+    monkeypatch.setenv("OPSIGHT_ONNXRUNTIME", "off")  # else the session instruments it
     with opsight.profile() as prof:
         session.run(None, feed())
     assert len(prof.dataframe()) == 0
@@ -282,6 +283,65 @@ def test_the_environment_switch_merges_the_profile(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "done" in result.stdout
     check_nesting(spans_of(tmp_path / "out.json"), "onnxruntime.run served", 3)
+
+
+# ---- instrumented when imported, as torch is traced ------------------------------------------
+def test_opsight_run_records_an_onnxruntime_program_with_no_flag(tmp_path):
+    write(tmp_path, "serve.py", PROGRAM)
+    result = opsight_run(["-o", "out.opsight", "--report", "none", PYTHON, "serve.py"], tmp_path,
+                         timeout=120)
+    assert result.returncode == 0, result.stderr
+    check_nesting(spans_of(tmp_path / "out.opsight"), "onnxruntime.run served", 3)
+
+
+def test_the_environment_switch_turns_it_off(tmp_path):
+    write(tmp_path, "serve.py", PROGRAM)
+    result = opsight_run(["-o", "out.opsight", "--report", "none", PYTHON, "serve.py"], tmp_path,
+                         timeout=120, OPSIGHT_ONNXRUNTIME="off")
+    assert result.returncode == 0, result.stderr
+    assert "done" in result.stdout
+    names = set(spans_of(tmp_path / "out.opsight")["name"])
+    assert not any("onnxruntime" in name or name.endswith("_kernel_time") for name in names)
+
+
+def test_a_profile_around_a_session_records_it_and_puts_the_class_back(tmp_path):
+    session_class_run = onnxruntime.InferenceSession.run
+    session = new_session(tiny_model(tmp_path / "plain.onnx"))  # before the recording
+    session.run(None, feed())
+    assert not opsight_ort.is_instrumented()
+    with opsight.profile() as prof:
+        for _ in range(3):
+            session.run(None, feed())
+    assert not opsight_ort.is_instrumented()  # the session's instrumentation only
+    assert onnxruntime.InferenceSession.run is session_class_run
+    frame = prof.dataframe()
+    check_nesting(frame, "onnxruntime.run plain", 3)
+    assert len(enable_spans(frame, "plain")) == 1  # its profiler was off: re-created
+    with opsight.profile() as prof:  # the next recording instruments it again
+        later = new_session(tiny_model(tmp_path / "later.onnx", seed=1))  # during it
+        later.run(None, feed())
+    frame = prof.dataframe()
+    check_nesting(frame, "onnxruntime.run later", 1)
+    assert len(enable_spans(frame, "later")) == 0  # profiled from its creation
+    assert not opsight_ort.is_instrumented()
+
+
+def test_the_programs_own_instrumentation_outlives_the_session(tmp_path, monkeypatch):
+    session = new_session(tiny_model(tmp_path / "own.onnx"))
+    with opsight.profile():
+        with opsight_ort.instrumented():  # already the session's: left to the session
+            session.run(None, feed())
+        assert opsight_ort.is_instrumented()
+    assert not opsight_ort.is_instrumented()
+    opsight_ort.instrument()
+    with opsight.profile():
+        session.run(None, feed())
+    assert opsight_ort.is_instrumented()  # the program's own, kept
+    opsight_ort.uninstrument()
+    monkeypatch.setenv("OPSIGHT_ONNXRUNTIME", "off")
+    with opsight.profile() as prof:
+        session.run(None, feed())
+    assert not opsight_ort.is_instrumented() and len(prof.dataframe()) == 0
 
 
 # ---- every recording: ORT's profiler is switched on only at session creation ----------------

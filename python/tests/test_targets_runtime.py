@@ -424,7 +424,7 @@ def test_disable_restores_the_originals_and_enable_reinstalls(model_module, inst
 
     instrumenter.uninstall()
     assert model.preprocess is original_function
-    assert not any(type(finder).__name__ == "_ImportHook" for finder in sys.meta_path)
+    assert not any(type(finder).__name__ == "ImportHook" for finder in sys.meta_path)
 
 
 def test_module_imported_while_disabled_is_wrapped_on_enable(model_module, instrument):

@@ -1,8 +1,8 @@
 """A post-import hook: a ``sys.meta_path`` finder that lets the finders after it find the
 modules it wants, then hands each such module to a callback right after the module's own
-loader has run it. The targets (``_instrument``) use it to wrap functions as their modules
-are imported; the integrations (``opsight.torch._integration``) to switch torch tracing on once the
-program imports torch.
+loader has run it. The targets (``instrument``) use it to wrap functions as their modules
+are imported; the integrations (``opsight._session.integrations.ImportWatch``) to act on a
+library once the program imports it.
 
 Thread-safety: may run on any thread that imports; it never imports anything itself.
 """
@@ -34,7 +34,7 @@ class _LoaderProxy(importlib.abc.Loader):
         return getattr(self._loader, attribute)
 
 
-class _ImportHook(importlib.abc.MetaPathFinder):
+class ImportHook(importlib.abc.MetaPathFinder):
     """Finds the modules `wants(name)` accepts with the finders after it and hands their
     loading to a :class:`_LoaderProxy` calling `after_exec`."""
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 import opsight._native as _native
-from .import_hook import _ImportHook
+from .import_hook import ImportHook
 from .wrapping import is_traced, wrap
 
 MAIN_MODULE = "__main__"
@@ -96,7 +96,7 @@ class Instrumenter:
         self._patches: list[Patch] = []
         self._applied_modules: set[str] = set()
         self._enabled = True
-        self._hook: _ImportHook | None = None
+        self._hook: ImportHook | None = None
         self._lock = threading.RLock()
 
     # ---- installing -----------------------------------------------------------------------
@@ -104,7 +104,7 @@ class Instrumenter:
         """Wraps the targets of modules already imported and hooks the imports of the rest."""
         with self._lock:
             if self._hook is None:
-                self._hook = _ImportHook(self.wants_module, self.apply_to_module)
+                self._hook = ImportHook(self.wants_module, self.apply_to_module)
                 sys.meta_path.insert(0, self._hook)
             for module_name in list(self._by_module):
                 module = sys.modules.get(module_name)

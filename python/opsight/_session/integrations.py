@@ -17,6 +17,12 @@ An :class:`Integration` overrides the hooks it needs:
   wrapped; an integration that owns it (ONNX Runtime's ``InferenceSession.run``) handles it
   and returns True, and it is not wrapped as an ordinary function.
 
+A library's integration acts once the program imports the library, during a session, and
+never imports it on the program's behalf: :class:`ImportWatch` (started in ``on_start``,
+stopped in ``on_stop``). Its environment variable (``OPSIGHT_TORCH``, ``OPSIGHT_ONNXRUNTIME``)
+switches it: :func:`mode_from_environment`, ``on`` by default, ``off`` (or 0, false, no, none)
+to leave the library alone.
+
 The package registers its integrations when ``opsight`` is imported (``opsight/__init__``);
 a program may register its own with :func:`register`. Every hook runs under the GIL, and a
 hook that raises is a warning on stderr, never an exception in the traced program: an
@@ -25,11 +31,19 @@ integration must not change the program's outcome.
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import Any
+import types
+from typing import Any, Callable
 
 from .._capture import instrument
+from .._capture.import_hook import ImportHook
 from . import state
+
+#: The values of an integration's environment variable that switch it off.
+OFF_WORDS = ("off", "0", "false", "no", "none")
+#: The values that mean ``on``.
+ON_WORDS = ("on", "1", "true", "yes")
 
 
 class Integration:
@@ -55,6 +69,57 @@ class Integration:
     def wrap_target(self, module: Any, target: Any) -> bool:
         """Whether this integration handled the targets entry ``target`` of ``module``."""
         return False
+
+
+def mode_from_environment(variable: str, modes: tuple[str, ...] = ("on",)) -> str:
+    """What an integration's environment variable asks for: ``"off"`` for one of
+    :data:`OFF_WORDS`, ``"on"`` when it is unset, empty or one of :data:`ON_WORDS`, else
+    one of ``modes`` (lower case); anything else is a warning on stderr and ``"on"``."""
+    raw = os.environ.get(variable, "on")
+    mode = raw.strip().lower() or "on"
+    if mode in OFF_WORDS:
+        return "off"
+    if mode in ON_WORDS:
+        return "on"
+    if mode not in modes:
+        print(f"opsight: ignoring {variable}={raw!r} (expected {', '.join(modes)} or off)",
+              file=sys.stderr)
+        return "on"
+    return mode
+
+
+class ImportWatch:
+    """Calls ``integration.<hook>()`` (through :func:`call`: a failure is a warning) once the
+    library ``module_name`` is imported, while a session records. :meth:`start` (from
+    ``on_start``) calls it at once if the library is imported and ``ready(module)`` holds,
+    else hooks the library's import; :meth:`stop` (from ``on_stop``) removes the hook. The
+    library is never imported on the program's behalf."""
+
+    def __init__(self, integration: "Integration", module_name: str, hook: str,
+                 ready: Callable[[types.ModuleType], bool] = lambda module: True) -> None:
+        self._integration = integration
+        self._module_name = module_name
+        self._hook = hook
+        self._ready = ready
+        self._finder: ImportHook | None = None
+
+    def start(self) -> None:
+        module = sys.modules.get(self._module_name)
+        if module is not None and self._ready(module):
+            call(self._integration, self._hook)
+        elif self._finder is None:
+            self._finder = ImportHook(lambda name: name == self._module_name, self._imported)
+            sys.meta_path.insert(0, self._finder)
+
+    def stop(self) -> None:
+        if self._finder is not None:
+            if self._finder in sys.meta_path:
+                sys.meta_path.remove(self._finder)
+            self._finder = None
+
+    def _imported(self, module: types.ModuleType) -> None:
+        if state.session is not None:
+            call(self._integration, self._hook)
 
 
 _registered: list[Integration] = []

@@ -23,7 +23,7 @@ import sys
 import types
 from typing import Any, Callable
 
-from .._capture.import_hook import _ImportHook
+from .._capture.import_hook import ImportHook
 from .._session import integrations, state
 
 #: The environment variable that chooses what is instrumented.
@@ -141,7 +141,7 @@ class HttpIntegration(integrations.Integration):
             else:
                 waiting = True
         if waiting and self._watcher is None:
-            self._watcher = _ImportHook(self._wanted.__contains__, self._imported)
+            self._watcher = ImportHook(self._wanted.__contains__, self._imported)
             sys.meta_path.insert(0, self._watcher)
 
     def on_stop(self) -> None:

@@ -14,29 +14,15 @@ This module imports nothing heavy: torch is never imported on the program's beha
 
 from __future__ import annotations
 
-import os
 import sys
-import types
-from typing import Any
 
-from .._capture.import_hook import _ImportHook
-from .._session import integrations, state
-
-_OFF_WORDS = {"off", "0", "false", "no", "none"}
+from .._session import integrations
 
 
 def torch_mode() -> str:
     """OPSIGHT_TORCH, normalised: on, shapes, operators, modules or off."""
-    mode = os.environ.get("OPSIGHT_TORCH", "on").strip().lower() or "on"
-    if mode in _OFF_WORDS:
-        return "off"
-    if mode in {"1", "true", "yes"}:
-        return "on"
-    if mode not in {"on", "shapes", "operators", "modules"}:
-        print(f"opsight: ignoring OPSIGHT_TORCH={os.environ['OPSIGHT_TORCH']!r} (expected on, "
-              "shapes, operators, modules or off)", file=sys.stderr)
-        return "on"
-    return mode
+    return integrations.mode_from_environment("OPSIGHT_TORCH",
+                                              ("on", "shapes", "operators", "modules"))
 
 
 class TorchIntegration(integrations.Integration):
@@ -46,22 +32,16 @@ class TorchIntegration(integrations.Integration):
     name = "opsight.torch"
 
     def __init__(self) -> None:
-        self._watcher: Any = None  # the post-import hook waiting for torch during a session
+        # Waits for torch during a session (torch.nn set: the package is imported whole).
+        self._watch = integrations.ImportWatch(
+            self, "torch", "_activate", ready=lambda torch: getattr(torch, "nn", None) is not None)
 
     def on_start(self) -> None:
-        if torch_mode() == "off":
-            return
-        if "torch" in sys.modules and getattr(sys.modules["torch"], "nn", None) is not None:
-            self._activate()
-        elif self._watcher is None:
-            self._watcher = _ImportHook(lambda name: name == "torch", self._torch_imported)
-            sys.meta_path.insert(0, self._watcher)
+        if torch_mode() != "off":
+            self._watch.start()
 
     def on_stop(self) -> None:
-        if self._watcher is not None:
-            if self._watcher in sys.meta_path:
-                sys.meta_path.remove(self._watcher)
-            self._watcher = None
+        self._watch.stop()
         if "opsight.torch._tracing" in sys.modules:
             sys.modules["opsight.torch._tracing"].session_stopping()
 
@@ -77,7 +57,3 @@ class TorchIntegration(integrations.Integration):
         if not _native.tracing_enabled():  # switched off: applies when switched on
             _tracing.switched(False)
         _tracing.session_started(torch_mode())
-
-    def _torch_imported(self, module: types.ModuleType) -> None:
-        if state.session is not None:
-            integrations.call(self, "_activate")
