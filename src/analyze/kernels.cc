@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "trace/categories.hpp"
+#include "trace/gpu_tracks.hpp"
 
 namespace opsight::analyze {
 
@@ -31,13 +32,13 @@ struct GpuVocabulary {
     operator_category = strings.find(trace::kCategoryOperator);
     module = strings.find(trace::kCategoryModule);
     python = strings.find(trace::kCategoryPython);
-    device_key = strings.find("device");
-    grid_key = strings.find("grid");
-    block_key = strings.find("block");
-    bytes_key = strings.find("bytes");
-    kind_key = strings.find("kind");
-    correlation_id_key = strings.find("correlation_id");  // opsight (docs/gpu.md)
-    correlation_key = strings.find("correlation");        // PyTorch profiler
+    device_key = strings.find(trace::kGpuArgDevice);
+    grid_key = strings.find(trace::kGpuArgGrid);
+    block_key = strings.find(trace::kGpuArgBlock);
+    bytes_key = strings.find(trace::kGpuArgBytes);
+    kind_key = strings.find(trace::kGpuArgCopyKind);
+    correlation_id_key = strings.find(trace::kGpuArgCorrelationId);  // opsight (docs/gpu.md)
+    correlation_key = strings.find("correlation");                   // PyTorch profiler
   }
 
   static bool is(std::optional<trace::StringId> id, trace::StringId value) {

@@ -113,39 +113,19 @@ void CuptiRecordParser::add(const void* activity) {
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       if (!has_room()) return;
       const auto* source = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
-      MemcpyActivity copy;
-      copy.start_ns = local(source->start);
-      copy.end_ns = local(source->end);
-      copy.bytes = source->bytes;
-      copy.device = source->deviceId;
-      copy.context = source->contextId;
-      copy.stream = source->streamId;
-      copy.correlation_id = source->correlationId;
+      MemcpyActivity copy = copy_of(*source);
       copy.kind = static_cast<CopyKind>(source->copyKind);
-      copy.source = static_cast<MemoryKind>(source->srcKind);
-      copy.destination = static_cast<MemoryKind>(source->dstKind);
-      copy.graph_id = source->graphId;
       log_.copies.push_back(copy);
       return;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
       if (!has_room()) return;
       const auto* source = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
-      MemcpyActivity copy;
-      copy.start_ns = local(source->start);
-      copy.end_ns = local(source->end);
-      copy.bytes = source->bytes;
-      copy.device = source->deviceId;
-      copy.context = source->contextId;
-      copy.stream = source->streamId;
-      copy.correlation_id = source->correlationId;
+      MemcpyActivity copy = copy_of(*source);
       copy.kind = CopyKind::kPeerToPeer;
-      copy.source = static_cast<MemoryKind>(source->srcKind);
-      copy.destination = static_cast<MemoryKind>(source->dstKind);
       copy.peer = true;
       copy.source_device = source->srcDeviceId;
       copy.destination_device = source->dstDeviceId;
-      copy.graph_id = source->graphId;
       log_.copies.push_back(copy);
       return;
     }

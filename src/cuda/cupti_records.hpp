@@ -42,6 +42,23 @@ class CuptiRecordParser {
  private:
   bool has_room();
   int64_t local(uint64_t cupti_ns) const { return clock_.to_local(static_cast<int64_t>(cupti_ns)); }
+  // What a copy record (CUpti_ActivityMemcpy6, CUpti_ActivityMemcpyPtoP4) says of every copy;
+  // the caller adds what only its kind knows.
+  template <typename CopyRecord>
+  MemcpyActivity copy_of(const CopyRecord& source) const {
+    MemcpyActivity copy;
+    copy.start_ns = local(source.start);
+    copy.end_ns = local(source.end);
+    copy.bytes = source.bytes;
+    copy.device = source.deviceId;
+    copy.context = source.contextId;
+    copy.stream = source.streamId;
+    copy.correlation_id = source.correlationId;
+    copy.source = static_cast<MemoryKind>(source.srcKind);
+    copy.destination = static_cast<MemoryKind>(source.dstKind);
+    copy.graph_id = source.graphId;
+    return copy;
+  }
   // The API call's name, or empty when the call is one the trace leaves out.
   const std::string& api_name(bool driver, uint32_t cbid);
 

@@ -87,8 +87,8 @@ class Builder {
 
   // The API call that launched correlation id `id`, or kNoRow.
   trace::RowIndex launching_call(uint32_t id) const {
-    auto it = api_rows_.find(id);
-    return it == api_rows_.end() ? trace::kNoRow : it->second;
+    auto it = launching_calls_.find(id);
+    return it == launching_calls_.end() ? trace::kNoRow : it->second.row;
   }
 
   // A flow from the launching call of `correlation_id` to the GPU slice `row`.
@@ -113,39 +113,50 @@ class Builder {
       trace::RowIndex row =
           trace_.slices.add(call.start_ns, duration_of(call.start_ns, call.end_ns),
                             name_of(call.name, "CUDA API call"), category_api_, track);
-      arg_int(row, "correlation_id", call.correlation_id);
+      arg_int(row, trace::kGpuArgCorrelationId, call.correlation_id);
       arg_string(row, "api", call.driver ? "driver" : "runtime");
       note_time(call.end_ns);
       ++counts_.api_calls;
-      auto [it, inserted] = api_rows_.try_emplace(call.correlation_id, row);
-      if (!inserted && api_is_driver_.count(it->second) != 0 && !call.driver) it->second = row;
-      if (call.driver) api_is_driver_.insert({row, true});
-      api_thread_.emplace(row, track);
+      auto [it, inserted] =
+          launching_calls_.try_emplace(call.correlation_id, LaunchingCall{row, call.driver});
+      if (!inserted && it->second.driver && !call.driver) it->second = LaunchingCall{row, false};
     }
+  }
+
+  // What every kernel, copy and memset gets: a slice on its stream's track with its
+  // device, stream and correlation id, its place in a CUDA graph replay, and the flow from
+  // the call that launched it.
+  template <typename Activity>
+  trace::RowIndex add_gpu_slice(const Activity& activity, trace::StringId name,
+                                trace::StringId category) {
+    trace::RowIndex row =
+        trace_.slices.add(activity.start_ns, duration_of(activity.start_ns, activity.end_ns), name,
+                          category, stream_track(activity.device, activity.stream));
+    arg_int(row, trace::kGpuArgDevice, activity.device);
+    arg_int(row, trace::kGpuArgStream, activity.stream);
+    arg_int(row, trace::kGpuArgCorrelationId, activity.correlation_id);
+    if (activity.graph_id != 0) {
+      arg_int(row, "graph_id", activity.graph_id);
+      GraphReplay& replay = graph_replays_[{activity.correlation_id, activity.device,
+                                            activity.stream, activity.graph_id}];
+      replay.start_ns = std::min(replay.start_ns, activity.start_ns);
+      replay.end_ns = std::max(replay.end_ns, activity.end_ns);
+    }
+    note_time(activity.end_ns);
+    link_launch(activity.correlation_id, row, activity.start_ns);
+    return row;
   }
 
   void add_kernels() {
     for (const KernelActivity& kernel : log_.kernels) {
-      trace::RowIndex row =
-          trace_.slices.add(kernel.start_ns, duration_of(kernel.start_ns, kernel.end_ns),
-                            name_of(kernel.name, "kernel"), category_kernel_,
-                            stream_track(kernel.device, kernel.stream));
-      arg_int(row, "device", kernel.device);
+      trace::RowIndex row = add_gpu_slice(kernel, name_of(kernel.name, "kernel"), category_kernel_);
       arg_int(row, "context", kernel.context);
-      arg_int(row, "stream", kernel.stream);
-      arg_int(row, "correlation_id", kernel.correlation_id);
-      arg_string(row, "grid", dims_text(kernel.grid));
-      arg_string(row, "block", dims_text(kernel.block));
+      arg_string(row, trace::kGpuArgGrid, dims_text(kernel.grid));
+      arg_string(row, trace::kGpuArgBlock, dims_text(kernel.block));
       arg_int(row, "registers_per_thread", kernel.registers_per_thread);
       arg_int(row, "shared_memory_bytes", kernel.shared_memory_bytes);
-      if (kernel.graph_id != 0) {
-        arg_int(row, "graph_id", kernel.graph_id);
+      if (kernel.graph_id != 0)
         arg_int(row, "graph_node_id", static_cast<int64_t>(kernel.graph_node_id));
-        note_graph_member(kernel.graph_id, kernel.correlation_id, kernel.device, kernel.stream,
-                          kernel.start_ns, kernel.end_ns);
-      }
-      note_time(kernel.end_ns);
-      link_launch(kernel.correlation_id, row, kernel.start_ns);
       ++counts_.kernels;
     }
   }
@@ -153,15 +164,10 @@ class Builder {
   void add_copies() {
     for (const MemcpyActivity& copy : log_.copies) {
       std::string name = "Memcpy " + std::string(copy_kind_name(copy.kind));
+      trace::RowIndex row = add_gpu_slice(copy, trace_.intern(name), category_memcpy_);
+      arg_string(row, trace::kGpuArgCopyKind, copy_kind_name(copy.kind));
+      arg_int(row, trace::kGpuArgBytes, static_cast<int64_t>(copy.bytes));
       int64_t duration = duration_of(copy.start_ns, copy.end_ns);
-      trace::RowIndex row =
-          trace_.slices.add(copy.start_ns, duration, trace_.intern(name), category_memcpy_,
-                            stream_track(copy.device, copy.stream));
-      arg_int(row, "device", copy.device);
-      arg_int(row, "stream", copy.stream);
-      arg_int(row, "correlation_id", copy.correlation_id);
-      arg_string(row, "kind", copy_kind_name(copy.kind));
-      arg_int(row, "bytes", static_cast<int64_t>(copy.bytes));
       if (duration > 0)
         arg_double(row, "bandwidth_gbps",
                    static_cast<double>(copy.bytes) / static_cast<double>(duration));
@@ -171,39 +177,19 @@ class Builder {
         arg_int(row, "source_device", copy.source_device);
         arg_int(row, "destination_device", copy.destination_device);
       }
-      if (copy.graph_id != 0) {
-        arg_int(row, "graph_id", copy.graph_id);
-        note_graph_member(copy.graph_id, copy.correlation_id, copy.device, copy.stream,
-                          copy.start_ns, copy.end_ns);
-      }
-      note_time(copy.end_ns);
-      link_launch(copy.correlation_id, row, copy.start_ns);
       ++counts_.copies;
     }
   }
 
   void add_memsets() {
     for (const MemsetActivity& memset : log_.memsets) {
-      trace::RowIndex row = trace_.slices.add(
-          memset.start_ns, duration_of(memset.start_ns, memset.end_ns), trace_.intern("Memset"),
-          category_memset_, stream_track(memset.device, memset.stream));
-      arg_int(row, "device", memset.device);
-      arg_int(row, "stream", memset.stream);
-      arg_int(row, "correlation_id", memset.correlation_id);
-      arg_int(row, "bytes", static_cast<int64_t>(memset.bytes));
+      trace::RowIndex row = add_gpu_slice(memset, trace_.intern("Memset"), category_memset_);
+      arg_int(row, trace::kGpuArgBytes, static_cast<int64_t>(memset.bytes));
       arg_int(row, "value", memset.value);
       arg_string(row, "memory", memory_kind_name(memset.memory));
-      if (memset.graph_id != 0) {
-        arg_int(row, "graph_id", memset.graph_id);
-        note_graph_member(memset.graph_id, memset.correlation_id, memset.device, memset.stream,
-                          memset.start_ns, memset.end_ns);
-      }
-      note_time(memset.end_ns);
-      link_launch(memset.correlation_id, row, memset.start_ns);
       ++counts_.memsets;
     }
   }
-
   // A wait sits on the thread of the call that waited (it nests under that call); a wait
   // whose call is not in the log sits on its stream, or on a context-wide track.
   void add_syncs() {
@@ -211,7 +197,7 @@ class Builder {
       trace::RowIndex call = launching_call(sync.correlation_id);
       trace::TrackId track;
       if (call != trace::kNoRow) {
-        track = api_thread_.at(call);
+        track = trace_.slices.track[call];
       } else {
         track = stream_track(0, sync.stream == kNoStream ? 0 : sync.stream);
       }
@@ -220,22 +206,11 @@ class Builder {
           trace_.slices.add(sync.start_ns, duration_of(sync.start_ns, sync.end_ns),
                             trace_.intern(name), category_sync_, track);
       arg_string(row, "sync_type", sync_kind_name(sync.kind));
-      if (sync.stream != kNoStream) arg_int(row, "stream", sync.stream);
+      if (sync.stream != kNoStream) arg_int(row, trace::kGpuArgStream, sync.stream);
       arg_int(row, "context", sync.context);
-      arg_int(row, "correlation_id", sync.correlation_id);
+      arg_int(row, trace::kGpuArgCorrelationId, sync.correlation_id);
       note_time(sync.end_ns);
     }
-  }
-
-  struct GraphReplay {
-    int64_t start_ns = std::numeric_limits<int64_t>::max();
-    int64_t end_ns = std::numeric_limits<int64_t>::min();
-  };
-  void note_graph_member(uint32_t graph_id, uint32_t correlation_id, uint32_t device,
-                         uint32_t stream, int64_t start_ns, int64_t end_ns) {
-    GraphReplay& replay = graph_replays_[{correlation_id, device, stream, graph_id}];
-    replay.start_ns = std::min(replay.start_ns, start_ns);
-    replay.end_ns = std::max(replay.end_ns, end_ns);
   }
 
   // One slice per replay of a graph on a stream (a replay is one cudaGraphLaunch: one
@@ -248,9 +223,9 @@ class Builder {
                             trace_.intern("CUDA graph " + std::to_string(graph_id) + " replay"),
                             category_graph_, stream_track(device, stream));
       arg_int(row, "graph_id", graph_id);
-      arg_int(row, "correlation_id", correlation_id);
-      arg_int(row, "device", device);
-      arg_int(row, "stream", stream);
+      arg_int(row, trace::kGpuArgCorrelationId, correlation_id);
+      arg_int(row, trace::kGpuArgDevice, device);
+      arg_int(row, trace::kGpuArgStream, stream);
       trace::RowIndex call = launching_call(correlation_id);
       if (call != trace::kNoRow) {
         uint64_t flow_id = (static_cast<uint64_t>(options_.pid) << 32) | correlation_id;
@@ -364,11 +339,18 @@ class Builder {
   trace::StringId category_api_ = 0, category_kernel_ = 0, category_memcpy_ = 0,
                   category_memset_ = 0, category_sync_ = 0, category_graph_ = 0,
                   category_annotation_ = 0, flow_name_ = 0;
-  std::unordered_map<uint32_t, trace::RowIndex> api_rows_;
-  std::unordered_map<trace::RowIndex, bool> api_is_driver_;
-  std::unordered_map<trace::RowIndex, trace::TrackId> api_thread_;
+  struct LaunchingCall {
+    trace::RowIndex row = trace::kNoRow;
+    bool driver = false;
+  };
+  std::unordered_map<uint32_t, LaunchingCall> launching_calls_;  // by correlation id
   std::map<std::pair<uint32_t, uint32_t>, trace::TrackId> stream_tracks_;
   std::map<NameIndex, trace::TrackId> domain_tracks_;
+  struct GraphReplay {
+    int64_t start_ns = std::numeric_limits<int64_t>::max();
+    int64_t end_ns = std::numeric_limits<int64_t>::min();
+  };
+  // By (correlation id, device, stream, graph id): one replay of a graph on a stream.
   std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>, GraphReplay> graph_replays_;
   std::unordered_map<trace::RowIndex, int64_t> first_gpu_start_;
   int64_t last_ns_ = 0;

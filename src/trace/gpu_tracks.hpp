@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "trace/trace.hpp"
 
@@ -32,6 +33,16 @@ constexpr uint32_t gpu_stream_of_key(uint64_t key) { return static_cast<uint32_t
 inline bool is_gpu_stream_track(const Track& track) {
   return track.kind == TrackKind::kAsync && is_gpu_stream_track_key(track.async_key);
 }
+
+// The argument keys of GPU slices that analyses read (docs/gpu.md lists them all): the GPU
+// collector writes them, the kernel analyses look for them.
+inline constexpr std::string_view kGpuArgDevice = "device";
+inline constexpr std::string_view kGpuArgStream = "stream";
+inline constexpr std::string_view kGpuArgCorrelationId = "correlation_id";
+inline constexpr std::string_view kGpuArgGrid = "grid";
+inline constexpr std::string_view kGpuArgBlock = "block";
+inline constexpr std::string_view kGpuArgBytes = "bytes";
+inline constexpr std::string_view kGpuArgCopyKind = "kind";
 
 inline std::string gpu_stream_track_name(uint32_t device, uint32_t stream) {
   return "GPU " + std::to_string(device) + " stream " + std::to_string(stream);
