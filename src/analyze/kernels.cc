@@ -313,6 +313,38 @@ GpuWork collect_gpu_work(const trace::Trace& trace) {
   return work;
 }
 
+std::optional<GpuLaunch> find_gpu_launch(const trace::Trace& trace, trace::RowIndex row) {
+  if (row >= trace.slices.size()) return std::nullopt;
+  const GpuVocabulary vocabulary(trace);
+  const trace::SliceTable& slices = trace.slices;
+  // The slice itself, then the graph replay it nests in (if any).
+  std::vector<trace::RowIndex> targets = {row};
+  for (trace::RowIndex up = slices.parent[row]; up != trace::kNoRow; up = slices.parent[up])
+    if (GpuVocabulary::is(vocabulary.graph, slices.category[up])) targets.push_back(up);
+  for (trace::RowIndex target : targets) {
+    trace::RowIndex call = trace::kNoRow;
+    for (size_t flow = 0; flow < trace.flows.size(); ++flow) {
+      if (trace.flows.slice_in[flow] != target) continue;
+      const trace::RowIndex out = trace.flows.slice_out[flow];
+      if (call == trace::kNoRow || (GpuVocabulary::is(vocabulary.runtime, slices.category[out]) &&
+                                    !GpuVocabulary::is(vocabulary.runtime, slices.category[call])))
+        call = out;
+    }
+    if (call == trace::kNoRow) continue;
+    LaunchContext context = launch_context(trace, vocabulary, call);
+    GpuLaunch launch;
+    launch.call = call;
+    launch.site.operator_name = std::string(trace.str(context.operator_name));
+    launch.site.module_name = std::string(trace.str(context.module_name));
+    launch.site.python_function = std::string(trace.str(context.python_function));
+    launch.site.source = source_of_python_name(trace.str(context.python_with_source));
+    launch.site.count = 1;
+    launch.site.total_ns = slices.dur[row];
+    return launch;
+  }
+  return std::nullopt;
+}
+
 KernelTable compute_kernel_table(const trace::Trace& trace) {
   KernelTable table;
   GpuVocabulary vocabulary(trace);

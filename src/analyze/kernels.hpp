@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -92,6 +93,16 @@ struct LaunchSite {
   uint64_t count = 0;
   int64_t total_ns = 0;
 };
+
+// The launch of one GPU slice (a kernel, copy or memset) and the code open where it was
+// made, for a viewer showing that slice: found by the same rules as the tables (the flow
+// into it, a cuda_runtime out end first; the flow into the CUDA graph replay around it).
+// Scans the flows once: for one question, not for every slice of a trace.
+struct GpuLaunch {
+  trace::RowIndex call = trace::kNoRow;  // the launching slice
+  LaunchSite site;                       // count 1, total_ns the slice's duration
+};
+std::optional<GpuLaunch> find_gpu_launch(const trace::Trace& trace, trace::RowIndex row);
 
 struct KernelRow {
   std::string name;

@@ -206,6 +206,32 @@ TEST(KernelTable, KernelsOfAGraphReplayBelongToItsLaunch) {
   EXPECT_EQ(table.gpu.devices[0].busy_ns, 40);  // the replay's slice is not GPU work
 }
 
+TEST(FindGpuLaunch, AKernelOfAReplayFindsTheReplaysLaunchAndAnUnlaunchedOneNothing) {
+  GpuTraceBuilder b;
+  trace::Trace& trace = b.trace;
+  trace.slices.add(0, 100, trace.intern("aten::mm"), b.op, b.cpu);
+  trace::RowIndex launch = b.call(10, 10, "cudaGraphLaunch", 1);
+  trace::RowIndex replay = trace.slices.add(30, 60, trace.intern("graph 3"),
+                                            trace.intern(trace::kCategoryGpuGraph), b.stream);
+  trace.slices.add(30, 20, trace.intern("k1"), b.kernel, b.stream);
+  trace.slices.add(200, 20, trace.intern("orphan"), b.kernel, b.stream);
+  trace.flows.add(launch, replay, 1);
+  trace.finalize();
+  std::optional<trace::RowIndex> k1, orphan;
+  for (trace::RowIndex row = 0; row < trace.slices.size(); ++row) {
+    if (trace.str(trace.slices.name[row]) == "k1") k1 = row;
+    if (trace.str(trace.slices.name[row]) == "orphan") orphan = row;
+  }
+  ASSERT_TRUE(k1 && orphan);
+  auto found = find_gpu_launch(trace, *k1);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(trace.str(trace.slices.name[found->call]), "cudaGraphLaunch");
+  EXPECT_EQ(found->site.operator_name, "aten::mm");
+  EXPECT_EQ(found->site.total_ns, 20);
+  EXPECT_FALSE(find_gpu_launch(trace, *orphan));
+  EXPECT_FALSE(find_gpu_launch(trace, static_cast<trace::RowIndex>(trace.slices.size())));
+}
+
 // PyTorch-profiler layout (what the Chrome JSON reader makes of torch.profiler's export):
 // kernels on thread tracks pid = device, tid = stream, under a gpu_user_annotation
 // projection; args "correlation", "grid" and "block" as compact JSON text; a driver call

@@ -203,6 +203,34 @@ TEST_F(ApiTest, ARangeSummarizesTheSlicesInsideIt) {
   expect_error(get("/api/runs/2/range", {{"start", "5"}}), 400, "'end'");
 }
 
+// A kernel's details name the call that launched it and the operator, module and source
+// line open there (a PyTorch-profiler trace of an MLP on CUDA, tests/data); a CPU slice has
+// no such block.
+TEST_F(ApiTest, AKernelsDetailsNameItsLaunchOperatorModuleAndLine) {
+  ApiOptions options;
+  options.store_path = store_.path();
+  options.files = {std::string(OPSIGHT_SOURCE_DIR) +
+                   "/tests/data/pytorch_profiler_cuda_small.json"};
+  Api api(options);
+  auto get_from = [&](const std::string& path, std::map<std::string, std::string> params = {}) {
+    ApiResponse response = api.handle({"GET", path, std::move(params)});
+    EXPECT_EQ(response.status, 200) << path << ": " << response.body;
+    return json::parse(response.body);
+  };
+  json search = get_from("/api/runs/file:0/search", {{"q", "sm90_xmma_gemm"}});
+  ASSERT_GE(search["total"].get<int>(), 1);
+  json kernel =
+      get_from("/api/runs/file:0/slices/" + std::to_string(search["matches"][0]["row"].get<int>()));
+  ASSERT_TRUE(kernel.contains("launched_by")) << kernel.dump();
+  EXPECT_EQ(kernel["launched_by"]["name"], "cudaLaunchKernel");
+  EXPECT_EQ(kernel["launched_by"]["operator"], "aten::addmm");
+  EXPECT_EQ(kernel["launched_by"]["module"].get<std::string>().rfind("nn.Module: Linear_", 0), 0u);
+  EXPECT_EQ(kernel["launched_by"]["source"], "torch/nn/modules/linear.py:125");
+  json call = get_from("/api/runs/file:0/slices/" +
+                       std::to_string(kernel["launched_by"]["row"].get<int>()));
+  EXPECT_FALSE(call.contains("launched_by"));
+}
+
 TEST_F(ApiTest, MalformedTimelineRequestsAreRefusedWithTheirReason) {
   std::map<std::string, std::string> good = {
       {"track", "0"}, {"start", "0"}, {"end", "1000"}, {"resolution", "1"}};

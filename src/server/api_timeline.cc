@@ -9,7 +9,9 @@
 #include <unordered_map>
 
 #include "analyze/distribution.hpp"
+#include "analyze/kernels.hpp"
 #include "server/api_internal.hpp"
+#include "trace/categories.hpp"
 
 namespace opsight::server {
 namespace {
@@ -265,6 +267,19 @@ ApiResponse handle_slice(ApiContext& context, const PathParams& path, const Quer
   }
   body["flows_out"] = flows_out;
   body["flows_in"] = flows_in;
+  // GPU work: the call that launched it and the code open there (docs/gpu.md).
+  const std::string_view category = trace.str(trace.slices.category[row]);
+  if (category == trace::kCategoryGpuKernel || category == trace::kCategoryGpuMemcpy ||
+      category == trace::kCategoryGpuMemset || category == trace::kCategoryGpuGraph) {
+    if (auto launch = analyze::find_gpu_launch(trace, row)) {
+      nlohmann::json launched_by = slice_summary_json(trace, launch->call);
+      launched_by["operator"] = launch->site.operator_name;
+      launched_by["module"] = launch->site.module_name;
+      launched_by["python"] = launch->site.python_function;
+      launched_by["source"] = launch->site.source;
+      body["launched_by"] = launched_by;
+    }
+  }
   return json_response(body);
 }
 

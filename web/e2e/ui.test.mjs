@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import {
   isolatedWorld,
+  repository,
   launchBrowser,
   navigate,
   openPage,
@@ -239,6 +240,34 @@ describe("opsight ui on a non-loopback address", () => {
     } finally {
       assert.equal(await ui.stop(), 0);
       removeFolder(folder);
+    }
+  });
+});
+
+describe("opsight ui on a GPU trace", () => {
+  test("a kernel's details name its launching call, operator, module and line", async () => {
+    const { folder, env } = isolatedWorld("opsight-ui-gpu-");
+    // torch.profiler's export of an MLP on CUDA (kernels, cudaLaunchKernel, ac2g flows).
+    runOpsight(["save", join(repository, "tests/data/pytorch_profiler_cuda_small.json"), "--name", "gpu"], env);
+    const problems = [];
+    const session = await openUi(env, problems, folder);
+    const { page } = session;
+    try {
+      await navigate(page, "#/runs/1/timeline");
+      await page.waitForSelector("canvas.timeline-canvas[data-complete=true]", { timeout: 30000 });
+      await page.fill("#timeline-search", "sm90_xmma_gemm");
+      await page.press("#timeline-search", "Enter");
+      await page.waitForSelector("#slice-launch", { timeout: 10000 });
+      const launch = await page.textContent("#slice-launch");
+      for (const part of ["cudaLaunchKernel", "aten::addmm", "nn.Module: Linear_", "torch/nn/modules/linear.py:125"])
+        assert.ok(launch.includes(part), `launched by names ${part}: ${launch}`);
+      await page.click("#slice-launch a.slice-link");
+      await page.waitForFunction(() => document.querySelector("#slice-name")?.textContent === "cudaLaunchKernel");
+      assert.equal(await page.locator("#slice-launch").count(), 0, "a CPU slice has no launch");
+      assert.ok((await page.textContent("#slice-parents")).includes("aten::addmm"));
+      assert.deepEqual(problems, []);
+    } finally {
+      assert.equal(await session.close(), 0);
     }
   });
 });

@@ -198,6 +198,15 @@ export interface SliceDetail extends SliceSummary {
   parents: SliceSummary[];
   flows_in: SliceSummary[];
   flows_out: SliceSummary[];
+  // GPU work only: the call that launched it and the code open there (docs/gpu.md).
+  launched_by?: GpuLaunch;
+}
+
+export interface GpuLaunch extends SliceSummary {
+  operator: string;
+  module: string;
+  python: string;
+  source: string;
 }
 
 // /marks: flows and instants of a time window.

@@ -5,7 +5,7 @@
 // the critical path's outlines. The window, the selection and the critical path switch are
 // in the URL (?start=&end=&slice=&critical=1), so a link shows the same to someone else.
 
-import { apiFetch, runPath, type CriticalPathSlices, type MarksAnswer, type SliceDetail, type SliceSummary, type TileAnswer, type TimelineLayout } from "../api";
+import { apiFetch, runPath, type CriticalPathSlices, type GpuLaunch, type MarksAnswer, type SliceDetail, type SliceSummary, type TileAnswer, type TimelineLayout } from "../api";
 import { h } from "../dom";
 import { formatDuration } from "../format";
 import { routeHref } from "../router";
@@ -117,6 +117,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
         h("dt", {}, "span id"),
         h("dd", {}, slice.span_id),
       ),
+      slice.launched_by ? launchedBy(slice.launched_by, link) : "",
       h("h3", {}, "args"),
       Object.keys(slice.args).length ? args : h("p", { class: "hint" }, "none"),
       h("h3", {}, "parents"),
@@ -237,4 +238,14 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
   if (criticalBox.checked) await showCritical(true);
   if (query.q) await search();
   view.canvas.focus();
+}
+
+// A GPU slice's launch: the call that launched it (a link to it) and the operator, module,
+// Python function and source line open where it was made (docs/gpu.md), omitting what the
+// trace does not say.
+function launchedBy(launch: GpuLaunch, link: (target: SliceSummary) => HTMLElement): HTMLElement {
+  const facts = h("dl", { class: "facts", id: "slice-launch" }, h("dt", {}, "call"), h("dd", {}, link(launch), ` ${formatDuration(launch.dur)}`));
+  for (const [label, value] of [["operator", launch.operator], ["module", launch.module], ["python", launch.python], ["line", launch.source]])
+    if (value) facts.append(h("dt", {}, label), h("dd", {}, value));
+  return h("div", {}, h("h3", {}, "launched by"), facts);
 }
