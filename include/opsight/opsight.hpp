@@ -303,6 +303,10 @@ class OPSIGHT_API Session {
   // Why GPU tracing is off when SessionOptions::cuda asked for it (one line), or what it
   // recorded after stop ("GPU: 1234 kernels, 56 copies ..."); empty when not asked.
   const std::string& gpu_status() const;
+  // Starts GPU tracing in a running session that did not ask for it at its start (a front
+  // end that waits for the program to initialise CUDA). Returns gpu_status(): empty when
+  // tracing started (or already runs), else the one line that says why not.
+  const std::string& start_gpu_tracing(const std::string& cupti_path = {});
 
  private:
   struct State;

@@ -38,6 +38,7 @@ from ._session.switch import set_enabled as _set_enabled
 from .integrations.handoffs import HandoffIntegration as _HandoffIntegration
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .integrations._integration import HttpIntegration as _HttpIntegration
+from .integrations.cuda import CudaIntegration as _CudaIntegration
 from .targets import Target, TargetsError, load_targets
 from .model_view import print_model
 from . import propagation
@@ -162,3 +163,4 @@ _integrations.register(_HandoffIntegration())
 _integrations.register(_TorchIntegration())
 _integrations.register(_OnnxRuntimeIntegration())
 _integrations.register(_HttpIntegration())
+_integrations.register(_CudaIntegration())

@@ -827,6 +827,12 @@ NB_MODULE(_native, m) {
       .def_prop_ro("error", &Session::error)
       .def_prop_ro("events_dropped", &Session::events_dropped)
       .def_prop_ro("gpu_status", &Session::gpu_status)
+      .def(
+          "start_gpu_tracing",
+          [](Session& session, const std::string& cupti_path) {
+            return session.start_gpu_tracing(cupti_path);
+          },
+          nb::arg("cupti_path") = "")
       .def("take_native_bytes", [](Session& session) {
         std::string bytes = session.take_native_bytes();
         return nb::bytes(bytes.data(), bytes.size());

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import PYTHON, clean_environment, require
+from conftest import OPSIGHT, PYTHON, clean_environment, require
 
 opsight = require("opsight")
 
@@ -50,12 +50,42 @@ def test_cuda_left_to_decide_stays_off_without_cuda_in_use(tmp_path):
     script = tmp_path / "app.py"
     script.write_text(
         "import torch, opsight\n"
-        "with opsight.profile() as prof:\n"
-        "    torch.ones(4) + 1\n")
+        "for _ in range(3):\n"
+        "    with opsight.profile() as prof:\n"
+        "        torch.ones(4) + 1\n"
+        "ours = [c for c, _ in torch.cuda._queued_calls if c.__module__ == 'opsight.integrations.cuda']\n"
+        "print('queued', len(ours))\n")
     done = subprocess.run([PYTHON, str(script)], capture_output=True, text=True, timeout=180,
                           env=clean_environment())
     assert done.returncode == 0, done.stderr
     assert "GPU" not in done.stderr, done.stderr
+    assert "queued 1" in done.stdout, "one call waits in torch's queue, however many sessions"
+
+
+def test_under_opsight_run_gpu_tracing_starts_when_torch_initialises_cuda(tmp_path):
+    """The session of ``opsight run`` begins before the program imports torch; GPU tracing
+    waits for torch to initialise CUDA (torch's queue of calls run at its lazy init, which
+    the program stands in for here: this machine has no GPU), then starts, or, without a
+    driver, says why in one line."""
+    if _driver_present():
+        pytest.skip("an NVIDIA driver is present: test_kernels_nest_under_their_operator covers it")
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import torch\n"
+        "ours = [call for call, _ in torch.cuda._queued_calls\n"
+        "        if call.__module__ == 'opsight.integrations.cuda']\n"
+        "print('queued before init', len(ours))\n"
+        "for call in ours:  # what torch.cuda._lazy_init runs once CUDA is up\n"
+        "    call()\n")
+    done = subprocess.run([OPSIGHT, "run", "--no-store", "--report", "none", "-o",
+                           str(tmp_path / "run.opsight"), "--", PYTHON, str(script)],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                          env=clean_environment())
+    assert done.returncode == 0, done.stderr
+    assert "queued before init 1" in done.stdout, done.stdout
+    lines = [line for line in done.stderr.splitlines() if "GPU tracing off" in line]
+    assert len(lines) == 1, done.stderr
+    assert "no NVIDIA driver" in lines[0] or "built without CUDA" in lines[0], lines[0]
 
 
 def test_bad_cuda_values_are_errors_that_name_them(monkeypatch):

@@ -84,15 +84,8 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   }
   collect::reset_metric_costs();
   state_->running = true;
-  if (state_->options.cuda) {
-    cuda::GpuCollectionOptions gpu;
-    gpu.cupti_path = state_->options.cupti_path;
-    if (auto problem = cuda::start_gpu_collection(gpu))
-      state_->gpu_status = *problem;
-    else
-      state_->gpu_collecting = true;
-  }
   state_->owner_pid = getpid();
+  if (state_->options.cuda) start_gpu_tracing(state_->options.cupti_path);
   if (state_->options.sample_interval_ms > 0)
     state_->sampler = std::make_unique<collect::Sampler>(
         collect::SamplerOptions{std::chrono::milliseconds(state_->options.sample_interval_ms)});
@@ -171,5 +164,22 @@ uint64_t Session::events_dropped() const {
 std::string Session::take_native_bytes() { return std::move(state_->native_bytes); }
 
 const std::string& Session::gpu_status() const { return state_->gpu_status; }
+
+const std::string& Session::start_gpu_tracing(const std::string& cupti_path) {
+  if (state_->gpu_collecting) return state_->gpu_status;
+  if (!state_->running || getpid() != state_->owner_pid) {
+    state_->gpu_status = "GPU tracing off: the session is not recording in this process";
+    return state_->gpu_status;
+  }
+  cuda::GpuCollectionOptions gpu;
+  gpu.cupti_path = cupti_path;
+  if (auto problem = cuda::start_gpu_collection(gpu)) {
+    state_->gpu_status = *problem;
+  } else {
+    state_->gpu_status.clear();
+    state_->gpu_collecting = true;
+  }
+  return state_->gpu_status;
+}
 
 }  // namespace opsight

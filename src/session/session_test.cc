@@ -406,4 +406,21 @@ TEST(Session, GpuTracingNotAskedForSaysNothing) {
   session.stop();
 }
 
+// A front end may start GPU tracing later (when the program initialises CUDA); where it
+// cannot run it says why, and a stopped session refuses.
+TEST(Session, GpuTracingStartedLaterSaysWhyItCannotRunHere) {
+  void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver != nullptr) {
+    dlclose(driver);
+    GTEST_SKIP()
+        << "an NVIDIA driver is present: scripts/device/gpu_check.sh proves GPU tracing there";
+  }
+  opsight::Session session(opsight::SessionOptions{});
+  ASSERT_TRUE(session.ok());
+  EXPECT_NE(session.start_gpu_tracing().find("GPU tracing off: "), std::string::npos);
+  ASSERT_TRUE(session.stop());
+  EXPECT_EQ(session.start_gpu_tracing(),
+            "GPU tracing off: the session is not recording in this process");
+}
+
 }  // namespace

@@ -89,6 +89,10 @@ def _run_parser() -> ArgumentParser:
                         help="with --sample, a unit is each span of this name begun outside "
                              "one ('requests': each HTTP request; 'category:NAME': each span "
                              "of that category)")
+    parser.add_argument("--cuda", choices=("auto", "on", "off"), default="auto",
+                        help="trace CUDA kernels, copies and API calls through CUPTI (docs/gpu.md): "
+                             "auto (the default) from when torch initialises CUDA, on from the "
+                             "start (any program linked with libopsight too), off")
     parser.add_argument("--name", help="name of the run in the run store (default: the script's)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                         help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
@@ -225,6 +229,8 @@ def run_command(arguments: list[str]) -> int:
     if options.buffer_mb:
         environment["OPSIGHT_BUFFER_MB"] = str(options.buffer_mb)
     environment["OPSIGHT_SAMPLE_MS"] = str(max(options.sample_ms, 0))
+    if options.cuda != "auto":
+        environment["OPSIGHT_CUDA"] = "1" if options.cuda == "on" else "0"
     environment.pop(SAMPLE_VARIABLE, None)
     environment.pop(SAMPLE_ROOT_VARIABLE, None)
     if options.sample is not None or options.sample_root is not None:

@@ -50,14 +50,15 @@ class Recording:
         """Starts recording into ``output`` (``.opsight``, ``.json`` or ``.pftrace``), or into memory
         when None; ``sample_rate`` below 1 records that share of the units that begin at
         ``sample_root`` (:mod:`.sampling`); ``cuda`` traces the GPU (:mod:`.gpu`: None
-        decides by ``OPSIGHT_CUDA`` or whether torch initialised CUDA). Raises :class:`RecordingError` when the session cannot start and
+        decides by ``OPSIGHT_CUDA``, else from when torch initialises CUDA). Raises :class:`RecordingError` when the session cannot start and
         ``ValueError`` for an unknown metric name; nothing is left running then."""
         if state.session is not None:
             raise RecordingError("a recording session is already running in this process")
         if metrics:
             parse_metrics(metrics)  # an unknown name fails here, before anything starts
         path = os.fspath(output) if output is not None else None
-        trace_gpu = gpu.cuda_wanted(cuda)
+        gpu_mode = gpu.cuda_mode(cuda)
+        trace_gpu = gpu_mode == gpu.ON
         session = _native.Session(_stream_path(path) or "", buffer_mb, flush_interval_ms,
                                   sample_ms, sample_rate, sample_root, trace_gpu,
                                   gpu.cupti_path() if trace_gpu else "")
@@ -65,6 +66,7 @@ class Recording:
             raise RecordingError(session.error)
         if trace_gpu and session.gpu_status:
             print(f"opsight: {session.gpu_status}", file=sys.stderr)
+        gpu.waiting_session = session if gpu_mode == gpu.WHEN_CUDA_STARTS else None
         previous_metrics = push_session_metrics(metrics) if metrics else None
         recording = cls(session, path, previous_metrics)
         state.session = session
@@ -84,6 +86,8 @@ class Recording:
         if state.session is session:
             integrations.stopping()
             state.session = None
+        if gpu.waiting_session is session:
+            gpu.waiting_session = None
         end_ns = time.monotonic_ns()
         if self._previous_metrics is not None:
             restore_session_metrics(self._previous_metrics)
