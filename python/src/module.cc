@@ -22,6 +22,7 @@
 
 #include "analyze/compare.hpp"
 #include "analyze/metrics.hpp"
+#include "cuda/gpu_collection.hpp"
 #include "export/export.hpp"
 #include "export/live_export.hpp"
 #include "export/metrics_endpoint.hpp"
@@ -716,6 +717,13 @@ NB_MODULE(_native, m) {
         "The next sampling unit the calling thread begins is recorded (or not) whatever the "
         "rate says; nothing when the session does not sample.");
   m.def("set_tracing_enabled", &set_python_tracing_enabled, nb::arg("enabled"));
+  // GPU tracing follows the switch (opsight.integrations.cuda): false when none runs.
+  m.def(
+      "set_gpu_tracing_paused",
+      [](bool paused) {
+        return paused ? cuda::pause_gpu_collection() : cuda::resume_gpu_collection();
+      },
+      nb::arg("paused"));
 
   // Metrics (opsight._capture.metrics wraps these).
   nb::class_<opsight::MetricStart>(m, "MetricStart")

@@ -109,3 +109,17 @@ def test_kernels_nest_under_their_operator():
     assert len(kernels) >= 2, frame[["name", "category"]]
     launches = frame[frame["category"] == "cuda_runtime"]
     assert "cudaLaunchKernel" in set(launches["name"]) or "cuLaunchKernel" in set(launches["name"])
+
+
+def test_the_switch_reaches_gpu_tracing_and_is_harmless_without_it():
+    # No collection runs here (no GPU): the switch says so and changes nothing else.
+    assert opsight._native.set_gpu_tracing_paused(True) is False
+    assert opsight._native.set_gpu_tracing_paused(False) is False
+    with opsight.profile(cuda=False) as prof:
+        opsight.disable()
+        with opsight.span("while off"):
+            pass
+        opsight.enable()
+        with opsight.span("while on"):
+            pass
+    assert set(prof.dataframe()["name"]) == {"while on"}

@@ -12,7 +12,8 @@ number of checks that failed. Checks, in the order they run:
    (target <= 3%), torch.profiler's figure beside it; after ``stop()`` the untraced forward
    is back within noise (pytorch#144455);
 4. a CUDA graph replay and a torch.compile (inductor) model: kernels present and attributed;
-5. NVTX: a ``torch.cuda.nvtx.range_push`` range appears.
+5. the switch: kernels run while ``opsight.disable()`` holds are not recorded;
+6. NVTX: a ``torch.cuda.nvtx.range_push`` range appears.
 """
 
 from __future__ import annotations
@@ -190,6 +191,18 @@ def main() -> int:
     names = set(opsight_kernels(prof.dataframe())["name"])
     check("torch.compile: Triton kernels keep their names", any(name.startswith("triton_") for name in names),
           f"kernels: {sorted(names)[:3]}")
+
+    # The switch: kernels run while tracing is off are not recorded, and cost no CUPTI.
+    with opsight.profile(cuda=True) as prof:
+        opsight.disable()
+        torch.relu(a)
+        synchronize()
+        opsight.enable()
+        torch.sigmoid(a)
+        synchronize()
+    names = set(opsight_kernels(prof.dataframe())["name"])
+    check("opsight.disable() switches GPU tracing off", not any("relu" in n.lower() for n in names)
+          and any("sigmoid" in n.lower() for n in names), f"kernels: {sorted(names)[:4]}")
 
     # 5. NVTX.
     with opsight.profile(cuda=True) as prof:

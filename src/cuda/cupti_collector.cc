@@ -109,6 +109,7 @@ struct Collector {
   CuptiFunctions cupti;
   CUpti_SubscriberHandle subscriber = nullptr;
   std::vector<CUpti_ActivityKind> enabled_kinds;
+  bool paused = false;  // the kinds are disabled (pause_gpu_collection)
   std::string collector;
   std::string clock_alignment;
   ClockOffset clock;
@@ -310,6 +311,26 @@ std::optional<std::string> start_gpu_collection(const GpuCollectionOptions& opti
   return std::nullopt;
 }
 
+bool pause_gpu_collection() {
+  std::lock_guard lifecycle(g_lifecycle);
+  if (g_collector == nullptr) return false;
+  if (!g_collector->paused) {
+    for (CUpti_ActivityKind kind : g_collector->enabled_kinds) g_collector->cupti.disable(kind);
+    g_collector->paused = true;
+  }
+  return true;
+}
+
+bool resume_gpu_collection() {
+  std::lock_guard lifecycle(g_lifecycle);
+  if (g_collector == nullptr) return false;
+  if (g_collector->paused) {
+    for (CUpti_ActivityKind kind : g_collector->enabled_kinds) g_collector->cupti.enable(kind);
+    g_collector->paused = false;
+  }
+  return true;
+}
+
 GpuCollectionResult stop_gpu_collection() {
   std::lock_guard lifecycle(g_lifecycle);
   GpuCollectionResult result;
@@ -317,7 +338,8 @@ GpuCollectionResult stop_gpu_collection() {
   std::unique_ptr<Collector> collector(g_collector);
   CuptiFunctions& cupti = collector->cupti;
   cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  for (CUpti_ActivityKind kind : collector->enabled_kinds) cupti.disable(kind);
+  if (!collector->paused)
+    for (CUpti_ActivityKind kind : collector->enabled_kinds) cupti.disable(kind);
   cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   {
     std::lock_guard lock(collector->mutex);

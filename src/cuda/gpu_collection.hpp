@@ -51,6 +51,12 @@ bool gpu_collection_running();
 // it gathered; an empty result when none was running.
 GpuCollectionResult stop_gpu_collection();
 
+// Pauses and resumes the running collection (`opsight ctl PID off|on`, opsight.disable()):
+// while paused every activity kind is disabled, so CUDA work costs the program nothing of
+// CUPTI's; records already taken stay. False when no collection runs.
+bool pause_gpu_collection();
+bool resume_gpu_collection();
+
 // Whether this build can collect at all (OPSIGHT_WITH_CUDA).
 bool built_with_cuda();
 

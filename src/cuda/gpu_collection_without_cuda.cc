@@ -14,5 +14,7 @@ std::optional<std::string> start_gpu_collection(const GpuCollectionOptions&) {
 }
 
 GpuCollectionResult stop_gpu_collection() { return {}; }
+bool pause_gpu_collection() { return false; }
+bool resume_gpu_collection() { return false; }
 
 }  // namespace opsight::cuda

@@ -94,11 +94,15 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
 Session::~Session() { stop(); }
 
 void Session::pause() {
-  if (state_->running) record::pause_recording();
+  if (!state_->running) return;
+  record::pause_recording();
+  if (state_->gpu_collecting) cuda::pause_gpu_collection();
 }
 
 void Session::resume() {
-  if (state_->running) record::resume_recording();
+  if (!state_->running) return;
+  record::resume_recording();
+  if (state_->gpu_collecting) cuda::resume_gpu_collection();
 }
 
 bool Session::stop() {

@@ -1,4 +1,5 @@
-"""GPU tracing that starts when the program starts using the GPU (docs/gpu.md).
+"""GPU tracing that starts when the program starts using the GPU, and follows the switch
+(docs/gpu.md).
 
 A session whose ``cuda`` was left to decide (``opsight.profile()``, ``opsight run``,
 ``OPSIGHT_OUTPUT``) and that began before torch initialised CUDA waits for it: once torch
@@ -29,6 +30,13 @@ class CudaIntegration(integrations.Integration):
 
     def on_stop(self) -> None:
         self._watch.stop()
+
+    def on_switch(self, enabled: bool) -> None:
+        """``opsight.disable()``, ``opsight ctl PID off``: CUPTI's activity kinds go off with
+        the rest of tracing (no cost on the program's CUDA calls), and back on."""
+        import opsight._native as _native
+
+        _native.set_gpu_tracing_paused(not enabled)
 
     def _torch_imported(self) -> None:
         global _queued
