@@ -11,6 +11,7 @@
 
 #include "io/io.hpp"
 #include "io/perfetto/perfetto_fields.hpp"
+#include "trace/gpu_tracks.hpp"
 #include "trace/trace.hpp"
 #include "wire/proto_decoder_for_tests.hpp"
 #include "wire/proto_encoder.hpp"
@@ -460,6 +461,40 @@ TEST(PerfettoWriter, DescribesProcessesThreadsLanesAndCounters) {
   EXPECT_EQ(cpu->unit, 0u);
   EXPECT_EQ(cpu->unit_name, "percent");
   EXPECT_EQ(cpu->parent, worker->uuid);
+}
+
+// A GPU stream's track (docs/gpu.md) sits under a track of its GPU, under its process.
+TEST(PerfettoWriter, GpuStreamsAreGroupedUnderTheirGpu) {
+  Trace model;
+  opsight::trace::TrackId thread = model.thread_track(10, 11);
+  model.slices.add(0, 100, model.intern("aten::mm"), model.intern("operator"), thread);
+  for (uint32_t stream : {7u, 13u}) {
+    opsight::trace::TrackId track =
+        model.process_async_track(10, opsight::trace::gpu_stream_track_key(0, stream),
+                                  opsight::trace::gpu_stream_track_name(0, stream));
+    model.tracks[track].sort_index = opsight::trace::kGpuTrackSortBase + stream;
+    model.slices.add(10, 50, model.intern("gemm"), model.intern("gpu_kernel"), track);
+  }
+  model.finalize();
+  Decoded decoded = decode_trace(opsight::io::write_perfetto(model));
+  const Descriptor* process =
+      find_descriptor(decoded, [](const Descriptor& d) { return d.is_process && d.pid == 10; });
+  const Descriptor* gpu =
+      find_descriptor(decoded, [](const Descriptor& d) { return d.name == "GPU 0"; });
+  ASSERT_TRUE(process && gpu);
+  EXPECT_EQ(gpu->parent, process->uuid);
+  const Descriptor* thread_track =
+      find_descriptor(decoded, [](const Descriptor& d) { return d.is_thread && d.tid == 11; });
+  ASSERT_NE(thread_track, nullptr);
+  EXPECT_LT(thread_track->rank, gpu->rank);  // threads first
+  for (int stream : {7, 13}) {
+    std::string name = "GPU 0 stream " + std::to_string(stream);
+    const Descriptor* track =
+        find_descriptor(decoded, [&](const Descriptor& d) { return d.name == name; });
+    ASSERT_NE(track, nullptr) << name;
+    EXPECT_EQ(track->parent, gpu->uuid) << name;
+    EXPECT_EQ(track->rank, stream == 7 ? 0 : 1) << name;
+  }
 }
 
 TEST(PerfettoWriter, SlicesNestAsBeginEndPairsWithInternedNames) {

@@ -4,7 +4,8 @@
 //   - one TrackDescriptor per process (ProcessDescriptor: pid, name, labels, the command
 //     line for the recording process), per thread track (ThreadDescriptor: pid, tid, name),
 //     per lane of a thread and per process-wide async track (a named track), all children
-//     of their process's track, and one per counter series (CounterDescriptor with its
+//     of their process's track but a GPU stream's (docs/gpu.md), which is a child of a
+//     "GPU <device>" track of its process, and one per counter series (CounterDescriptor with its
 //     unit; named "<group> <series>"), child of its process's track too;
 //   - slices as TrackEvent SLICE_BEGIN / SLICE_END pairs on their track, instants as
 //     INSTANT (on the thread's track; on the process's track for a process-scoped one, on a
@@ -44,6 +45,7 @@
 // Thread-safety: write_perfetto only reads the trace.
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -51,6 +53,7 @@
 
 #include "io/io.hpp"
 #include "io/perfetto/perfetto_fields.hpp"
+#include "trace/gpu_tracks.hpp"
 #include "trace/trace.hpp"
 #include "wire/proto_encoder.hpp"
 
@@ -134,6 +137,13 @@ class PerfettoWriter {
     first_counter_uuid_ = next_uuid_;
     next_uuid_ += trace_.counter_tracks.size();
     global_track_uuid_ = next_uuid_++;
+    // One group track per GPU of a process ("GPU 0"), holding its streams' tracks.
+    for (const trace::Track& track : trace_.tracks)
+      if (trace::is_gpu_stream_track(track))
+        if (gpu_group_uuids_
+                .try_emplace({track.pid, trace::gpu_device_of_key(track.async_key)}, next_uuid_)
+                .second)
+          ++next_uuid_;
   }
   uint64_t track_uuid(TrackId track) const { return first_track_uuid_ + track; }
 
@@ -224,7 +234,18 @@ class PerfettoWriter {
       return first.tid < second.tid;
     });
     std::unordered_map<int64_t, int32_t> next_rank;
-    for (TrackId id : tracks) write_track(id, next_rank[trace_.tracks[id].pid]++);
+    std::map<std::pair<int64_t, uint32_t>, int32_t> next_stream_rank;  // by GPU group
+    for (TrackId id : tracks) {
+      const trace::Track& track = trace_.tracks[id];
+      if (!trace::is_gpu_stream_track(track)) {
+        write_track(id, next_rank[track.pid]++, process_uuids_.at(track.pid));
+        continue;
+      }
+      std::pair<int64_t, uint32_t> group{track.pid, trace::gpu_device_of_key(track.async_key)};
+      auto [rank, first_stream] = next_stream_rank.try_emplace(group, 0);
+      if (first_stream) write_gpu_group(group, next_rank[track.pid]++);
+      write_track(id, rank->second++, gpu_group_uuids_.at(group));
+    }
     for (uint32_t index = 0; index < trace_.counter_tracks.size(); ++index)
       write_counter_track(index, next_rank[trace_.counter_tracks[index].pid]++);
 
@@ -259,10 +280,20 @@ class PerfettoWriter {
     end_descriptor_packet(packet);
   }
 
-  void write_track(TrackId id, int32_t rank) {
+  // A GPU of a process: a named track whose children are its streams' tracks, in order.
+  void write_gpu_group(std::pair<int64_t, uint32_t> group, int32_t rank) {
+    size_t packet = begin_descriptor_packet(gpu_group_uuids_.at(group));
+    encoder_.varint_field(fields::track::kParentUuid, process_uuids_.at(group.first));
+    encoder_.int_field(fields::track::kSiblingOrderRank, rank);
+    encoder_.varint_field(fields::track::kChildOrdering, fields::track::kChildOrderingExplicit);
+    encoder_.bytes_field(fields::track::kName, "GPU " + std::to_string(group.second));
+    end_descriptor_packet(packet);
+  }
+
+  void write_track(TrackId id, int32_t rank, uint64_t parent_uuid) {
     const trace::Track& track = trace_.tracks[id];
     size_t packet = begin_descriptor_packet(track_uuid(id));
-    encoder_.varint_field(fields::track::kParentUuid, process_uuids_.at(track.pid));
+    encoder_.varint_field(fields::track::kParentUuid, parent_uuid);
     encoder_.int_field(fields::track::kSiblingOrderRank, rank);
     if (track.kind == trace::TrackKind::kThread) {
       size_t descriptor = encoder_.begin_message(fields::track::kThread);
@@ -500,6 +531,7 @@ class PerfettoWriter {
   size_t descriptor_ = 0;
 
   std::unordered_map<int64_t, uint64_t> process_uuids_;
+  std::map<std::pair<int64_t, uint32_t>, uint64_t> gpu_group_uuids_;  // (pid, device)
   std::vector<int64_t> process_order_;  // pids in the order they were found
   uint64_t next_uuid_ = 1;
   uint64_t first_track_uuid_ = 0;
