@@ -123,3 +123,62 @@ def test_the_switch_reaches_gpu_tracing_and_is_harmless_without_it():
         with opsight.span("while on"):
             pass
     assert set(prof.dataframe()["name"]) == {"while on"}
+
+
+def _installed_libopsight() -> str:
+    from pathlib import Path
+    library = Path(opsight.__file__).parent / "lib" / "libopsight.so.0"
+    assert library.exists(), f"the package installs libopsight.so ({library})"
+    return str(library)
+
+
+def test_libopsight_as_cudas_injection_library_records_the_process_and_its_gpu(tmp_path):
+    """What the CUDA driver does with CUDA_INJECTION64_PATH=libopsight.so at cuInit: load the
+    library (its constructor starts the OPSIGHT_OUTPUT session) and call InitializeInjection
+    (GPU tracing starts; here, with no driver, one line says why). ``-S``: no opsight
+    package in this process, as in a C++ program."""
+    if _driver_present():
+        pytest.skip("an NVIDIA driver is present: scripts/device/gpu_check.sh covers it")
+    output = tmp_path / "app.opsight"
+    code = ("import ctypes, sys\n"
+            f"library = ctypes.CDLL({_installed_libopsight()!r})\n"
+            "print('initialised', library.InitializeInjection())\n")
+    from opsight._session.gpu import cupti_path
+
+    assert cupti_path(), "torch's nvidia-cuda-cupti wheel is installed (requirements/base.txt)"
+    done = subprocess.run([PYTHON, "-S", "-c", code], capture_output=True, text=True, timeout=60,
+                          env=clean_environment(OPSIGHT_OUTPUT=str(output),
+                                                OPSIGHT_CUPTI_PATH=cupti_path()))
+    assert done.returncode == 0, done.stderr
+    assert "initialised 1" in done.stdout
+    lines = [line for line in done.stderr.splitlines() if "GPU tracing off" in line]
+    assert len(lines) == 1 and "no NVIDIA driver" in lines[0], done.stderr
+    assert output.exists(), "the injected library's session wrote its trace"
+
+
+def test_the_injection_library_leaves_a_process_the_python_package_records(tmp_path):
+    """A Python process under OPSIGHT_OUTPUT records through the package; a libopsight.so
+    loaded later by the driver (inherited CUDA_INJECTION64_PATH) starts no second session."""
+    output = tmp_path / "app.opsight"
+    code = ("import ctypes, os\n"
+            f"library = ctypes.CDLL({_installed_libopsight()!r})\n"
+            "print('initialised', library.InitializeInjection())\n"
+            "print('owner', os.environ['OPSIGHT_SESSION_PID'] == str(os.getpid()))\n")
+    done = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
+                          env=clean_environment(OPSIGHT_OUTPUT=str(output)))
+    assert done.returncode == 0, done.stderr
+    assert "initialised 1" in done.stdout and "owner True" in done.stdout, done.stdout
+    assert "GPU tracing off" not in done.stderr, done.stderr
+    assert output.exists()
+
+
+def test_opsight_run_names_the_injection_library_for_programs_that_are_not_python(tmp_path):
+    show = "import os; print('injection', os.environ.get('CUDA_INJECTION64_PATH'))"
+    for command, expected in ((["sh", "-c", f"{PYTHON} -S -c \"{show}\""], "libopsight.so"),
+                              ([PYTHON, "-c", show], "injection None")):
+        done = subprocess.run([OPSIGHT, "run", "--no-store", "--report", "none", "-o",
+                               str(tmp_path / "run.opsight"), "--", *command],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env=clean_environment())
+        assert done.returncode == 0, done.stderr
+        assert expected in done.stdout, (command, done.stdout)

@@ -77,9 +77,18 @@ std::optional<unsigned long long> environment_integer(const char* name, unsigned
   return std::nullopt;
 }
 
+// OPSIGHT_SESSION_PID names the process whose environment session already records: another
+// copy of opsight in this process (the Python package's core, when the CUDA driver loads
+// libopsight.so as its injection library) leaves the recording to it.
+bool another_copy_records_this_process() {
+  const char* owner = std::getenv("OPSIGHT_SESSION_PID");
+  return owner != nullptr && std::to_string(getpid()) == owner;
+}
+
 __attribute__((constructor)) void start_environment_session() {
   const char* output = std::getenv("OPSIGHT_OUTPUT");
   if (output == nullptr || *output == '\0') return;
+  if (another_copy_records_this_process()) return;
   SessionOptions options;
   options.output = output_path_for_this_process(output);
   if (std::getenv("OPSIGHT_OUTPUT_OWNER") == nullptr)
@@ -98,6 +107,7 @@ __attribute__((constructor)) void start_environment_session() {
   if (options.cuda && !session->gpu_status().empty())
     std::fprintf(stderr, "opsight: %s\n", session->gpu_status().c_str());
   g_environment_session = session;
+  setenv("OPSIGHT_SESSION_PID", std::to_string(getpid()).c_str(), 1);
   std::atexit(stop_environment_session);
   // Called on the watcher's thread; the session outlives the watcher (see above).
   session::start_control_watcher(
@@ -112,3 +122,18 @@ __attribute__((constructor)) void start_environment_session() {
 
 }  // namespace
 }  // namespace opsight
+
+// CUDA's injection entry point: with CUDA_INJECTION64_PATH naming libopsight.so (what
+// `opsight run` sets for a program that is not Python), the CUDA driver loads the library
+// in cuInit, whose constructor starts the OPSIGHT_OUTPUT session, and then calls this: GPU
+// tracing starts before the program's first kernel (unless OPSIGHT_CUDA=0), in any CUDA
+// program, linked with opsight or not. Returns 1 (success) whatever happens: the program
+// must run on.
+extern "C" OPSIGHT_API int InitializeInjection() {
+  opsight::Session* session = opsight::g_environment_session;
+  const char* cuda = std::getenv("OPSIGHT_CUDA");
+  if (session == nullptr || (cuda != nullptr && std::string(cuda) == "0")) return 1;
+  const std::string& status = session->start_gpu_tracing();
+  if (!status.empty()) std::fprintf(stderr, "opsight: %s\n", status.c_str());
+  return 1;
+}

@@ -38,6 +38,16 @@ def _is_this_python(program: str) -> bool:
     return found is not None and os.path.realpath(found) == os.path.realpath(sys.executable)
 
 
+def _injection_library() -> str | None:
+    """The libopsight.so installed with the package (CUDA_INJECTION64_PATH), if any."""
+    folder = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
+    for name in ("libopsight.so.0", "libopsight.so"):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
 def program_command(command: list[str]) -> tuple[list[str], str | None]:
     """The command to start and the main script's path (None if it runs none).
 
@@ -231,6 +241,17 @@ def run_command(arguments: list[str]) -> int:
     environment["OPSIGHT_SAMPLE_MS"] = str(max(options.sample_ms, 0))
     if options.cuda != "auto":
         environment["OPSIGHT_CUDA"] = "1" if options.cuda == "on" else "0"
+    environment.pop("OPSIGHT_SESSION_PID", None)
+    if options.cuda != "off" and not script and not _is_this_python(command[0]):
+        # Any other program: the CUDA driver loads libopsight.so as its injection library
+        # at cuInit, which records the process and its GPU (docs/gpu.md).
+        library = _injection_library()
+        if library:
+            environment["CUDA_INJECTION64_PATH"] = library
+            from .._session.gpu import cupti_path
+
+            if "OPSIGHT_CUPTI_PATH" not in environment and cupti_path():
+                environment["OPSIGHT_CUPTI_PATH"] = cupti_path()  # torch's, from its wheel
     environment.pop(SAMPLE_VARIABLE, None)
     environment.pop(SAMPLE_ROOT_VARIABLE, None)
     if options.sample is not None or options.sample_root is not None:

@@ -111,6 +111,9 @@ class _Activation:
         from .lifecycle import Recording, RecordingError
 
         path = output_path_for_this_process(os.environ["OPSIGHT_OUTPUT"])
+        # This process records here: a libopsight.so the CUDA driver loads later as its
+        # injection library (CUDA_INJECTION64_PATH, inherited from `opsight run`) leaves it be.
+        os.environ["OPSIGHT_SESSION_PID"] = str(os.getpid())
         buffer_mb = _environment_integer("OPSIGHT_BUFFER_MB", 64, 1, 1 << 20)
         sample_ms = _environment_integer("OPSIGHT_SAMPLE_MS", 0, 0, 3_600_000)
         metrics = [name for name in re.split(r"[,;\s]+", os.environ.get("OPSIGHT_METRICS", ""))
