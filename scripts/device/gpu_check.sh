@@ -50,6 +50,13 @@ build/gpu-venv/bin/python -m pip install -q --no-build-isolation --no-deps \
   -Ccmake.define.CMAKE_PREFIX_PATH="$PREFIX/usr" -Cbuild-dir=build/gpu-python . > "$OUT/pip.log" 2>&1 \
   || { tail -40 "$OUT/pip.log"; exit 4; }
 
+step "opsight run of the demo model on CUDA, its kernel report and its Perfetto file"
+( cd "$OUT" && timeout 180 "$OLDPWD/build/gpu-venv/bin/opsight" run --no-store --report none \
+    -o demo-cuda.opsight -- python "$OLDPWD/scripts/device/demo_on_cuda.py" ) 2>&1 | tail -5
+build/gpu-venv/bin/opsight report "$OUT/demo-cuda.opsight" --kernels --limit 15 | tee "$OUT/demo-kernels.txt"
+build/gpu-venv/bin/opsight report "$OUT/demo-cuda.opsight" --kernels --format json > "$OUT/demo-kernels.json"
+build/gpu-venv/bin/opsight convert "$OUT/demo-cuda.opsight" "$OUT/demo-cuda.pftrace"
+
 step "the proof"
 OUT=$OUT timeout 300 build/gpu-venv/bin/python scripts/device/gpu_proof.py
 status=$?
