@@ -1,6 +1,7 @@
 """What a session's start and stop cost the thread that calls them: ``opsight.profile()``
 entered and left around nothing (torch tracing off), in memory and to a ``.opsight`` file,
-with the median and 90th percentile of each. A program that profiles short stretches (a
+with the median and 90th percentile of each; and in memory with ``cuda=False``, which
+shows what the default's wait for torch to initialise CUDA costs (docs/gpu.md). A program that profiles short stretches (a
 request, a test, one batch) pays these on its own thread every time.
 
 Baseline, measured in the same run: a Python thread started and joined, the least a stop
@@ -40,9 +41,9 @@ def thread_round_trip() -> tuple[int, int]:
     return started - began, time.perf_counter_ns() - started
 
 
-def session(path: str | None) -> tuple[int, int]:
+def session(path: str | None, cuda: bool | None = None) -> tuple[int, int]:
     began = time.perf_counter_ns()
-    profile = opsight.profile(path)
+    profile = opsight.profile(path, cuda=cuda)
     profile.__enter__()
     started = time.perf_counter_ns()
     profile.__exit__(None, None, None)
@@ -81,6 +82,8 @@ def measure(sessions: int) -> dict[str, list[tuple[int, int]]]:
         variants = {
             "thread start + join (baseline)": thread_round_trip,
             "opsight.profile(), in memory": lambda: session(None),
+            # What deciding about the GPU costs (cuda=None waits for torch to start CUDA).
+            "profile(cuda=False), in memory": lambda: session(None, cuda=False),
             "opsight.profile(path), a file": lambda: session(path),
         }
         for run in variants.values():  # warm-up: imports, the first session's calibration

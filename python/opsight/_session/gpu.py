@@ -4,8 +4,8 @@ it, and where libcupti is.
 ``opsight.profile(cuda=True|False)`` decides; left as None, ``OPSIGHT_CUDA=0|1`` does, and
 without it GPU tracing starts when torch initialises CUDA in this process (at once if it
 already has): a program that uses the GPU gets its kernels, one that does not pays
-nothing, not even the load of libcupti. libcupti is the one torch's ``nvidia-cuda-cupti`` wheel installed, unless
-``OPSIGHT_CUPTI_PATH`` names another.
+nothing, not even the load of libcupti. libcupti is the one torch's ``nvidia-cuda-cupti``
+wheel installed, unless ``OPSIGHT_CUPTI_PATH`` names another.
 """
 
 from __future__ import annotations
