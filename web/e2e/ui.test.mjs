@@ -265,6 +265,15 @@ describe("opsight ui on a GPU trace", () => {
       await page.waitForFunction(() => document.querySelector("#slice-name")?.textContent === "cudaLaunchKernel");
       assert.equal(await page.locator("#slice-launch").count(), 0, "a CPU slice has no launch");
       assert.ok((await page.textContent("#slice-parents")).includes("aten::addmm"));
+
+      // The details page splits each inference between host and device, as the report does.
+      const split = reportJson(["report", join(repository, "tests/data/pytorch_profiler_cuda_small.json"), "--breakdown", "inference_step"], env).host_device;
+      await navigate(page, "#/runs/1/details?span=inference_step");
+      await page.waitForSelector("#host-device-table", { timeout: 10000 });
+      const labels = await page.locator("#host-device-table tbody tr td:first-child").allTextContents();
+      assert.deepEqual(labels, ["host (the span)", "launch overhead (CUDA API)", "synchronize (waiting for the GPU)", "GPU busy", "GPU idle gaps", "HtoD copies", "DtoH copies"]);
+      const heading = await page.textContent("#host-device-table >> xpath=preceding-sibling::h3[1]");
+      assert.ok(heading.includes(`${split.inferences_with_gpu_work} inferences with GPU work`), heading);
       assert.deepEqual(problems, []);
     } finally {
       assert.equal(await session.close(), 0);

@@ -19,12 +19,53 @@ interface OperatorRow extends Statistics {
   share: number;
 }
 
+type HostDeviceFigure = Statistics & { present_in: number; share_of_host: number };
+
 interface Breakdown {
   span: string;
   inference_count: number;
   inferences_per_second: number;
   total: Statistics;
   phases: (Statistics & { phase: string; share_of_mean: number; present_in: number; uncovered: boolean })[];
+  // Only for a trace with GPU work (opsight report --breakdown, docs/gpu.md).
+  host_device?: { inferences_with_gpu_work: number } & Record<string, HostDeviceFigure | number>;
+}
+
+// The host/device split's figures, in the order and with the words of the text report.
+const HOST_DEVICE_ROWS: [string, string][] = [
+  ["host", "host (the span)"],
+  ["launch_overhead", "launch overhead (CUDA API)"],
+  ["synchronize", "synchronize (waiting for the GPU)"],
+  ["gpu_busy", "GPU busy"],
+  ["gpu_idle", "GPU idle gaps"],
+  ["host_to_device", "HtoD copies"],
+  ["device_to_host", "DtoH copies"],
+];
+
+// Per inference, where the time of a GPU inference goes between host and device.
+function hostDeviceTable(split: NonNullable<Breakdown["host_device"]>): HTMLElement {
+  type Row = HostDeviceFigure & { label: string };
+  const rows: Row[] = [];
+  for (const [key, label] of HOST_DEVICE_ROWS) {
+    const figure = split[key];
+    if (figure && typeof figure === "object") rows.push({ ...figure, label });
+  }
+  const duration = (title: string, value: (row: Row) => number) => ({ title, value, render: (row: Row) => formatDuration(value(row)), numeric: true });
+  const table = sortableTable<Row>(
+    [
+      { title: "figure", value: (row) => row.label },
+      { title: "in inferences", value: (row) => row.present_in, numeric: true },
+      { title: "of the host time", value: (row) => row.share_of_host, render: (row) => formatShare(row.share_of_host), numeric: true },
+      duration("mean", (row) => row.mean_ns),
+      duration("p50", (row) => row.p50_ns),
+      duration("p99", (row) => row.p99_ns),
+      duration("max", (row) => row.max_ns),
+    ],
+    rows,
+    { className: "data host-device" },
+  );
+  table.id = "host-device-table";
+  return h("div", {}, h("h3", {}, `Host and device (${formatCount(split.inferences_with_gpu_work)} inferences with GPU work)`), table);
 }
 
 export async function detailsPage(root: HTMLElement, run: string, query: Record<string, string>): Promise<void> {
@@ -111,6 +152,7 @@ export async function detailsPage(root: HTMLElement, run: string, query: Record<
     perInference,
     h("h3", {}, "Phases over the inferences"),
     table,
+    breakdown.host_device ? hostDeviceTable(breakdown.host_device) : "",
   );
   if (inferences && inferences.inferences.length) showInferences(perInference, run, inferences);
 }
