@@ -22,4 +22,15 @@ inline uint64_t derived_span_id(uint32_t thread_index, uint64_t begin_sequence, 
   return (sequence * 0x9e3779b97f4a7c15ULL) ^ salt;
 }
 
+// The span id of an async slice (whose begin and end may be on different threads): derived
+// from the thread that began it and the sequence of async begins on that thread, so that
+// the reader (which pairs begins and ends after reading every thread) and the live tail
+// (which pairs them as they come) give it the same id. A different mix than a thread
+// span's, so the two sequences do not meet.
+inline uint64_t derived_async_span_id(uint32_t thread_index, uint64_t async_begin_sequence,
+                                      uint64_t salt) {
+  uint64_t sequence = (uint64_t{thread_index} << 40) + async_begin_sequence;
+  return trace::mix64(sequence ^ ~salt) | 1;
+}
+
 }  // namespace opsight::io::native

@@ -14,6 +14,7 @@
 #include "format/chunk_codec.hpp"
 #include "io/io.hpp"
 #include "io/native/derived_span_id.hpp"
+#include "io/native/slot_decoder.hpp"
 
 namespace opsight::io {
 
@@ -48,6 +49,7 @@ struct AsyncEvent {
   bool unfinished = false;  // an end the model writer marked kEndOfUnfinished
   StringId name = 0;
   StringId category = 0;
+  uint64_t span_id = 0;  // a begin's derived id (native::derived_async_span_id)
 };
 
 // One end of a flow bound to a slice, kept until every thread is read.
@@ -73,13 +75,8 @@ struct ThreadState {
   std::unordered_map<uint64_t, size_t> lane_of_key;  // the current lane of each async key
   size_t current_lane = 0;
   int64_t last_ns = 0;
-  // The ticks of the thread's last timed event: the reference packed async events' 56-bit
-  // ticks are read against (the session's first clock sync before any).
-  uint64_t last_ticks = 0;
-  bool has_last_ticks = false;
+  native::ThreadSlotState slots;  // what decoding its next chunk needs from the last
   uint64_t events = 0;
-  uint64_t slots_decoded = 0;
-  bool skipping_stale = false;
   uint64_t last_async_begin = FlowEndEvent::kNoAsyncBegin;  // order of its last kAsyncBegin
 };
 
@@ -443,230 +440,169 @@ class NativeDecoder {
       return;
     }
     ThreadState& state = thread_state(header.thread_index);
-    const char* base = chunk.payload.data() + sizeof(header);
     trace::Trace& trace = result_.trace;
-    const uint64_t salt = span_salt();
+    native::SlotFileContext file{header.thread_index, !syncs_.empty(), base_ticks_, span_salt()};
     LaneState* lane = &state.lanes[state.current_lane];
-    uint32_t index = 0;
-    while (index < header.slot_count) {
-      Slot slot;
-      std::memcpy(&slot, base + size_t{index} * sizeof(Slot), sizeof(Slot));
-      uint32_t extra = format::extra_slots_of(slot);
-      if (extra > header.slot_count - index - 1) {
-        damage(chunk.payload_offset + sizeof(header) + size_t{index} * sizeof(Slot),
-               "event payload runs past its chunk");
-        return;
-      }
-      const char* payload = base + size_t{index + 1} * sizeof(Slot);
-      index += 1 + extra;
-      auto kind = static_cast<SlotKind>(slot.kind);
-      if (kind == SlotKind::kTrack) {  // ticks is the key, not a time: never stale
-        ++state.events;
-        switch_lane(state, slot.ticks, inline_text(payload, slot.id, extra));
-        lane = &state.lanes[state.current_lane];
-        continue;
-      }
-      if (kind == SlotKind::kFlow) {  // ticks is the flow id, not a time
-        if (state.skipping_stale) continue;
-        ++state.events;
-        if (slot.arg_type & format::kFlowOnAsyncBegin) {
-          uint8_t direction = slot.arg_type & ~format::kFlowOnAsyncBegin;
-          if (state.last_async_begin == FlowEndEvent::kNoAsyncBegin ||
-              direction < format::kFlowOut || direction > format::kFlowStep) {
-            ++flow_ends_without_span_;
-            continue;
-          }
-          flow_ends_.push_back(
-              FlowEndEvent{slot.ticks, state.last_ns, static_cast<RowIndex>(state.last_async_begin),
-                           static_cast<uint8_t>(direction | FlowEndEvent::kOnAsyncBegin)});
-          continue;
-        }
-        bind_flow_end(*lane, slot.ticks, slot.arg_type, state.last_ns);
-        continue;
-      }
-      uint64_t ticks = slot.ticks;
-      if (format::is_packed_async(slot.kind))
-        ticks = format::unpack_async_ticks(format::packed_async_ticks_low(slot),
-                                           state.has_last_ticks ? state.last_ticks : base_ticks_);
-      if (kind == SlotKind::kSpanId || kind == SlotKind::kSpanContext) {  // ticks is an id
-        if (state.skipping_stale) continue;
-        ++state.events;
-        if (lane->open.empty()) {
-          ++contexts_without_span_;
-          continue;
-        }
-        RowIndex row = lane->open.back();
-        if (kind == SlotKind::kSpanId) {
-          trace.slices.span_id[row] = slot.ticks;
-          trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
-        } else if (extra >= 1) {
-          trace::TraceId trace_id;
-          std::memcpy(&trace_id.high, payload, 8);
-          std::memcpy(&trace_id.low, payload + 8, 8);
-          trace.span_contexts.add(row, trace_id, slot.ticks, slot.arg_type);
-        } else {
-          ++unknown_slots_;
-        }
-        continue;
-      }
-      if (kind != SlotKind::kArg) {
-        state.last_ticks = ticks;
-        state.has_last_ticks = true;
-        // Events a thread wrote before this session started are stale; so are the args
-        // that follow them.
-        state.skipping_stale = !syncs_.empty() && ticks < syncs_.front().ticks;
-      }
-      if (state.skipping_stale) continue;
-      ++state.events;
-      int64_t ns = kind == SlotKind::kArg ? state.last_ns : to_ns(ticks);
-      state.last_ns = std::max(state.last_ns, ns);
-      lane->last_ns = std::max(lane->last_ns, ns);
-      switch (kind) {
-        case SlotKind::kBegin:
-        case SlotKind::kBeginNamed: {
-          NameIds ids = kind == SlotKind::kBegin
-                            ? name_of(slot.id)
-                            : NameIds{trace.intern(inline_text(payload, slot.id, extra)), 0};
-          uint64_t span_id =
-              native::derived_span_id(header.thread_index, ++state.slots_decoded, salt);
-          RowIndex row =
-              trace.slices.add(ns, 0, ids.name, ids.category, track_of(state, *lane), 0, span_id);
-          if (!lane->open.empty()) {
-            trace.slices.parent[row] = lane->open.back();
-            trace.slices.depth[row] =
-                static_cast<uint16_t>(std::min<size_t>(lane->open.size(), 0xFFFF));
-          }
-          lane->open.push_back(row);
-          lane->last_instant = kNoRow;
-          if (!lane->flows_into_next.empty()) [[unlikely]] {
-            for (uint64_t flow : lane->flows_into_next)
-              flow_ends_.push_back(FlowEndEvent{flow, ns, row, format::kFlowIn});
-            lane->flows_into_next.clear();
-          }
-          break;
-        }
-        case SlotKind::kEnd:
-          if (lane->open.empty()) {
-            ++unmatched_ends_;
-          } else {
-            RowIndex row = lane->open.back();
-            lane->open.pop_back();
-            trace.slices.dur[row] = duration_until(trace.slices.ts[row], ns);
-            if (slot.arg_type == format::kEndOfUnfinished)
-              trace.slices.flags[row] |= trace::kSliceUnfinished;
-            if (slot.arg_type == format::kEndIsLate) {
-              trace.slices.flags[row] |= trace::kSliceUnfinished;
-              ++late_ends_;
-            }
-          }
-          lane->last_instant = kNoRow;
-          break;
-        case SlotKind::kInstant:
-        case SlotKind::kInstantNamed: {
-          NameIds ids = kind == SlotKind::kInstant
-                            ? name_of(slot.id)
-                            : NameIds{trace.intern(inline_text(payload, slot.id, extra)), 0};
-          auto scope = slot.arg_type <= static_cast<uint8_t>(trace::InstantScope::kGlobal)
-                           ? static_cast<trace::InstantScope>(slot.arg_type)
-                           : trace::InstantScope::kThread;
-          lane->last_instant =
-              trace.instants.add(ns, ids.name, ids.category, track_of(state, *lane), scope);
-          break;
-        }
-        case SlotKind::kCounter: {
-          if (extra < 1) break;
-          double value;
-          std::memcpy(&value, payload, sizeof(value));
-          std::string_view name = inline_text(payload + sizeof(Slot), slot.id, extra - 1);
-          trace.counters.add(ns, trace.counter_track(state.pid, name), value);
-          break;
-        }
-        case SlotKind::kArg:
-          decode_arg(*lane, slot, payload, extra);
-          break;
-        case SlotKind::kAsyncBegin:
-        case SlotKind::kAsyncEnd: {
-          if (extra < 1) {
+    uint32_t decoded = native::decode_slots(
+        chunk.payload.data() + sizeof(header), header.slot_count, state.slots,
+        file, [&](const native::SlotEvent& event) __attribute__((always_inline)) {
+          ++state.events;
+          // One dispatch per event: each timed kind moves the thread's and lane's clocks.
+          auto now = [&]() __attribute__((always_inline)) {
+            int64_t ns = to_ns(event.ticks);
+            state.last_ns = std::max(state.last_ns, ns);
+            lane->last_ns = std::max(lane->last_ns, ns);
+            return ns;
+          };
+          if (event.malformed) [[unlikely]] {
             ++unknown_slots_;
-            break;
+            if (event.kind != SlotKind::kArg && event.kind != SlotKind::kSpanContext) now();
+            return;
           }
-          uint64_t id;
-          std::memcpy(&id, payload, sizeof(id));
-          bool begin = kind == SlotKind::kAsyncBegin;
-          NameIds ids;
-          if (begin)
-            ids =
-                slot.arg_type == format::kAsyncNameId
-                    ? name_of(slot.id)
-                    : NameIds{trace.intern(inline_text(payload + sizeof(Slot), slot.id, extra - 1)),
-                              0};
-          add_async_event(state, id, ns, begin, !begin && slot.arg_type == format::kEndOfUnfinished,
-                          ids);
-          break;
-        }
-        case SlotKind::kAsyncBeginPacked:
-          add_async_event(
-              state, slot.ticks >> 24, ns, true, false,
-              name_of(static_cast<uint32_t>(slot.ticks & (format::kPackedNameIdLimit - 1))));
-          break;
-        case SlotKind::kAsyncEndPacked:
-          add_async_event(state, slot.ticks, ns, false, false, {});
-          break;
-        default:
-          ++unknown_slots_;
-          break;
-      }
-    }
+          switch (event.kind) {
+            case SlotKind::kBegin: {
+              int64_t ns = now();
+              NameIds ids = name_of(event);
+              RowIndex row = trace.slices.add(ns, 0, ids.name, ids.category, track_of(state, *lane),
+                                              0, event.span_id);
+              if (!lane->open.empty()) {
+                trace.slices.parent[row] = lane->open.back();
+                trace.slices.depth[row] =
+                    static_cast<uint16_t>(std::min<size_t>(lane->open.size(), 0xFFFF));
+              }
+              lane->open.push_back(row);
+              lane->last_instant = kNoRow;
+              if (!lane->flows_into_next.empty()) [[unlikely]] {
+                for (uint64_t flow : lane->flows_into_next)
+                  flow_ends_.push_back(FlowEndEvent{flow, ns, row, format::kFlowIn});
+                lane->flows_into_next.clear();
+              }
+              return;
+            }
+            case SlotKind::kEnd: {
+              int64_t ns = now();
+              if (lane->open.empty()) {
+                ++unmatched_ends_;
+              } else {
+                RowIndex row = lane->open.back();
+                lane->open.pop_back();
+                trace.slices.dur[row] = duration_until(trace.slices.ts[row], ns);
+                if (event.unfinished) [[unlikely]] {
+                  trace.slices.flags[row] |= trace::kSliceUnfinished;
+                  if (event.late) ++late_ends_;
+                }
+              }
+              lane->last_instant = kNoRow;
+              return;
+            }
+            case SlotKind::kSpanId:
+            case SlotKind::kSpanContext:
+              bind_span_identity(*lane, event);
+              return;
+            case SlotKind::kArg:
+              decode_arg(*lane, event);
+              return;
+            case SlotKind::kTrack:
+              switch_lane(state, event.id, event.text);
+              lane = &state.lanes[state.current_lane];
+              return;
+            case SlotKind::kFlow:
+              bind_flow(state, *lane, event);
+              return;
+            case SlotKind::kInstant: {
+              int64_t ns = now();
+              NameIds ids = name_of(event);
+              auto scope = event.detail <= static_cast<uint8_t>(trace::InstantScope::kGlobal)
+                               ? static_cast<trace::InstantScope>(event.detail)
+                               : trace::InstantScope::kThread;
+              lane->last_instant =
+                  trace.instants.add(ns, ids.name, ids.category, track_of(state, *lane), scope);
+              return;
+            }
+            case SlotKind::kCounter: {
+              int64_t ns = now();
+              trace.counters.add(ns, trace.counter_track(state.pid, event.text), event.value);
+              return;
+            }
+            case SlotKind::kAsyncBegin:
+            case SlotKind::kAsyncEnd:
+              add_async_event(state, event, now());
+              return;
+            default:
+              return;
+          }
+        });
+    if (decoded < header.slot_count)
+      damage(chunk.payload_offset + sizeof(header) + size_t{decoded} * sizeof(Slot),
+             "event payload runs past its chunk");
   }
 
-  void add_async_event(ThreadState& state, uint64_t id, int64_t ns, bool begin, bool unfinished,
-                       NameIds ids) {
-    AsyncEvent event;
-    event.pid = state.pid;
-    event.id = id;
-    event.ns = ns;
-    event.order = async_events_.size();
-    event.begin = begin;
-    event.unfinished = unfinished;
-    if (begin) {
-      event.name = ids.name;
-      event.category = ids.category;
-      state.last_async_begin = event.order;
-    }
-    async_events_.push_back(event);
-  }
-
-  static std::string_view inline_text(const char* payload, uint32_t length, uint32_t slots) {
-    return std::string_view(payload, std::min<size_t>(length, size_t{slots} * sizeof(Slot)));
-  }
-
-  void decode_arg(LaneState& lane, const Slot& slot, const char* payload, uint32_t extra) {
-    uint32_t key_length = slot.id & 0xFFFF;
-    uint32_t string_length = slot.id >> 16;
-    size_t available = size_t{extra} * sizeof(Slot);
-    if (key_length + size_t{string_length} > available) {
-      ++unknown_slots_;
+  // A kSpanId or kSpanContext event: the innermost open span of the lane takes the id, or
+  // joins the remote trace.
+  __attribute__((always_inline)) void bind_span_identity(LaneState& lane,
+                                                         const native::SlotEvent& event) {
+    if (lane.open.empty()) {
+      ++contexts_without_span_;
       return;
     }
     trace::Trace& trace = result_.trace;
-    trace::ArgValue value;
-    value.type = static_cast<trace::ArgType>(slot.arg_type);
-    switch (value.type) {
-      case trace::ArgType::kInt:
-      case trace::ArgType::kBool:
-        value.int_value = static_cast<int64_t>(slot.ticks);
-        break;
-      case trace::ArgType::kDouble:
-        std::memcpy(&value.double_value, &slot.ticks, 8);
-        break;
-      case trace::ArgType::kString:
-        value.string_value = trace.intern(std::string_view(payload + key_length, string_length));
-        break;
-      default:
-        ++unknown_slots_;
-        return;
+    RowIndex row = lane.open.back();
+    if (event.kind == SlotKind::kSpanId) {
+      trace.slices.span_id[row] = event.id;
+      trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
+    } else {
+      trace.span_contexts.add(row, event.trace_id, event.id, event.detail);
     }
-    StringId key = trace.intern(std::string_view(payload, key_length));
+  }
+
+  // A kFlow event: an end bound to the lane's innermost open span (or its next span), or,
+  // in the model writer's form, to the thread's last async begin.
+  void bind_flow(ThreadState& state, LaneState& lane, const native::SlotEvent& event) {
+    if (event.detail & format::kFlowOnAsyncBegin) {
+      uint8_t direction = event.detail & ~format::kFlowOnAsyncBegin;
+      if (state.last_async_begin == FlowEndEvent::kNoAsyncBegin || direction < format::kFlowOut ||
+          direction > format::kFlowStep) {
+        ++flow_ends_without_span_;
+        return;
+      }
+      flow_ends_.push_back(
+          FlowEndEvent{event.id, state.last_ns, static_cast<RowIndex>(state.last_async_begin),
+                       static_cast<uint8_t>(direction | FlowEndEvent::kOnAsyncBegin)});
+      return;
+    }
+    bind_flow_end(lane, event.id, event.detail, state.last_ns);
+  }
+
+  __attribute__((always_inline)) NameIds name_of(const native::SlotEvent& event) {
+    return event.name_id != 0 || event.text.data() == nullptr
+               ? name_of(event.name_id)
+               : NameIds{result_.trace.intern(event.text), 0};
+  }
+
+  void add_async_event(ThreadState& state, const native::SlotEvent& event, int64_t ns) {
+    AsyncEvent async;
+    async.pid = state.pid;
+    async.id = event.id;
+    async.ns = ns;
+    async.order = async_events_.size();
+    async.begin = event.kind == SlotKind::kAsyncBegin;
+    async.unfinished = event.unfinished;
+    if (async.begin) {
+      NameIds ids = name_of(event);
+      async.name = ids.name;
+      async.category = ids.category;
+      async.span_id = event.span_id;
+      state.last_async_begin = async.order;
+    }
+    async_events_.push_back(async);
+  }
+
+  void decode_arg(LaneState& lane, const native::SlotEvent& event) {
+    trace::Trace& trace = result_.trace;
+    trace::ArgValue value = event.arg;
+    if (value.type == trace::ArgType::kString)
+      value.string_value = trace.intern(event.string_value);
+    StringId key = trace.intern(event.text);
     if (lane.last_instant != kNoRow) {
       trace.instant_args.add(lane.last_instant, key, value);
     } else if (!lane.open.empty()) {
@@ -707,7 +643,6 @@ class NativeDecoder {
                        if (a.ns != b.ns) return a.ns < b.ns;
                        return a.order < b.order;
                      });
-    const uint64_t salt = span_salt() ^ 0xa5a5a5a5a5a5a5a5ULL;
     row_of_async_begin_.assign(async_events_.size(), kNoRow);
     size_t first = 0;
     while (first < async_events_.size()) {
@@ -721,9 +656,8 @@ class NativeDecoder {
         const AsyncEvent& event = async_events_[index];
         if (event.begin) {
           if (!track) track = trace.process_async_track(event.pid, event.id, trace.str(event.name));
-          uint64_t span_id = ((uint64_t{1} << 63) + ++async_spans_) * 0x9e3779b97f4a7c15ULL ^ salt;
           RowIndex row =
-              trace.slices.add(event.ns, 0, event.name, event.category, *track, 0, span_id);
+              trace.slices.add(event.ns, 0, event.name, event.category, *track, 0, event.span_id);
           if (!open.empty()) {
             trace.slices.parent[row] = open.back();
             trace.slices.depth[row] = static_cast<uint16_t>(std::min<size_t>(open.size(), 0xFFFF));
@@ -1029,7 +963,7 @@ class NativeDecoder {
   int64_t base_ns_ = 0;
   uint64_t unmatched_ends_ = 0, unknown_names_ = 0, unknown_slots_ = 0, orphan_args_ = 0;
   uint64_t late_ends_ = 0;
-  uint64_t unmatched_async_ends_ = 0, flow_ends_without_span_ = 0, async_spans_ = 0;
+  uint64_t unmatched_async_ends_ = 0, flow_ends_without_span_ = 0;
   uint64_t contexts_without_span_ = 0;
   std::vector<AsyncEvent> async_events_;
   std::vector<FlowEndEvent> flow_ends_;

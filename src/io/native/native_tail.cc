@@ -6,6 +6,7 @@
 
 #include "format/chunk_codec.hpp"
 #include "io/native/derived_span_id.hpp"
+#include "io/native/slot_decoder.hpp"
 #include "opsight/internal/native_layout.hpp"
 
 namespace opsight::io {
@@ -172,7 +173,7 @@ void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread, con
   ended.pid = thread.pid;
   ended.tid = thread.tid;
   ended.thread_name = thread.name;
-  if (!span.inline_name.empty()) {
+  if (span.named_inline) {
     ended.name = span.inline_name;
   } else if (span.name < names_.size()) {
     ended.name = names_[span.name].name;
@@ -201,11 +202,23 @@ void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread, con
 void NativeTail::finish(const TailVisitor& visitor) {
   if (finish_reported_) return;
   finish_reported_ = true;
-  for (auto& [index, thread] : threads_)
+  uint64_t trace_end_ticks = last_async_ticks_;
+  for (auto& [index, thread] : threads_) {
+    trace_end_ticks = std::max(trace_end_ticks, thread.slots.last_ticks);
     for (auto& [key, lane] : thread.lanes)
-      while (!lane.empty()) {
-        emit(visitor, thread, lane.back(), thread.last_ticks, true, false);
-        lane.pop_back();
+      while (!lane.open.empty()) {
+        emit(visitor, thread, lane.open.back(), thread.slots.last_ticks, true, false);
+        lane.open.pop_back();
+      }
+  }
+  // Async spans never ended: shown up to the end of the trace, as the reader does.
+  for (auto& [pid, by_id] : async_)
+    for (auto& [id, open] : by_id)
+      while (!open.empty()) {
+        ThreadState owner;
+        owner.pid = pid;
+        emit(visitor, owner, open.back(), trace_end_ticks, true, true);
+        open.pop_back();
       }
 }
 
@@ -214,152 +227,114 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
   format::EventsHeader header;
   if (!take(payload, position, &header)) return;
   ThreadState& state = threads_[header.thread_index];
-  const size_t slot_count =
-      std::min<size_t>(header.slot_count, (payload.size() - position) / sizeof(Slot));
-  const char* base = payload.data() + position;
-  size_t index = 0;
-  while (index < slot_count) {
-    Slot slot;
-    std::memcpy(&slot, base + index * sizeof(Slot), sizeof(Slot));
-    uint32_t extra = format::extra_slots_of(slot);
-    if (extra > slot_count - index - 1) return;
-    const char* extra_bytes = base + (index + 1) * sizeof(Slot);
-    index += 1 + extra;
-    auto kind = static_cast<SlotKind>(slot.kind);
-    uint64_t ticks = slot.ticks;
-    if (format::is_packed_async(slot.kind))
-      ticks =
-          format::unpack_async_ticks(format::packed_async_ticks_low(slot),
-                                     state.has_last_ticks ? state.last_ticks : first_sync_ticks_);
-    bool timed = kind != SlotKind::kArg && kind != SlotKind::kTrack && kind != SlotKind::kFlow &&
-                 kind != SlotKind::kSpanId && kind != SlotKind::kSpanContext;
-    if (timed) {
-      state.last_ticks = ticks;
-      state.has_last_ticks = true;
-      if (has_sync_ && ticks < first_sync_ticks_) {  // written before this session
-        state.after_instant = true;                  // (and so are the args after it)
-        continue;
-      }
-      state.after_instant = kind == SlotKind::kInstant || kind == SlotKind::kInstantNamed;
-    }
-    std::vector<OpenSpan>& lane = state.lanes[state.lane];
-    switch (kind) {
-      case SlotKind::kBegin:
-      case SlotKind::kBeginNamed: {
-        OpenSpan span;
-        span.begin_ticks = ticks;
-        if (kind == SlotKind::kBegin) {
-          span.name = slot.id;
-        } else {
-          span.inline_name =
-              std::string(extra_bytes, std::min<size_t>(slot.id, size_t{extra} * sizeof(Slot)));
-          if (span.inline_name.empty()) span.inline_name = "<unnamed>";
+  const auto slot_count = static_cast<uint32_t>(
+      std::min<size_t>(header.slot_count, (payload.size() - position) / sizeof(Slot)));
+  native::SlotFileContext file{header.thread_index, has_sync_, first_sync_ticks_, span_salt_};
+  Lane* lane = &state.lanes[state.lane];
+  native::decode_slots(
+      payload.data() + position, slot_count, state.slots, file,
+      [&](const native::SlotEvent& event) {
+        if (event.malformed) return;
+        switch (event.kind) {
+          case SlotKind::kTrack: {
+            state.lane = event.id;
+            lane = &state.lanes[state.lane];
+            // A key named again stands for a new task: the old one's open spans never end
+            // (reported unfinished, ended at the lane's last event, as the reader does).
+            if (event.id != 0 && !event.text.empty()) {
+              while (!lane->open.empty()) {
+                emit(visitor, state, lane->open.back(), lane->last_ticks, true, false);
+                lane->open.pop_back();
+              }
+              lane->after_instant = false;
+            }
+            return;
+          }
+          case SlotKind::kBegin: {
+            OpenSpan span;
+            span.begin_ticks = event.ticks;
+            span.name = event.name_id;
+            if (event.name_id == 0) span.inline_name = event.text;
+            span.named_inline = event.name_id == 0;
+            span.span_id = event.span_id;
+            if (!lane->open.empty()) {
+              const OpenSpan& parent = lane->open.back();
+              span.parent_span_id = parent.span_id;
+              span.parent_name = parent.name;
+              span.trace_id = parent.trace_id;
+              span.trace_flags = parent.trace_flags;
+            }
+            lane->open.push_back(std::move(span));
+            lane->after_instant = false;
+            lane->last_ticks = std::max(lane->last_ticks, event.ticks);
+            return;
+          }
+          case SlotKind::kEnd:
+            if (!lane->open.empty()) {
+              emit(visitor, state, lane->open.back(), event.ticks, event.unfinished, false);
+              lane->open.pop_back();
+            }
+            lane->after_instant = false;
+            lane->last_ticks = std::max(lane->last_ticks, event.ticks);
+            return;
+          case SlotKind::kInstant:
+            lane->after_instant = true;  // the args that follow are the instant's
+            lane->last_ticks = std::max(lane->last_ticks, event.ticks);
+            return;
+          case SlotKind::kArg: {
+            if (lane->after_instant || lane->open.empty()) return;
+            TailArg arg;
+            arg.key = std::string(event.text);
+            arg.value = event.arg;
+            if (arg.value.type == trace::ArgType::kString)
+              arg.text = std::string(event.string_value);
+            lane->open.back().args.push_back(std::move(arg));
+            return;
+          }
+          case SlotKind::kSpanId:
+            if (!lane->open.empty()) lane->open.back().span_id = event.id;
+            return;
+          case SlotKind::kSpanContext:
+            if (!lane->open.empty()) {
+              OpenSpan& span = lane->open.back();
+              span.trace_id = event.trace_id;
+              span.parent_span_id = event.id;
+              span.trace_flags = event.detail;
+              span.remote_parent = event.id != 0;
+            }
+            return;
+          case SlotKind::kCounter:
+            lane->last_ticks = std::max(lane->last_ticks, event.ticks);
+            if (visitor.on_counter) visitor.on_counter(event.text, state.pid, event.value);
+            return;
+          case SlotKind::kAsyncBegin: {
+            OpenSpan span;
+            span.begin_ticks = event.ticks;
+            span.name = event.name_id;
+            if (event.name_id == 0) span.inline_name = event.text;
+            span.named_inline = event.name_id == 0;
+            span.span_id = event.span_id;
+            auto& open = async_[state.pid][event.id];
+            if (!open.empty()) span.parent_span_id = open.back().span_id;
+            open.push_back(std::move(span));
+            last_async_ticks_ = std::max(last_async_ticks_, event.ticks);
+            lane->last_ticks = std::max(lane->last_ticks, event.ticks);
+            return;
+          }
+          case SlotKind::kAsyncEnd: {
+            auto& open = async_[state.pid][event.id];
+            if (!open.empty()) {
+              emit(visitor, state, open.back(), event.ticks, event.unfinished, true);
+              open.pop_back();
+            }
+            last_async_ticks_ = std::max(last_async_ticks_, event.ticks);
+            lane->last_ticks = std::max(lane->last_ticks, event.ticks);
+            return;
+          }
+          default:
+            return;  // flows: not streamed
         }
-        span.span_id = native::derived_span_id(header.thread_index, ++state.begins, span_salt_);
-        if (!lane.empty()) {
-          const OpenSpan& parent = lane.back();
-          span.parent_span_id = parent.span_id;
-          span.parent_name = parent.name;
-          span.trace_id = parent.trace_id;
-          span.trace_flags = parent.trace_flags;
-        }
-        lane.push_back(std::move(span));
-        break;
-      }
-      case SlotKind::kEnd:
-        if (!lane.empty()) {
-          emit(visitor, state, lane.back(), ticks, slot.arg_type == format::kEndIsLate, false);
-          lane.pop_back();
-        }
-        break;
-      case SlotKind::kArg: {
-        if (state.after_instant || lane.empty()) break;
-        uint32_t key_length = slot.id & 0xFFFF;
-        uint32_t string_length = slot.id >> 16;
-        if (key_length + size_t{string_length} > size_t{extra} * sizeof(Slot)) break;
-        TailArg arg;
-        arg.key = std::string(extra_bytes, key_length);
-        arg.value.type = static_cast<trace::ArgType>(slot.arg_type);
-        if (arg.value.type == trace::ArgType::kDouble)
-          std::memcpy(&arg.value.double_value, &slot.ticks, 8);
-        else if (arg.value.type == trace::ArgType::kString)
-          arg.text = std::string(extra_bytes + key_length, string_length);
-        else if (arg.value.type == trace::ArgType::kInt || arg.value.type == trace::ArgType::kBool)
-          arg.value.int_value = static_cast<int64_t>(slot.ticks);
-        else
-          break;
-        lane.back().args.push_back(std::move(arg));
-        break;
-      }
-      case SlotKind::kSpanId:
-        if (!lane.empty()) lane.back().span_id = slot.ticks;
-        break;
-      case SlotKind::kSpanContext:
-        if (!lane.empty() && extra >= 1) {
-          OpenSpan& span = lane.back();
-          std::memcpy(&span.trace_id.high, extra_bytes, 8);
-          std::memcpy(&span.trace_id.low, extra_bytes + 8, 8);
-          span.parent_span_id = slot.ticks;
-          span.trace_flags = slot.arg_type;
-          span.remote_parent = slot.ticks != 0;
-        }
-        break;
-      case SlotKind::kTrack:
-        state.lane = slot.ticks;
-        // A key named again stands for a new task: the old one's open spans never end.
-        if (slot.ticks != 0 && slot.id > 0) state.lanes[slot.ticks].clear();
-        break;
-      case SlotKind::kCounter:
-        if (extra >= 1 && visitor.on_counter) {
-          double value;
-          std::memcpy(&value, extra_bytes, sizeof(value));
-          std::string_view name(extra_bytes + sizeof(Slot),
-                                std::min<size_t>(slot.id, size_t{extra - 1} * sizeof(Slot)));
-          visitor.on_counter(name, state.pid, value);
-        }
-        break;
-      case SlotKind::kAsyncBegin:
-      case SlotKind::kAsyncBeginPacked: {
-        uint64_t id;
-        OpenSpan span;
-        span.begin_ticks = ticks;
-        if (kind == SlotKind::kAsyncBeginPacked) {
-          id = slot.ticks >> 24;
-          span.name = static_cast<uint32_t>(slot.ticks & (format::kPackedNameIdLimit - 1));
-        } else {
-          if (extra < 1) break;
-          std::memcpy(&id, extra_bytes, sizeof(id));
-          if (slot.arg_type == format::kAsyncNameId)
-            span.name = slot.id;
-          else
-            span.inline_name =
-                std::string(extra_bytes + sizeof(Slot),
-                            std::min<size_t>(slot.id, size_t{extra - 1} * sizeof(Slot)));
-        }
-        auto& open = async_[state.pid][id];
-        span.span_id = trace::mix64(span_salt_ ^ 0xa5a5a5a5a5a5a5a5ULL ^ (id * 31 + ticks)) | 1;
-        if (!open.empty()) span.parent_span_id = open.back().span_id;
-        open.push_back(std::move(span));
-        break;
-      }
-      case SlotKind::kAsyncEnd:
-      case SlotKind::kAsyncEndPacked: {
-        uint64_t id = slot.ticks;
-        if (kind == SlotKind::kAsyncEnd) {
-          if (extra < 1) break;
-          std::memcpy(&id, extra_bytes, sizeof(id));
-        }
-        auto& open = async_[state.pid][id];
-        if (!open.empty()) {
-          emit(visitor, state, open.back(), ticks, slot.arg_type == format::kEndOfUnfinished, true);
-          open.pop_back();
-        }
-        break;
-      }
-      default:
-        break;  // instants and flows: not streamed
-    }
-  }
+      });
 }
 
 }  // namespace opsight::io

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "io/native/slot_decoder.hpp"
 #include "opsight/internal/native_layout.hpp"
 #include "trace/trace.hpp"
 
@@ -82,7 +83,8 @@ class NativeTail {
  private:
   struct OpenSpan {
     uint32_t name = 0;        // name id (kNames); 0 with inline_name for a run-time name
-    std::string inline_name;  // empty unless the begin carried its name
+    std::string inline_name;  // the name the begin carried (named_inline)
+    bool named_inline = false;
     uint64_t begin_ticks = 0;
     uint64_t span_id = 0;
     uint64_t parent_span_id = 0;
@@ -92,16 +94,19 @@ class NativeTail {
     bool remote_parent = false;
     std::vector<TailArg> args;
   };
+  // One track of a thread (its own, key 0, or an async lane), as the reader keeps it.
+  struct Lane {
+    std::vector<OpenSpan> open;
+    bool after_instant = false;  // args that follow belong to an instant, not a span
+    uint64_t last_ticks = 0;     // where spans left open by a reused key end
+  };
   struct ThreadState {
     int64_t pid = 0;
     int64_t tid = 0;
     std::string name;
-    std::unordered_map<uint64_t, std::vector<OpenSpan>> lanes;  // by track key (0: the thread)
+    std::unordered_map<uint64_t, Lane> lanes;  // by track key (0: the thread)
     uint64_t lane = 0;
-    uint64_t last_ticks = 0;  // the packed async events' reference
-    bool has_last_ticks = false;
-    uint64_t begins = 0;         // the reader's sequence of begins, for span ids
-    bool after_instant = false;  // args that follow now belong to an instant
+    native::ThreadSlotState slots;  // the one slot decoder's state (ids, packed ticks)
   };
   struct Name {
     std::string name;
@@ -131,6 +136,7 @@ class NativeTail {
   std::unordered_map<uint32_t, ThreadState> threads_;
   // Open async spans per (pid, async id), with the thread that began them.
   std::unordered_map<int64_t, std::unordered_map<uint64_t, std::vector<OpenSpan>>> async_;
+  uint64_t last_async_ticks_ = 0;  // where async spans never ended end
 };
 
 }  // namespace opsight::io

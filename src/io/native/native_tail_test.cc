@@ -11,6 +11,7 @@
 #include <map>
 
 #include "io/io.hpp"
+#include "io/native/native_test_files.hpp"
 
 namespace {
 
@@ -152,3 +153,98 @@ TEST(NativeTail, RefusesAFileThatIsNotOpsight) {
 }
 
 }  // namespace
+
+// The reader and the tail decode every slot through one decoder and must agree on each
+// span the file holds: its id (thread spans and async spans), its parent, its times, its
+// name (also an empty inline one), its arguments (not those of an instant before them, even
+// with a counter between), whether it ended, and which events are stale (written before
+// the session's first clock sync). Each form below is one the disagreement came from.
+TEST(NativeTail, AgreesWithTheWholeFileReaderOnEverySpan) {
+  using namespace opsight::io::native_test_files;
+  using opsight::format::SlotKind;
+  std::string async_job_begin(16, '\0');
+  uint64_t job_id = 5;
+  std::memcpy(async_job_begin.data(), &job_id, sizeof(job_id));
+  async_job_begin += "job";
+  ThreadEvents first{
+      0, 7, 8,
+      concat({
+          {slot(100, SlotKind::kBegin, 1)},
+          int_arg("a", 1),
+          named_begin(150, ""),  // an unnamed span
+          {slot(160, SlotKind::kInstant, 1)},
+          counter(170, "c", 2.0),
+          int_arg("after_instant", 5),  // the instant's, not the span's
+          {slot(200, SlotKind::kEnd)},
+          {packed_slot(SlotKind::kAsyncBeginPacked, 1 | (uint64_t{77} << 24), 210)},
+          with_bytes(slot(220, SlotKind::kAsyncBegin, 3, opsight::format::kAsyncNameBytes),
+                     async_job_begin),  // never ends
+          {slot(300, SlotKind::kEnd)},
+          track_switch(42, "task A"),
+          {slot(310, SlotKind::kBegin, 1)},
+          track_switch(42, "task A again"),  // the key is reused: the span at 310 never ends
+          track_switch(0),
+          {slot(400, SlotKind::kBegin, 1),
+           slot(500, SlotKind::kEnd, 0, opsight::format::kEndIsLate)},
+      })};
+  ThreadEvents second{
+      1, 7, 9,
+      concat({
+          {slot(10, SlotKind::kBegin, 1)},
+          int_arg("stale", 1),                                // before the session: stale
+          {packed_slot(SlotKind::kAsyncEndPacked, 77, 600)},  // ends the span begun on thread 0
+          {slot(610, SlotKind::kBegin, 1)},                   // open at the end
+          counter(700, "c", 3.0),
+      })};
+  std::string bytes = file_with_threads({first, second}, 1, 50, "0123456789abcdef0123456789abcdef");
+
+  auto read = opsight::io::read_native(bytes);
+  ASSERT_TRUE(read.error == std::nullopt);
+  const Trace& whole = read.trace;
+  auto describe = [](std::string_view name, uint64_t parent, int64_t start, int64_t end,
+                     bool unfinished, std::string args) {
+    return "'" + std::string(name) + "' parent=" + std::to_string(parent) + " " +
+           std::to_string(start) + ".." + std::to_string(end) + (unfinished ? " unfinished" : "") +
+           args;
+  };
+  std::map<uint64_t, std::string> expected, got;
+  for (opsight::trace::RowIndex row = 0; row < whole.slices.size(); ++row) {
+    std::string args;
+    for (size_t arg = 0; arg < whole.slice_args.size(); ++arg)
+      if (whole.slice_args.owner[arg] == row)
+        args += " " + std::string(whole.str(whole.slice_args.key[arg])) + "=" +
+                std::to_string(whole.slice_args.value[arg].int_value);
+    auto parent = whole.slices.parent[row];
+    expected[whole.slices.span_id[row]] =
+        describe(whole.str(whole.slices.name[row]),
+                 parent == opsight::trace::kNoRow ? 0 : whole.slices.span_id[parent],
+                 whole.slices.ts[row] + whole.run.unix_offset_ns,
+                 whole.slices.end(row) + whole.run.unix_offset_ns,
+                 whole.slices.flags[row] & opsight::trace::kSliceUnfinished, args);
+  }
+  ASSERT_EQ(expected.size(), 7u);  // 5 thread spans (one stale is not), 2 async
+
+  auto path =
+      std::filesystem::temp_directory_path() / ("opsight-tail-agree-" + std::to_string(getpid()));
+  {
+    std::FILE* file = std::fopen(path.c_str(), "wb");
+    std::fwrite(bytes.data(), 1, bytes.size(), file);
+    std::fclose(file);
+  }
+  opsight::io::NativeTail tail(path.string());
+  opsight::io::TailVisitor visitor;
+  visitor.on_span = [&](const opsight::io::EndedSpan& span) {
+    std::string args;
+    for (const auto& arg : *span.args)
+      args += " " + arg.key + "=" + std::to_string(arg.value.int_value);
+    EXPECT_TRUE(
+        got.emplace(span.span_id, describe(span.name, span.parent_span_id, span.start_unix_ns,
+                                           span.end_unix_ns, span.unfinished, args))
+            .second)
+        << "span id reported twice: " << span.span_id;
+  };
+  ASSERT_TRUE(tail.poll(visitor)) << tail.error();
+  tail.finish(visitor);
+  EXPECT_EQ(got, expected);
+  std::filesystem::remove(path);
+}

@@ -10,6 +10,7 @@
 
 #include "format/chunk_codec.hpp"
 #include "io/io.hpp"
+#include "io/native/native_test_files.hpp"
 
 namespace {
 
@@ -228,44 +229,7 @@ TEST(Native, ReadTraceFileNamesMissingFiles) {
 
 namespace {
 
-// A file with one thread whose events are given as (kind, id, arg_type) slots.
-std::string file_with_events(const std::vector<opsight::format::Slot>& slots, uint32_t name_id = 1,
-                             uint32_t thread_index = 0, uint64_t first_sync_ticks = 0) {
-  using namespace opsight::format;
-  std::string out;
-  append_file_header(out);
-  ClockSync syncs[2] = {{first_sync_ticks, 0, 0}, {first_sync_ticks + 1000, 1000, 1000}};
-  append_chunk(out, ChunkType::kClockSync,
-               std::string_view(reinterpret_cast<const char*>(syncs), sizeof(syncs)));
-  std::string names;
-  append_pod(names, NameRecordHeader{name_id, 0, 4, 0, 0, 0});
-  names += "span";
-  append_chunk(out, ChunkType::kNames, names);
-  std::string thread;
-  append_pod(thread, ThreadRecordHeader{thread_index, 0, 7, 8});
-  append_chunk(out, ChunkType::kThread, thread);
-  std::string events;
-  append_pod(events, EventsHeader{thread_index, static_cast<uint32_t>(slots.size()), 0});
-  for (const auto& slot : slots) append_pod(events, slot);
-  append_chunk(out, ChunkType::kEvents, events);
-  return out;
-}
-
-opsight::format::Slot slot(uint64_t ticks, opsight::format::SlotKind kind, uint32_t id = 0,
-                           uint8_t arg_type = 0) {
-  return {ticks, id, static_cast<uint8_t>(kind), arg_type, 0};
-}
-
-// A packed async slot: payload in the first 8 bytes, the low 56 bits of ticks around the
-// kind (what the recorder writes).
-opsight::format::Slot packed_slot(opsight::format::SlotKind kind, uint64_t payload,
-                                  uint64_t ticks) {
-  opsight::format::Slot out;
-  out.ticks = payload;
-  uint64_t word = opsight::format::packed_async_word(kind, ticks);
-  std::memcpy(&out.id, &word, sizeof(word));
-  return out;
-}
+using namespace opsight::io::native_test_files;
 
 TEST(Native, PackedAsyncTicksReadNearestTheThreadsPreviousEvent) {
   using opsight::format::unpack_async_ticks;
@@ -383,23 +347,6 @@ TEST(Native, NegativeTimestampsSurviveARoundTrip) {
   EXPECT_EQ(result.trace.slices.ts[0], -5000);
   EXPECT_EQ(result.trace.slices.ts[1], 5000);
   EXPECT_EQ(result.trace.slices.dur[1], 1000);
-}
-
-// A kTrack switch: ticks hold the key; a name rides in the slots after it.
-std::vector<opsight::format::Slot> track_switch(uint64_t key, std::string_view name = {}) {
-  uint16_t extra = opsight::format::slots_for_bytes(name.size());
-  std::vector<opsight::format::Slot> slots(1u + extra, opsight::format::Slot{});
-  slots[0] = {key, static_cast<uint32_t>(name.size()),
-              static_cast<uint8_t>(opsight::format::SlotKind::kTrack), 0, extra};
-  if (!name.empty()) std::memcpy(slots.data() + 1, name.data(), name.size());
-  return slots;
-}
-
-std::vector<opsight::format::Slot> concat(
-    std::initializer_list<std::vector<opsight::format::Slot>> parts) {
-  std::vector<opsight::format::Slot> all;
-  for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());
-  return all;
 }
 
 TEST(Native, TrackSwitchesGiveEachKeyANestingLaneOfItsThread) {
