@@ -258,6 +258,20 @@ struct SessionOptions {
   bool cuda = false;
   // libcupti to load (empty: OPSIGHT_CUPTI_PATH, a copy already loaded, the loader's path).
   std::string cupti_path = {};
+  // Flight recorder (docs/production.md): "60s", "256MiB" or both ("60s,1GiB"): keep only
+  // the most recent events, in memory, and write nothing until a dump (Session::dump(),
+  // `opsight ctl PID dump`, SIGUSR2, a root span ending with an exception or slower than
+  // `dump_on_slow`) or the session's end, when the output gets what the ring holds. Empty:
+  // off (everything is streamed to the output).
+  std::string ring = {};
+  // Where dumps go: "<dump_prefix>.dump-N.opsight". Empty: the output without its
+  // extension, or "opsight-<pid>" in the working directory for an in-memory session.
+  std::string dump_prefix = {};
+  // Dump when a root span of a name lasts longer than a duration: "NAME>200ms", comma
+  // separated.
+  std::string dump_on_slow = {};
+  // Dump when a root span ends with an exception (its `exception.type` argument).
+  bool dump_on_exception = true;
 };
 
 // Sampling, for front ends: the next span the calling thread begins (on whichever track)
@@ -307,6 +321,10 @@ class OPSIGHT_API Session {
   // end that waits for the program to initialise CUDA). Returns gpu_status(): empty when
   // tracing started (or already runs), else the one line that says why not.
   const std::string& start_gpu_tracing(const std::string& cupti_path = {});
+  // With a flight recorder (SessionOptions::ring): writes what the ring holds now to the
+  // next dump file and returns its path; else, or when it cannot, an empty path and
+  // *error says why.
+  std::string dump(std::string_view trigger, std::string* error);
 
  private:
   struct State;

@@ -90,6 +90,11 @@ StopResult stop_recording();
 
 uint64_t events_dropped_so_far();
 
+// Streams what was recorded so far to the session's sink now, on the calling thread (the
+// flight recorder's dump takes the last events this way). Must not be called from the
+// sink itself. Does nothing without a session.
+void flush_recording();
+
 // Adds time the calling thread spent on the tracer's behalf outside the recorder (reading
 // metrics for a span) to the thread's overhead, which the reports show. Does nothing on a
 // thread that has not recorded in this session.

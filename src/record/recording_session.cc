@@ -301,6 +301,11 @@ StopResult stop_recording() {
   return result;
 }
 
+void flush_recording() {
+  std::lock_guard session_lock(session_mutex());
+  if (g_writer != nullptr && registry().session_running.load()) g_writer->flush();
+}
+
 uint64_t events_dropped_so_far() {
   Registry& reg = registry();
   std::lock_guard lock(reg.mutex);

@@ -108,6 +108,11 @@ void StreamWriter::notify() {
   shared_->wake.notify_one();
 }
 
+void StreamWriter::flush() {
+  std::lock_guard drain_lock(shared_->drain_mutex);
+  if (!shared_->stop_requested.load()) drain(false);
+}
+
 // The writer's thread. `writer` is used only under the drain lock while no stop is
 // requested: after finish() it may be gone.
 void StreamWriter::run(StreamWriter* writer, const std::shared_ptr<ThreadShared>& shared,

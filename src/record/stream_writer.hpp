@@ -37,6 +37,9 @@ class StreamWriter {
 
   // Asks for a drain soon (a thread handed over a chunk).
   void notify();
+  // Drains now, on the calling thread (after any drain in progress), unless finishing:
+  // what was recorded until the call reaches the sink before it returns.
+  void flush();
   // Drains everything, writes the footer, stops the thread. Call once.
   StopResult finish();
 

@@ -124,6 +124,20 @@ std::optional<std::string> private_directory_problem(mode_t mode, uid_t owner, u
 
 std::string state_file_name(pid_t pid) { return std::to_string(pid) + ".state"; }
 std::string request_file_name(pid_t pid) { return std::to_string(pid) + ".request"; }
+std::string dumped_file_name(pid_t pid) { return std::to_string(pid) + ".dumped"; }
+
+namespace {
+std::mutex g_dump_handler_mutex;
+std::function<std::string()>& dump_handler() {
+  static auto* handler = new std::function<std::string()>();  // never destroyed: see g_watcher
+  return *handler;
+}
+}  // namespace
+
+void set_control_dump_handler(std::function<std::string()> handler) {
+  std::lock_guard lock(g_dump_handler_mutex);
+  dump_handler() = std::move(handler);
+}
 
 // ---- ControlDirectory -------------------------------------------------------------------
 
@@ -212,22 +226,23 @@ std::optional<std::string> ControlDirectory::write_file(const std::string& name,
   return join(path_, name) + ": " + error_text(write_error);
 }
 
-std::optional<std::string> ControlDirectory::read_file(const std::string& name) const {
+std::optional<std::string> ControlDirectory::read_file(const std::string& name,
+                                                       size_t max_bytes) const {
   // O_NONBLOCK: a FIFO planted there must not block the reader.
   int descriptor =
       openat(descriptor_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (descriptor < 0) return std::nullopt;
   struct stat status;
-  char buffer[64];
+  std::string buffer(std::min<size_t>(max_bytes, 8192), '\0');
   ssize_t length = -1;
   if (fstat(descriptor, &status) == 0 && S_ISREG(status.st_mode)) {
     do {
-      length = ::read(descriptor, buffer, sizeof(buffer));
+      length = ::read(descriptor, buffer.data(), buffer.size());
     } while (length < 0 && errno == EINTR);
   }
   close(descriptor);
   if (length < 0) return std::nullopt;
-  return std::string(trimmed(std::string_view(buffer, static_cast<size_t>(length))));
+  return std::string(trimmed(std::string_view(buffer.data(), static_cast<size_t>(length))));
 }
 
 std::optional<int64_t> ControlDirectory::modification_ns(const std::string& name) const {
@@ -294,6 +309,19 @@ struct ControlWatcher::State {
     std::optional<std::string> text = directory->read_file(request_name);
     std::optional<ControlRequest> request = text ? parse_control_request(*text) : std::nullopt;
     if (!request) return;
+    if (request->kind == ControlRequest::Kind::dump) {
+      std::function<std::string()> handler;
+      {
+        std::lock_guard lock(g_dump_handler_mutex);
+        handler = dump_handler();
+      }
+      std::string answer = handler ? handler()
+                                   : "error: process " + std::to_string(owner_pid) +
+                                         " records without a flight recorder (start it with a "
+                                         "ring: opsight run --ring 60s)";
+      static_cast<void>(directory->write_file(dumped_file_name(owner_pid), answer));
+      return;
+    }
     if (request->kind == ControlRequest::Kind::requests) {
       if (!apply_requests) return;  // this process counts no requests: its state stays
       static_cast<void>(publish(apply_requests(request->count)));
@@ -318,7 +346,7 @@ void remove_files_of_ended_processes(const ControlDirectory& directory) {
     size_t dot = name.find('.');
     if (dot == 0 || dot == std::string::npos) continue;
     std::string_view suffix = std::string_view(name).substr(dot);
-    if (suffix != ".state" && suffix != ".request") continue;
+    if (suffix != ".state" && suffix != ".request" && suffix != ".dumped") continue;
     char* end = nullptr;
     long pid = std::strtol(name.c_str(), &end, 10);
     if (end != name.c_str() + dot || pid <= 0) continue;
@@ -335,6 +363,7 @@ ControlWatcher::~ControlWatcher() { stop(); }
 std::optional<ControlRequest> parse_control_request(std::string_view text) {
   if (text == "on") return ControlRequest{ControlRequest::Kind::on};
   if (text == "off") return ControlRequest{ControlRequest::Kind::off};
+  if (text == "dump") return ControlRequest{ControlRequest::Kind::dump};
   constexpr std::string_view kRequests = "requests ";
   if (!text.starts_with(kRequests)) return std::nullopt;
   std::string_view digits = text.substr(kRequests.size());
@@ -400,6 +429,7 @@ void ControlWatcher::stop() {
   state_->thread.join();
   state_->directory->remove_file(state_->state_name);
   state_->directory->remove_file(state_->request_name);
+  state_->directory->remove_file(dumped_file_name(state_->owner_pid));
   state_.reset();
 }
 
@@ -463,6 +493,17 @@ std::optional<std::string> request_state(pid_t pid, std::string_view state) {
   std::unique_ptr<ControlDirectory> directory = find_process_directory(pid, &problem, &state_path);
   if (!directory) return "process " + std::to_string(pid) + " publishes no state";
   return directory->write_file(request_file_name(pid), state);
+}
+
+std::optional<std::pair<std::string, int64_t>> dumped_state(pid_t pid) {
+  std::string problem;
+  std::string state_path;
+  std::unique_ptr<ControlDirectory> directory = find_process_directory(pid, &problem, &state_path);
+  if (!directory) return std::nullopt;
+  auto modified = directory->modification_ns(dumped_file_name(pid));
+  if (!modified) return std::nullopt;
+  auto text = directory->read_file(dumped_file_name(pid), 8192);
+  return std::make_pair(text.value_or(""), *modified);
 }
 
 PublishedStates published_states() {

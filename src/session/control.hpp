@@ -66,9 +66,10 @@ class ControlDirectory {
   // Writes `text` as file `name`: a fresh temporary file, then renamed over `name`.
   // Returns an error message on failure.
   std::optional<std::string> write_file(const std::string& name, std::string_view text) const;
-  // The text of regular file `name` (up to 64 bytes, surrounding white space removed), or
-  // nullopt if there is none (a symlink or anything but a regular file counts as none).
-  std::optional<std::string> read_file(const std::string& name) const;
+  // The text of regular file `name` (up to `max_bytes`, at most 8192, surrounding white
+  // space removed), or nullopt if there is none (a symlink or anything but a regular file
+  // counts as none).
+  std::optional<std::string> read_file(const std::string& name, size_t max_bytes = 64) const;
   // The modification time of `name` in nanoseconds (not following a symlink), or nullopt.
   std::optional<int64_t> modification_ns(const std::string& name) const;
   void remove_file(const std::string& name) const;
@@ -90,6 +91,14 @@ struct ControlDirectory::Opened {
 
 std::string state_file_name(pid_t pid);
 std::string request_file_name(pid_t pid);
+// "<pid>.dumped": the path of the process's last dump asked for by `opsight ctl PID dump`,
+// or "error: ..." (rewritten at each request, so its modification time says it answered).
+std::string dumped_file_name(pid_t pid);
+
+// Handles "dump" requests: returns the dump's path, or "error: ...". Set by a session with a
+// flight recorder while it runs; without one, a "dump" request is answered "error: ...".
+// Thread-safety: any thread.
+void set_control_dump_handler(std::function<std::string()> handler);
 
 // Applies a request: called on the watcher's thread with the requested state (true: on).
 using ControlApply = std::function<void(bool enabled)>;
@@ -98,9 +107,10 @@ using ControlApply = std::function<void(bool enabled)>;
 // process that counts its requests (the Python package's HTTP server integrations) has one.
 using ControlRequestsApply = std::function<std::string(int64_t count)>;
 
-// What a request file may say: "on", "off", or "requests N" (1 <= N <= kMaxControlRequests).
+// What a request file may say: "on", "off", "requests N" (1 <= N <= kMaxControlRequests)
+// or "dump" (the flight recorder writes what its ring holds).
 struct ControlRequest {
-  enum class Kind { on, off, requests };
+  enum class Kind { on, off, requests, dump };
   Kind kind = Kind::on;
   int64_t count = 0;  // for requests
 };
@@ -165,6 +175,8 @@ TracedProcessState traced_process_state(pid_t pid);
 // Asks process `pid` (found as traced_process_state finds it) to switch; an error if it
 // could not be asked.
 std::optional<std::string> request_state(pid_t pid, std::string_view state);
+// The text of process `pid`'s "<pid>.dumped" and its modification time, if it has one.
+std::optional<std::pair<std::string, int64_t>> dumped_state(pid_t pid);
 // Every process with a state file (live or not) in the control directories, each pid
 // once; and the directories refused on the way, for a warning.
 struct PublishedStates {

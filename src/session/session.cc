@@ -12,6 +12,8 @@
 #include "io/io.hpp"
 #include "opsight/opsight.hpp"
 #include "record/recorder.hpp"
+#include "session/control.hpp"
+#include "session/flight_recorder.hpp"
 
 namespace opsight {
 
@@ -27,6 +29,7 @@ struct Session::State {
   std::unique_ptr<collect::Sampler> sampler;
   bool gpu_collecting = false;
   std::string gpu_status;
+  std::unique_ptr<session::FlightRecorder> flight_recorder;  // with SessionOptions::ring
 };
 
 namespace {
@@ -73,14 +76,39 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   recording.final_run_info = collect::metric_run_info;
   recording.sample_rate = state_->options.sample_rate;
   recording.sample_root = state_->options.sample_root;
+  if (!state_->options.ring.empty()) {
+    session::FlightRecorderOptions flight;
+    auto limits = record::parse_ring_limits(state_->options.ring, &state_->error);
+    if (!limits) return;
+    flight.limits = *limits;
+    auto rules = session::parse_slow_span_rules(state_->options.dump_on_slow, &state_->error);
+    if (!rules) return;
+    flight.slow_rules = std::move(*rules);
+    flight.dump_on_exception = state_->options.dump_on_exception;
+    flight.dump_prefix = state_->options.dump_prefix;
+    if (flight.dump_prefix.empty())
+      flight.dump_prefix = output.empty() ? "opsight-" + std::to_string(getpid())
+                                          : output.substr(0, output.rfind('.'));
+    state_->flight_recorder = std::make_unique<session::FlightRecorder>(std::move(flight));
+  }
   // The file is opened (and truncated) only once the recorder has accepted the session.
   auto open_sink = [this](std::string* error) -> std::unique_ptr<record::ByteSink> {
+    if (state_->flight_recorder) return state_->flight_recorder->make_sink();
     if (state_->stream_path.empty()) return std::make_unique<record::MemorySink>();
     return record::open_file_sink(state_->stream_path, error);
   };
   if (auto problem = record::start_recording(open_sink, recording)) {
     state_->error = *problem;
+    state_->flight_recorder.reset();
     return;
+  }
+  if (state_->flight_recorder) {
+    state_->flight_recorder->start();
+    session::FlightRecorder* flight = state_->flight_recorder.get();
+    session::set_control_dump_handler([flight] {
+      session::DumpResult result = flight->dump("opsight ctl dump");
+      return result.error.empty() ? result.path : "error: " + result.error;
+    });
   }
   collect::reset_metric_costs();
   state_->running = true;
@@ -123,6 +151,23 @@ bool Session::stop() {
   record::StopResult result = record::stop_recording();
   state_->events_dropped = result.events_dropped;
   if (result.error) state_->error = *result.error;
+  if (state_->flight_recorder) {
+    // The session's end is the last dump: the output gets what the ring holds.
+    session::set_control_dump_handler({});
+    state_->flight_recorder->stop();
+    std::string snapshot = state_->flight_recorder->final_snapshot();
+    if (state_->stream_path.empty()) {
+      auto memory = std::make_unique<record::MemorySink>();
+      memory->bytes() = std::move(snapshot);
+      result.sink = std::move(memory);
+    } else if (auto file = record::open_file_sink(state_->stream_path, &state_->error)) {
+      if (!file->write(snapshot)) state_->error = file->error();
+      result.sink = std::move(file);
+    } else {
+      return false;
+    }
+    if (!state_->error.empty()) return false;
+  }
   if (state_->options.output.empty()) {
     if (auto* memory = dynamic_cast<record::MemorySink*>(result.sink.get()))
       state_->native_bytes = std::move(memory->bytes());
@@ -168,6 +213,16 @@ uint64_t Session::events_dropped() const {
 std::string Session::take_native_bytes() { return std::move(state_->native_bytes); }
 
 const std::string& Session::gpu_status() const { return state_->gpu_status; }
+
+std::string Session::dump(std::string_view trigger, std::string* error) {
+  if (!state_->flight_recorder || !state_->running) {
+    *error = "no flight recorder: start the session with a ring (SessionOptions::ring)";
+    return {};
+  }
+  session::DumpResult result = state_->flight_recorder->dump(trigger);
+  if (!result.error.empty()) *error = result.error;
+  return result.path;
+}
 
 const std::string& Session::start_gpu_tracing(const std::string& cupti_path) {
   if (state_->gpu_collecting) return state_->gpu_status;

@@ -47,15 +47,28 @@ bool NativeTail::poll(const TailVisitor& visitor) {
     while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) data.append(buffer, got);
   }
   std::fclose(file);
+  auto used = consume(data, visitor);
+  if (!used) return false;
+  offset_ += *used;
+  return true;
+}
+
+bool NativeTail::feed(std::string_view bytes, const TailVisitor& visitor) {
+  auto used = consume(bytes, visitor);
+  if (used) offset_ += *used;
+  return used.has_value();
+}
+
+std::optional<size_t> NativeTail::consume(std::string_view data, const TailVisitor& visitor) {
   size_t position = 0;
   if (!header_read_) {
-    if (data.size() < sizeof(format::FileHeader)) return true;  // not written yet
+    if (data.size() < sizeof(format::FileHeader)) return 0;  // not written yet
     format::FileHeader header;
     std::memcpy(&header, data.data(), sizeof(header));
     if (std::memcmp(header.magic, format::kFileMagic, sizeof(format::kFileMagic)) != 0 ||
         header.version > format::kFormatVersion) {
       error_ = path_ + ": not an opsight file this reader knows";
-      return false;
+      return std::nullopt;
     }
     position = std::max<size_t>(header.header_bytes, sizeof(format::FileHeader));
     header_read_ = true;
@@ -69,8 +82,7 @@ bool NativeTail::poll(const TailVisitor& visitor) {
     read_chunk_payload(static_cast<uint32_t>(chunk->type), chunk->payload, visitor);
     position = chunk->payload_offset + chunk->payload.size();
   }
-  offset_ += position;
-  return true;
+  return position;
 }
 
 void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -69,6 +70,9 @@ class NativeTail {
   // Reads what was appended since the last call. Returns false when the file cannot be
   // read or is not an opsight file (error() says why); a file that has not grown is fine.
   bool poll(const TailVisitor& visitor);
+  // The same for bytes handed over in memory (a stream's whole chunks, in order, the first
+  // beginning with the file header): what a sink sees the recorder write.
+  bool feed(std::string_view bytes, const TailVisitor& visitor);
 
   const std::string& path() const { return path_; }
   const std::string& error() const { return error_; }
@@ -113,6 +117,9 @@ class NativeTail {
     std::string category;
   };
 
+  // Reads the header (first) and the whole chunks of `data`; the bytes used, or nullopt
+  // (error_ set) for a file that is not opsight's.
+  std::optional<size_t> consume(std::string_view data, const TailVisitor& visitor);
   void read_chunk_payload(uint32_t type, std::string_view payload, const TailVisitor& visitor);
   void read_events(std::string_view payload, const TailVisitor& visitor);
   void emit(const TailVisitor& visitor, const ThreadState& thread, const OpenSpan& span,
