@@ -33,6 +33,7 @@ from ._capture.span import Span, span
 from ._capture.wrapping import wrap as _wrap
 from ._results import TraceFile, compare, compare_report, load, spans_dataframe
 from ._session import integrations as _integrations
+from ._session.flight_recorder import dump
 from ._session.profile import Profile, profile
 from ._session.switch import set_enabled as _set_enabled
 from .integrations.handoffs import HandoffIntegration as _HandoffIntegration
@@ -48,7 +49,7 @@ __version__ = _native.version()
 
 __all__ = [
     "Profile", "Span", "Target", "TargetsError", "TraceFile", "compare", "compare_report",
-    "begin_async", "disable", "enable", "enabled", "end_async", "flow_in", "flow_out",
+    "begin_async", "disable", "dump", "enable", "enabled", "end_async", "flow_in", "flow_out",
     "instant", "counter", "load", "load_targets", "new_flow_id", "profile", "propagation",
     "print_model", "read_trace", "span",
     "spans_dataframe", "trace",

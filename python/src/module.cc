@@ -31,10 +31,12 @@
 #include "module_call_recorder.hpp"
 #include "opsight/metrics.hpp"
 #include "opsight/opsight.hpp"
+#include "record/ring_sink.hpp"
 #include "recorder_api.h"
 #include "report/report.hpp"
 #include "schema/metric_names.hpp"
 #include "session/control.hpp"
+#include "session/flight_recorder.hpp"
 #include "store/run_store.hpp"
 #include "store/save_run.hpp"
 #include "store/trace_source.hpp"
@@ -800,6 +802,22 @@ NB_MODULE(_native, m) {
       "control_request",
       [](int pid, std::string_view state) { return session::request_state(pid, state); },
       nb::arg("pid"), nb::arg("state"), "Asks process pid to switch; an error message or None.");
+  m.def(
+      "check_ring_options",
+      [](const std::string& ring, const std::string& dump_on_slow) -> std::optional<std::string> {
+        std::string error;
+        if (!record::parse_ring_limits(ring, &error)) return error;
+        if (!session::parse_slow_span_rules(dump_on_slow, &error)) return error;
+        return std::nullopt;
+      },
+      nb::arg("ring"), nb::arg("dump_on_slow") = "",
+      "What is wrong with a flight recorder's ring spec or dump-on-slow rules, or None.");
+  m.def(
+      "control_dumped",
+      [](int pid) -> std::optional<std::pair<std::string, int64_t>> {
+        return session::dumped_state(pid);
+      },
+      nb::arg("pid"), "(the answer to the last dump request, its modification time ns) or None.");
   m.def("control_published_states", [] {
     session::PublishedStates published = session::published_states();
     std::vector<std::pair<int, std::string>> processes(published.processes.begin(),
@@ -812,8 +830,13 @@ NB_MODULE(_native, m) {
           "__init__",
           [](Session* self, const std::string& output, size_t buffer_mb, uint32_t flush_ms,
              uint32_t sample_ms, double sample_rate, const std::string& sample_root, bool cuda,
-             const std::string& cupti_path) {
+             const std::string& cupti_path, const std::string& ring, const std::string& dump_prefix,
+             const std::string& dump_on_slow, bool dump_on_exception) {
             SessionOptions options;
+            options.ring = ring;
+            options.dump_prefix = dump_prefix;
+            options.dump_on_slow = dump_on_slow;
+            options.dump_on_exception = dump_on_exception;
             options.cuda = cuda;
             options.cupti_path = cupti_path;
             options.output = output;
@@ -827,7 +850,20 @@ NB_MODULE(_native, m) {
           },
           nb::arg("output") = "", nb::arg("buffer_mb") = 64, nb::arg("flush_interval_ms") = 100,
           nb::arg("sample_interval_ms") = 0, nb::arg("sample_rate") = 1.0,
-          nb::arg("sample_root") = "", nb::arg("cuda") = false, nb::arg("cupti_path") = "")
+          nb::arg("sample_root") = "", nb::arg("cuda") = false, nb::arg("cupti_path") = "",
+          nb::arg("ring") = "", nb::arg("dump_prefix") = "", nb::arg("dump_on_slow") = "",
+          nb::arg("dump_on_exception") = true)
+      .def(
+          "dump",
+          [](Session& session, const std::string& trigger) {
+            std::string error;
+            std::string path = session.dump(trigger, &error);
+            if (path.empty()) throw std::runtime_error(error);
+            return path;
+          },
+          nb::arg("trigger"), nb::call_guard<nb::gil_scoped_release>(),
+          "Writes what the flight recorder's ring holds to the next dump file; its path. "
+          "RuntimeError without a ring.")
       .def("pause", &Session::pause)
       .def("resume", &Session::resume)
       .def("stop", &Session::stop, nb::call_guard<nb::gil_scoped_release>())

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <limits>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -160,7 +161,34 @@ OverheadSummary summarize_overhead(const trace::Trace& trace) {
   summary.metric_cost = parse_metric_cost(trace.run);
   summary.exports = parse_export_outcomes(trace.run);
   summary.sampling = parse_sampling(trace.run);
+  summary.ring = parse_ring(trace.run);
   return summary;
+}
+
+RingSummary parse_ring(const trace::RunInfo& run) {
+  RingSummary ring;
+  auto number = [](const std::string& text) -> uint64_t {
+    uint64_t value = 0;
+    auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return error == std::errc() && end == text.data() + text.size() ? value : 0;
+  };
+  auto as_signed = [](uint64_t value) {
+    return static_cast<int64_t>(std::min<uint64_t>(value, std::numeric_limits<int64_t>::max()));
+  };
+  // A merged run holds each process's entries: the counts add up, the widest reach wins.
+  for (const auto& [key, value] : run.extra) {
+    if (key == "ring_max_age_ns")
+      ring.max_age_ns = std::max(ring.max_age_ns, as_signed(number(value)));
+    else if (key == "ring_max_bytes")
+      ring.max_bytes = std::max(ring.max_bytes, number(value));
+    else if (key == "ring_held_ns")
+      ring.held_ns = std::max(ring.held_ns, as_signed(number(value)));
+    else if (key == "ring_dropped_events")
+      ring.events_dropped += number(value);
+    else if (key == "dump_trigger" && ring.trigger.empty())
+      ring.trigger = value;
+  }
+  return ring;
 }
 
 SamplingSummary parse_sampling(const trace::RunInfo& run) {

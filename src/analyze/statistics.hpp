@@ -86,6 +86,18 @@ struct SamplingSummary {
 };
 SamplingSummary parse_sampling(const trace::RunInfo& run);
 
+// What a flight recorder's dump says of its ring (RunInfo::extra "ring_*", "dump_trigger";
+// docs/production.md); empty: the run was not recorded through a ring.
+struct RingSummary {
+  int64_t max_age_ns = 0;
+  uint64_t max_bytes = 0;
+  int64_t held_ns = 0;  // how far back the ring reached when it was dumped
+  uint64_t events_dropped = 0;
+  std::string trigger;
+  bool present() const { return max_bytes != 0; }
+};
+RingSummary parse_ring(const trace::RunInfo& run);
+
 struct OverheadSummary {
   // run.overhead_ns, or the sum of the tracks' overhead_ns when the run total is 0.
   int64_t overhead_ns = 0;
@@ -101,6 +113,7 @@ struct OverheadSummary {
   // What each export target got (drops included); empty when nothing was exported.
   std::vector<ExportOutcome> exports;
   SamplingSummary sampling;
+  RingSummary ring;
 };
 
 OverheadSummary summarize_overhead(const trace::Trace& trace);

@@ -198,6 +198,17 @@ std::string format_overhead_line(const analyze::OverheadSummary& overhead) {
     drops +=
         fmt::format("; sampled {}: {} of {} units recorded (counts are of these, not totals)",
                     overhead.sampling.policy, overhead.sampling.recorded, overhead.sampling.units);
+  if (overhead.ring.present()) {
+    const analyze::RingSummary& ring = overhead.ring;
+    std::string limit = ring.max_age_ns > 0
+                            ? format_duration(static_cast<double>(ring.max_age_ns)) + ", "
+                            : std::string();
+    drops += fmt::format(
+        "; flight recorder (ring {}{} MiB): kept the last {}, {} older event{} dropped{}", limit,
+        ring.max_bytes >> 20, format_duration(static_cast<double>(ring.held_ns)),
+        ring.events_dropped, ring.events_dropped == 1 ? "" : "s",
+        ring.trigger.empty() ? "" : ", dumped on " + ring.trigger);
+  }
   if (!overhead.overhead_known)
     return fmt::format("tracer overhead: not recorded in this trace, {}", drops);
   std::string cost = format_duration(static_cast<double>(overhead.overhead_ns));
@@ -349,6 +360,12 @@ void add_overhead_fields(Json& object, const analyze::OverheadSummary& overhead)
                          {"dropped", outcome.dropped}});
     object["export"] = std::move(exports);
   }
+  if (overhead.ring.present())
+    object["flight_recorder"] = {{"max_age_ns", overhead.ring.max_age_ns},
+                                 {"max_bytes", overhead.ring.max_bytes},
+                                 {"held_ns", overhead.ring.held_ns},
+                                 {"events_dropped", overhead.ring.events_dropped},
+                                 {"trigger", overhead.ring.trigger}};
   if (overhead.sampling.sampled())
     object["sampling"] = {{"policy", overhead.sampling.policy},
                           {"units", overhead.sampling.units},

@@ -95,6 +95,22 @@ TEST(OverheadLine, WithDrops) {
             "tracer overhead: 2.50 ms (2.50% of 100 ms traced), 1234 events dropped");
 }
 
+TEST(OverheadLine, SaysWhatAFlightRecorderKeptAndDropped) {
+  trace::RunInfo run;
+  run.extra = {{"ring_max_age_ns", "60000000000"},
+               {"ring_max_bytes", "268435456"},
+               {"ring_held_ns", "60050000000"},
+               {"ring_dropped_events", "1234"},
+               {"dump_trigger", "SIGUSR2"}};
+  analyze::OverheadSummary overhead;
+  overhead.ring = analyze::parse_ring(run);
+  EXPECT_EQ(format_overhead_line(overhead),
+            "tracer overhead: not recorded in this trace, 0 events dropped; flight recorder "
+            "(ring 60.000 s, 256 MiB): kept the last 60.050 s, 1234 older events dropped, "
+            "dumped on SIGUSR2");
+  EXPECT_FALSE(analyze::parse_ring(trace::RunInfo{}).present());
+}
+
 TEST(OverheadLine, SaysWhatSamplingKeptFromTheRunInfo) {
   trace::RunInfo run;
   run.extra = {{"sampling", "1 in 100 of 'handle_request' spans"},

@@ -98,6 +98,15 @@ __attribute__((constructor)) void start_environment_session() {
   if (auto sample_ms = environment_integer("OPSIGHT_SAMPLE_MS", 0, 3'600'000))
     options.sample_interval_ms = static_cast<uint32_t>(*sample_ms);
   if (auto cuda = environment_integer("OPSIGHT_CUDA", 0, 1)) options.cuda = *cuda == 1;
+  // The flight recorder (docs/production.md), as `opsight run --ring` asks it.
+  if (const char* ring = std::getenv("OPSIGHT_RING"); ring != nullptr && *ring != '\0') {
+    options.ring = ring;
+    if (const char* directory = std::getenv("OPSIGHT_DUMP_DIR"); directory && *directory)
+      options.dump_prefix = std::string(directory) + "/" + std::to_string(getpid());
+    if (const char* slow = std::getenv("OPSIGHT_DUMP_ON_SLOW")) options.dump_on_slow = slow;
+    if (const char* exception = std::getenv("OPSIGHT_DUMP_ON_EXCEPTION"))
+      options.dump_on_exception = std::string_view(exception) != "0";
+  }
   auto* session = new Session(options);
   if (!session->ok()) {
     std::fprintf(stderr, "opsight: OPSIGHT_OUTPUT: %s\n", session->error().c_str());

@@ -1,6 +1,6 @@
 """``opsight ctl``: switch the tracing of a running traced process on or off, trace its
-next N requests, or list the traced processes (through the control files of
-``opsight._session.control``)."""
+next N requests, dump its flight recorder, or list the traced processes (through the
+control files of ``opsight._session.control``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ def ctl_command(arguments: list[str]) -> int:
         prog="opsight ctl",
         description="Switch the tracing of a running traced process on or off (its targets are "
                     "unwrapped while off, so they cost nothing), trace only the next N HTTP "
-                    "requests it serves (`requests N`), or list traced processes.")
+                    "requests it serves (`requests N`), write what its flight recorder holds "
+                    "(`dump`, with opsight run --ring), or list traced processes.")
     parser.add_argument("pid", help="process id, or 'list'")
-    parser.add_argument("state", nargs="?", choices=("on", "off", "status", "requests"),
+    parser.add_argument("state", nargs="?", choices=("on", "off", "status", "requests", "dump"),
                         default="status")
     parser.add_argument("count", nargs="?", type=int,
                         help="with `requests`: how many requests to trace before switching off")
@@ -52,6 +53,14 @@ def ctl_command(arguments: list[str]) -> int:
     elif options.count is not None:
         print(f"opsight ctl: a count goes with `requests` only, not `{request}`", file=sys.stderr)
         return USAGE_ERROR
+    if request == "dump":
+        try:
+            path = _control.request_dump(pid, max(options.timeout, 30.0))
+        except RuntimeError as error:
+            print(f"opsight ctl: {error}", file=sys.stderr)
+            return 1
+        print(f"process {pid}: flight recorder dumped to {path}")
+        return 0
     try:
         state = _control.request(pid, request, options.timeout)
     except RuntimeError as error:

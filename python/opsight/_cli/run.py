@@ -103,6 +103,20 @@ def _run_parser() -> ArgumentParser:
                         help="trace CUDA kernels, copies and API calls through CUPTI (docs/gpu.md): "
                              "auto (the default) from when torch initialises CUDA, on from the "
                              "start (any program linked with libopsight too), off")
+    parser.add_argument("--ring", metavar="SPEC",
+                        help="flight recorder: keep only the most recent events in memory (an "
+                             "age like 60s, a size like 256MiB, or both: 60s,1GiB) and write "
+                             "them when a dump is triggered (opsight ctl PID dump, SIGUSR2, an "
+                             "exception leaving a root span, --dump-on-slow) and at the end "
+                             "(docs/production.md)")
+    parser.add_argument("--dump-on-slow", metavar="NAME>DURATION",
+                        help="with --ring: dump when a root span of that name lasts longer, "
+                             "e.g. 'handle_request>200ms' (comma-separated rules)")
+    parser.add_argument("--dump-dir", metavar="DIR",
+                        help="with --ring: where dumps go (default: beside --output, "
+                             "OUTPUT-dumps/PID.dump-N.opsight)")
+    parser.add_argument("--no-dump-on-exception", action="store_true",
+                        help="with --ring: do not dump when an exception leaves a root span")
     parser.add_argument("--name", help="name of the run in the run store (default: the script's)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                         help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
@@ -274,6 +288,33 @@ def run_command(arguments: list[str]) -> int:
             print(f"opsight run: --metrics: {problems[0]}", file=sys.stderr)
             return USAGE_ERROR
         environment["OPSIGHT_METRICS"] = ",".join(names)
+    for name in ("OPSIGHT_RING", "OPSIGHT_DUMP_ON_SLOW", "OPSIGHT_DUMP_DIR",
+                 "OPSIGHT_DUMP_ON_EXCEPTION"):
+        environment.pop(name, None)
+    options.dump_directory = None
+    if options.ring is None and (options.dump_on_slow or options.dump_dir
+                                 or options.no_dump_on_exception):
+        print("opsight run: --dump-on-slow, --dump-dir and --no-dump-on-exception need --ring",
+              file=sys.stderr)
+        return USAGE_ERROR
+    if options.ring is not None:
+        problem = _native.check_ring_options(options.ring, options.dump_on_slow or "")
+        if problem:
+            print(f"opsight run: {problem}", file=sys.stderr)
+            return USAGE_ERROR
+        if options.export_live or options.metrics_address is not None:
+            print("opsight run: --ring keeps the recording in memory until a dump, so live "
+                  "export and live /metrics would see nothing: use one or the other",
+                  file=sys.stderr)
+            return USAGE_ERROR
+        options.dump_directory = os.path.abspath(
+            options.dump_dir or os.path.splitext(options.output)[0] + "-dumps")
+        environment["OPSIGHT_RING"] = options.ring
+        environment["OPSIGHT_DUMP_DIR"] = options.dump_directory
+        if options.dump_on_slow:
+            environment["OPSIGHT_DUMP_ON_SLOW"] = options.dump_on_slow
+        if options.no_dump_on_exception:
+            environment["OPSIGHT_DUMP_ON_EXCEPTION"] = "0"
     options.program_command = command
     options.script = script
     keep_directory = True  # until the run's traces are safely written and stored
@@ -390,6 +431,11 @@ def _run_and_report(start_command, environment, run_directory, options, views,
             time.sleep(options.metrics_linger)
         endpoint.stop()
 
+    if options.dump_directory is not None:
+        dumps = sorted(glob.glob(os.path.join(options.dump_directory, "*.dump-*.opsight")))
+        if dumps:
+            print(f"opsight run: flight recorder: {len(dumps)} dump(s) in "
+                  f"{options.dump_directory} (opsight report {dumps[-1]})", file=sys.stderr)
     files = _trace_files(run_directory)
     if not files:
         print("opsight run: the program recorded nothing (is it a Python program run by the "

@@ -101,6 +101,27 @@ def request(pid: int, state: str, timeout_seconds: float = 5.0) -> str:
     raise RuntimeError(f"process {pid} did not switch tracing {state} within {timeout_seconds:g} s")
 
 
+def request_dump(pid: int, timeout_seconds: float = 30.0) -> str:
+    """``opsight ctl PID dump``: asks process ``pid``'s flight recorder to write what its ring
+    holds; returns the dump's path. Raises RuntimeError when the process is not traced, has
+    no flight recorder, or does not answer in time."""
+    request(pid, "status")  # traced at all? (raises with the reason)
+    before = _native.control_dumped(pid)
+    error = _native.control_request(pid, "dump")
+    if error is not None:
+        raise RuntimeError(f"cannot ask process {pid}: {error}")
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        answer = _native.control_dumped(pid)
+        if answer is not None and answer != before:
+            text = answer[0]
+            if text.startswith("error: "):
+                raise RuntimeError(text[len("error: "):])
+            return text
+        time.sleep(POLL_SECONDS / 2)
+    raise RuntimeError(f"process {pid} did not dump within {timeout_seconds:g} s")
+
+
 def _modified_ns(path: str) -> int | None:
     try:
         return os.stat(path).st_mtime_ns

@@ -19,6 +19,7 @@ from typing import Any
 import opsight._native as _native
 from .._capture.metrics import parse_metrics, push_session_metrics, restore_session_metrics
 from . import gpu, integrations, state
+from .flight_recorder import RingOptions
 
 
 class RecordingError(RuntimeError):
@@ -46,11 +47,12 @@ class Recording:
               flush_interval_ms: int = 100, sample_ms: int = 0,
               metrics: list[str] | tuple[str, ...] | None = None,
               sample_rate: float = 1.0, sample_root: str = "",
-              cuda: bool | None = None) -> "Recording":
+              cuda: bool | None = None, ring: RingOptions | None = None) -> "Recording":
         """Starts recording into ``output`` (``.opsight``, ``.json`` or ``.pftrace``), or into memory
         when None; ``sample_rate`` below 1 records that share of the units that begin at
         ``sample_root`` (:mod:`.sampling`); ``cuda`` traces the GPU (:mod:`.gpu`: None
-        decides by ``OPSIGHT_CUDA``, else from when torch initialises CUDA). Raises :class:`RecordingError` when the session cannot start and
+        decides by ``OPSIGHT_CUDA``, else from when torch initialises CUDA); ``ring`` keeps
+        only the most recent events until a dump (:mod:`.flight_recorder`). Raises :class:`RecordingError` when the session cannot start and
         ``ValueError`` for an unknown metric name; nothing is left running then."""
         if state.session is not None:
             raise RecordingError("a recording session is already running in this process")
@@ -61,7 +63,8 @@ class Recording:
         trace_gpu = gpu_mode == gpu.ON
         session = _native.Session(_stream_path(path) or "", buffer_mb, flush_interval_ms,
                                   sample_ms, sample_rate, sample_root, trace_gpu,
-                                  gpu.cupti_path() if trace_gpu else "")
+                                  gpu.cupti_path() if trace_gpu else "",
+                                  **(ring or RingOptions()).native_arguments())
         if not session.ok:
             raise RecordingError(session.error)
         if trace_gpu and session.gpu_status:

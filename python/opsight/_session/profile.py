@@ -25,6 +25,8 @@ from .._results import TraceAnalyses
 from .._capture.span import Span
 from .export import export_trace, parse_targets, targets_from_environment
 from .sampling import from_environment as sampling_from_environment
+from .flight_recorder import RingOptions
+from .flight_recorder import from_environment as ring_from_environment
 from .sampling import parse_sample_rate, parse_sample_root
 
 
@@ -50,6 +52,10 @@ class Profile(TraceAnalyses):
         sample: float | str | None = None,
         sample_root: str | None = None,
         cuda: bool | None = None,
+        ring: str | None = None,
+        dump_on_slow: str = "",
+        dump_prefix: str | os.PathLike | None = None,
+        dump_on_exception: bool = True,
     ) -> None:
         self.output = os.fspath(output) if output is not None else None
         # Run store (docs/store.md): True saves the trace as a run in the default store when
@@ -89,6 +95,17 @@ class Profile(TraceAnalyses):
         if cuda is not None and not isinstance(cuda, bool):
             raise ValueError(f"opsight.profile: cuda must be True, False or None, got {cuda!r}")
         self.cuda = cuda
+        # Flight recorder (docs/production.md): keep only the last `ring` ("60s", "256MiB")
+        # in memory until a dump; None: OPSIGHT_RING when set, else off.
+        if ring is None:
+            self.ring = ring_from_environment()
+        elif not isinstance(ring, str):
+            raise ValueError(f"opsight.profile: ring must be a string like '60s', got {ring!r}")
+        else:
+            self.ring = RingOptions(ring=ring,
+                                    dump_prefix=os.fspath(dump_prefix) if dump_prefix else "",
+                                    dump_on_slow=dump_on_slow,
+                                    dump_on_exception=bool(dump_on_exception))
         self.label = label
         self._recording: Recording | None = None
         self._trace: Any = None
@@ -107,7 +124,8 @@ class Profile(TraceAnalyses):
             self._recording = Recording.start(
                 self.output, buffer_mb=self.buffer_mb, flush_interval_ms=self.flush_interval_ms,
                 sample_ms=self.sample_ms, metrics=self.metric_names,
-                sample_rate=self.sample_rate, sample_root=self.sample_root, cuda=self.cuda)
+                sample_rate=self.sample_rate, sample_root=self.sample_root, cuda=self.cuda,
+                ring=self.ring)
         except (RecordingError, ValueError) as error:
             raise RuntimeError(f"opsight.profile: {error}") from None
         return self

@@ -120,16 +120,20 @@ class _Activation:
                    if name]
         from .sampling import from_environment
 
+        from .flight_recorder import from_environment as ring_from_environment
+
         sample_rate, sample_root = from_environment()
+        ring = ring_from_environment()
         try:
             recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms,
                                         metrics=metrics, sample_rate=sample_rate,
-                                        sample_root=sample_root)
+                                        sample_root=sample_root, ring=ring)
         except ValueError as error:  # an unknown metric: record without the metrics
             print(f"opsight: ignoring OPSIGHT_METRICS: {error}", file=sys.stderr)
             try:
                 recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms,
-                                            sample_rate=sample_rate, sample_root=sample_root)
+                                            sample_rate=sample_rate, sample_root=sample_root,
+                                            ring=ring)
             except RecordingError as start_error:
                 print(f"opsight: OPSIGHT_OUTPUT: {start_error}", file=sys.stderr)
                 return False
