@@ -250,6 +250,9 @@ struct SessionOptions {
   // ("sampling", "sampling_units", "sampling_units_recorded"); reports state it.
   double sample_rate = 1.0;
   std::string sample_root = {};
+  // Sample only the front ends' hooks (torch operators): every span is recorded, and the
+  // operators of the units sampled out are not (the always-on preset, docs/production.md).
+  bool sample_operators_only = false;
   // GPU tracing (docs/gpu.md): CUDA kernels, copies, memsets, syncs, runtime and driver
   // API calls and NVTX ranges through CUPTI, each kernel linked to the call (and so the
   // operator, module and Python line) that launched it; merged into the output at stop.

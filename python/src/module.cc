@@ -831,12 +831,13 @@ NB_MODULE(_native, m) {
           [](Session* self, const std::string& output, size_t buffer_mb, uint32_t flush_ms,
              uint32_t sample_ms, double sample_rate, const std::string& sample_root, bool cuda,
              const std::string& cupti_path, const std::string& ring, const std::string& dump_prefix,
-             const std::string& dump_on_slow, bool dump_on_exception) {
+             const std::string& dump_on_slow, bool dump_on_exception, bool sample_operators_only) {
             SessionOptions options;
             options.ring = ring;
             options.dump_prefix = dump_prefix;
             options.dump_on_slow = dump_on_slow;
             options.dump_on_exception = dump_on_exception;
+            options.sample_operators_only = sample_operators_only;
             options.cuda = cuda;
             options.cupti_path = cupti_path;
             options.output = output;
@@ -852,7 +853,7 @@ NB_MODULE(_native, m) {
           nb::arg("sample_interval_ms") = 0, nb::arg("sample_rate") = 1.0,
           nb::arg("sample_root") = "", nb::arg("cuda") = false, nb::arg("cupti_path") = "",
           nb::arg("ring") = "", nb::arg("dump_prefix") = "", nb::arg("dump_on_slow") = "",
-          nb::arg("dump_on_exception") = true)
+          nb::arg("dump_on_exception") = true, nb::arg("sample_operators_only") = false)
       .def(
           "dump",
           [](Session& session, const std::string& trigger) {

@@ -221,3 +221,33 @@ def test_opsight_run_samples_the_program_it_runs(tmp_path):
     refused = opsight_run(["--sample", "often", "--", "python", "app.py"], tmp_path)
     assert refused.returncode == 64
     assert "opsight run: --sample: 'often' is not a rate" in refused.stderr
+
+
+def test_the_operators_scope_keeps_every_span_and_the_operators_of_a_sample():
+    torch = pytest.importorskip("torch")
+    import opsight.torch  # noqa: F401
+
+    x = torch.ones(4)
+    layer = torch.nn.Linear(4, 4)
+    # Every request and its module span are recorded; torch builds RecordFunctions (and
+    # opsight records operators) in 1 unit of 2 only.
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as seen:
+        with opsight.profile(sample="1/2", sample_scope="operators") as profile:
+            for _ in range(4):
+                with opsight.span("request"):
+                    torch.neg(x)
+                    layer(x)
+    recorded = names(profile)
+    assert recorded.count("request") == 4
+    assert recorded.count("aten::neg") == 2
+    assert sum(1 for name in recorded if name.startswith("Linear")) == 4, recorded
+    profiled = sum(event.count for event in seen.key_averages() if event.key == "aten::neg")
+    assert profiled == 2
+    info = profile.trace.run_info()["extra"]
+    assert info["sampling"] == "operators in 1 in 2 of root spans"
+    assert "operator counts are of these" in profile.report("summary")
+
+
+def test_a_bad_sample_scope_is_refused():
+    with pytest.raises(ValueError, match="sample_scope: expected 'all' or 'operators'"):
+        opsight.profile(sample="1/2", sample_scope="ops")

@@ -62,6 +62,7 @@ struct RecordingOptions {
   // Sampling by unit (SessionOptions::sample_rate, sample_root; record/sampling.hpp).
   double sample_rate = 1.0;
   std::string sample_root;
+  bool sample_operators_only = false;
   // Written into the run-info chunk (e.g. "command_line").
   std::vector<std::pair<std::string, std::string>> run_info;
   // Called once when the session stops, after the last events: what it returns is written

@@ -244,7 +244,7 @@ std::optional<std::string> start_recording(const SinkFactory& open_sink, Recordi
                    [](const auto& entry) { return entry.first == "command_line"; }))
     options.run_info.emplace_back("command_line", process_command_line());
 
-  sampling::configure(options.sample_rate, options.sample_root);
+  sampling::configure(options.sample_rate, options.sample_root, options.sample_operators_only);
   if (internal::g_sampling.load()) {  // the units seen and recorded go in the final run info
     auto session_info = std::move(options.final_run_info);
     options.final_run_info = [session_info = std::move(session_info)] {

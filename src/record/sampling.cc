@@ -27,6 +27,9 @@ struct Policy {
   std::string root_name;      // empty: every root span is a unit
   std::string root_category;  // "category:NAME" roots: units are spans of that category
   std::string text;           // the policy in words, for the run info
+  // Only the front ends' hooks (torch operators) are switched off in a unit sampled out;
+  // its spans are recorded like any other.
+  bool operators_only = false;
 };
 Policy g_policy;
 // Makes every thread's state stale when a session starts.
@@ -44,6 +47,7 @@ struct TrackUnit {
   uint32_t open_inside = 0;
   bool in_unit = false;
   bool sampled_out = false;
+  bool operators_off = false;  // operators_only: the unit runs with the hooks off
   bool idle() const { return open_outside == 0 && !in_unit; }
 };
 
@@ -56,6 +60,7 @@ struct ThreadSampling {
   TrackUnit current;
   std::unordered_map<uint64_t, TrackUnit> parked;  // the thread's other tracks
   std::unordered_map<uint32_t, bool> is_root;      // by name id, for named roots
+  std::unordered_map<uint32_t, bool> is_operator;  // by name id, for operators_only
 };
 thread_local constinit ThreadSampling* t_sampling = nullptr;
 struct ThreadSamplingOwner {
@@ -67,6 +72,15 @@ void set_thread_sampled_out(bool sampled_out) {
   if (internal::t_sampled_out == sampled_out) return;
   internal::t_sampled_out = sampled_out;
   if (auto* listener = g_listener.load(std::memory_order_acquire)) listener(sampled_out);
+}
+
+// With operators_only: the listener hears the thread enter and leave a unit whose
+// operators are off; the thread itself records on (t_sampled_out stays false).
+thread_local constinit bool t_operators_off = false;
+void set_thread_operators_off(bool off) {
+  if (t_operators_off == off) return;
+  t_operators_off = off;
+  if (auto* listener = g_listener.load(std::memory_order_acquire)) listener(off);
 }
 
 // The calling thread's state in the running session (a stale one is reset).
@@ -81,6 +95,7 @@ ThreadSampling& thread_state() {
     state = ThreadSampling{};
     state.generation = generation;
     set_thread_sampled_out(false);
+    set_thread_operators_off(false);
   }
   return state;
 }
@@ -95,6 +110,23 @@ bool is_root_name(ThreadSampling& state, uint32_t name_id) {
       const NameEntry& entry = reg.names[name_id - 1];
       found->second = g_policy.root_name.empty() ? entry.category == g_policy.root_category
                                                  : entry.name == g_policy.root_name;
+    }
+  }
+  return found->second;
+}
+
+// Whether a name is an operator's (the category trace::kCategoryOperator, which the torch
+// observer gives operators, or "torchscript"): with operators_only, a unit whose root is an
+// operator is left out whole, as without it (its spans are operators).
+bool is_operator_name(ThreadSampling& state, uint32_t name_id) {
+  if (name_id == 0) return false;
+  auto [found, inserted] = state.is_operator.try_emplace(name_id, false);
+  if (inserted) {
+    Registry& reg = registry();
+    std::lock_guard lock(reg.mutex);
+    if (name_id <= reg.names.size()) {
+      const std::string& category = reg.names[name_id - 1].category;
+      found->second = category == "operator" || category == "torchscript";
     }
   }
   return found->second;
@@ -118,7 +150,7 @@ bool decide(int8_t given) {
 
 }  // namespace
 
-void configure(double rate, const std::string& root) {
+void configure(double rate, const std::string& root, bool operators_only) {
   g_policy_counter.store(0);
   g_units_seen.store(0);
   g_units_recorded.store(0);
@@ -144,8 +176,9 @@ void configure(double rate, const std::string& root) {
     policy.root_name = root;
   std::string share = policy.numerator == 1 ? "1 in " + std::to_string(policy.denominator)
                                             : std::to_string(clamped);
+  policy.operators_only = operators_only;
   policy.text =
-      share + " of " +
+      (operators_only ? "operators in " : "") + share + " of " +
       (root.empty()                    ? std::string("root spans")
        : !policy.root_category.empty() ? "spans of category '" + policy.root_category + "'"
                                        : "'" + root + "' spans");
@@ -178,11 +211,23 @@ void on_switch_track(uint64_t key) {
   state.current = next;
   state.key = key;
   set_thread_sampled_out(next.in_unit && next.sampled_out);
+  set_thread_operators_off(next.in_unit && next.operators_off);
 }
 
 }  // namespace record::sampling
 
 namespace internal {
+
+namespace {
+// A recorded unit's last span ended.
+void close_unit(record::sampling::TrackUnit& unit) {
+  unit.in_unit = false;
+  if (unit.operators_off) {
+    unit.operators_off = false;
+    record::sampling::set_thread_operators_off(false);
+  }
+}
+}  // namespace
 
 Admission admit_begin(uint32_t name_id) {
   using namespace record::sampling;
@@ -204,6 +249,14 @@ Admission admit_begin(uint32_t name_id) {
   }
   unit.in_unit = true;
   if (!decide(given)) {
+    // Recorded, with the operators off until it closes (a unit that is an operator is
+    // left out whole).
+    if (g_policy.operators_only && !is_operator_name(state, name_id)) {
+      unit.operators_off = true;
+      set_thread_operators_off(true);
+      unit.open_inside = 1;
+      return Admission::kWrite;
+    }
     unit.sampled_out = true;
     set_thread_sampled_out(true);
     return Admission::kSampledOutRoot;
@@ -216,7 +269,7 @@ void undo_admit() {
   using namespace record::sampling;
   TrackUnit& unit = thread_state().current;
   if (unit.in_unit && !unit.sampled_out) {
-    if (unit.open_inside > 0 && --unit.open_inside == 0) unit.in_unit = false;
+    if (unit.open_inside > 0 && --unit.open_inside == 0) close_unit(unit);
   } else if (unit.open_outside > 0) {
     --unit.open_outside;
   }
@@ -232,7 +285,7 @@ bool admit_end() {
       set_thread_sampled_out(false);
       return false;
     }
-    if (unit.open_inside > 0 && --unit.open_inside == 0) unit.in_unit = false;
+    if (unit.open_inside > 0 && --unit.open_inside == 0) close_unit(unit);
     return true;
   }
   if (unit.open_outside > 0) --unit.open_outside;

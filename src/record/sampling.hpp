@@ -14,7 +14,9 @@
 // of a caller's W3C traceparent, a parent process's decision), which is followed and
 // counted too. The state is per track, so asyncio tasks interleaved on one thread each
 // keep their own; a listener (the torch operator observer) hears when the calling thread
-// enters and leaves a sampled-out unit, to switch its own hooks off meanwhile.
+// enters and leaves a sampled-out unit, to switch its own hooks off meanwhile. With
+// operators_only (an always-on preset: Python spans always, operators for a sample), that
+// is all sampling does: the unit's spans are recorded, its operators are not.
 //
 // Thread-safety: configure() and run_info() run under the session lock; everything else
 // concerns the calling thread, and the counters are atomics.
@@ -30,8 +32,9 @@
 namespace opsight::record::sampling {
 
 // Sets the policy of the session starting (rate >= 1: no sampling); resets the counters and
-// makes every thread's state stale.
-void configure(double rate, const std::string& root);
+// makes every thread's state stale. With `operators_only`, a unit sampled out is recorded
+// with only the listener's hooks off (the torch operators): its spans are written.
+void configure(double rate, const std::string& root, bool operators_only = false);
 // Switches sampling off (the session stopped).
 void clear();
 // What the run info says of sampling: "sampling" (the policy, in words), and the units

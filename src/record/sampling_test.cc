@@ -260,3 +260,77 @@ TEST(Sampling, AUnitCutByTheSessionsStopLeavesTheNextSessionWhole) {
 }
 
 }  // namespace
+
+namespace {
+
+// The always-on preset's scope: a unit sampled out is still recorded, span by span, with
+// only the listener's hooks (the torch operators) off while it runs, on its own track.
+TEST(Sampling, OperatorsOnlyRecordsEverySpanAndSwitchesOnlyTheHooks) {
+  static std::vector<bool> heard;
+  heard.clear();
+  opsight::set_sampling_listener([](bool off) { heard.push_back(off); });
+  opsight::NameId root = opsight::register_name("request");
+  opsight::NameId child = opsight::register_name("step");
+  RecordingOptions options = sampling(0.25);
+  options.sample_operators_only = true;
+  Trace trace = opsight::record::testing::record_and_read(
+      [&] {
+        for (int unit = 0; unit < 8; ++unit) {
+          ASSERT_TRUE(opsight::begin(root));
+          EXPECT_TRUE(opsight::recording());  // every unit records its spans
+          ASSERT_TRUE(opsight::begin(child));
+          opsight::add_arg("unit", unit);
+          opsight::end();
+          opsight::end();
+        }
+        opsight::switch_track(1, "task");
+        ASSERT_TRUE(opsight::begin(root));  // unit 8: kept
+        opsight::switch_track(2, "other task");
+        ASSERT_TRUE(opsight::begin(root));  // unit 9: operators off
+        opsight::switch_track(1);
+        opsight::end();
+        opsight::switch_track(2);
+        opsight::end();
+        opsight::switch_track(0);
+      },
+      options);
+  opsight::set_sampling_listener(nullptr);
+  std::vector<std::string> all = names(trace);
+  EXPECT_EQ(count(all, "request"), 10u);
+  EXPECT_EQ(count(all, "step"), 8u);
+  EXPECT_EQ(trace.slice_args.size(), 8u);
+  // Units 1-3 and 5-7 ran with the hooks off (off at their root, on when it ended); on
+  // the tracks, off on the switch to unit 9's, on at the switch back, off again, on at
+  // its end.
+  std::vector<bool> expected;
+  for (int unit = 0; unit < 8; ++unit)
+    if (unit % 4 != 0) expected.insert(expected.end(), {true, false});
+  expected.insert(expected.end(), {true, false, true, false});
+  EXPECT_EQ(heard, expected);
+  EXPECT_EQ(info(trace, "sampling"), "operators in 1 in 4 of root spans");
+  EXPECT_EQ(info(trace, "sampling_units"), "10");
+  EXPECT_EQ(info(trace, "sampling_units_recorded"), "3");
+}
+
+// An operator that is itself a root (torch run outside any span) is a unit left out whole
+// under operators_only too: its spans are operators.
+TEST(Sampling, OperatorsOnlyLeavesOutAnOperatorRootWhole) {
+  opsight::NameId op = opsight::register_name("aten::linear", "operator");
+  opsight::NameId inner = opsight::register_name("aten::t", "operator");
+  RecordingOptions options = sampling(0.5);
+  options.sample_operators_only = true;
+  Trace trace = opsight::record::testing::record_and_read(
+      [&] {
+        for (int unit = 0; unit < 4; ++unit) {
+          ASSERT_TRUE(opsight::begin(op));
+          if (opsight::begin(inner)) opsight::end();
+          opsight::end();
+        }
+      },
+      options);
+  std::vector<std::string> all = names(trace);
+  EXPECT_EQ(count(all, "aten::linear"), 2u);
+  EXPECT_EQ(count(all, "aten::t"), 2u);
+}
+
+}  // namespace

@@ -194,10 +194,13 @@ std::string format_overhead_line(const analyze::OverheadSummary& overhead) {
   std::string drops =
       fmt::format("{} event{} dropped{}", overhead.events_dropped,
                   overhead.events_dropped == 1 ? "" : "s", export_clause(overhead.exports));
-  if (overhead.sampling.sampled())
-    drops +=
-        fmt::format("; sampled {}: {} of {} units recorded (counts are of these, not totals)",
-                    overhead.sampling.policy, overhead.sampling.recorded, overhead.sampling.units);
+  if (overhead.sampling.sampled()) {
+    bool operators_only = overhead.sampling.policy.starts_with("operators in ");
+    drops += fmt::format("; sampled {}: {} of {} units recorded ({})", overhead.sampling.policy,
+                         overhead.sampling.recorded, overhead.sampling.units,
+                         operators_only ? "operator counts are of these; other spans are totals"
+                                        : "counts are of these, not totals");
+  }
   if (overhead.ring.present()) {
     const analyze::RingSummary& ring = overhead.ring;
     std::string limit = ring.max_age_ns > 0

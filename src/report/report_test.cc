@@ -122,6 +122,14 @@ TEST(OverheadLine, SaysWhatSamplingKeptFromTheRunInfo) {
             "tracer overhead: not recorded in this trace, 0 events dropped; sampled 1 in 100 "
             "of 'handle_request' spans: 37 of 3700 units recorded (counts are of these, not "
             "totals)");
+  run.extra = {{"sampling", "operators in 1 in 100 of root spans"},
+               {"sampling_units", "300"},
+               {"sampling_units_recorded", "3"}};
+  overhead.sampling = analyze::parse_sampling(run);
+  EXPECT_EQ(format_overhead_line(overhead),
+            "tracer overhead: not recorded in this trace, 0 events dropped; sampled operators in "
+            "1 in 100 of root spans: 3 of 300 units recorded (operator counts are of these; "
+            "other spans are totals)");
   run.extra = {{"sampling_units", "x"}};  // no policy: not sampled, whatever else is there
   EXPECT_FALSE(analyze::parse_sampling(run).sampled());
 }

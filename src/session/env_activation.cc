@@ -98,6 +98,13 @@ __attribute__((constructor)) void start_environment_session() {
   if (auto sample_ms = environment_integer("OPSIGHT_SAMPLE_MS", 0, 3'600'000))
     options.sample_interval_ms = static_cast<uint32_t>(*sample_ms);
   if (auto cuda = environment_integer("OPSIGHT_CUDA", 0, 1)) options.cuda = *cuda == 1;
+  // OPSIGHT_PRESET=production (docs/production.md): counters once a second and the flight
+  // recorder keeping the last 60 s, unless their own variables say otherwise.
+  if (const char* preset = std::getenv("OPSIGHT_PRESET");
+      preset != nullptr && std::string_view(preset) == "production") {
+    if (std::getenv("OPSIGHT_SAMPLE_MS") == nullptr) options.sample_interval_ms = 1000;
+    if (std::getenv("OPSIGHT_RING") == nullptr) options.ring = "60s";
+  }
   // The flight recorder (docs/production.md), as `opsight run --ring` asks it.
   if (const char* ring = std::getenv("OPSIGHT_RING"); ring != nullptr && *ring != '\0') {
     options.ring = ring;

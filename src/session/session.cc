@@ -76,6 +76,7 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   recording.final_run_info = collect::metric_run_info;
   recording.sample_rate = state_->options.sample_rate;
   recording.sample_root = state_->options.sample_root;
+  recording.sample_operators_only = state_->options.sample_operators_only;
   if (!state_->options.ring.empty()) {
     session::FlightRecorderOptions flight;
     auto limits = record::parse_ring_limits(state_->options.ring, &state_->error);

@@ -20,8 +20,9 @@ from typing import Any
 
 from .._session.export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
                        targets_from_environment)
-from .._session.sampling import (SAMPLE_ROOT_VARIABLE, SAMPLE_VARIABLE, parse_sample_rate,
-                                parse_sample_root)
+from .._session import preset as _preset
+from .._session.sampling import (SAMPLE_ROOT_VARIABLE, SAMPLE_SCOPE_VARIABLE, SAMPLE_SCOPES,
+                                SAMPLE_VARIABLE, parse_sample_rate, parse_sample_root)
 from .._store import save_run
 from .arguments import ArgumentParser
 from ..exit_codes import USAGE_ERROR
@@ -89,8 +90,14 @@ def _run_parser() -> ArgumentParser:
     parser.add_argument("--metrics", metavar="NAMES",
                         help="metrics every traced function measures, e.g. cpu,memory "
                              "(latency, cpu, memory, heap, disk, network, gpu; docs/metrics.md)")
-    parser.add_argument("--sample-ms", type=int, default=100, metavar="MS",
-                        help="sample process and GPU counters every MS ms (0: off; default 100)")
+    parser.add_argument("--production", action="store_true",
+                        help="the always-on preset (docs/production.md): every Python target "
+                             "and module span, torch operators for 1 in 100 root spans, "
+                             "counters once a second, the flight recorder keeping the last 60 "
+                             "s, GPU tracing off; options given explicitly win")
+    parser.add_argument("--sample-ms", type=int, metavar="MS",
+                        help="sample process and GPU counters every MS ms (0: off; default 100, "
+                             "1000 with --production)")
     parser.add_argument("--sample", metavar="RATE",
                         help="record this share of the units, e.g. 1/100, 0.01 or 1%% (a unit: "
                              "each root span, or each --sample-root span, with everything "
@@ -99,7 +106,10 @@ def _run_parser() -> ArgumentParser:
                         help="with --sample, a unit is each span of this name begun outside "
                              "one ('requests': each HTTP request; 'category:NAME': each span "
                              "of that category)")
-    parser.add_argument("--cuda", choices=("auto", "on", "off"), default="auto",
+    parser.add_argument("--sample-scope", choices=SAMPLE_SCOPES,
+                        help="with --sample, what a unit sampled out leaves out: all (the "
+                             "default) or only its torch operators (its spans are recorded)")
+    parser.add_argument("--cuda", choices=("auto", "on", "off"),
                         help="trace CUDA kernels, copies and API calls through CUPTI (docs/gpu.md): "
                              "auto (the default) from when torch initialises CUDA, on from the "
                              "start (any program linked with libopsight too), off")
@@ -252,11 +262,21 @@ def run_command(arguments: list[str]) -> int:
         environment["OPSIGHT_MAIN_ALIASES"] = os.path.splitext(os.path.basename(script))[0]
     if options.buffer_mb:
         environment["OPSIGHT_BUFFER_MB"] = str(options.buffer_mb)
-    environment["OPSIGHT_SAMPLE_MS"] = str(max(options.sample_ms, 0))
-    if options.cuda != "auto":
+    # The preset's defaults first, under what was given explicitly.
+    for name in ("OPSIGHT_SAMPLE_MS", "OPSIGHT_CUDA", "OPSIGHT_RING", SAMPLE_SCOPE_VARIABLE,
+                 _preset.PRESET_VARIABLE):
+        environment.pop(name, None)
+    if options.sample_ms is not None:
+        environment["OPSIGHT_SAMPLE_MS"] = str(max(options.sample_ms, 0))
+    if options.cuda not in (None, "auto"):
         environment["OPSIGHT_CUDA"] = "1" if options.cuda == "on" else "0"
+    if options.ring is not None:
+        environment["OPSIGHT_RING"] = options.ring
+    if options.sample_scope is not None:
+        environment[SAMPLE_SCOPE_VARIABLE] = options.sample_scope
     environment.pop("OPSIGHT_SESSION_PID", None)
-    if options.cuda != "off" and not script and not _is_this_python(command[0]):
+    if (options.cuda != "off" and not (options.production and options.cuda is None)
+            and not script and not _is_this_python(command[0])):
         # Any other program: the CUDA driver loads libopsight.so as its injection library
         # at cuInit, which records the process and its GPU (docs/gpu.md).
         library = _injection_library()
@@ -279,6 +299,11 @@ def run_command(arguments: list[str]) -> int:
         environment[SAMPLE_VARIABLE] = repr(rate)
         if root:
             environment[SAMPLE_ROOT_VARIABLE] = root
+    if options.production:
+        _preset.apply("production", environment)
+        options.ring = environment["OPSIGHT_RING"]
+    elif "OPSIGHT_SAMPLE_MS" not in environment:
+        environment["OPSIGHT_SAMPLE_MS"] = "100"
     if options.metrics:
         from .._capture.metrics import metric_problem
 
@@ -288,9 +313,10 @@ def run_command(arguments: list[str]) -> int:
             print(f"opsight run: --metrics: {problems[0]}", file=sys.stderr)
             return USAGE_ERROR
         environment["OPSIGHT_METRICS"] = ",".join(names)
-    for name in ("OPSIGHT_RING", "OPSIGHT_DUMP_ON_SLOW", "OPSIGHT_DUMP_DIR",
-                 "OPSIGHT_DUMP_ON_EXCEPTION"):
+    for name in ("OPSIGHT_DUMP_ON_SLOW", "OPSIGHT_DUMP_DIR", "OPSIGHT_DUMP_ON_EXCEPTION"):
         environment.pop(name, None)
+    if options.ring is None:
+        environment.pop("OPSIGHT_RING", None)
     options.dump_directory = None
     if options.ring is None and (options.dump_on_slow or options.dump_dir
                                  or options.no_dump_on_exception):

@@ -47,7 +47,8 @@ class Recording:
               flush_interval_ms: int = 100, sample_ms: int = 0,
               metrics: list[str] | tuple[str, ...] | None = None,
               sample_rate: float = 1.0, sample_root: str = "",
-              cuda: bool | None = None, ring: RingOptions | None = None) -> "Recording":
+              cuda: bool | None = None, ring: RingOptions | None = None,
+              sample_operators_only: bool = False) -> "Recording":
         """Starts recording into ``output`` (``.opsight``, ``.json`` or ``.pftrace``), or into memory
         when None; ``sample_rate`` below 1 records that share of the units that begin at
         ``sample_root`` (:mod:`.sampling`); ``cuda`` traces the GPU (:mod:`.gpu`: None
@@ -64,6 +65,7 @@ class Recording:
         session = _native.Session(_stream_path(path) or "", buffer_mb, flush_interval_ms,
                                   sample_ms, sample_rate, sample_root, trace_gpu,
                                   gpu.cupti_path() if trace_gpu else "",
+                                  sample_operators_only=sample_operators_only,
                                   **(ring or RingOptions()).native_arguments())
         if not session.ok:
             raise RecordingError(session.error)

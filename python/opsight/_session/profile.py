@@ -27,7 +27,8 @@ from .export import export_trace, parse_targets, targets_from_environment
 from .sampling import from_environment as sampling_from_environment
 from .flight_recorder import RingOptions
 from .flight_recorder import from_environment as ring_from_environment
-from .sampling import parse_sample_rate, parse_sample_root
+from .sampling import parse_sample_rate, parse_sample_root, parse_sample_scope
+from .sampling import scope_from_environment
 
 
 class Profile(TraceAnalyses):
@@ -51,6 +52,7 @@ class Profile(TraceAnalyses):
         export: str | list[str] | tuple[str, ...] | None = None,
         sample: float | str | None = None,
         sample_root: str | None = None,
+        sample_scope: str | None = None,
         cuda: bool | None = None,
         ring: str | None = None,
         dump_on_slow: str = "",
@@ -84,6 +86,11 @@ class Profile(TraceAnalyses):
         else:
             self.sample_rate = parse_sample_rate(sample, "opsight.profile: sample")
             self.sample_root = parse_sample_root(sample_root, "opsight.profile: sample_root")
+        # "operators": a unit sampled out keeps its spans, only its torch operators are left
+        # out (OPSIGHT_SAMPLE_SCOPE when None).
+        self.sample_operators_only = (scope_from_environment() if sample_scope is None else
+                                      parse_sample_scope(sample_scope,
+                                                         "opsight.profile: sample_scope"))
         # Where the trace goes when the profile stops (docs/export.md): "otlp=URL",
         # "zipkin=URL", "pushgateway=URL", ... (OPSIGHT_EXPORT when not given).
         self.export_targets = parse_targets(export) if export is not None else targets_from_environment()
@@ -125,7 +132,7 @@ class Profile(TraceAnalyses):
                 self.output, buffer_mb=self.buffer_mb, flush_interval_ms=self.flush_interval_ms,
                 sample_ms=self.sample_ms, metrics=self.metric_names,
                 sample_rate=self.sample_rate, sample_root=self.sample_root, cuda=self.cuda,
-                ring=self.ring)
+                ring=self.ring, sample_operators_only=self.sample_operators_only)
         except (RecordingError, ValueError) as error:
             raise RuntimeError(f"opsight.profile: {error}") from None
         return self

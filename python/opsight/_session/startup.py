@@ -114,6 +114,9 @@ class _Activation:
         # This process records here: a libopsight.so the CUDA driver loads later as its
         # injection library (CUDA_INJECTION64_PATH, inherited from `opsight run`) leaves it be.
         os.environ["OPSIGHT_SESSION_PID"] = str(os.getpid())
+        from . import preset
+
+        preset.apply_from_environment(os.environ)  # OPSIGHT_PRESET: its defaults
         buffer_mb = _environment_integer("OPSIGHT_BUFFER_MB", 64, 1, 1 << 20)
         sample_ms = _environment_integer("OPSIGHT_SAMPLE_MS", 0, 0, 3_600_000)
         metrics = [name for name in re.split(r"[,;\s]+", os.environ.get("OPSIGHT_METRICS", ""))
@@ -122,18 +125,22 @@ class _Activation:
 
         from .flight_recorder import from_environment as ring_from_environment
 
+        from .sampling import scope_from_environment
+
         sample_rate, sample_root = from_environment()
+        operators_only = scope_from_environment()
         ring = ring_from_environment()
         try:
             recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms,
                                         metrics=metrics, sample_rate=sample_rate,
-                                        sample_root=sample_root, ring=ring)
+                                        sample_root=sample_root, ring=ring,
+                                        sample_operators_only=operators_only)
         except ValueError as error:  # an unknown metric: record without the metrics
             print(f"opsight: ignoring OPSIGHT_METRICS: {error}", file=sys.stderr)
             try:
                 recording = Recording.start(path, buffer_mb=buffer_mb, sample_ms=sample_ms,
                                             sample_rate=sample_rate, sample_root=sample_root,
-                                            ring=ring)
+                                            ring=ring, sample_operators_only=operators_only)
             except RecordingError as start_error:
                 print(f"opsight: OPSIGHT_OUTPUT: {start_error}", file=sys.stderr)
                 return False
