@@ -25,11 +25,17 @@ Variants:
   opsight sampled 1/1000   the default with sample="1/1000": each forward is a unit (its
                            outermost module call), the first is recorded, the others are
                            sampled out: what a sampled-out request costs
+  opsight modules, sampled 1/1000
+                           the same with module spans only (OPSIGHT_TORCH=modules): no
+                           RecordFunction observer is installed at all, so against the row
+                           above it shows what the observer costs a sampled-out forward
   torch.profiler           profile(activities=[CPU]), record_shapes off
 
 Each variant is timed by the wall clock and by the process's CPU time (every thread: torch's
 workers and opsight's writer too), both printed: on a shared machine the CPU time is the
-steadier, and it shows work a tracer moves off the program's thread. Times are medians over
+steadier, and it shows work a tracer moves off the program's thread. The process CPU time
+is also split into the calling (main) thread's and every other thread's (torch's intra-op
+workers, which spin while they wait for work, and opsight's writer). Times are medians over
 rounds; each ratio is the median over rounds of the variant's time over the untraced time
 of the same round (a slow stretch of the machine hits both sides alike).
 
@@ -39,6 +45,8 @@ nothing. Reported: medians over rounds, the ratio to untraced, and the added per
 
 Run: .venv/bin/python benchmarks/python/model_overhead.py [--rounds 9] [--forwards 40]
      [--threads 1] (--threads 0: torch's default thread count)
+     [--variant "opsight sampled 1/1000" --variant "opsight, torch off"] (only those, and
+     untraced)
 """
 
 from __future__ import annotations
@@ -65,19 +73,24 @@ _MODES = {  # OPSIGHT_TORCH for each opsight variant
     "opsight modules": "modules",
     "opsight ops+modules": "on",
     "opsight sampled 1/1000": "on",
+    "opsight modules, sampled 1/1000": "modules",
 }
+_SAMPLED = ("opsight sampled 1/1000", "opsight modules, sampled 1/1000")
 
 
 class Clocks:
-    """Wall time and the process's CPU time (every thread: torch's, the tracer's writer...)
-    from a start; on a shared machine CPU time is the steadier of the two."""
+    """Wall time, the process's CPU time (every thread: torch's, the tracer's writer...) and
+    the calling thread's CPU time from a start; on a shared machine CPU time is the steadier
+    of the two."""
 
     def __init__(self) -> None:
         self.wall = time.perf_counter_ns()
         self.cpu = time.process_time_ns()
+        self.thread = time.thread_time_ns()
 
-    def elapsed(self) -> tuple[int, int]:
-        return time.perf_counter_ns() - self.wall, time.process_time_ns() - self.cpu
+    def elapsed(self) -> tuple[int, int, int]:
+        return (time.perf_counter_ns() - self.wall, time.process_time_ns() - self.cpu,
+                time.thread_time_ns() - self.thread)
 
 
 # Forwards run before the timed ones, in every variant (inside the session for a traced
@@ -88,9 +101,9 @@ class Clocks:
 SETTLE_FORWARDS = 3
 
 
-def forwards(model, inputs, count: int) -> tuple[int, int]:
+def forwards(model, inputs, count: int) -> tuple[int, int, int]:
     """Runs SETTLE_FORWARDS forwards, then ``count`` timed ones; returns the (wall, process
-    CPU) time the timed ones took (ns)."""
+    CPU, calling thread's CPU) time the timed ones took (ns)."""
     with torch.inference_mode():
         for _ in range(SETTLE_FORWARDS):
             model(*inputs)
@@ -101,11 +114,15 @@ def forwards(model, inputs, count: int) -> tuple[int, int]:
     return clocks.elapsed()
 
 
-def as_figures(hot: tuple[int, int], whole: tuple[int, int],
-               overhead_line_ns: int = 0) -> tuple[int, int, int, int, int]:
-    """(hot wall, whole wall, hot CPU, whole CPU, the tracer overhead its report shows):
-    what every variant returns."""
-    return hot[0], whole[0], hot[1], whole[1], overhead_line_ns
+Figures = tuple[int, int, int, int, int, int, int]
+
+
+def as_figures(hot: tuple[int, int, int], whole: tuple[int, int, int],
+               overhead_line_ns: int = 0) -> Figures:
+    """(hot wall, whole wall, hot CPU, whole CPU, the tracer overhead its report shows, hot
+    CPU of the calling thread, whole CPU of the calling thread): what every variant
+    returns."""
+    return hot[0], whole[0], hot[1], whole[1], overhead_line_ns, hot[2], whole[2]
 
 
 def counts_per_forward(model, inputs) -> dict[str, int]:
@@ -119,14 +136,14 @@ def counts_per_forward(model, inputs) -> dict[str, int]:
 
 
 def opsight_variant(name: str, model, inputs, count: int, expected: dict[str, int],
-                    directory: str) -> tuple[int, int, int, int, int]:
+                    directory: str) -> Figures:
     """(hot path, whole session) wall and CPU ns of one opsight variant."""
     previous = os.environ.get("OPSIGHT_TORCH")
     os.environ["OPSIGHT_TORCH"] = _MODES[name]
     path = os.path.join(directory, "run.opsight")
     try:
         whole_clocks = Clocks()
-        sample = "1/1000" if name == "opsight sampled 1/1000" else None
+        sample = "1/1000" if name in _SAMPLED else None
         with opsight.profile(path, buffer_mb=256, sample=sample) as profile:
             if name == "opsight, switched off":
                 opsight.disable()
@@ -155,19 +172,21 @@ def _check(name: str, trace, count: int, expected: dict[str, int]) -> None:
         wanted["module"] = expected["module"] * count
     if name == "opsight sampled 1/1000":  # each forward is a unit: only the first is kept
         wanted = dict(expected)
+    if name == "opsight modules, sampled 1/1000":
+        wanted = {"operator": 0, "module": expected["module"]}
     if dropped or recorded != wanted:
         raise SystemExit(f"{name}: recorded {recorded}, expected {wanted}, {dropped} events "
                          "dropped: the benchmark measured nothing")
 
 
-def untraced_variant(model, inputs, count: int) -> tuple[int, int, int, int, int]:
+def untraced_variant(model, inputs, count: int) -> Figures:
     """The baseline: its whole "session" is its settling and timed forwards."""
     whole_clocks = Clocks()
     hot = forwards(model, inputs, count)
     return as_figures(hot, whole_clocks.elapsed())
 
 
-def floor_variant(model, inputs, count: int) -> tuple[int, int, int, int, int]:
+def floor_variant(model, inputs, count: int) -> Figures:
     """torch's RecordFunction floor: the observer installed, nothing recorded."""
     import opsight._torch_observer as observer
 
@@ -181,7 +200,7 @@ def floor_variant(model, inputs, count: int) -> tuple[int, int, int, int, int]:
 
 
 def profiler_variant(model, inputs, count: int,
-                     directory: str) -> tuple[int, int, int, int, int]:
+                     directory: str) -> Figures:
     path = os.path.join(directory, "torch-profiler.json")
     whole_clocks = Clocks()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
@@ -197,6 +216,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     parser.add_argument("--settle", type=int, default=3,
                         help="untimed forwards before the timed ones, in every variant")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="a variant to run besides untraced (repeatable; default: all)")
     arguments = parser.parse_args()
     global SETTLE_FORWARDS
     SETTLE_FORWARDS = arguments.settle
@@ -207,13 +228,19 @@ def main() -> None:
     expected = counts_per_forward(model, inputs)
     count = arguments.forwards
     with tempfile.TemporaryDirectory(prefix="opsight-model-overhead-") as directory:
-        variants: dict[str, Callable[[], tuple[int, int, int, int, int]]] = {
+        variants: dict[str, Callable[[], Figures]] = {
             "untraced": lambda: untraced_variant(model, inputs, count),
             "torch's floor": lambda: floor_variant(model, inputs, count),
             **{name: (lambda name=name: opsight_variant(name, model, inputs, count, expected,
                                                         directory)) for name in _MODES},
             "torch.profiler": lambda: profiler_variant(model, inputs, count, directory),
         }
+        if arguments.variant:
+            wanted = {"untraced", *arguments.variant}
+            unknown = wanted - set(variants)
+            if unknown:
+                parser.error(f"unknown variants {sorted(unknown)}; known: {list(variants)}")
+            variants = {name: run for name, run in variants.items() if name in wanted}
         figures = run_rounds_raw(variants, arguments.rounds)
     medians = {name: tuple(statistics.median(column) for column in zip(*rounds))
                for name, rounds in figures.items()}
@@ -228,23 +255,40 @@ def main() -> None:
           "ratios")
     for title, first in (("wall time", 0), ("process CPU time (all threads)", 2)):
         print(f"\n{title}, per forward")
-        print(f"{'variant':<24}{'hot path':>12}{'ratio':>8}{'added':>9}"
+        print(f"{'variant':<34}{'hot path':>12}{'ratio':>8}{'added':>9}"
               f"{'whole session':>16}{'ratio':>8}{'added':>9}")
         for name in variants:
             h = medians[name][first] / count
             w = medians[name][first + 1] / count
             hot_ratio, whole_ratio = ratios[name][first], ratios[name][first + 1]
-            print(f"{name:<24}{h / 1e6:>9.3f} ms{hot_ratio:>8.3f}"
+            print(f"{name:<34}{h / 1e6:>9.3f} ms{hot_ratio:>8.3f}"
                   f"{(hot_ratio - 1) * 100:>8.1f}%{w / 1e6:>13.3f} ms{whole_ratio:>8.3f}"
                   f"{(whole_ratio - 1) * 100:>8.1f}%")
+    print("\nprocess CPU time split, per forward: the calling thread's, and every other "
+          "thread's (torch's intra-op workers, opsight's writer), with what each adds over "
+          "untraced (difference of medians)")
+    print(f"{'variant':<34}{'hot: calling':>14}{'others':>10}{'whole: calling':>16}"
+          f"{'others':>10}")
+    base = medians["untraced"]
+    for name in variants:
+        figure = medians[name]
+        hot_main, whole_main = figure[5] / count, figure[6] / count
+        hot_others, whole_others = (figure[2] - figure[5]) / count, (figure[3] - figure[6]) / count
+        added = (f"  (+{(figure[5] - base[5]) / count / 1e3:.0f}/"
+                 f"+{(figure[2] - figure[5] - base[2] + base[5]) / count / 1e3:.0f} µs hot, "
+                 f"+{(figure[6] - base[6]) / count / 1e3:.0f}/"
+                 f"+{(figure[3] - figure[6] - base[3] + base[6]) / count / 1e3:.0f} µs whole)")
+        print(f"{name:<34}{hot_main / 1e6:>11.3f} ms{hot_others / 1e6:>7.3f} ms"
+              f"{whole_main / 1e6:>13.3f} ms{whole_others / 1e6:>7.3f} ms"
+              f"{'' if name == 'untraced' else added}")
     print("\nthe overhead line (what the report says opsight cost) against the measured hot "
           "path (process CPU), per forward, as a share of the untraced forward")
     base_cpu = medians["untraced"][2] / count
-    for name in _MODES:
+    for name in (name for name in _MODES if name in variants):
         said = medians[name][4] / count
         measured = (ratios[name][2] - 1) * base_cpu
         agreement = f"{said / measured:.2f}x" if measured > 0 else "(nothing measured)"
-        print(f"{name:<24} says {said / 1e3:7.1f} µs ({said / base_cpu * 100:5.2f}%), measured "
+        print(f"{name:<34} says {said / 1e3:7.1f} µs ({said / base_cpu * 100:5.2f}%), measured "
               f"{measured / 1e3:7.1f} µs ({measured / base_cpu * 100:5.2f}%): {agreement}")
 
 if __name__ == "__main__":
