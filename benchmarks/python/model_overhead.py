@@ -29,7 +29,16 @@ Variants:
                            the same with module spans only (OPSIGHT_TORCH=modules): no
                            RecordFunction observer is installed at all, so against the row
                            above it shows what the observer costs a sampled-out forward
+  opsight production preset
+                           what `opsight run --production` records (docs/production.md):
+                           every module span, the operators of 1 in 100 forwards
+                           (sample_scope="operators"), counters every second, the flight
+                           recorder keeping the last 60 s in memory and written at the end
   torch.profiler           profile(activities=[CPU]), record_shapes off
+
+Models (--model): the demo's encoder (default), or BERT-base from transformers
+(BertModel(BertConfig()): 12 layers, hidden 768, random weights, nothing downloaded;
+batch 1 x 128 tokens).
 
 Each variant is timed by the wall clock and by the process's CPU time (every thread: torch's
 workers and opsight's writer too), both printed: on a shared machine the CPU time is the
@@ -74,6 +83,7 @@ _MODES = {  # OPSIGHT_TORCH for each opsight variant
     "opsight ops+modules": "on",
     "opsight sampled 1/1000": "on",
     "opsight modules, sampled 1/1000": "modules",
+    "opsight production preset": "on",
 }
 _SAMPLED = ("opsight sampled 1/1000", "opsight modules, sampled 1/1000")
 
@@ -144,7 +154,12 @@ def opsight_variant(name: str, model, inputs, count: int, expected: dict[str, in
     try:
         whole_clocks = Clocks()
         sample = "1/1000" if name in _SAMPLED else None
-        with opsight.profile(path, buffer_mb=256, sample=sample) as profile:
+        preset = {}
+        if name == "opsight production preset":  # the --production defaults
+            preset = {"sample": "1/100", "sample_scope": "operators", "sample_ms": 1000,
+                      "ring": "60s"}
+        with opsight.profile(path, buffer_mb=256, **({"sample": sample} if sample else {}),
+                             **preset) as profile:
             if name == "opsight, switched off":
                 opsight.disable()
             hot = forwards(model, inputs, count)
@@ -174,6 +189,9 @@ def _check(name: str, trace, count: int, expected: dict[str, int]) -> None:
         wanted = dict(expected)
     if name == "opsight modules, sampled 1/1000":
         wanted = {"operator": 0, "module": expected["module"]}
+    if name == "opsight production preset":  # every module; the operators of 1 in 100
+        wanted = {"operator": expected["operator"] * -(-count // 100),
+                  "module": expected["module"] * count}
     if dropped or recorded != wanted:
         raise SystemExit(f"{name}: recorded {recorded}, expected {wanted}, {dropped} events "
                          "dropped: the benchmark measured nothing")
@@ -209,6 +227,18 @@ def profiler_variant(model, inputs, count: int,
     return as_figures(hot, whole_clocks.elapsed())
 
 
+def build_bert_base():
+    """BERT-base from its configuration (random weights, nothing downloaded) and one batch
+    of 128 token ids."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    model = transformers.BertModel(transformers.BertConfig()).eval()
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(0, model.config.vocab_size, (1, 128), generator=generator)
+    return model, (input_ids,)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=9)
@@ -216,6 +246,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: default)")
     parser.add_argument("--settle", type=int, default=3,
                         help="untimed forwards before the timed ones, in every variant")
+    parser.add_argument("--model", choices=("demo", "bert-base"), default="demo")
     parser.add_argument("--variant", action="append", default=[],
                         help="a variant to run besides untraced (repeatable; default: all)")
     arguments = parser.parse_args()
@@ -223,7 +254,7 @@ def main() -> None:
     SETTLE_FORWARDS = arguments.settle
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
-    model, inputs = build()
+    model, inputs = build() if arguments.model == "demo" else build_bert_base()
     forwards(model, inputs, 10)  # warm-up
     expected = counts_per_forward(model, inputs)
     count = arguments.forwards
@@ -249,7 +280,9 @@ def main() -> None:
     print(f"opsight {opsight.__version__}, torch {torch.__version__}, Python "
           f"{platform.python_version()}, {torch.get_num_threads()} torch thread(s), load "
           f"average {load:.1f}")
-    print(f"demo model (TinyBert, 2 layers, batch 4 x 64): {expected['operator']} operators and "
+    described = ("demo model (TinyBert, 2 layers, batch 4 x 64)" if arguments.model == "demo"
+                 else "BERT-base (transformers, 12 layers, hidden 768, batch 1 x 128)")
+    print(f"{described}: {expected['operator']} operators and "
           f"{expected['module']} modules per forward; {count} forwards per session, "
           f"{arguments.rounds} interleaved rounds; medians of times, medians of per-round "
           "ratios")
