@@ -243,10 +243,10 @@ struct SessionOptions {
   // Sampling by unit (always-on tracing at a fraction of the cost): below 1, only this
   // share of the units is recorded, spread evenly (the first, then one in every
   // 1/sample_rate); a unit sampled out records nothing (a torch forward left out costs
-  // within about 1% of an untraced one: docs/performance.md). A unit is a root span (the first span
-  // a thread or async track begins with none open) or, when `sample_root` is set, a span of that
-  // name
-  // ("category:NAME": of that category) begun outside a unit, with everything under it.
+  // within about 1% of an untraced one: docs/performance.md). A unit is a root span (the
+  // first span a thread or async track begins with none open) or, when `sample_root` is
+  // set, a span of that name ("category:NAME": of that category) begun outside a unit,
+  // with everything under it.
   // The run info says the policy and how many units were seen and recorded
   // ("sampling", "sampling_units", "sampling_units_recorded"); reports state it.
   double sample_rate = 1.0;
