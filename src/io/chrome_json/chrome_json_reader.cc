@@ -1043,7 +1043,9 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
     return std::move(*fast);
   // Cut short (a killed recorder): close it after its last whole event and read that a
   // window at a time too, rather than parsing the whole file (and a repaired copy) at once.
-  if (RepairPoint repair = find_repair_point(text); repair.input_is_cut) {
+  // The scan is kept for the strict parse's repair and error report below (same text).
+  const RepairPoint repair = find_repair_point(text);
+  if (repair.input_is_cut) {
     std::string repaired(text.substr(0, repair.keep_bytes));
     repaired += repair.closing_brackets;
     if (auto fast =
@@ -1074,14 +1076,18 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
     }
   }
 
-  simdjson::dom::parser parser;
+  // A document of one window's size is parsed by this thread's window parser, whose memory
+  // is already allocated (a new parser allocates for the document and for its maximum
+  // depth on every read); nothing else parses with it while `root` is in use.
+  std::optional<simdjson::dom::parser> own_parser;
+  simdjson::dom::parser& parser =
+      text.size() <= kWindowBytes ? window_parsers()[0].parser : own_parser.emplace();
   element root;
   size_t length = 0;
   auto buffer = padded_copy(text, {}, &length);
   simdjson::error_code parse_error = parser.parse(buffer.get(), length, false).get(root);
   if (parse_error != simdjson::SUCCESS && parse_error != simdjson::DEPTH_ERROR &&
       parse_error != simdjson::MEMALLOC && parse_error != simdjson::CAPACITY) {
-    RepairPoint repair = find_repair_point(text);
     if (repair.input_is_cut) {
       auto repaired =
           padded_copy(text.substr(0, repair.keep_bytes), repair.closing_brackets, &length);
@@ -1104,7 +1110,10 @@ ReadResult read_chrome_json_unguarded(std::string_view bytes, bool parse_on_help
     return result;
   }
   if (parse_error != simdjson::SUCCESS) {
-    result.error = describe_invalid_json(text, parse_error, offset_base);
+    // A mended copy (may_mend false) is used only if it reads; otherwise the caller reports
+    // the input's own error, so locating the copy's would be wasted (it is the dearest step).
+    result.error = may_mend ? describe_invalid_json(text, parse_error, offset_base, &repair)
+                            : Diagnostic{"invalid JSON (mended copy)", 0, false};
     return result;
   }
 

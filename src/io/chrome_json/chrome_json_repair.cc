@@ -1,6 +1,7 @@
 #include "io/chrome_json/chrome_json_repair.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -11,7 +12,51 @@
 
 namespace opsight::io::chrome_json {
 
-bool is_json_whitespace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+namespace {
+
+// What the byte scanners below need to know of a byte, looked up in one table: one load
+// per byte instead of a chain of comparisons.
+enum ByteClass : uint8_t {
+  kOtherByte,
+  kWhitespace,  // ' ' '\t' '\n' '\r'
+  kQuote,       // '"'
+  kOpen,        // '{' '['
+  kClose,       // '}' ']'
+  kComma,
+  kColon,
+  kScalarByte,  // what a number or a literal is made of: 0-9 a-z A-Z - + .
+};
+
+constexpr std::array<uint8_t, 256> make_byte_classes() {
+  std::array<uint8_t, 256> classes{};
+  for (int c = '0'; c <= '9'; ++c) classes[c] = kScalarByte;
+  for (int c = 'a'; c <= 'z'; ++c) classes[c] = kScalarByte;
+  for (int c = 'A'; c <= 'Z'; ++c) classes[c] = kScalarByte;
+  for (char c : {'-', '+', '.'}) classes[static_cast<uint8_t>(c)] = kScalarByte;
+  for (char c : {' ', '\t', '\n', '\r'}) classes[static_cast<uint8_t>(c)] = kWhitespace;
+  classes['"'] = kQuote;
+  classes['{'] = classes['['] = kOpen;
+  classes['}'] = classes[']'] = kClose;
+  classes[','] = kComma;
+  classes[':'] = kColon;
+  return classes;
+}
+constexpr std::array<uint8_t, 256> kByteClasses = make_byte_classes();
+
+ByteClass class_of(char c) { return static_cast<ByteClass>(kByteClasses[static_cast<uint8_t>(c)]); }
+
+// The bytes inside a string that mend_sloppy_json looks at: '\\', '"' and control characters.
+constexpr std::array<bool, 256> make_string_specials() {
+  std::array<bool, 256> special{};
+  for (int c = 0; c < 0x20; ++c) special[c] = true;
+  special['\\'] = special['"'] = true;
+  return special;
+}
+constexpr std::array<bool, 256> kStringSpecial = make_string_specials();
+
+}  // namespace
+
+bool is_json_whitespace(char c) { return class_of(c) == kWhitespace; }
 
 size_t skip_whitespace(std::string_view text, size_t pos) {
   while (pos < text.size() && is_json_whitespace(text[pos])) ++pos;
@@ -21,22 +66,25 @@ size_t skip_whitespace(std::string_view text, size_t pos) {
 // ---- Byte-level scanning (used only when something went wrong) --------------------------
 
 // Returns the position just after the string that starts at `pos` (text[pos] == '"'), or
-// npos if the input ends inside it.
+// npos if the input ends inside it. A quote ends the string when an even number of
+// backslashes precedes it (each backslash escapes the byte after it); memchr finds the
+// candidates.
 size_t skip_string(std::string_view text, size_t pos) {
-  for (++pos; pos < text.size(); ++pos) {
-    if (text[pos] == '\\') {
-      ++pos;
-    } else if (text[pos] == '"') {
-      return pos + 1;
-    }
+  const char* data = text.data();
+  const size_t body = pos + 1;
+  for (size_t from = body; from < text.size();) {
+    const void* found = std::memchr(data + from, '"', text.size() - from);
+    if (found == nullptr) break;
+    const size_t quote = static_cast<size_t>(static_cast<const char*>(found) - data);
+    size_t backslashes = 0;
+    while (quote - backslashes > body && data[quote - backslashes - 1] == '\\') ++backslashes;
+    if (backslashes % 2 == 0) return quote + 1;
+    from = quote + 1;
   }
   return std::string_view::npos;
 }
 
-bool is_scalar_char(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' ||
-         c == '+' || c == '.';
-}
+bool is_scalar_char(char c) { return class_of(c) == kScalarByte; }
 
 // Returns the position just after the JSON value that starts at `pos`, or npos if the
 // input ends inside it. Does not validate; it only follows strings and brackets.
@@ -131,54 +179,66 @@ RepairPoint find_repair_point(std::string_view text) {
     safe_depth = open_brackets.size();
   };
   size_t pos = 0;
-  while (pos < text.size()) {
-    char c = text[pos];
-    if (is_json_whitespace(c)) {
-      ++pos;
-      continue;
-    }
-    if (c == '"') {
-      size_t end = skip_string(text, pos);
-      if (end == std::string_view::npos) break;
-      bool is_key = !expecting_key.empty() && expecting_key.back();
-      if (is_key) {
-        expecting_key.back() = false;
-      } else {
+  bool ends_inside_value = false;  // a string, number or literal runs to the end
+  while (pos < text.size() && !ends_inside_value) {
+    const char c = text[pos];
+    switch (class_of(c)) {
+      case kWhitespace:
+      case kColon:
+        ++pos;
+        break;
+      case kQuote: {
+        size_t end = skip_string(text, pos);
+        if (end == std::string_view::npos) {
+          ends_inside_value = true;
+          break;
+        }
+        bool is_key = !expecting_key.empty() && expecting_key.back();
+        if (is_key) {
+          expecting_key.back() = false;
+        } else {
+          value_completed(end);
+        }
+        pos = end;
+        break;
+      }
+      case kOpen:
+        open_brackets.push_back(c);
+        expecting_key.push_back(c == '{');
+        if (open_brackets.size() > kMaxNestingDepth &&
+            result.too_deep_offset == std::string_view::npos)
+          result.too_deep_offset = pos;
+        ++pos;
+        value_completed(pos);
+        break;
+      case kClose:
+        if (!open_brackets.empty()) {
+          open_brackets.pop_back();
+          expecting_key.pop_back();
+        }
+        ++pos;
+        value_completed(pos);
+        if (open_brackets.empty()) return result;  // the top-level value is complete
+        break;
+      case kComma:
+        if (!open_brackets.empty() && open_brackets.back() == '{') expecting_key.back() = true;
+        ++pos;
+        break;
+      case kScalarByte: {
+        size_t end = pos + 1;
+        while (end < text.size() && is_scalar_char(text[end])) ++end;
+        if (end == text.size()) {  // a number or literal that may have been cut
+          ends_inside_value = true;
+          break;
+        }
+        if (open_brackets.empty()) return result;
         value_completed(end);
+        pos = end;
+        break;
       }
-      pos = end;
-    } else if (c == '{' || c == '[') {
-      open_brackets.push_back(c);
-      expecting_key.push_back(c == '{');
-      if (open_brackets.size() > kMaxNestingDepth &&
-          result.too_deep_offset == std::string_view::npos)
-        result.too_deep_offset = pos;
-      ++pos;
-      value_completed(pos);
-    } else if (c == '}' || c == ']') {
-      if (!open_brackets.empty()) {
-        open_brackets.pop_back();
-        expecting_key.pop_back();
-      }
-      ++pos;
-      value_completed(pos);
-      if (open_brackets.empty()) return result;  // the top-level value is complete
-    } else if (c == ',') {
-      if (!open_brackets.empty() && open_brackets.back() == '{') expecting_key.back() = true;
-      ++pos;
-    } else if (c == ':') {
-      ++pos;
-    } else {
-      size_t end = pos;
-      while (end < text.size() && is_scalar_char(text[end])) ++end;
-      if (end == pos) {
+      case kOtherByte:
         ++pos;  // a byte that belongs nowhere; the strict parse will report it
-        continue;
-      }
-      if (end == text.size()) break;  // a number or literal that may have been cut
-      if (open_brackets.empty()) return result;
-      value_completed(end);
-      pos = end;
+        break;
     }
   }
   if (open_brackets.empty() && safe_end == 0) return result;  // nothing opened at all
@@ -236,14 +296,15 @@ struct FirstErrorFinder : nlohmann::json_sax<nlohmann::json> {
 };
 
 Diagnostic describe_invalid_json(std::string_view text, simdjson::error_code simdjson_error,
-                                 size_t offset_base) {
+                                 size_t offset_base, const RepairPoint* scan) {
   Diagnostic diagnostic;
   if (simdjson_error == simdjson::DEPTH_ERROR) {
-    RepairPoint scan = find_repair_point(text);
+    const size_t too_deep_offset =
+        (scan != nullptr ? *scan : find_repair_point(text)).too_deep_offset;
     diagnostic.message =
         "invalid JSON: nested deeper than " + std::to_string(kMaxNestingDepth) + " levels";
-    if (scan.too_deep_offset != std::string_view::npos) {
-      diagnostic.byte_offset = offset_base + scan.too_deep_offset;
+    if (too_deep_offset != std::string_view::npos) {
+      diagnostic.byte_offset = offset_base + too_deep_offset;
       diagnostic.has_offset = true;
     }
     return diagnostic;
@@ -488,23 +549,24 @@ std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mende
   for (size_t pos = 0; pos < text.size(); ++pos) {
     char c = text[pos];
     if (in_string) {
+      if (!kStringSpecial[static_cast<uint8_t>(c)]) continue;  // most bytes of a string
       if (c == '\\') {
         ++pos;  // the escaped character, whatever it is
       } else if (c == '"') {
         in_string = false;
       } else if (static_cast<unsigned char>(c) < 0x20) {
         flush(pos);
-        out += "\\u00";
-        out += kHex[(c >> 4) & 0xF];
-        out += kHex[c & 0xF];
+        const char escaped[6] = {'\\', 'u', '0', '0', kHex[(c >> 4) & 0xF], kHex[c & 0xF]};
+        out.append(escaped, sizeof escaped);
         copied = pos + 1;
         note_edit();
       }
       continue;
     }
-    if (c == '"') {
+    const ByteClass byte_class = class_of(c);
+    if (byte_class == kQuote) {
       in_string = true;
-    } else if (c == ',') {
+    } else if (byte_class == kComma) {
       size_t next = skip_whitespace(text, pos + 1);
       if (next < text.size() && (text[next] == ']' || text[next] == '}')) {
         flush(pos);

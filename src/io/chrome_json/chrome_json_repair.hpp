@@ -70,8 +70,9 @@ std::optional<std::string> mend_sloppy_json(std::string_view text, size_t* mende
                                             MendedOffsets* edits = nullptr);
 
 // A one-line description of why `text` is not JSON, with the byte offset (plus
-// offset_base) of the first problem.
+// offset_base) of the first problem. `scan` (may be null): find_repair_point(text), when
+// the caller has it already.
 Diagnostic describe_invalid_json(std::string_view text, simdjson::error_code simdjson_error,
-                                 size_t offset_base);
+                                 size_t offset_base, const RepairPoint* scan = nullptr);
 
 }  // namespace opsight::io::chrome_json
