@@ -2,11 +2,20 @@
 // reader makes of fuzzed bytes (overlapping, deep, negative, huge or empty slices) must
 // give every view without a crash, a hang or an exception, and the analyses must keep
 // their invariants: a breakdown's phase means add up to its total's mean, the critical
-// path's time by name plus idle equals its length, an aggregated tree counts every slice.
+// path's time by name plus idle equals its length, an aggregated tree counts every slice,
+// a trace compared with itself has no difference.
+//
+// The analyses and their invariants run on every trace. Rendering every view in every
+// format (and the comparison) costs several times the rest of an execution, so it runs on
+// one trace in kRenderEvery, chosen by a hash of the input (an input that fails fails again
+// when replayed), and on every trace when OPSIGHT_FUZZ_ALL_CHECKS is set (the replay of the
+// saved regressions in scripts/run_fuzzers.sh). Measured costs and rates:
+// docs/performance.md, "Fuzzer throughput".
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <string_view>
 
 #include "analyze/aggregate_tree.hpp"
@@ -20,6 +29,13 @@ namespace {
 
 void check(bool condition) {
   if (!condition) std::abort();
+}
+
+constexpr size_t kRenderEvery = 4;
+
+bool render_this_input(std::string_view bytes) {
+  static const bool all_checks = std::getenv("OPSIGHT_FUZZ_ALL_CHECKS") != nullptr;
+  return all_checks || std::hash<std::string_view>{}(bytes) % kRenderEvery == 0;
 }
 
 }  // namespace
@@ -57,6 +73,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(std::fabs(sum - breakdown.total.mean_ns) <=
             1e-6 * std::fabs(breakdown.total.mean_ns) + 1e-3);
   }
+  analyze::Comparison comparison = analyze::compare_traces(trace, trace);
+  for (const analyze::ComparedRow& row : comparison.names)
+    check(row.verdict == analyze::Verdict::kSame ||
+          row.verdict == analyze::Verdict::kTooFewSamples);
+  if (!render_this_input(bytes)) return 0;
   for (auto format :
        {report::OutputFormat::kText, report::OutputFormat::kJson, report::OutputFormat::kCsv}) {
     options.format = format;
@@ -66,10 +87,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)report::render_critical_path(trace, options);
     (void)report::render_metrics(trace, options);
   }
-  analyze::Comparison comparison = analyze::compare_traces(trace, trace);
-  for (const analyze::ComparedRow& row : comparison.names)
-    check(row.verdict == analyze::Verdict::kSame ||
-          row.verdict == analyze::Verdict::kTooFewSamples);
   options.format = report::OutputFormat::kText;
   (void)report::render_comparison(comparison, "a", "b", 0.05, options);
   return 0;
