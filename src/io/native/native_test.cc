@@ -464,3 +464,21 @@ TEST(Native, ReadTraceFilesMergesInOrderAndNamesTheFileThatFails) {
 }
 
 }  // namespace
+
+namespace {
+
+// A name id far beyond the others (up to 2^24 is valid) is read, without a vector of its
+// size behind it.
+TEST(Native, AFarNameIdIsReadWithoutADenseTable) {
+  using opsight::format::SlotKind;
+  const uint32_t far = (1u << 24) - 1;
+  auto result = opsight::io::read_native(opsight::io::native_test_files::file_with_events(
+      {opsight::io::native_test_files::slot(10, SlotKind::kBegin, far),
+       opsight::io::native_test_files::slot(20, SlotKind::kEnd)},
+      far));
+  ASSERT_TRUE(result.ok());
+  ASSERT_EQ(result.trace.slices.size(), 1u);
+  EXPECT_EQ(result.trace.str(result.trace.slices.name[0]), "span");
+}
+
+}  // namespace
