@@ -9,13 +9,13 @@
 
 namespace opsight::record {
 
-namespace {
-
 int64_t monotonic_ns() {
   timespec now{};
   clock_gettime(CLOCK_MONOTONIC, &now);
   return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
 }
+
+namespace {
 
 // Counts events (not their payload slots) in a kEvents payload.
 uint64_t count_events(std::string_view payload) {

@@ -35,6 +35,9 @@ struct RingLimits {
   uint64_t max_bytes = 0;  // always set: the memory bound
 };
 
+// CLOCK_MONOTONIC in ns: the ring's default clock (and the flight recorder's).
+int64_t monotonic_ns();
+
 // The byte limit of a ring given only an age ("60s").
 inline constexpr uint64_t kDefaultRingBytes = uint64_t{256} << 20;
 

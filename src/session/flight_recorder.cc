@@ -16,11 +16,7 @@ namespace opsight::session {
 
 namespace {
 
-int64_t monotonic_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
-}
+using record::monotonic_ns;
 
 int64_t unix_ns() {
   timespec now{};

@@ -243,6 +243,16 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
       std::min<size_t>(header.slot_count, (payload.size() - position) / sizeof(Slot)));
   native::SlotFileContext file{header.thread_index, has_sync_, first_sync_ticks_, span_salt_};
   Lane* lane = &state.lanes[state.lane];
+  // A span (or async span) as its begin event gives it.
+  auto begun = [](const native::SlotEvent& event) {
+    OpenSpan span;
+    span.begin_ticks = event.ticks;
+    span.name = event.name_id;
+    span.named_inline = event.name_id == 0;
+    if (span.named_inline) span.inline_name = event.text;
+    span.span_id = event.span_id;
+    return span;
+  };
   native::decode_slots(
       payload.data() + position, slot_count, state.slots, file,
       [&](const native::SlotEvent& event) {
@@ -263,12 +273,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             return;
           }
           case SlotKind::kBegin: {
-            OpenSpan span;
-            span.begin_ticks = event.ticks;
-            span.name = event.name_id;
-            if (event.name_id == 0) span.inline_name = event.text;
-            span.named_inline = event.name_id == 0;
-            span.span_id = event.span_id;
+            OpenSpan span = begun(event);
             if (!lane->open.empty()) {
               const OpenSpan& parent = lane->open.back();
               span.parent_span_id = parent.span_id;
@@ -320,12 +325,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             if (visitor.on_counter) visitor.on_counter(event.text, state.pid, event.value);
             return;
           case SlotKind::kAsyncBegin: {
-            OpenSpan span;
-            span.begin_ticks = event.ticks;
-            span.name = event.name_id;
-            if (event.name_id == 0) span.inline_name = event.text;
-            span.named_inline = event.name_id == 0;
-            span.span_id = event.span_id;
+            OpenSpan span = begun(event);
             auto& open = async_[state.pid][event.id];
             if (!open.empty()) span.parent_span_id = open.back().span_id;
             open.push_back(std::move(span));
