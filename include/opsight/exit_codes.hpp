@@ -6,6 +6,8 @@
 //   kExitDamaged     damaged input: what was whole before the damage was used
 //   kExitRegression  a regression or a bound not held (compare, bench's p99 bound)
 //   kExitUsage       bad usage: an unknown command, option or value
+//   kExitExportIncomplete  `opsight run`: the program succeeded, but an export dropped
+//                    spans (sysexits' EX_TEMPFAIL: try again); --allow-export-drops keeps 0
 #pragma once
 
 namespace opsight {
@@ -15,5 +17,6 @@ inline constexpr int kExitError = 1;
 inline constexpr int kExitDamaged = 2;
 inline constexpr int kExitRegression = 3;
 inline constexpr int kExitUsage = 64;
+inline constexpr int kExitExportIncomplete = 75;
 
 }  // namespace opsight

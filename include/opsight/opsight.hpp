@@ -138,7 +138,9 @@ inline void flow_into_next(uint64_t id) { internal::write_flow(id, format::kFlow
 // in several processes form one trace in Jaeger or any OpenTelemetry back-end:
 //   server side: inside the span begun for a request whose `traceparent` header parses,
 //     join_remote_trace(context): that span (and every span under it) belongs to the
-//     caller's trace, its parent the caller's span;
+//     caller's trace, its parent the caller's span; for a request without one,
+//     begin_trace(): that span is the root of a trace of its own (a trace per request,
+//     as the OpenTelemetry SDK gives every root span a new trace id);
 //   client side: inside the span that makes the call, take an id (new_flow_id()),
 //     set_span_id(id), and send format_traceparent({trace id of the request being served,
 //     or session_trace_id(), id, flags}).
@@ -158,6 +160,10 @@ struct TraceContext {
 OPSIGHT_API std::optional<TraceContext> parse_traceparent(std::string_view header);
 OPSIGHT_API std::string format_traceparent(const TraceContext& context);
 OPSIGHT_API void join_remote_trace(const TraceContext& remote);
+// The innermost open span begins a new trace (a new 128-bit id, unique across threads,
+// processes and runs) as its root; returns that trace's context (span_id 0: no parent),
+// all zero when not recording.
+OPSIGHT_API TraceContext begin_trace(uint8_t trace_flags = 1);
 OPSIGHT_API void set_span_id(uint64_t span_id);
 // The running session's trace id (every span not joined to a remote trace is in it);
 // all zero when no session runs.

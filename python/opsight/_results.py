@@ -272,7 +272,7 @@ def spans_dataframe(trace: Any) -> Any:
     """A pandas DataFrame of a trace's spans (see :meth:`TraceAnalyses.dataframe`)."""
     columns = trace.slice_columns(metric_columns=True)  # metrics: float columns, NaN if absent
     attributes = columns.pop("attributes")
-    trace_id = columns.pop("trace_id")
+    trace_id = columns.pop("trace_id")  # per span: a run holds a trace per request served
     frame = _pandas().DataFrame(columns)
     frame.insert(0, "trace_id", trace_id)
     for key, values in attributes.items():

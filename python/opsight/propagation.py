@@ -18,8 +18,9 @@ Client side, inside the span that makes the call::
 clients. Which trace the current request belongs to, and which span serves it, is kept in
 a :mod:`contextvars` variable, so threads and asyncio tasks each see their own (a thread pool
 that copies the context, as ``asyncio.to_thread`` and Starlette's ``run_in_threadpool`` do,
-sees the request's). Outside any request the session's trace id is used (every span of a run
-not joined to a caller's trace is in it).
+sees the request's). A request that arrives without a ``traceparent`` begins a trace of its
+own, as the OpenTelemetry SDK gives every root span a new trace id: N requests are N traces.
+Outside any request the session's trace id is used.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ def extract(headers: Any) -> TraceContext | None:
 @contextlib.contextmanager
 def continue_trace(headers_or_context: Any) -> Iterator[TraceContext | None]:
     """Inside a span begun for an incoming request: that span joins the caller's trace (if
-    the request carried one; else it stays in the session's), and calls made until the
+    the request carried one; else it begins a trace of its own), and calls made until the
     block ends propagate it, with that span as their parent even when they are made on
     another thread or task (a synchronous handler run in a thread pool). Yields the
     caller's context, or None. Without a session it does nothing."""
@@ -143,9 +144,9 @@ def continue_trace(headers_or_context: Any) -> Iterator[TraceContext | None]:
 
 def _serve(context: TraceContext | None) -> contextvars.Token | None:
     """continue_trace's work without the ``with``, for the server middleware (a request
-    costs microseconds less): the innermost open span joins ``context`` (or stays in the
-    session's trace) and becomes the request being served. Returns the token that
-    ``_current.reset`` takes at the request's end; None when no session records."""
+    costs microseconds less): the innermost open span joins ``context`` (or, without one,
+    begins a new trace as its root) and becomes the request being served. Returns the
+    token that ``_current.reset`` takes at the request's end; None when no session records."""
     if not _native.recording():
         return None
     if context is not None:
@@ -153,7 +154,7 @@ def _serve(context: TraceContext | None) -> contextvars.Token | None:
             _native.format_traceparent(context.trace_id, context.parent_span_id, context.flags))
         trace_id, flags, tracestate = context.trace_id, context.flags, context.tracestate
     else:
-        trace_id = _native.session_trace_id()
+        trace_id = _native.begin_trace()
         if not trace_id:
             return None
         flags, tracestate = 1, ""

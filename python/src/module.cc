@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -205,6 +206,24 @@ nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
   std::vector<std::vector<double>> metric_values(
       metric_columns ? metric_index.names().size() : 0,
       std::vector<double>(rows, std::numeric_limits<double>::quiet_NaN()));
+  // Each span's trace (a run holds many: one per request served without a caller, one per
+  // caller's trace joined), as the exporters send it (exporting::SpanView::trace_id).
+  nb::list trace_id;
+  {
+    nb::str run_trace_hex(trace.run.trace_id.to_hex().c_str());
+    if (trace.span_contexts.size() == 0) {
+      for (size_t row = 0; row < rows; ++row) trace_id.append(run_trace_hex);
+    } else {
+      exporting::SpanView view(trace, {});
+      std::map<std::pair<uint64_t, uint64_t>, nb::str> hex_of;
+      for (trace::RowIndex row = 0; row < rows; ++row) {
+        trace::TraceId id = view.trace_id(row);
+        auto [it, added] = hex_of.try_emplace({id.high, id.low}, run_trace_hex);
+        if (added) it->second = nb::str(id.to_hex().c_str());
+        trace_id.append(it->second);
+      }
+    }
+  }
   for (size_t row = 0; row < rows; ++row) {
     span_id.append(trace::span_id_to_hex(slices.span_id[row]));
     trace::RowIndex parent = slices.parent[row];
@@ -267,7 +286,7 @@ nb::dict slice_columns(const LoadedTrace& loaded, bool metric_columns) {
     attributes[column_name] = column;
   }
   nb::dict columns;
-  columns["trace_id"] = trace.run.trace_id.to_hex();
+  columns["trace_id"] = trace_id;
   columns["span_id"] = span_id;
   columns["parent_span_id"] = parent_span_id;
   columns["linked_from_span_id"] = linked_from_span_id;
@@ -347,7 +366,13 @@ ExportRequest export_request(const std::vector<std::string>& specs, const std::s
       exporting::resource_options_from(environment, service, &request.warnings);
   request.options.resource.opsight_version = opsight::version();
   request.options.timeout_s = timeout_s;
-  request.options.batch_spans = std::max<size_t>(1, batch_spans);
+  // batch_spans 0: OTEL_BSP_MAX_EXPORT_BATCH_SIZE, else 512; OTEL_BSP_* (export.hpp).
+  request.options.batch_spans = batch_spans == 0 ? 512 : batch_spans;
+  if (std::string error =
+          exporting::apply_batch_environment(environment, batch_spans != 0, &request.options);
+      !error.empty())
+    throw std::invalid_argument(error);
+  request.options.batch_spans = std::max<size_t>(1, request.options.batch_spans);
   return request;
 }
 
@@ -392,7 +417,9 @@ nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
     entry["retries"] = report.stats.retries;
     entry["bytes"] = report.stats.bytes_sent;
     entry["seconds"] = report.seconds;
-    entry["error"] = report.stats.last_error;
+    // Every cause of a drop, with its count (a slow server's drops say why too).
+    entry["error"] =
+        report.stats.spans_dropped() > 0 ? report.stats.drop_reasons() : report.stats.last_error;
     entry["warnings"] = warnings;
     out.append(entry);
   }
@@ -669,6 +696,17 @@ NB_MODULE(_native, m) {
       nb::arg("traceparent"),
       "The innermost open span joins the caller's trace; False if the header does not parse.");
   m.def(
+      "begin_trace",
+      [](int flags) {
+        opsight::TraceContext context = opsight::begin_trace(static_cast<uint8_t>(flags));
+        if ((context.trace_id_high | context.trace_id_low) == 0) return std::string();
+        context.span_id = 1;  // format_traceparent writes the trace id whatever the span
+        return opsight::format_traceparent(context).substr(3, 32);
+      },
+      nb::arg("flags") = 1,
+      "The innermost open span begins a trace of its own (its root); the new trace id in "
+      "hex, or '' when not recording.");
+  m.def(
       "set_span_id", [](uint64_t span_id) { opsight::set_span_id(span_id); }, nb::arg("span_id"));
   m.def("session_trace_id", [] {
     opsight::TraceContext context = opsight::session_trace_id();
@@ -883,6 +921,16 @@ NB_MODULE(_native, m) {
         return nb::bytes(bytes.data(), bytes.size());
       });
 
+  // Export targets and OTEL_* settings checked before a program starts: ValueError naming
+  // what is wrong (an unknown kind, a URL that is not one, a librdkafka property, an
+  // OTEL_EXPORTER_OTLP_PROTOCOL opsight does not speak, a bad OTEL_BSP_* value).
+  m.def(
+      "check_export_targets",
+      [](const std::vector<std::string>& targets) { export_request(targets, "", 1.0, 0); },
+      nb::arg("targets"));
+  m.def("otel_sdk_disabled",
+        [] { return exporting::sdk_disabled(exporting::process_environment()); });
+
   // Live span export from the trace files of a run (export/live_export.hpp).
   nb::class_<exporting::LiveSpanExporter>(m, "LiveSpanExporter")
       .def(
@@ -890,7 +938,7 @@ NB_MODULE(_native, m) {
           [](exporting::LiveSpanExporter* self, const std::string& directory,
              const std::vector<std::string>& targets, const std::string& service,
              double timeout_s) {
-            ExportRequest request = export_request(targets, service, timeout_s, 512);
+            ExportRequest request = export_request(targets, service, timeout_s, 0);
             new (self)
                 exporting::LiveSpanExporter(directory, "trace.", ".opsight",
                                             std::move(request.targets), std::move(request.options));
@@ -954,7 +1002,7 @@ NB_MODULE(_native, m) {
            "Records what an export did (live export's reports) in the run info: reports show "
            "it in their overhead line, and the file and the run store keep it.")
       .def("export", &export_trace, nb::arg("targets"), nb::arg("service") = "",
-           nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 512,
+           nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 0,
            "Sends the trace to each target (otlp[=URL], otlp-json=URL, zipkin[=URL], "
            "pushgateway=URL, kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]); one "
            "dict per target, also recorded in the trace's run info (note_export).")

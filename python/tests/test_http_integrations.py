@@ -170,7 +170,9 @@ def test_asgi_server_span_has_the_http_conventions_and_joins_the_callers_trace(h
     assert attrs["opsight.category"] == "http"
 
 
-def test_asgi_request_without_traceparent_is_a_root_of_the_sessions_trace(http_mode):
+def test_asgi_request_without_traceparent_is_the_root_of_a_trace_of_its_own(http_mode):
+    """As the OpenTelemetry SDK gives every root span a new trace id: each request without
+    a caller is a trace, none of them the session's."""
     http_mode("off")
     app = opsight_asgi.OpsightMiddleware(plain_app())
     with opsight.profile() as profile:
@@ -181,7 +183,9 @@ def test_asgi_request_without_traceparent_is_a_root_of_the_sessions_trace(http_m
         asyncio.run(drive(app, no_host))
     spans = exported(profile)
     span = one(spans, "GET /hello")
-    assert span["traceId"] == session_trace and "parentSpanId" not in span
+    assert span["traceId"] != session_trace and "parentSpanId" not in span
+    assert span["flags"] & 0x200 == 0  # no remote parent: a root
+    assert one(spans, "GET /no-host")["traceId"] not in (session_trace, span["traceId"])
     attrs = one(spans, "GET /no-host")["attrs"]  # no Host header: the server's address
     assert attrs["server.address"] == "127.0.0.1" and attrs["server.port"] == 8080
     assert "user_agent.original" not in attrs

@@ -175,5 +175,6 @@ def test_python_and_the_core_share_one_exit_code_table():
     core = {name: int(value) for name, value in
             re.findall(r"constexpr int kExit(\w+) = (\d+);", header)}
     python = {"Ok": exit_codes.OK, "Error": exit_codes.ERROR, "Damaged": exit_codes.DAMAGED,
-              "Regression": exit_codes.REGRESSION, "Usage": exit_codes.USAGE_ERROR}
+              "Regression": exit_codes.REGRESSION, "Usage": exit_codes.USAGE_ERROR,
+              "ExportIncomplete": exit_codes.EXPORT_INCOMPLETE}
     assert core == python

@@ -64,6 +64,13 @@ std::optional<int> ExportCommand::run() {
   options.resource.opsight_version = OPSIGHT_VERSION_STRING;
   options.batch_spans = batch_spans_;
   options.timeout_s = timeout_s_;
+  // OTEL_BSP_*: --batch-size, when given, wins over OTEL_BSP_MAX_EXPORT_BATCH_SIZE.
+  if (std::string error = exporting::apply_batch_environment(
+          environment, command_->count("--batch-size") > 0, &options);
+      !error.empty()) {
+    print_error(error);
+    return kExitUsage;
+  }
   for (const std::string& warning : warnings)
     std::fprintf(stderr, "opsight: warning: %s (ignored)\n", warning.c_str());
 
@@ -86,19 +93,20 @@ std::optional<int> ExportCommand::run() {
       const auto& stats = report.stats;
       if (stats.spans_dropped() > 0) status = kExitError;
       if (format_ == "json") {
-        json_out.push_back({{"trace", loaded.label},
-                            {"target", report.description},
-                            {"spans", stats.spans_offered},
-                            {"sent", stats.spans_sent},
-                            {"dropped", stats.spans_dropped()},
-                            {"dropped_queue_full", stats.spans_dropped_queue_full},
-                            {"dropped_failed", stats.spans_dropped_failed},
-                            {"dropped_shutdown", stats.spans_dropped_shutdown},
-                            {"requests", stats.batches_sent},
-                            {"retries", stats.retries},
-                            {"bytes", stats.bytes_sent},
-                            {"seconds", report.seconds},
-                            {"error", stats.last_error}});
+        json_out.push_back(
+            {{"trace", loaded.label},
+             {"target", report.description},
+             {"spans", stats.spans_offered},
+             {"sent", stats.spans_sent},
+             {"dropped", stats.spans_dropped()},
+             {"dropped_queue_full", stats.spans_dropped_queue_full},
+             {"dropped_failed", stats.spans_dropped_failed},
+             {"dropped_shutdown", stats.spans_dropped_shutdown},
+             {"requests", stats.batches_sent},
+             {"retries", stats.retries},
+             {"bytes", stats.bytes_sent},
+             {"seconds", report.seconds},
+             {"error", stats.spans_dropped() ? stats.drop_reasons() : stats.last_error}});
         continue;
       }
       std::string line =
@@ -110,8 +118,7 @@ std::optional<int> ExportCommand::run() {
       if (stats.retries)
         line += fmt::format(", {} retr{}", stats.retries, stats.retries == 1 ? "y" : "ies");
       if (stats.spans_dropped()) {
-        line += fmt::format("; {} dropped", stats.spans_dropped());
-        if (!stats.last_error.empty()) line += ": " + stats.last_error;
+        line += fmt::format("; {} dropped: {}", stats.spans_dropped(), stats.drop_reasons());
       }
       std::fprintf(stats.spans_dropped() ? stderr : stdout, "%s\n", line.c_str());
     }

@@ -18,6 +18,20 @@ Clock::duration seconds_of(double seconds) {
 }
 }  // namespace
 
+std::string ExportStats::drop_reasons() const {
+  std::string reasons;
+  auto add = [&](uint64_t spans, const char* why) {
+    if (spans == 0) return;
+    if (!reasons.empty()) reasons += ", ";
+    reasons += std::to_string(spans) + " " + why;
+  };
+  add(spans_dropped_failed, "failed");
+  add(spans_dropped_shutdown, "unsent when the export's time ran out");
+  add(spans_dropped_queue_full, "found the export queue full");
+  if (!reasons.empty() && !last_error.empty()) reasons += "; last error: " + last_error;
+  return reasons;
+}
+
 BatchExporter::BatchExporter(std::unique_ptr<BatchSender> sender, BatchExporterOptions options)
     : BatchExporter(
           [&] {

@@ -53,6 +53,10 @@ struct ExportStats {
   uint64_t spans_dropped() const {
     return spans_dropped_queue_full + spans_dropped_failed + spans_dropped_shutdown;
   }
+  // Why spans were dropped, every cause with its count, then the last error: "300 failed,
+  // 212 unsent when the export's time ran out; last error: HTTP 401 Unauthorized ...".
+  // Empty when nothing was dropped.
+  std::string drop_reasons() const;
 };
 
 struct EncodedBatch {

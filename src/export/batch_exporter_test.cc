@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -236,6 +237,16 @@ TEST(BatchExporter, ShutdownBoundsTheWaitAndCountsWhatItAbandons) {
   expect_balanced(exporter.stats());
 }
 
+// Starts `server` on a free port of 127.0.0.1 in `serving`; returns the port once it
+// accepts. Short keep-alive: stop() waits for open keep-alive connections.
+int serve_in_background(httplib::Server& server, std::thread& serving) {
+  server.set_keep_alive_timeout(1);
+  int port = server.bind_to_any_port("127.0.0.1");
+  serving = std::thread([&server] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return port;
+}
+
 TEST(HttpSender, SortsAnswersTheOtlpWayAgainstARealHttpServer) {
   httplib::Server server;
   std::atomic<int> calls{0};
@@ -255,10 +266,8 @@ TEST(HttpSender, SortsAnswersTheOtlpWayAgainstARealHttpServer) {
       response.set_content("field 'x' invalid", "text/plain");
     }
   });
-  server.set_keep_alive_timeout(1);  // stop() waits for open keep-alive connections
-  int port = server.bind_to_any_port("127.0.0.1");
-  std::thread serving([&] { server.listen_after_bind(); });
-  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread serving;
+  int port = serve_in_background(server, serving);
 
   std::string error;
   auto endpoint = opsight::exporting::parse_endpoint("http://127.0.0.1:" + std::to_string(port),
@@ -290,6 +299,95 @@ TEST(HttpSender, SortsAnswersTheOtlpWayAgainstARealHttpServer) {
   EXPECT_LT(seconds, 3.0);  // a timeout would be 10 s
   EXPECT_EQ(down.outcome, SendResult::Outcome::kRetryable);
   EXPECT_NE(down.message.find("127.0.0.1"), std::string::npos) << down.message;
+}
+
+// OTEL_EXPORTER_OTLP_COMPRESSION=gzip, the User-Agent, and permanent errors named: against
+// a real HTTP server (cpp-httplib's, which inflates a gzip body it is sent).
+TEST(HttpSender, GzipBodiesAUserAgentAndPermanentErrorsNamed) {
+  httplib::Server server;
+  std::atomic<int> calls{0};
+  std::string received_body, received_encoding, received_agent;
+  server.Post("/v1/traces", [&](const httplib::Request& request, httplib::Response& response) {
+    int call = ++calls;
+    received_body = request.body;
+    received_encoding = request.get_header_value("Content-Encoding");
+    received_agent = request.get_header_value("User-Agent");
+    response.status = call == 1 ? 200 : call == 2 ? 401 : 404;
+  });
+  std::thread serving;
+  int port = serve_in_background(server, serving);
+
+  std::string error;
+  auto endpoint = opsight::exporting::parse_endpoint("http://127.0.0.1:" + std::to_string(port),
+                                                     "/v1/traces", &error);
+  ASSERT_TRUE(endpoint) << error;
+  opsight::exporting::HttpSenderOptions options;
+  options.content_type = "application/x-protobuf";
+  options.gzip = true;
+  options.user_agent = opsight::exporting::user_agent_for("1.2.3");
+  opsight::exporting::HttpSender sender(*endpoint, options);
+  std::string payload(4000, 'a');
+  EXPECT_EQ(sender.send(payload).outcome, SendResult::Outcome::kSent);
+  EXPECT_EQ(received_encoding, "gzip");
+  EXPECT_EQ(received_body, payload);  // inflated by the server: the gzip was whole
+  EXPECT_EQ(received_agent, "opsight/1.2.3 (OTLP/HTTP; cpp-httplib)");
+  SendResult unauthorized = sender.send("x");
+  EXPECT_EQ(unauthorized.outcome, SendResult::Outcome::kFailed);
+  EXPECT_NE(unauthorized.message.find("HTTP 401 Unauthorized"), std::string::npos)
+      << unauthorized.message;
+  EXPECT_NE(unauthorized.message.find("permanent: not retried"), std::string::npos);
+  SendResult missing = sender.send("x");
+  EXPECT_EQ(missing.outcome, SendResult::Outcome::kFailed);
+  EXPECT_NE(missing.message.find("HTTP 404 Not Found"), std::string::npos) << missing.message;
+  server.stop();
+  serving.join();
+}
+
+TEST(HttpSender, GzipCompressIsAWholeGzipMemberThatInflatesBack) {
+  std::string body;
+  for (int i = 0; i < 2000; ++i) body += "span " + std::to_string(i % 50) + ";";
+  std::string compressed = opsight::exporting::gzip_compress(body);
+  ASSERT_GE(compressed.size(), 18u);
+  EXPECT_EQ(static_cast<unsigned char>(compressed[0]), 0x1f);  // the gzip magic
+  EXPECT_EQ(static_cast<unsigned char>(compressed[1]), 0x8b);
+  EXPECT_LT(compressed.size(), body.size() / 5);
+  z_stream stream{};
+  ASSERT_EQ(inflateInit2(&stream, 15 + 16), Z_OK);
+  std::string inflated(body.size() + 16, '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(compressed.data());
+  stream.avail_in = static_cast<uInt>(compressed.size());
+  stream.next_out = reinterpret_cast<Bytef*>(inflated.data());
+  stream.avail_out = static_cast<uInt>(inflated.size());
+  EXPECT_EQ(inflate(&stream, Z_FINISH), Z_STREAM_END);
+  inflated.resize(stream.total_out);
+  inflateEnd(&stream);
+  EXPECT_EQ(inflated, body);
+}
+
+// Every cause of a drop is named with its count: a slow server's drops (still queued when
+// the time ran out) say so too, not only a failure's.
+TEST(BatchExporter, DropReasonsNameEveryCause) {
+  opsight::exporting::ExportStats stats;
+  EXPECT_EQ(stats.drop_reasons(), "");
+  stats.spans_dropped_shutdown = 212;
+  EXPECT_EQ(stats.drop_reasons(), "212 unsent when the export's time ran out");
+  stats.spans_dropped_failed = 300;
+  stats.spans_dropped_queue_full = 7;
+  stats.last_error = "HTTP 401 Unauthorized";
+  EXPECT_EQ(stats.drop_reasons(),
+            "300 failed, 212 unsent when the export's time ran out, 7 found the export queue "
+            "full; last error: HTTP 401 Unauthorized");
+
+  // A sender slower than the export's time: the report says why the spans were dropped.
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  shared->delay = std::chrono::milliseconds(300);
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared));
+  for (int i = 0; i < 4; ++i) exporter.offer({"body", 10});
+  exporter.shutdown(0.1);
+  auto slow = exporter.stats();
+  EXPECT_GT(slow.spans_dropped_shutdown, 0u);
+  EXPECT_NE(slow.drop_reasons().find("unsent when the export's time ran out"), std::string::npos)
+      << slow.drop_reasons();
 }
 
 }  // namespace

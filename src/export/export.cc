@@ -21,6 +21,19 @@ std::string_view env_or_empty(const Environment& environment, const char* name) 
   return value == nullptr ? std::string_view() : std::string_view(value);
 }
 
+// "10000" -> 10000; nullopt for anything but a whole number (spaces around allowed).
+std::optional<uint64_t> parse_milliseconds(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  if (text.empty() || text.size() > 15) return std::nullopt;
+  uint64_t value = 0;
+  for (char character : text) {
+    if (character < '0' || character > '9') return std::nullopt;
+    value = value * 10 + static_cast<uint64_t>(character - '0');
+  }
+  return value;
+}
+
 // Percent-encodes a Pushgateway grouping value (a path segment).
 std::string path_segment(std::string_view text) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -217,6 +230,33 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
       }
     }
     if (!header_errors.empty()) return fail("OTEL_EXPORTER_OTLP_HEADERS: " + header_errors.front());
+    // The signal's own variable first, then the general one (the specification's order).
+    auto otlp_setting = [&](const char* traces_name, const char* general_name,
+                            const char** name_used) {
+      std::string_view value = env_or_empty(environment, traces_name);
+      *name_used = traces_name;
+      if (value.empty()) {
+        value = env_or_empty(environment, general_name);
+        *name_used = general_name;
+      }
+      return value;
+    };
+    const char* name = nullptr;
+    std::string_view compression = otlp_setting("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+                                                "OTEL_EXPORTER_OTLP_COMPRESSION", &name);
+    if (compression == "gzip")
+      target.gzip = true;
+    else if (!compression.empty() && compression != "none")
+      return fail(std::string(name) + " '" + std::string(compression) + "' is not gzip or none");
+    std::string_view timeout =
+        otlp_setting("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT", &name);
+    if (!timeout.empty()) {
+      auto milliseconds = parse_milliseconds(timeout);
+      if (!milliseconds || *milliseconds == 0)
+        return fail(std::string(name) + " '" + std::string(timeout) +
+                    "' is not a positive whole number of milliseconds");
+      target.timeout_s = static_cast<double>(*milliseconds) / 1000.0;
+    }
   } else if (kind == "zipkin") {
     target.kind = ExportKind::kZipkin;
     default_path = "/api/v2/spans";
@@ -271,11 +311,51 @@ ResourceOptions resource_options_from(const Environment& environment, std::strin
   return options;
 }
 
-std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s) {
+std::string apply_batch_environment(const Environment& environment, bool batch_given,
+                                    TraceExportOptions* options) {
+  auto read = [&](const char* name, std::optional<uint64_t>* out) -> std::string {
+    std::string_view text = env_or_empty(environment, name);
+    if (text.empty()) return {};
+    *out = parse_milliseconds(text);
+    if (!*out || **out == 0)
+      return std::string(name) + " '" + std::string(text) + "' is not a positive whole number";
+    return {};
+  };
+  std::optional<uint64_t> batch, queue, delay, timeout;
+  for (auto [name, out] :
+       {std::pair{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", &batch},
+        std::pair{"OTEL_BSP_MAX_QUEUE_SIZE", &queue}, std::pair{"OTEL_BSP_SCHEDULE_DELAY", &delay},
+        std::pair{"OTEL_BSP_EXPORT_TIMEOUT", &timeout}})
+    if (std::string error = read(name, out); !error.empty()) return error;
+  if (batch && !batch_given) options->batch_spans = static_cast<size_t>(*batch);
+  if (queue) {
+    // The specification: a batch larger than the queue is cut to the queue's size.
+    options->batch_spans = std::min<size_t>(options->batch_spans, static_cast<size_t>(*queue));
+    options->exporter.max_queued_batches = static_cast<size_t>(
+        (*queue + options->batch_spans - 1) / std::max<size_t>(1, options->batch_spans));
+  }
+  if (delay) options->schedule_delay_s = static_cast<double>(*delay) / 1000.0;
+  if (timeout) options->exporter.max_elapsed_s = static_cast<double>(*timeout) / 1000.0;
+  return {};
+}
+
+bool sdk_disabled(const Environment& environment) {
+  std::string value(env_or_empty(environment, "OTEL_SDK_DISABLED"));
+  for (char& character : value)
+    character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
+  while (!value.empty() && value.back() == ' ') value.pop_back();
+  while (!value.empty() && value.front() == ' ') value.erase(value.begin());
+  return value == "true";
+}
+
+std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s,
+                                              std::string_view opsight_version) {
   HttpSenderOptions options;
-  options.timeout_s = timeout_s;
+  options.timeout_s = target.timeout_s > 0 ? target.timeout_s : timeout_s;
   options.headers = target.headers;
   options.label = target.label();
+  options.gzip = target.gzip;
+  options.user_agent = user_agent_for(opsight_version);
   switch (target.kind) {
     case ExportKind::kOtlpProtobuf:
       options.content_type = "application/x-protobuf";
@@ -302,12 +382,15 @@ std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& targe
   std::vector<std::unique_ptr<BatchSender>> senders;
   for (size_t i = 0; i < count; ++i)
     senders.push_back(options.make_sender ? options.make_sender(target)
-                                          : make_sender(target, std::min(options.timeout_s, 10.0)));
+                                          : make_sender(target, std::min(options.timeout_s, 10.0),
+                                                        options.resource.opsight_version));
   return senders;
 }
 
-std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s) {
-  if (target.kind != ExportKind::kKafka) return make_http_sender(target, timeout_s);
+std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s,
+                                         std::string_view opsight_version) {
+  if (target.kind != ExportKind::kKafka)
+    return make_http_sender(target, timeout_s, opsight_version);
   KafkaSenderOptions options;
   options.brokers = target.kafka.brokers;
   options.topic = target.kafka.topic;

@@ -7,7 +7,10 @@
 //                        OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, else
 //                        http://localhost:4318/v1/traces; a URL without a path gets
 //                        /v1/traces. Headers from OTEL_EXPORTER_OTLP_HEADERS and
-//                        OTEL_EXPORTER_OTLP_TRACES_HEADERS.
+//                        OTEL_EXPORTER_OTLP_TRACES_HEADERS; gzip bodies with
+//                        OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION=gzip; a per-request bound
+//                        from OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT (ms). A signal-specific
+//                        (TRACES_) variable wins over the general one.
 //   otlp-json=URL, otlp-protobuf=URL   the same with the body format fixed
 //   zipkin[=URL]         Zipkin v2 JSON; default http://localhost:9411/api/v2/spans
 //   pushgateway=URL      the trace's metrics (prometheus_text.hpp) PUT to a Pushgateway
@@ -64,6 +67,8 @@ struct ExportTarget {
   ExportKind kind = ExportKind::kOtlpProtobuf;
   Endpoint endpoint;
   std::vector<std::pair<std::string, std::string>> headers;
+  bool gzip = false;     // OTLP bodies gzip-compressed (OTEL_EXPORTER_OTLP_COMPRESSION)
+  double timeout_s = 0;  // per request (OTEL_EXPORTER_OTLP_TIMEOUT); 0: the export's own
   KafkaDestination kafka;
   std::string label() const;  // "otlp", "otlp-json", "zipkin", "pushgateway", "kafka", "loki"
 };
@@ -82,8 +87,9 @@ ResourceOptions resource_options_from(const Environment& environment, std::strin
                                       std::vector<std::string>* warnings);
 
 struct TraceExportOptions {
-  size_t batch_spans = 512;  // spans per request (the OTLP SDKs' default batch size)
-  double timeout_s = 30;     // for the whole export, per target
+  size_t batch_spans = 512;     // spans per request (the OTLP SDKs' default batch size)
+  double timeout_s = 30;        // for the whole export, per target
+  double schedule_delay_s = 1;  // live export: a partial batch waits at most this long
   ResourceOptions resource;
   BatchExporterOptions exporter;
   // Makes the sender for a target (tests script answers); default: an HttpSender.
@@ -92,6 +98,22 @@ struct TraceExportOptions {
   // producer pipelines on its own and gets one.
   size_t requests_in_flight = 2;
 };
+
+// The OpenTelemetry batch span processor's settings, onto `options` (each only when set):
+//   OTEL_BSP_MAX_EXPORT_BATCH_SIZE  spans per request (batch_spans), unless `batch_given`
+//   OTEL_BSP_MAX_QUEUE_SIZE         spans waiting (exporter.max_queued_batches, in batches
+//                                   of the batch size); not below the batch size
+//   OTEL_BSP_SCHEDULE_DELAY         ms a partial batch waits, live (schedule_delay_s)
+//   OTEL_BSP_EXPORT_TIMEOUT         ms one batch may take, retries included
+//                                   (exporter.max_elapsed_s)
+// Returns what is wrong with a value ("OTEL_BSP_SCHEDULE_DELAY 'soon': ..."), else empty.
+std::string apply_batch_environment(const Environment& environment, bool batch_given,
+                                    TraceExportOptions* options);
+
+// OTEL_SDK_DISABLED is "true" (case-insensitive): the OpenTelemetry specification's switch
+// that turns an SDK into a no-op; opsight then exports nothing at exit or live (it still
+// records). An explicit `opsight export` ignores it.
+bool sdk_disabled(const Environment& environment);
 
 // The senders of one target's BatchExporter, as many as `options` asks for that kind.
 std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& target,
@@ -109,8 +131,10 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
                                        const std::vector<ExportTarget>& targets,
                                        const TraceExportOptions& options);
 
-// The HTTP sender a target uses (content type, method, headers).
-std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s);
+// The HTTP sender a target uses (content type, method, headers, gzip, the User-Agent that
+// names `opsight_version`); the target's own timeout, when set, wins over `timeout_s`.
+std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s,
+                                              std::string_view opsight_version = {});
 
 // Encodes `rows` of `view` for `target`'s kind: one EncodedBatch per batch of at most
 // `batch_spans` spans, handed to `emit` in order (export_trace and LiveSpanExporter send
@@ -123,6 +147,7 @@ void encode_batches(const SpanView& view, std::span<const trace::RowIndex> rows,
 // The sender a target uses: make_http_sender's, or a Kafka producer. A Kafka producer that
 // librdkafka refuses to create gives a sender that fails every batch with the reason, so
 // that the spans are counted as dropped and the report says why.
-std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s);
+std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s,
+                                         std::string_view opsight_version = {});
 
 }  // namespace opsight::exporting

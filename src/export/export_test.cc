@@ -608,6 +608,103 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
   EXPECT_NE(error.find("'grpc' is not supported"), std::string::npos) << error;
 }
 
+// OTEL_EXPORTER_OTLP_COMPRESSION and _TIMEOUT, the signal-specific variable winning over
+// the general one (the specification's rule), and values opsight cannot honour refused.
+TEST(ExportTargets, OtlpCompressionAndTimeoutWithSignalSpecificOverrides) {
+  std::string error;
+  auto general = environment_of(
+      {{"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"}, {"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}});
+  auto target = opsight::exporting::parse_export_target("otlp", general, &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_TRUE(target->gzip);
+  EXPECT_DOUBLE_EQ(target->timeout_s, 2.5);
+  auto overridden = environment_of({{"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"},
+                                    {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "none"},
+                                    {"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"},
+                                    {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "300"}});
+  target = opsight::exporting::parse_export_target("otlp-json=http://x:4318", overridden, &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_FALSE(target->gzip);
+  EXPECT_DOUBLE_EQ(target->timeout_s, 0.3);
+  auto none = environment_of({});
+  target = opsight::exporting::parse_export_target("otlp", none, &error);
+  EXPECT_FALSE(target->gzip);
+  EXPECT_EQ(target->timeout_s, 0.0);
+  auto brotli = environment_of({{"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "br"}});
+  EXPECT_FALSE(opsight::exporting::parse_export_target("otlp", brotli, &error));
+  EXPECT_NE(error.find("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION 'br' is not gzip or none"),
+            std::string::npos)
+      << error;
+  auto soon = environment_of({{"OTEL_EXPORTER_OTLP_TIMEOUT", "soon"}});
+  EXPECT_FALSE(opsight::exporting::parse_export_target("otlp", soon, &error));
+  EXPECT_NE(error.find("OTEL_EXPORTER_OTLP_TIMEOUT 'soon'"), std::string::npos) << error;
+  // Zipkin is not OTLP: the OTLP variables leave it alone.
+  target = opsight::exporting::parse_export_target("zipkin", general, &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_FALSE(target->gzip);
+}
+
+// OTEL_BSP_*: the batch span processor's settings, onto the export's options.
+TEST(ExportTargets, BatchSpanProcessorVariables) {
+  opsight::exporting::TraceExportOptions options;
+  auto env = environment_of({{"OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "100"},
+                             {"OTEL_BSP_MAX_QUEUE_SIZE", "1000"},
+                             {"OTEL_BSP_SCHEDULE_DELAY", "250"},
+                             {"OTEL_BSP_EXPORT_TIMEOUT", "1500"}});
+  EXPECT_EQ(opsight::exporting::apply_batch_environment(env, false, &options), "");
+  EXPECT_EQ(options.batch_spans, 100u);
+  EXPECT_EQ(options.exporter.max_queued_batches, 10u);
+  EXPECT_DOUBLE_EQ(options.schedule_delay_s, 0.25);
+  EXPECT_DOUBLE_EQ(options.exporter.max_elapsed_s, 1.5);
+
+  opsight::exporting::TraceExportOptions given;  // --batch-size given: it wins
+  given.batch_spans = 64;
+  EXPECT_EQ(opsight::exporting::apply_batch_environment(env, true, &given), "");
+  EXPECT_EQ(given.batch_spans, 64u);
+  EXPECT_EQ(given.exporter.max_queued_batches, 16u);  // ceil(1000 / 64)
+
+  opsight::exporting::TraceExportOptions small_queue;  // a batch never exceeds the queue
+  auto queue = environment_of({{"OTEL_BSP_MAX_QUEUE_SIZE", "100"}});
+  EXPECT_EQ(opsight::exporting::apply_batch_environment(queue, false, &small_queue), "");
+  EXPECT_EQ(small_queue.batch_spans, 100u);
+  EXPECT_EQ(small_queue.exporter.max_queued_batches, 1u);
+
+  opsight::exporting::TraceExportOptions untouched;
+  EXPECT_EQ(opsight::exporting::apply_batch_environment(environment_of({}), false, &untouched), "");
+  EXPECT_EQ(untouched.batch_spans, 512u);
+  EXPECT_EQ(untouched.exporter.max_queued_batches, 256u);
+  EXPECT_DOUBLE_EQ(untouched.schedule_delay_s, 1.0);
+
+  auto bad = environment_of({{"OTEL_BSP_SCHEDULE_DELAY", "5s"}});
+  EXPECT_NE(opsight::exporting::apply_batch_environment(bad, false, &untouched)
+                .find("OTEL_BSP_SCHEDULE_DELAY '5s' is not a positive whole number"),
+            std::string::npos);
+}
+
+TEST(ExportTargets, OtelSdkDisabledIsTrueCaseInsensitively) {
+  EXPECT_TRUE(opsight::exporting::sdk_disabled(environment_of({{"OTEL_SDK_DISABLED", "true"}})));
+  EXPECT_TRUE(opsight::exporting::sdk_disabled(environment_of({{"OTEL_SDK_DISABLED", "TRUE"}})));
+  EXPECT_FALSE(opsight::exporting::sdk_disabled(environment_of({{"OTEL_SDK_DISABLED", "false"}})));
+  EXPECT_FALSE(opsight::exporting::sdk_disabled(environment_of({{"OTEL_SDK_DISABLED", "1"}})));
+  EXPECT_FALSE(opsight::exporting::sdk_disabled(environment_of({})));
+}
+
+// A request without a caller began a trace of its own (a span context with no parent
+// span): its spans are in that trace, it is a root with no remote parent.
+TEST(SpanView, ARequestThatBeganItsOwnTraceIsItsRoot) {
+  Trace trace = sample_trace();
+  RowIndex request = row_named(trace, "request");
+  RowIndex preprocess = row_named(trace, "preprocess \"fast\"");
+  const opsight::trace::TraceId own{0x1111222233334444ULL, 0x5555666677778888ULL};
+  trace.span_contexts.add(request, own, 0, 1);
+  SpanView view(trace, {});
+  EXPECT_EQ(view.trace_id(request), own);
+  EXPECT_EQ(view.trace_id(preprocess), own);
+  EXPECT_EQ(view.parent_span_id(request), 0u);
+  EXPECT_FALSE(view.has_remote_parent(request));
+  EXPECT_EQ(view.parent_span_id(preprocess), trace.slices.span_id[request]);
+}
+
 TEST(ExportTargets, LokiUrlsAndTheirDefaultPath) {
   std::string error;
   auto none = environment_of({});
@@ -706,6 +803,23 @@ TEST(ExportTargets, ServiceNameFromFlagThenOtelServiceNameThenResourceAttributes
   EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "", nullptr).service_name, "svc");
   EXPECT_EQ(opsight::exporting::resource_options_from(with_name, "flag", nullptr).service_name,
             "flag");
+}
+
+// With no name given, the service is the program's: the script `opsight run` starts
+// through its capture module, not that module.
+TEST(SpanView, TheDefaultServiceNameIsTheScriptOpsightRunStarts) {
+  auto service_of = [](const char* command_line) {
+    Trace trace = sample_trace();
+    trace.run.command_line = command_line;
+    SpanView view(trace, {});
+    return view.resources()[0].service_name;
+  };
+  EXPECT_EQ(service_of("/usr/bin/python3 -m opsight._capture.script /tmp/x/prog.py --n 3"),
+            "prog.py");
+  EXPECT_EQ(service_of("python3 -m opsight._capture.script -m serve.app --port 80"), "serve.app");
+  EXPECT_EQ(service_of("python3 -u serve.py"), "serve.py");
+  EXPECT_EQ(service_of("python3 -m uvicorn app:app"), "uvicorn");
+  EXPECT_EQ(service_of("/opt/bin/inference --threads 4"), "inference");
 }
 
 TEST(ExportTargets, GenAiConventionsOnlyWithTheirOptIn) {

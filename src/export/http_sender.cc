@@ -1,11 +1,70 @@
 #include "export/http_sender.hpp"
 
 #include <httplib.h>
+#include <zlib.h>
 
 #include <charconv>
 #include <cstdlib>
 
 namespace opsight::exporting {
+
+std::string user_agent_for(std::string_view opsight_version) {
+  return "opsight/" +
+         (opsight_version.empty() ? std::string("unknown") : std::string(opsight_version)) +
+         " (OTLP/HTTP; cpp-httplib)";
+}
+
+std::string gzip_compress(std::string_view body, int level) {
+  z_stream stream{};
+  // windowBits 15 + 16: a gzip header and trailer around the deflate stream.
+  if (deflateInit2(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
+  std::string out(deflateBound(&stream, static_cast<uLong>(body.size())), '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
+  stream.avail_in = static_cast<uInt>(body.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  int result = deflate(&stream, Z_FINISH);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  return result == Z_STREAM_END ? out : std::string();
+}
+
+std::string_view http_status_phrase(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 429:
+      return "Too Many Requests";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return {};
+  }
+}
 
 std::string Endpoint::origin() const {
   bool default_port = (scheme == "http" && port == 80) || (scheme == "https" && port == 443);
@@ -92,6 +151,16 @@ std::string HttpSender::describe() const {
 SendResult HttpSender::send(std::string_view body) {
   httplib::Headers headers;
   for (const auto& [key, value] : options_.headers) headers.emplace(key, value);
+  if (!options_.user_agent.empty()) headers.emplace("User-Agent", options_.user_agent);
+  std::string compressed;
+  if (options_.gzip) {
+    // Here, on the sender's thread: the encoding thread never waits for zlib.
+    compressed = gzip_compress(body);
+    if (!compressed.empty()) {  // else (zlib failed) the body goes as it is
+      body = compressed;
+      headers.emplace("Content-Encoding", "gzip");
+    }
+  }
   httplib::Result response = options_.method == "PUT"
                                  ? client_->client.Put(endpoint_.path, headers, body.data(),
                                                        body.size(), options_.content_type)
@@ -99,9 +168,15 @@ SendResult HttpSender::send(std::string_view body) {
                                                         body.size(), options_.content_type);
   SendResult result;
   if (!response) {
-    result.outcome = SendResult::Outcome::kRetryable;
-    result.message = "no answer from " + endpoint_.origin() + " (" +
-                     httplib::to_string(response.error()) + " error)";
+    httplib::Error error = response.error();
+    bool tls = error == httplib::Error::SSLConnection || error == httplib::Error::SSLLoadingCerts ||
+               error == httplib::Error::SSLServerVerification;
+    // A refused TLS handshake or certificate is a configuration to mend, not a moment to
+    // wait out.
+    result.outcome = tls ? SendResult::Outcome::kFailed : SendResult::Outcome::kRetryable;
+    result.message = (tls ? "TLS with " : "no answer from ") + endpoint_.origin() + " (" +
+                     httplib::to_string(error) + " error" +
+                     (tls ? "; permanent: not retried)" : ")");
     return result;
   }
   result.status = response->status;
@@ -113,7 +188,10 @@ SendResult HttpSender::send(std::string_view body) {
                    response->status == 504;
   result.outcome = retryable ? SendResult::Outcome::kRetryable : SendResult::Outcome::kFailed;
   std::string snippet = response->body.substr(0, 300);
-  result.message = "HTTP " + std::to_string(response->status) + " from " + endpoint_.url() +
+  std::string_view phrase = http_status_phrase(response->status);
+  result.message = "HTTP " + std::to_string(response->status) +
+                   (phrase.empty() ? "" : " " + std::string(phrase)) + " from " + endpoint_.url() +
+                   (retryable ? "" : " (permanent: not retried)") +
                    (snippet.empty() ? "" : ": " + snippet);
   if (response->has_header("Retry-After")) {
     std::string value = response->get_header_value("Retry-After");

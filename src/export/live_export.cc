@@ -61,9 +61,10 @@ void LiveSpanExporter::run() {
     if (stopping_) break;
     lock.unlock();
     poll_files(false);
-    // A full batch goes at once; a partial one at least every second.
-    if (pending_->size() > 0 &&
-        (pending_->size() >= options_.batch_spans || now_seconds() - last_send >= 1.0)) {
+    // A full batch goes at once; a partial one at least every schedule delay (1 s, or
+    // OTEL_BSP_SCHEDULE_DELAY).
+    if (pending_->size() > 0 && (pending_->size() >= options_.batch_spans ||
+                                 now_seconds() - last_send >= options_.schedule_delay_s)) {
       send(*pending_);
       pending_ = std::make_unique<Batch>();
       last_send = now_seconds();

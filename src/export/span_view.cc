@@ -9,7 +9,9 @@ namespace opsight::exporting {
 namespace {
 
 // The program's name from a command line: the first word's last path component, or the
-// script's name when the program is an interpreter ("python serve.py" -> "serve.py").
+// script's name when the program is an interpreter ("python serve.py" -> "serve.py"). The
+// module `opsight run` starts a script through ("python -m opsight._capture.script
+// serve.py") names the script it runs, not itself.
 std::string program_name(std::string_view command_line) {
   std::vector<std::string_view> words;
   size_t position = 0;
@@ -29,7 +31,11 @@ std::string program_name(std::string_view command_line) {
   std::string_view program = base(words[0]);
   if (program.starts_with("python") && words.size() > 1) {
     for (size_t i = 1; i < words.size(); ++i) {
-      if (words[i] == "-m" && i + 1 < words.size()) return std::string(words[i + 1]);
+      if (words[i] == "-m" && i + 1 < words.size()) {
+        if (words[i + 1] != "opsight._capture.script") return std::string(words[i + 1]);
+        ++i;  // the script (or "-m MODULE") it runs follows
+        continue;
+      }
       if (!words[i].starts_with("-")) return std::string(base(words[i]));
     }
   }

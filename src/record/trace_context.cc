@@ -1,6 +1,7 @@
 // W3C trace context for the recorder: parsing and formatting traceparent headers, and the
-// two events that tie a recorded span to a trace begun elsewhere (kSpanContext) or give it
-// the id a callee was told (kSpanId). See opsight.hpp for the contract.
+// two events that tie a recorded span to a trace begun elsewhere (kSpanContext; one with
+// no parent span begins a trace of its own) or give it the id a callee was told
+// (kSpanId). See opsight.hpp for the contract.
 #include <atomic>
 #include <cstring>
 
@@ -66,6 +67,15 @@ std::string format_traceparent(const TraceContext& context) {
   out += '-';
   append_hex(out, context.trace_flags, 2);
   return out;
+}
+
+TraceContext begin_trace(uint8_t trace_flags) {
+  if (!recording()) return {0, 0, 0, trace_flags};
+  // Two flow ids: each unique across threads, processes and runs (a random salt), so the
+  // pair is too; never all zero.
+  TraceContext context{new_flow_id(), new_flow_id(), 0, trace_flags};
+  join_remote_trace(context);  // a span context with no parent span: the trace's root
+  return context;
 }
 
 void join_remote_trace(const TraceContext& remote) {

@@ -60,6 +60,36 @@ RowIndex row_named(const Trace& trace, std::string_view name) {
   return kNoRow;
 }
 
+// A request served without a traceparent: its span begins a trace of its own, a new one
+// per request, as the root (no parent span); spans under it are in that trace.
+TEST(TraceContextEvents, EachRequestWithoutACallerBeginsATraceOfItsOwn) {
+  TraceContext first{}, second{};
+  Trace trace = record_and_read([&] {
+    {
+      opsight::Span request(std::string("GET /a"));
+      first = opsight::begin_trace();
+      opsight::Span inner(std::string("inner"));
+    }
+    {
+      opsight::Span request(std::string("GET /b"));
+      second = opsight::begin_trace();
+    }
+  });
+  EXPECT_EQ(opsight::begin_trace().trace_id_low | opsight::begin_trace().trace_id_high, 0u)
+      << "no session: nothing begun";
+  ASSERT_EQ(trace.span_contexts.size(), 2u);
+  RowIndex a = row_named(trace, "GET /a"), b = row_named(trace, "GET /b");
+  EXPECT_EQ(trace.span_contexts.slice[0], a);
+  EXPECT_EQ(trace.span_contexts.slice[1], b);
+  EXPECT_EQ(trace.span_contexts.trace_id[0].high, first.trace_id_high);
+  EXPECT_EQ(trace.span_contexts.trace_id[0].low, first.trace_id_low);
+  EXPECT_EQ(trace.span_contexts.trace_id[1].low, second.trace_id_low);
+  EXPECT_NE(trace.span_contexts.trace_id[0], trace.span_contexts.trace_id[1]);
+  EXPECT_NE(trace.span_contexts.trace_id[0], trace.run.trace_id);
+  EXPECT_EQ(trace.span_contexts.parent_span_id[0], 0u);  // a root: no parent, local or remote
+  EXPECT_EQ(trace.span_contexts.trace_flags[0], 1u);
+}
+
 TEST(TraceContextEvents, AServerSpanJoinsTheCallersTraceAndAClientSpanKeepsTheIdItSent) {
   const TraceContext remote{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL, 0x00f067aa0ba902b7ULL, 1};
   uint64_t sent_id = 0;

@@ -43,18 +43,23 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def run_traced(tmp_path, *targets: str, service: str = "exporter-test") -> tuple[object, dict]:
-    """Runs PROGRAM under ``opsight run --export``; returns the trace it wrote and the
-    completed process."""
+def run_traced(tmp_path, *targets: str,
+               service: str | None = "exporter-test") -> tuple[object, dict]:
+    """Runs PROGRAM under ``opsight run --export`` (with ``--service`` unless ``service`` is
+    None); returns the trace it wrote and the completed process."""
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
     output = tmp_path / "run.opsight"
     command = [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none",
-               "-o", str(output), "--service", service]
+               "-o", str(output)]
+    if service is not None:
+        command += ["--service", service]
     for target in targets:
         command += ["--export", target]
+    environment = {key: value for key, value in os.environ.items()
+                   if not key.startswith("OTEL_")}  # the test decides every setting
     done = subprocess.run(command + ["--", sys.executable, str(script)], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, env=environment)
     assert done.returncode == 0, done.stderr
     return native.read_trace(str(output)), done
 
@@ -84,7 +89,8 @@ def test_jaeger_returns_every_span_as_recorded(tmp_path, jaeger_server, protocol
         want = expected[span["spanId"]]
         assert span["traceId"] == info["trace_id"]
         assert span["name"] == want["name"]
-        assert span.get("parentSpanId") or None == want["parent"], span["name"]
+        # Bracketed: `x or None == y` would be `x or (None == y)`, true for any child.
+        assert (span.get("parentSpanId") or None) == want["parent"], span["name"]
         assert int(span["startTimeUnixNano"]) == want["start"], span["name"]  # to the ns
         assert int(span["endTimeUnixNano"]) == want["end"], span["name"]
         attributes = attributes_dict(span.get("attributes"))
@@ -105,6 +111,18 @@ def test_jaeger_returns_every_span_as_recorded(tmp_path, jaeger_server, protocol
     event = failed["events"][0]
     assert event["name"] == "exception"
     assert attributes_dict(event["attributes"])["exception.type"] == "ValueError"
+
+
+def test_the_default_service_name_is_the_program_name(tmp_path, jaeger_server):
+    """Without --service, OTEL_SERVICE_NAME or OTEL_RESOURCE_ATTRIBUTES, `opsight run --
+    python program.py` exports as service `program.py` (docs/export.md), not as the module
+    opsight runs the script through."""
+    trace, done = run_traced(tmp_path, f"otlp={jaeger_server.otlp_http_endpoint}", service=None)
+    assert "dropped" not in done.stderr, done.stderr
+    expected = expected_spans(trace)
+    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"],
+                                             min_spans=len(expected)))
+    assert {span["resource"]["service.name"] for span in got} == {"program.py"}
 
 
 def test_zipkin_returns_every_span_in_microseconds(tmp_path, zipkin_server):
@@ -416,3 +434,69 @@ def test_model_inference_spans_carry_gen_ai_attributes_with_the_opt_in(tmp_path,
     for inner in ("body", "body.0", "body.1"):
         assert all(not any(key.startswith("gen_ai.") for key in attributes)
                    for attributes in by_name[inner]), inner
+
+
+REQUESTS = 20
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["at exit", "live"])
+def test_a_live_fastapi_server_gives_a_trace_per_request(tmp_path, jaeger_server, zipkin_server,
+                                                         live):
+    """A real FastAPI service under uvicorn and `opsight run`, sent REQUESTS requests without
+    a `traceparent`: Jaeger and Zipkin each hold REQUESTS traces, one server span each,
+    none of them the run's own trace id (as the OpenTelemetry SDK gives every root span a
+    new trace id). Before, the whole server was one trace."""
+    import signal
+    import urllib.error
+    import urllib.request
+
+    from real_servers import free_ports
+    from test_run_control import SERVICE  # a FastAPI service under uvicorn on argv[1]
+
+    require_modules("fastapi", "uvicorn")
+    port, = free_ports(1)
+    script = tmp_path / "service.py"
+    script.write_text(SERVICE)
+    output = tmp_path / "service.opsight"
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(output), *(["--export-live"] if live else []), "--service", "per-request",
+         "--export", f"otlp={jaeger_server.otlp_http_endpoint}",
+         "--export", f"zipkin={zipkin_server.url}", "--", sys.executable, str(script), str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=environment)
+    try:
+        deadline = time.monotonic() + 60
+        for item in range(REQUESTS):
+            while True:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/infer/{item}",
+                                                timeout=10) as answer:
+                        assert answer.status == 200
+                    break
+                except (urllib.error.URLError, ConnectionError):
+                    assert item == 0 and run.poll() is None and time.monotonic() < deadline
+                    time.sleep(0.1)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    assert "dropped" not in stderr, stderr
+    trace = native.read_trace(str(output))
+    columns = trace.slice_columns()
+    served = [(trace_id, span_id) for trace_id, span_id, name in
+              zip(columns["trace_id"], columns["span_id"], columns["name"])
+              if name == "GET /infer/{item}"]
+    assert len(served) == REQUESTS
+    trace_ids = {trace_id for trace_id, _ in served}
+    assert len(trace_ids) == REQUESTS  # a trace per request
+    assert trace.run_info()["trace_id"] not in trace_ids
+    for trace_id, span_id in served:
+        spans = otlp_spans(jaeger_server.get_trace(trace_id, min_spans=1))
+        assert [span["spanId"] for span in spans] == [span_id]
+        assert "parentSpanId" not in spans[0] and spans[0]["kind"] in (2, "SPAN_KIND_SERVER")
+        zipkin_spans = zipkin_server.get_trace(trace_id, min_spans=1)
+        assert [span["id"] for span in zipkin_spans] == [span_id]
+        assert "parentId" not in zipkin_spans[0]

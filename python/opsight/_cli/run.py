@@ -19,13 +19,13 @@ import time
 from typing import Any
 
 from .._session.export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
-                       targets_from_environment)
+                               sdk_disabled, target_problem, targets_from_environment)
 from .._session import preset as _preset
 from .._session.sampling import (SAMPLE_ROOT_VARIABLE, SAMPLE_SCOPE_VARIABLE, SAMPLE_SCOPES,
                                 SAMPLE_VARIABLE, parse_sample_rate, parse_sample_root)
 from .._store import save_run
 from .arguments import ArgumentParser
-from ..exit_codes import USAGE_ERROR
+from ..exit_codes import EXPORT_INCOMPLETE, OK, USAGE_ERROR
 
 _NATIVE_HEADER_BYTES = 16  # docs/native-format.md
 
@@ -141,6 +141,9 @@ def _run_parser() -> ArgumentParser:
                              "kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]; or "
                              "serve live metrics while it runs: prometheus=[HOST:]PORT "
                              "(repeatable; default: $OPSIGHT_EXPORT; docs/export.md)")
+    parser.add_argument("--allow-export-drops", action="store_true",
+                        help="exit with the program's status even when an export dropped "
+                             "spans (default: 75 then, if the program exited 0)")
     parser.add_argument("--export-live", action="store_true",
                         help="send spans while the program runs (each soon after it ends), "
                              "not when it has ended")
@@ -230,6 +233,17 @@ def run_command(arguments: list[str]) -> int:
     options.export_targets = (file_exports + [target for target in parse_targets(options.export)
                                               if target not in file_exports]
                               or targets_from_environment())
+    # Every target (at exit and live) and the OTEL_* settings it reads, before the program
+    # runs: a typo must not cost a whole run that then exports nothing.
+    problem = target_problem(options.export_targets)
+    if problem:
+        print(f"opsight run: --export: {problem} (the program was not started)", file=sys.stderr)
+        return USAGE_ERROR
+    if options.export_targets and sdk_disabled():
+        print("opsight run: OTEL_SDK_DISABLED=true: nothing will be exported",
+              file=sys.stderr)
+        options.export_targets = [target for target in options.export_targets
+                                  if target.split("=", 1)[0] == "prometheus"]
     from .control_server import parse_address  # [HOST:]PORT, for both listeners
 
     options.control_address = None
@@ -479,8 +493,14 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     # overhead line, the stored run and the written file all show it.
     for report in live_reports:
         trace.note_export(report["target"], report["spans"], report["sent"], report["dropped"])
-    export_trace(trace, options.export_targets, prefix="opsight run", service=options.service,
-                 timeout_s=10.0)
+    exit_reports = export_trace(trace, options.export_targets, prefix="opsight run",
+                                service=options.service, timeout_s=10.0)
+    dropped = sum(report.get("dropped") or 0 for report in live_reports + exit_reports)
+    if dropped and exit_status == OK and not options.allow_export_drops:
+        print(f"opsight run: an export dropped {dropped} span{'s' if dropped != 1 else ''}: "
+              f"exit status {EXPORT_INCOMPLETE} (--allow-export-drops keeps the program's)",
+              file=sys.stderr)
+        exit_status = EXPORT_INCOMPLETE
     for view in views:
         sys.stderr.write(trace.render(view, options.format, "total", 0, options.max_roots))
         if options.format == "text":

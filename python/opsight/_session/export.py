@@ -74,10 +74,40 @@ def targets_from_environment() -> list[str]:
     return parse_targets(os.environ.get(EXPORT_VARIABLE))
 
 
+def target_problem(targets: list[str]) -> str | None:
+    """What is wrong with ``targets`` and the ``OTEL_*`` settings they read (an unknown
+    kind, a URL that is not one, a librdkafka property, an OTLP protocol or compression
+    opsight does not speak, a bad ``OTEL_BSP_*`` value), checked before a program starts;
+    None when they are fine. ``prometheus=`` (opsight run's live endpoint) is not checked
+    here."""
+    import opsight._native as _native
+
+    checked = [target for target in targets if target.split("=", 1)[0] != "prometheus"]
+    if not checked:
+        return None
+    try:
+        _native.check_export_targets(checked)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
+def sdk_disabled() -> bool:
+    """``OTEL_SDK_DISABLED=true``: the OpenTelemetry switch that makes an SDK a no-op; opsight
+    then sends nothing (it still records)."""
+    import opsight._native as _native
+
+    return _native.otel_sdk_disabled()
+
+
 def export_trace(trace: Any, targets: list[str], *, prefix: str, service: str = "",
                  timeout_s: float = 30.0) -> list[dict[str, Any]]:
     """Sends ``trace`` to every target and prints one line per target on stderr (sent,
-    dropped and why). Returns the reports; a bad target is reported, not raised."""
+    dropped and why). Returns the reports; a bad target is reported, not raised. With
+    ``OTEL_SDK_DISABLED=true`` nothing is sent (one line says so)."""
+    if targets and sdk_disabled():
+        print(f"{prefix}: export: OTEL_SDK_DISABLED=true: nothing exported", file=sys.stderr)
+        return []
     live = [target for target in targets if target.split("=", 1)[0] == "prometheus"]
     if live:
         print(f"{prefix}: export: {live[0]}: live metrics are served by `opsight run "

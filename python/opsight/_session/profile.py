@@ -23,7 +23,7 @@ from .lifecycle import Recording, RecordingError
 from .._capture.metrics import parse_metrics, push_session_metrics, restore_session_metrics
 from .._results import TraceAnalyses
 from .._capture.span import Span
-from .export import export_trace, parse_targets, targets_from_environment
+from .export import export_trace, parse_targets, target_problem, targets_from_environment
 from .sampling import from_environment as sampling_from_environment
 from .flight_recorder import RingOptions
 from .flight_recorder import from_environment as ring_from_environment
@@ -94,6 +94,10 @@ class Profile(TraceAnalyses):
         # Where the trace goes when the profile stops (docs/export.md): "otlp=URL",
         # "zipkin=URL", "pushgateway=URL", ... (OPSIGHT_EXPORT when not given).
         self.export_targets = parse_targets(export) if export is not None else targets_from_environment()
+        if export is not None:  # checked now, not when the profile stops
+            problem = target_problem(self.export_targets)
+            if problem:
+                raise ValueError(f"opsight.profile: export: {problem}")
         #: One report per export target ({"target", "sent", "dropped", "error", ...}).
         self.export_reports: list[dict[str, Any]] = []
         self._previous_metrics: Any = None

@@ -111,6 +111,14 @@ class _Activation:
         from .lifecycle import Recording, RecordingError
 
         path = output_path_for_this_process(os.environ["OPSIGHT_OUTPUT"])
+        from .export import target_problem, targets_from_environment
+
+        # OPSIGHT_EXPORT is checked now, not when the program ends: an unchanged program is
+        # not stopped for it, but it hears at once that nothing will reach that target.
+        problem = target_problem(targets_from_environment())
+        if problem:
+            print(f"opsight: OPSIGHT_EXPORT: {problem} (this target will fail at exit)",
+                  file=sys.stderr)
         # This process records here: a libopsight.so the CUDA driver loads later as its
         # injection library (CUDA_INJECTION64_PATH, inherited from `opsight run`) leaves it be.
         os.environ["OPSIGHT_SESSION_PID"] = str(os.getpid())

@@ -1,0 +1,290 @@
+"""The OpenTelemetry SDK settings opsight honours when it exports (docs/export.md,
+*OpenTelemetry conformance*), each against a real HTTP receiver in this process that
+records what reaches it: gzip bodies (``OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION``), the
+per-request bound (``OTEL_EXPORTER_OTLP_TIMEOUT``), the batch span processor's
+``OTEL_BSP_*``, ``OTEL_SDK_DISABLED``, the User-Agent; and the failures that say so: every
+target checked before ``opsight run`` starts the program (exit 64), a permanent error
+named and not retried, and exit 75 when an export dropped spans. Each test fails without
+the behaviour it names."""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+opsight = pytest.importorskip("opsight")
+
+
+class _Receiver:
+    """An OTLP/HTTP receiver on 127.0.0.1 answering ``status`` (after ``delay_s``); keeps
+    each request's headers and raw body."""
+
+    def __init__(self, status: int = 200, delay_s: float = 0.0):
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (the http.server API)
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append(({key.lower(): value
+                                           for key, value in self.headers.items()}, body))
+                time.sleep(delay_s)
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    made: list[_Receiver] = []
+
+    def make(status: int = 200, delay_s: float = 0.0) -> _Receiver:
+        made.append(_Receiver(status, delay_s))
+        return made[-1]
+
+    yield make
+    for server in made:
+        server.close()
+
+
+@pytest.fixture
+def otel_free(monkeypatch):
+    """This process's environment with no OTEL_* or OPSIGHT_EXPORT variable: each test
+    sets what it checks."""
+    for name in list(os.environ):
+        if name.startswith("OTEL_") or name == "OPSIGHT_EXPORT":
+            monkeypatch.delenv(name)
+    return monkeypatch
+
+
+def _trace(tmp_path, spans: int = 5):
+    with opsight.profile(tmp_path / "run.opsight"):
+        for index in range(spans):
+            with opsight.span("work", index=index):
+                pass
+    return opsight.load(tmp_path / "run.opsight").trace
+
+
+def _span_count(body: bytes) -> int:
+    """Spans in an OTLP ExportTraceServiceRequest (protobuf), read with opentelemetry-proto."""
+    from conftest import require
+
+    require("opentelemetry.proto")
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest)
+
+    request = ExportTraceServiceRequest.FromString(body)
+    return sum(len(scope.spans) for resource in request.resource_spans
+               for scope in resource.scope_spans)
+
+
+def test_gzip_compression_sends_a_gzip_body_that_holds_every_span(tmp_path, receiver, otel_free):
+    trace = _trace(tmp_path)
+    server = receiver()
+    otel_free.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    report, = trace.export([f"otlp={server.url}"], timeout_s=10)
+    assert report["sent"] == 5, report
+    (headers, body), = server.requests
+    assert headers["content-encoding"] == "gzip"
+    assert body[:2] == b"\x1f\x8b"  # a gzip member on the wire
+    assert _span_count(gzip.decompress(body)) == 5
+
+
+def test_the_traces_compression_variable_wins_over_the_general_one(tmp_path, receiver, otel_free):
+    trace = _trace(tmp_path)
+    server = receiver()
+    otel_free.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    otel_free.setenv("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "none")
+    report, = trace.export([f"otlp={server.url}"], timeout_s=10)
+    assert report["sent"] == 5, report
+    (headers, body), = server.requests
+    assert "content-encoding" not in headers
+    assert _span_count(body) == 5
+
+
+def test_every_request_names_opsight_and_its_version_in_its_user_agent(tmp_path, receiver,
+                                                                        otel_free):
+    trace = _trace(tmp_path)
+    server = receiver()
+    trace.export([f"otlp={server.url}", f"zipkin={server.url}"], timeout_s=10)
+    agents = {headers["user-agent"] for headers, _ in server.requests}
+    assert agents == {f"opsight/{opsight.__version__} (OTLP/HTTP; cpp-httplib)"}
+
+
+def test_the_batch_size_comes_from_otel_bsp_unless_given(tmp_path, receiver, otel_free):
+    trace = _trace(tmp_path)
+    server = receiver()
+    otel_free.setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2")
+    report, = trace.export([f"otlp={server.url}"], timeout_s=10)
+    assert (report["sent"], report["requests"]) == (5, 3)  # 2 + 2 + 1
+    assert sorted(_span_count(body) for _, body in server.requests) == [1, 2, 2]
+    given, = trace.export([f"otlp={server.url}"], timeout_s=10, batch_spans=4)
+    assert given["requests"] == 2  # the caller's batch size wins
+
+
+def test_the_otlp_timeout_bounds_each_request(tmp_path, receiver, otel_free):
+    """A receiver that takes 3 s: with OTEL_EXPORTER_OTLP_TIMEOUT=300 (ms) each attempt
+    gives up after 0.3 s and is retried; without it the first attempt would wait for the
+    whole export (2 s) and never be retried."""
+    trace = _trace(tmp_path)
+    server = receiver(delay_s=3.0)
+    otel_free.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "300")
+    report, = trace.export([f"otlp={server.url}"], timeout_s=2)
+    assert report["dropped"] == 5
+    assert report["retries"] >= 1, report
+
+
+def test_the_bsp_export_timeout_bounds_one_batch_with_its_retries(tmp_path, receiver, otel_free):
+    """Always 503: the batch is retried until OTEL_BSP_EXPORT_TIMEOUT (600 ms) and then
+    given up, long before the export's own 8 s (the default bound per batch is 60 s)."""
+    trace = _trace(tmp_path)
+    server = receiver(status=503)
+    otel_free.setenv("OTEL_BSP_EXPORT_TIMEOUT", "600")
+    start = time.monotonic()
+    report, = trace.export([f"otlp={server.url}"], timeout_s=8)
+    assert time.monotonic() - start < 4
+    assert report["dropped"] == 5
+    assert "5 failed" in report["error"] and "gave up after" in report["error"], report
+
+
+def test_a_permanent_error_is_named_and_not_retried(tmp_path, receiver, otel_free):
+    trace = _trace(tmp_path)
+    server = receiver(status=401)
+    report, = trace.export([f"otlp={server.url}"], timeout_s=10)
+    assert report["retries"] == 0 and len(server.requests) == 1
+    assert "HTTP 401 Unauthorized" in report["error"], report
+    assert "permanent: not retried" in report["error"]
+
+
+def test_a_slow_servers_drops_say_why(tmp_path, receiver, otel_free):
+    trace = _trace(tmp_path, spans=4)
+    server = receiver(delay_s=3.0)
+    report, = trace.export([f"otlp={server.url}"], timeout_s=1, batch_spans=1)
+    assert report["dropped"] == 4
+    assert "unsent when the export's time ran out" in report["error"], report
+
+
+# ---- opsight run ------------------------------------------------------------------------
+
+PROGRAM = """
+import sys, opsight
+open(sys.argv[1], "w").close()  # proof that the program ran
+for i in range(3):
+    with opsight.span("step"):
+        pass
+"""
+
+
+def _opsight_run(tmp_path, arguments: list[str], **environment: str):
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    marker = tmp_path / "ran"
+    if marker.exists():
+        marker.unlink()
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "OPSIGHT_")) or key == "OPSIGHT_HOME"}
+    env.update(environment)
+    done = subprocess.run(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(tmp_path / "run.opsight"), *arguments, "--", sys.executable, str(script),
+         str(marker)], capture_output=True, text=True, timeout=120, env=env)
+    return done, marker.exists()
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["at exit", "live"])
+@pytest.mark.parametrize("arguments, environment, named", [
+    (["--export", "otlp=http//x"], {}, "not a URL"),
+    (["--export", "bogus=x"], {}, "unknown kind 'bogus'"),
+    (["--export", "kafka=127.0.0.1:9?securty.protocol=SSL"], {}, "securty.protocol"),
+    (["--export", "otlp"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "'grpc' is not supported"),
+    (["--export", "otlp"], {"OTEL_EXPORTER_OTLP_COMPRESSION": "br"}, "'br' is not gzip or none"),
+    (["--export", "otlp"], {"OTEL_BSP_SCHEDULE_DELAY": "5s"}, "OTEL_BSP_SCHEDULE_DELAY '5s'"),
+    ([], {"OPSIGHT_EXPORT": "zipkin=ftp://x"}, "scheme 'ftp'"),
+], ids=["url", "kind", "kafka property", "grpc", "compression", "bsp", "OPSIGHT_EXPORT"])
+def test_a_bad_target_is_refused_before_the_program_starts(tmp_path, live, arguments,
+                                                           environment, named):
+    done, ran = _opsight_run(tmp_path, [*(["--export-live"] if live else []), *arguments],
+                             **environment)
+    if named == "securty.protocol" and "built without Kafka support" in done.stderr:
+        named = "built without Kafka support"
+    assert done.returncode == 64, done.stderr
+    assert not ran, "the program ran"
+    assert named in done.stderr and "(the program was not started)" in done.stderr, done.stderr
+
+
+def test_opsight_run_exits_75_when_an_export_dropped_spans(tmp_path, receiver):
+    server = receiver(status=401)
+    done, ran = _opsight_run(tmp_path, ["--export", f"otlp={server.url}"])
+    assert ran and done.returncode == 75, done.stderr
+    assert "3 dropped: 3 failed; last error: HTTP 401 Unauthorized" in done.stderr, done.stderr
+    allowed, _ = _opsight_run(tmp_path, ["--allow-export-drops", "--export", f"otlp={server.url}"])
+    assert allowed.returncode == 0, allowed.stderr
+
+
+def test_otel_sdk_disabled_sends_nothing_and_says_so(tmp_path, receiver):
+    server = receiver()
+    for live in ([], ["--export-live"]):
+        done, ran = _opsight_run(tmp_path, [*live, "--export", f"otlp={server.url}"],
+                                 OTEL_SDK_DISABLED="true")
+        assert ran and done.returncode == 0, done.stderr
+        assert "OTEL_SDK_DISABLED=true: nothing will be exported" in done.stderr
+    assert server.requests == []
+    sent, _ = _opsight_run(tmp_path, ["--export", f"otlp={server.url}"],
+                           OTEL_SDK_DISABLED="false")
+    assert sent.returncode == 0 and len(server.requests) == 1, sent.stderr
+
+
+LIVE_PROGRAM = """
+import os, sys, time, opsight
+with opsight.span("first"):
+    pass
+print("recorded", flush=True)
+deadline = time.monotonic() + 60
+while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+    time.sleep(0.05)
+"""
+
+
+def test_the_schedule_delay_holds_a_partial_live_batch(tmp_path, receiver):
+    """OTEL_BSP_SCHEDULE_DELAY=30000: a lone span waits (the default 1 s would send it
+    within about a second); it is sent at the end all the same."""
+    server = receiver()
+    script = tmp_path / "live.py"
+    script.write_text(LIVE_PROGRAM)
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "OPSIGHT_")) or key == "OPSIGHT_HOME"}
+    env["OTEL_BSP_SCHEDULE_DELAY"] = "30000"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(tmp_path / "live.opsight"), "--export-live", "--export", f"otlp={server.url}",
+         "--", sys.executable, str(script), str(tmp_path / "release")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert run.stdout.readline() == "recorded\n"
+        time.sleep(2.5)
+        held = len(server.requests)
+    finally:
+        (tmp_path / "release").touch()
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    assert held == 0, "sent before the schedule delay"
+    assert sum(_span_count(body) for _, body in server.requests) == 1
