@@ -288,3 +288,78 @@ def test_the_schedule_delay_holds_a_partial_live_batch(tmp_path, receiver):
     assert run.returncode == 0, stderr
     assert held == 0, "sent before the schedule delay"
     assert sum(_span_count(body) for _, body in server.requests) == 1
+
+
+def test_a_certificate_the_check_refuses_is_named_and_not_retried(tmp_path, otel_free):
+    """An https receiver whose self-signed certificate no CA vouches for: the handshake is
+    refused once, named, and not retried (retrying cannot mend a configuration)."""
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command (Debian package openssl) makes the test certificate")
+    key, certificate = tmp_path / "key.pem", tmp_path / "cert.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                           "1", "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out",
+                           str(certificate)], capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    trace = _trace(tmp_path)
+    server = _Receiver()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    handshakes = []
+    plain_socket = server.server.socket
+    server.server.socket = context.wrap_socket(plain_socket, server_side=True,
+                                               do_handshake_on_connect=False)
+    original_get_request = server.server.get_request
+
+    def get_request():
+        connection, address = original_get_request()
+        handshakes.append(address)
+        return connection, address
+
+    server.server.get_request = get_request
+    try:
+        report, = trace.export([f"otlp=https://127.0.0.1:{server.server.server_port}"],
+                               timeout_s=10)
+    finally:
+        server.close()
+    assert report["dropped"] == 5 and report["retries"] == 0, report
+    assert "TLS with https://127.0.0.1" in report["error"], report
+    assert "permanent: not retried" in report["error"], report
+    assert len(handshakes) <= 2  # one connection per sender thread at most: no retries
+    assert server.requests == []
+
+
+def test_a_port_that_answers_only_http2_is_named_and_not_retried(tmp_path, otel_free):
+    """A server that answers an HTTP/1.1 request with an HTTP/2 SETTINGS frame and hangs up,
+    as a gRPC server does (an OTLP/gRPC port given as OTLP/HTTP): named, not retried.
+    tests/integration/test_export_servers.py does the same against Jaeger's gRPC port."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    connections = []
+
+    def serve():
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connections.append(connection)
+            connection.recv(65536)
+            connection.sendall(b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x05\x00\x00\x40\x00")
+            connection.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    trace = _trace(tmp_path)
+    try:
+        report, = trace.export([f"otlp=http://127.0.0.1:{listener.getsockname()[1]}"],
+                               timeout_s=10, batch_spans=5)
+    finally:
+        listener.close()
+    assert report["dropped"] == 5 and report["retries"] == 0, report
+    assert "answers in HTTP/2 only, as an OTLP/gRPC port does" in report["error"], report
+    assert len(connections) <= 2 * 2  # per sender: the request and one probe

@@ -1,6 +1,9 @@
 #include "export/http_sender.hpp"
 
 #include <httplib.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <charconv>
@@ -125,6 +128,47 @@ std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view de
   return endpoint;
 }
 
+bool answers_only_http2(const Endpoint& endpoint, double timeout_s) {
+  if (endpoint.scheme != "http") return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* addresses = nullptr;
+  if (getaddrinfo(endpoint.host.c_str(), std::to_string(endpoint.port).c_str(), &hints,
+                  &addresses) != 0)
+    return false;
+  bool http2 = false;
+  timeval bound{static_cast<time_t>(timeout_s),
+                static_cast<suseconds_t>(
+                    (timeout_s - static_cast<double>(static_cast<time_t>(timeout_s))) * 1e6)};
+  for (addrinfo* address = addresses; address != nullptr && !http2; address = address->ai_next) {
+    int fd = socket(address->ai_family, address->ai_socktype, address->ai_protocol);
+    if (fd < 0) continue;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound));
+    if (connect(fd, address->ai_addr, address->ai_addrlen) == 0) {
+      std::string request = "POST " + endpoint.path + " HTTP/1.1\r\nHost: " + endpoint.host +
+                            "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+      if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+        // An HTTP/2 frame header: 3 bytes of length, the type (4: SETTINGS), flags, stream 0.
+        unsigned char frame[9];
+        size_t got = 0;
+        while (got < sizeof(frame)) {
+          ssize_t n = recv(fd, frame + got, sizeof(frame) - got, 0);
+          if (n <= 0) break;
+          got += static_cast<size_t>(n);
+        }
+        http2 = got == sizeof(frame) && frame[3] == 0x04 && frame[5] == 0 && frame[6] == 0 &&
+                frame[7] == 0 && frame[8] == 0;
+      }
+    }
+    close(fd);
+  }
+  freeaddrinfo(addresses);
+  return http2;
+}
+
 struct HttpSender::Client {
   explicit Client(const std::string& origin) : client(origin) {}
   httplib::Client client;
@@ -177,6 +221,16 @@ SendResult HttpSender::send(std::string_view body) {
     result.message = (tls ? "TLS with " : "no answer from ") + endpoint_.origin() + " (" +
                      httplib::to_string(error) + " error" +
                      (tls ? "; permanent: not retried)" : ")");
+    // An answer that is not HTTP/1: once, see whether the port speaks HTTP/2 only.
+    if (error == httplib::Error::Read && !checked_for_http2_) {
+      checked_for_http2_ = true;
+      if (answers_only_http2(endpoint_, std::min(options_.timeout_s, 2.0))) {
+        result.outcome = SendResult::Outcome::kFailed;
+        result.message = endpoint_.origin() +
+                         " answers in HTTP/2 only, as an OTLP/gRPC port does (OTLP/HTTP is "
+                         "usually port 4318, gRPC 4317); permanent: not retried";
+      }
+    }
     return result;
   }
   result.status = response->status;

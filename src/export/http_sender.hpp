@@ -4,7 +4,9 @@
 // connection worth retrying (with the server's Retry-After when it gives one); any other
 // status a permanent failure, named ("HTTP 401 Unauthorized ... (permanent: not
 // retried)"), whose body is kept for the message. A TLS handshake the server or the
-// certificate check refuses is permanent too: retrying cannot mend a configuration.
+// certificate check refuses is permanent too: retrying cannot mend a configuration; so
+// is a plain-HTTP port that answers only HTTP/2 (a gRPC port), found when an answer
+// cannot be read.
 // Bodies may go gzip-compressed (OTEL_EXPORTER_OTLP_COMPRESSION=gzip; zlib), and every
 // request names opsight in its User-Agent.
 //
@@ -78,6 +80,11 @@ std::string gzip_compress(std::string_view body, int level = 1);
 // The reason phrase of an HTTP status ("Unauthorized" for 401); empty when unknown.
 std::string_view http_status_phrase(int status);
 
+// Whether the plain-TCP endpoint answers an HTTP/1.1 request with an HTTP/2 frame (a
+// SETTINGS frame, as a gRPC server does: an OTLP/gRPC port given where OTLP/HTTP was
+// meant). One connection, bounded by `timeout_s`; false when it cannot tell.
+bool answers_only_http2(const Endpoint& endpoint, double timeout_s);
+
 class HttpSender : public BatchSender {
  public:
   HttpSender(Endpoint endpoint, HttpSenderOptions options);
@@ -90,6 +97,7 @@ class HttpSender : public BatchSender {
   Endpoint endpoint_;
   HttpSenderOptions options_;
   std::unique_ptr<Client> client_;
+  bool checked_for_http2_ = false;  // answers_only_http2 asked once, on the first unreadable answer
 };
 
 }  // namespace opsight::exporting

@@ -125,6 +125,22 @@ def test_the_default_service_name_is_the_program_name(tmp_path, jaeger_server):
     assert {span["resource"]["service.name"] for span in got} == {"program.py"}
 
 
+def test_a_grpc_port_given_as_otlp_http_is_named_and_not_retried(tmp_path, jaeger_server):
+    """Jaeger's OTLP/gRPC port named where OTLP/HTTP belongs: a permanent error that says
+    what the port is, not minutes of retries of "no answer"."""
+    trace, _ = run_traced(tmp_path)
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "opsight", "export", str(tmp_path / "run.opsight"), "--to",
+         f"otlp=http://{jaeger_server.otlp_grpc_endpoint}", "--timeout", "20", "--format",
+         "json"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - start < 10
+    report = json.loads(done.stdout)[0]
+    assert report["dropped"] == trace.run_info()["slices"] and report["retries"] == 0, report
+    assert "answers in HTTP/2 only, as an OTLP/gRPC port does" in report["error"], report
+
+
 def test_zipkin_returns_every_span_in_microseconds(tmp_path, zipkin_server):
     trace, done = run_traced(tmp_path, f"zipkin={zipkin_server.url}", service="zipkin-svc")
     assert "dropped" not in done.stderr, done.stderr
