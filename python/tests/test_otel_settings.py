@@ -363,3 +363,79 @@ def test_a_port_that_answers_only_http2_is_named_and_not_retried(tmp_path, otel_
     assert report["dropped"] == 5 and report["retries"] == 0, report
     assert "answers in HTTP/2 only, as an OTLP/gRPC port does" in report["error"], report
     assert len(connections) <= 2 * 2  # per sender: the request and one probe
+
+
+def _certificate(tmp_path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and its key (PEM files), made by openssl."""
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command (Debian package openssl) makes the test certificates")
+    key, certificate = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                           "1", "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
+                           "-keyout", str(key), "-out", str(certificate)],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    return str(certificate), str(key)
+
+
+def _https(receiver: _Receiver, certificate: str, key: str, client_ca: str | None = None):
+    """Serves `receiver` over TLS; with `client_ca`, a client certificate it signed is
+    required (mutual TLS)."""
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    if client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(client_ca)
+    receiver.server.socket = context.wrap_socket(receiver.server.socket, server_side=True)
+    return f"https://127.0.0.1:{receiver.server.server_port}"
+
+
+def test_the_otlp_certificate_names_the_ca_of_the_servers_certificate(tmp_path, otel_free):
+    trace = _trace(tmp_path)
+    certificate, key = _certificate(tmp_path, "server")
+    server = _Receiver()
+    url = _https(server, certificate, key)
+    try:
+        refused, = trace.export([f"otlp={url}"], timeout_s=10)  # the system's CAs: refused
+        otel_free.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", certificate)
+        sent, = trace.export([f"otlp={url}"], timeout_s=10)
+    finally:
+        server.close()
+    assert refused["dropped"] == 5 and "TLS with" in refused["error"], refused
+    assert sent["sent"] == 5, sent
+    assert sum(_span_count(body) for _, body in server.requests) == 5
+
+
+def test_mutual_tls_with_the_client_certificate_and_key(tmp_path, otel_free):
+    trace = _trace(tmp_path)
+    server_certificate, server_key = _certificate(tmp_path, "server")
+    client_certificate, client_key = _certificate(tmp_path, "client")
+    server = _Receiver()
+    url = _https(server, server_certificate, server_key, client_ca=client_certificate)
+    otel_free.setenv("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", server_certificate)
+    try:
+        without, = trace.export([f"otlp={url}"], timeout_s=10)  # no client certificate
+        otel_free.setenv("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", client_certificate)
+        otel_free.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", client_key)
+        with_client, = trace.export([f"otlp={url}"], timeout_s=10)
+    finally:
+        server.close()
+    assert without["dropped"] == 5, without
+    assert with_client["sent"] == 5, with_client
+    assert sum(_span_count(body) for _, body in server.requests) == 5
+
+
+def test_tls_files_are_checked_with_the_target(tmp_path, otel_free):
+    trace = _trace(tmp_path)
+    otel_free.setenv("OTEL_EXPORTER_OTLP_CERTIFICATE", str(tmp_path / "missing.pem"))
+    with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_CERTIFICATE '.*missing.pem': "
+                                         "cannot be read"):
+        trace.export(["otlp=https://127.0.0.1:1"])
+    otel_free.delenv("OTEL_EXPORTER_OTLP_CERTIFICATE")
+    otel_free.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", __file__)
+    with pytest.raises(ValueError, match="mutual TLS needs both"):
+        trace.export(["otlp=https://127.0.0.1:1"])

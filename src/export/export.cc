@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <tuple>
 
@@ -257,6 +258,31 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
                     "' is not a positive whole number of milliseconds");
       target.timeout_s = static_cast<double>(*milliseconds) / 1000.0;
     }
+    // TLS files: each must be readable now, not at the first request.
+    struct TlsFile {
+      const char* traces_name;
+      const char* general_name;
+      std::string* path;
+    };
+    for (const TlsFile& file :
+         {TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                  &target.ca_certificate_path},
+          TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+                  "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &target.client_certificate_path},
+          TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+                  &target.client_key_path}}) {
+      std::string_view path = otlp_setting(file.traces_name, file.general_name, &name);
+      if (path.empty()) continue;
+      *file.path = std::string(path);
+      if (std::FILE* opened = std::fopen(file.path->c_str(), "rb"))
+        std::fclose(opened);
+      else
+        return fail(std::string(name) + " '" + *file.path + "': cannot be read");
+    }
+    if (target.client_certificate_path.empty() != target.client_key_path.empty())
+      return fail(
+          "mutual TLS needs both OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and "
+          "OTEL_EXPORTER_OTLP_CLIENT_KEY (or their TRACES_ forms)");
   } else if (kind == "zipkin") {
     target.kind = ExportKind::kZipkin;
     default_path = "/api/v2/spans";
@@ -356,6 +382,9 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
   options.label = target.label();
   options.gzip = target.gzip;
   options.user_agent = user_agent_for(opsight_version);
+  options.ca_certificate_path = target.ca_certificate_path;
+  options.client_certificate_path = target.client_certificate_path;
+  options.client_key_path = target.client_key_path;
   switch (target.kind) {
     case ExportKind::kOtlpProtobuf:
       options.content_type = "application/x-protobuf";

@@ -9,8 +9,11 @@
 //                        /v1/traces. Headers from OTEL_EXPORTER_OTLP_HEADERS and
 //                        OTEL_EXPORTER_OTLP_TRACES_HEADERS; gzip bodies with
 //                        OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION=gzip; a per-request bound
-//                        from OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT (ms). A signal-specific
-//                        (TRACES_) variable wins over the general one.
+//                        from OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT (ms); for https, a CA
+//                        from OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE and a client
+//                        certificate and key (mTLS) from ..._CLIENT_CERTIFICATE and
+//                        ..._CLIENT_KEY. A signal-specific (TRACES_) variable wins over
+//                        the general one.
 //   otlp-json=URL, otlp-protobuf=URL   the same with the body format fixed
 //   zipkin[=URL]         Zipkin v2 JSON; default http://localhost:9411/api/v2/spans
 //   pushgateway=URL      the trace's metrics (prometheus_text.hpp) PUT to a Pushgateway
@@ -69,6 +72,9 @@ struct ExportTarget {
   std::vector<std::pair<std::string, std::string>> headers;
   bool gzip = false;     // OTLP bodies gzip-compressed (OTEL_EXPORTER_OTLP_COMPRESSION)
   double timeout_s = 0;  // per request (OTEL_EXPORTER_OTLP_TIMEOUT); 0: the export's own
+  // PEM files: OTEL_EXPORTER_OTLP_CERTIFICATE (the CA of the server's certificate), and
+  // _CLIENT_CERTIFICATE with _CLIENT_KEY (mutual TLS); empty: unset.
+  std::string ca_certificate_path, client_certificate_path, client_key_path;
   KafkaDestination kafka;
   std::string label() const;  // "otlp", "otlp-json", "zipkin", "pushgateway", "kafka", "loki"
 };

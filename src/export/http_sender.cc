@@ -170,13 +170,17 @@ bool answers_only_http2(const Endpoint& endpoint, double timeout_s) {
 }
 
 struct HttpSender::Client {
-  explicit Client(const std::string& origin) : client(origin) {}
+  Client(const std::string& origin, const std::string& certificate, const std::string& key)
+      : client(origin, certificate, key) {}
   httplib::Client client;
 };
 
 HttpSender::HttpSender(Endpoint endpoint, HttpSenderOptions options)
     : endpoint_(std::move(endpoint)), options_(std::move(options)) {
-  client_ = std::make_unique<Client>(endpoint_.origin());
+  client_ = std::make_unique<Client>(endpoint_.origin(), options_.client_certificate_path,
+                                     options_.client_key_path);
+  if (!options_.ca_certificate_path.empty())
+    client_->client.set_ca_cert_path(options_.ca_certificate_path);
   auto seconds = static_cast<time_t>(options_.timeout_s);
   auto microseconds =
       static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);

@@ -70,6 +70,9 @@ struct HttpSenderOptions {
   double timeout_s = 10;
   std::string label;  // "otlp", "zipkin", ...: prefixes describe()
   bool gzip = false;  // the body gzip-compressed, with Content-Encoding: gzip
+  // https:// only: PEM files of the CA that signs the server's certificate (empty: the
+  // system's CAs), and of this client's own certificate and key (mutual TLS).
+  std::string ca_certificate_path, client_certificate_path, client_key_path;
   std::string user_agent = user_agent_for("");
 };
 
