@@ -21,12 +21,21 @@ that copies the context, as ``asyncio.to_thread`` and Starlette's ``run_in_threa
 sees the request's). A request that arrives without a ``traceparent`` begins a trace of its
 own, as the OpenTelemetry SDK gives every root span a new trace id: N requests are N traces.
 Outside any request the session's trace id is used.
+
+Which headers are read and written follows ``OTEL_PROPAGATORS`` (a comma list; default
+``tracecontext,baggage``): ``tracecontext`` (W3C ``traceparent``/``tracestate``),
+``baggage`` (the W3C ``baggage`` header, passed on unchanged from a served request to its
+calls), ``b3`` (Zipkin's single ``b3`` header) and ``b3multi`` (``X-B3-TraceId``,
+``X-B3-SpanId``, ``X-B3-Sampled``), or ``none``. A request's context is taken from the first
+of them, in the list's order, whose headers it carries; a call carries the headers of each.
+An unknown name is reported once on stderr and ignored.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import sys
 import threading
 from typing import Any, Iterator, Mapping, MutableMapping, NamedTuple
@@ -43,6 +52,7 @@ class TraceContext(NamedTuple):
     parent_span_id: int
     flags: int  # bit 0: sampled
     tracestate: str = ""
+    baggage: str = ""  # the W3C baggage header, passed on as it came
 
     @property
     def sampled(self) -> bool:
@@ -58,6 +68,7 @@ class _Served(NamedTuple):
     tracestate: str
     span_id: int
     track: tuple[int, int]
+    baggage: str = ""
 
 
 _current: contextvars.ContextVar[_Served | None] = contextvars.ContextVar(
@@ -112,17 +123,108 @@ def _header(headers: Any, name: str) -> str | None:
     return None
 
 
+#: OTEL_PROPAGATORS's names opsight knows.
+PROPAGATORS = ("tracecontext", "baggage", "b3", "b3multi", "none")
+_propagators_cache: tuple[str, tuple[str, ...]] | None = None
+
+
+def propagators() -> tuple[str, ...]:
+    """The propagators ``OTEL_PROPAGATORS`` names, in its order (default ``tracecontext``
+    and ``baggage``); an unknown name is reported once on stderr and left out."""
+    global _propagators_cache
+    value = os.environ.get("OTEL_PROPAGATORS", "").strip() or "tracecontext,baggage"
+    if _propagators_cache is not None and _propagators_cache[0] == value:
+        return _propagators_cache[1]
+    names = []
+    for name in (item.strip().lower() for item in value.split(",")):
+        if name in PROPAGATORS:
+            if name != "none" and name not in names:
+                names.append(name)
+        elif name:
+            print(f"opsight: OTEL_PROPAGATORS: unknown propagator '{name}' ignored (known: "
+                  f"{', '.join(PROPAGATORS)})", file=sys.stderr)
+    _propagators_cache = (value, tuple(names))
+    return _propagators_cache[1]
+
+
+_HEX = set("0123456789abcdef")
+
+
+def _b3_ids(trace_id: str | None, span_id: str | None) -> tuple[str, int] | None:
+    """(32-digit trace id, span id) from B3's hex ids (a 64-bit trace id is left-padded);
+    None unless both are valid and not zero."""
+    if not trace_id or not span_id:
+        return None
+    trace_id, span_id = trace_id.strip().lower(), span_id.strip().lower()
+    if len(trace_id) not in (16, 32) or len(span_id) != 16 or not set(trace_id + span_id) <= _HEX:
+        return None
+    trace_id = trace_id.rjust(32, "0")
+    if int(trace_id, 16) == 0 or int(span_id, 16) == 0:
+        return None
+    return trace_id, int(span_id, 16)
+
+
+def _b3_flags(sampled: str | None) -> int:
+    """B3's sampling state: "0" not sampled; "1", "d" (debug) or absent (defer): sampled."""
+    return 0 if (sampled or "").strip() in ("0", "false") else 1
+
+
+def _extract_one(name: str, headers: Any) -> TraceContext | None:
+    if name == "tracecontext":
+        value = _header(headers, "traceparent")
+        parsed = _native.parse_traceparent(value) if value else None
+        if parsed is None:
+            return None
+        trace_id, parent, flags = parsed
+        return TraceContext(trace_id, parent, flags, _header(headers, "tracestate") or "")
+    if name == "b3":
+        value = _header(headers, "b3")
+        parts = value.split("-") if value else []
+        ids = _b3_ids(parts[0], parts[1]) if len(parts) >= 2 else None
+        if ids is None:
+            return None
+        return TraceContext(ids[0], ids[1], _b3_flags(parts[2] if len(parts) > 2 else None))
+    if name == "b3multi":
+        ids = _b3_ids(_header(headers, "x-b3-traceid"), _header(headers, "x-b3-spanid"))
+        if ids is None:
+            return None
+        flags = 1 if (_header(headers, "x-b3-flags") or "").strip() == "1" else \
+            _b3_flags(_header(headers, "x-b3-sampled"))
+        return TraceContext(ids[0], ids[1], flags)
+    return None
+
+
 def extract(headers: Any) -> TraceContext | None:
     """The caller's context from request headers (a mapping, ASGI header pairs or a WSGI
-    environ); None when there is no valid ``traceparent``."""
-    value = _header(headers, "traceparent")
-    if not value:
-        return None
-    parsed = _native.parse_traceparent(value)
-    if parsed is None:
-        return None
-    trace_id, parent, flags = parsed
-    return TraceContext(trace_id, parent, flags, _header(headers, "tracestate") or "")
+    environ), by the first of ``OTEL_PROPAGATORS`` that finds one (``traceparent`` by
+    default); None when none does. The ``baggage`` header comes along when ``baggage`` is
+    named."""
+    names = propagators()
+    for name in names:
+        context = _extract_one(name, headers)
+        if context is not None:
+            if "baggage" in names:
+                context = context._replace(baggage=_header(headers, "baggage") or "")
+            return context
+    return None
+
+
+def _write_headers(headers: MutableMapping[str, str], trace_id: str, span_id: int, flags: int,
+                   tracestate: str = "", baggage: str = "") -> None:
+    """The call's context, in the headers of every propagator OTEL_PROPAGATORS names."""
+    for name in propagators():
+        if name == "tracecontext":
+            headers["traceparent"] = _native.format_traceparent(trace_id, span_id, flags)
+            if tracestate:
+                headers["tracestate"] = tracestate
+        elif name == "b3":
+            headers["b3"] = f"{trace_id}-{span_id:016x}-{flags & 1}"
+        elif name == "b3multi":
+            headers["X-B3-TraceId"] = trace_id
+            headers["X-B3-SpanId"] = f"{span_id:016x}"
+            headers["X-B3-Sampled"] = str(flags & 1)
+        elif name == "baggage" and baggage:
+            headers["baggage"] = baggage
 
 
 @contextlib.contextmanager
@@ -153,14 +255,15 @@ def _serve(context: TraceContext | None) -> contextvars.Token | None:
         _native.join_remote_trace(
             _native.format_traceparent(context.trace_id, context.parent_span_id, context.flags))
         trace_id, flags, tracestate = context.trace_id, context.flags, context.tracestate
+        baggage = context.baggage
     else:
         trace_id = _native.begin_trace()
         if not trace_id:
             return None
-        flags, tracestate = 1, ""
+        flags, tracestate, baggage = 1, "", ""
     span_id = _native.new_flow_id()
     _native.set_span_id(span_id)
-    return _current.set(_Served(trace_id, flags, tracestate, span_id, _track()))
+    return _current.set(_Served(trace_id, flags, tracestate, span_id, _track(), baggage))
 
 
 def current() -> tuple[str, int] | None:
@@ -174,9 +277,9 @@ def current() -> tuple[str, int] | None:
 
 
 def inject(headers: MutableMapping[str, str] | None = None) -> MutableMapping[str, str]:
-    """Adds ``traceparent`` (and the served request's ``tracestate``) to ``headers`` for a
-    call made inside the current span, which becomes the callee's parent: it is given the
-    id the header carries. If the call is made on another thread or task than the span
+    """Adds ``traceparent`` (and the served request's ``tracestate``; or the headers of the
+    propagators ``OTEL_PROPAGATORS`` names) to ``headers`` for a call made inside the
+    current span, which becomes the callee's parent: it is given the id the header carries. If the call is made on another thread or task than the span
     serving the request (a handler run in a thread pool), the current span also joins the
     request's trace, as a child of that span. Inside a unit that sampling left out, the
     header carries the sampled flag off (and no span of ours). Returns ``headers`` (a new
@@ -190,8 +293,7 @@ def inject(headers: MutableMapping[str, str] | None = None) -> MutableMapping[st
         trace_id = served.trace_id if served is not None else _native.session_trace_id()
         if trace_id:
             flags = (served.flags if served is not None else 1) & ~1
-            headers["traceparent"] = _native.format_traceparent(
-                trace_id, _native.new_flow_id(), flags)
+            _write_headers(headers, trace_id, _native.new_flow_id(), flags)
         return headers
     if served is not None:
         if not _native.recording():
@@ -207,7 +309,7 @@ def inject(headers: MutableMapping[str, str] | None = None) -> MutableMapping[st
         trace_id, flags = session, 1
     span_id = _native.new_flow_id()
     _native.set_span_id(span_id)
-    headers["traceparent"] = _native.format_traceparent(trace_id, span_id, flags)
-    if served is not None and served.tracestate:
-        headers["tracestate"] = served.tracestate
+    _write_headers(headers, trace_id, span_id, flags,
+                   served.tracestate if served is not None else "",
+                   served.baggage if served is not None else "")
     return headers

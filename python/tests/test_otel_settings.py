@@ -439,3 +439,54 @@ def test_tls_files_are_checked_with_the_target(tmp_path, otel_free):
     otel_free.setenv("OTEL_EXPORTER_OTLP_CLIENT_KEY", __file__)
     with pytest.raises(ValueError, match="mutual TLS needs both"):
         trace.export(["otlp=https://127.0.0.1:1"])
+
+
+# ---- OTEL_PROPAGATORS -------------------------------------------------------------------
+
+def test_b3_and_b3multi_headers_are_read_when_named(otel_free, capsys):
+    from opsight import propagation
+
+    single = {"b3": "80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-0-05e3ac9a4f6e3b90"}
+    multi = {"X-B3-TraceId": "a3ce929d0e0e4736", "X-B3-SpanId": "00f067aa0ba902b7",
+             "X-B3-Sampled": "1"}
+    assert propagation.extract(single) is None  # the default: tracecontext, baggage
+    otel_free.setenv("OTEL_PROPAGATORS", "b3,b3multi")
+    assert propagation.extract(single) == ("80f198ee56343ba864fe8b2a57d3eff7",
+                                           0xe457b5a2e4d86bd1, 0, "", "")
+    # A 64-bit trace id is left-padded to 128 bits; header names in any case (ASGI's).
+    assert propagation.extract([(b"x-b3-traceid", b"a3ce929d0e0e4736"),
+                                (b"x-b3-spanid", b"00f067aa0ba902b7"),
+                                (b"x-b3-sampled", b"1")]) == (
+        "0000000000000000a3ce929d0e0e4736", 0x00f067aa0ba902b7, 1, "", "")
+    assert propagation.extract({"b3": "0"}) is None  # a sampling decision alone: no context
+    otel_free.setenv("OTEL_PROPAGATORS", "b3multi, tracecontext")
+    assert propagation.extract(multi).parent_span_id == 0x00f067aa0ba902b7
+    otel_free.setenv("OTEL_PROPAGATORS", "none")
+    assert propagation.extract(multi) is None
+    otel_free.setenv("OTEL_PROPAGATORS", "tracecontext,jaeger")
+    propagation.propagators()
+    assert "unknown propagator 'jaeger' ignored" in capsys.readouterr().err
+
+
+def test_a_call_carries_the_headers_of_every_propagator_named_and_the_baggage(otel_free):
+    from opsight import propagation
+
+    otel_free.setenv("OTEL_PROPAGATORS", "tracecontext,baggage,b3,b3multi")
+    incoming = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                "baggage": "tenant=ml,region=eu"}
+    with opsight.profile():
+        with opsight.span("GET /predict", **{"span.kind": "server"}):
+            with propagation.continue_trace(incoming):
+                with opsight.span("POST /backend", **{"span.kind": "client"}):
+                    sent = propagation.inject({})
+    trace_id, span_id, flags = sent["traceparent"].split("-")[1:]
+    assert trace_id == "4bf92f3577b34da6a3ce929d0e0e4736" and flags == "01"
+    assert sent["b3"] == f"{trace_id}-{span_id}-1"
+    assert (sent["X-B3-TraceId"], sent["X-B3-SpanId"], sent["X-B3-Sampled"]) == (
+        trace_id, span_id, "1")
+    assert sent["baggage"] == "tenant=ml,region=eu"
+    otel_free.setenv("OTEL_PROPAGATORS", "b3")
+    with opsight.profile():
+        with opsight.span("call"):
+            only_b3 = propagation.inject({})
+    assert set(only_b3) == {"b3"}

@@ -516,3 +516,53 @@ def test_a_live_fastapi_server_gives_a_trace_per_request(tmp_path, jaeger_server
         zipkin_spans = zipkin_server.get_trace(trace_id, min_spans=1)
         assert [span["id"] for span in zipkin_spans] == [span_id]
         assert "parentId" not in zipkin_spans[0]
+
+
+def test_a_b3_caller_continues_its_trace_in_zipkin(tmp_path, zipkin_server):
+    """A caller instrumented the Zipkin way sends a `b3` header to a FastAPI service under
+    `opsight run` with OTEL_PROPAGATORS=b3: in Zipkin the service's span is in the caller's
+    trace, the caller's span its parent."""
+    import signal
+    import urllib.error
+    import urllib.request
+
+    from real_servers import free_ports
+    from test_run_control import SERVICE
+
+    # FastAPI imports opentelemetry-api, which fails at import under OTEL_PROPAGATORS=b3
+    # unless the B3 propagator package is installed: a Zipkin shop has it.
+    require_modules("fastapi", "uvicorn", "opentelemetry.propagators.b3")
+    port, = free_ports(1)
+    script = tmp_path / "service.py"
+    script.write_text(SERVICE)
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    environment["OTEL_PROPAGATORS"] = "b3"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(tmp_path / "service.opsight"), "--service", "b3-service", "--export",
+         f"zipkin={zipkin_server.url}", "--", sys.executable, str(script), str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=environment)
+    trace_id, caller = "463ac35c9f6413ad48485a3953bb6124", "a2fb4a1d1a96d312"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            request = urllib.request.Request(f"http://127.0.0.1:{port}/infer/7",
+                                             headers={"b3": f"{trace_id}-{caller}-1"})
+            try:
+                with urllib.request.urlopen(request, timeout=10) as answer:
+                    assert answer.status == 200
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+                time.sleep(0.1)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGINT)
+        _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr
+    spans = zipkin_server.get_trace(trace_id, min_spans=1)
+    served = [span for span in spans if span["name"] == "get /infer/{item}"]
+    assert len(served) == 1, spans
+    assert served[0]["parentId"] == caller
+    assert served[0]["localEndpoint"]["serviceName"] == "b3-service"

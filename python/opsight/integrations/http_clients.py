@@ -113,11 +113,15 @@ async def _async_call(original: Callable, client: Any, request: Any, args: tuple
 
 
 def _inject(request: Any) -> None:
-    """``traceparent`` for the callee, unless the program set one itself (its header is
-    sent as it is)."""
+    """``traceparent`` (or the headers OTEL_PROPAGATORS names) for the callee, unless the
+    program set a trace context itself (its headers are sent as they are)."""
     headers = getattr(request, "headers", None)
-    if headers is not None and "traceparent" not in headers:
+    if headers is not None and not any(name in headers for name in _CONTEXT_HEADERS):
         propagation.inject(headers)
+
+
+#: Headers that carry a trace context (requests' and httpx's headers match any case).
+_CONTEXT_HEADERS = ("traceparent", "b3", "X-B3-TraceId")
 
 
 def _status_of(response: Any) -> int | None:
