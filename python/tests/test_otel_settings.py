@@ -490,3 +490,43 @@ def test_a_call_carries_the_headers_of_every_propagator_named_and_the_baggage(ot
         with opsight.span("call"):
             only_b3 = propagation.inject({})
     assert set(only_b3) == {"b3"}
+
+
+# ---- OTEL_TRACES_SAMPLER ----------------------------------------------------------------
+
+SAMPLED_PROGRAM = """
+import opsight
+for i in range(100):
+    with opsight.span("unit"):
+        with opsight.span("inside"):
+            pass
+"""
+
+
+@pytest.mark.parametrize("environment, units", [
+    ({}, 100),
+    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1"}, 10),
+    ({"OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"}, 25),
+    ({"OTEL_TRACES_SAMPLER": "parentbased_always_on"}, 100),
+    ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
+      "OPSIGHT_SAMPLE": "0.5"}, 50),  # opsight's own setting (--sample) wins
+    ({"OTEL_TRACES_SAMPLER": "always_off"}, 100),  # reported, ignored
+], ids=["unset", "traceidratio", "parentbased_traceidratio", "parentbased_always_on",
+        "OPSIGHT_SAMPLE wins", "always_off"])
+def test_otel_traces_sampler_maps_onto_sampling_by_unit(tmp_path, environment, units):
+    script = tmp_path / "sampled.py"
+    script.write_text(SAMPLED_PROGRAM)
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "OPSIGHT_")) or key == "OPSIGHT_HOME"}
+    env.update(environment)
+    # opsight run passes OPSIGHT_SAMPLE on from its own --sample (it clears the variable).
+    sample = ["--sample", env.pop("OPSIGHT_SAMPLE")] if "OPSIGHT_SAMPLE" in env else []
+    output = tmp_path / "sampled.opsight"
+    done = subprocess.run([sys.executable, "-m", "opsight", "run", "--no-store", "--report",
+                           "none", "-o", str(output), *sample, "--", sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    names = opsight.load(output).trace.slice_columns()["name"]
+    assert (names.count("unit"), names.count("inside")) == (units, units), done.stderr
+    if environment.get("OTEL_TRACES_SAMPLER") == "always_off":
+        assert "ignoring OTEL_TRACES_SAMPLER='always_off'" in done.stderr

@@ -19,6 +19,16 @@ less; docs/production.md).
 ``OPSIGHT_SAMPLE``, ``OPSIGHT_SAMPLE_ROOT`` and ``OPSIGHT_SAMPLE_SCOPE`` set the same for
 ``OPSIGHT_OUTPUT`` sessions (``opsight run --sample --sample-root --sample-scope`` sets them
 for the program it runs).
+
+Without ``OPSIGHT_SAMPLE``, OpenTelemetry's ``OTEL_TRACES_SAMPLER`` (and
+``OTEL_TRACES_SAMPLER_ARG``) is mapped onto this: ``always_on`` and
+``parentbased_always_on`` record every unit; ``traceidratio`` and
+``parentbased_traceidratio`` record the share ``OTEL_TRACES_SAMPLER_ARG`` (default 1.0) of
+units. A unit is still opsight's (a root span or a request), its decision still exact (one
+in every 1/rate, not a hash of its trace id) and a caller's sampled flag still decides for
+the request it sends, as the parent-based samplers do. ``always_off`` and
+``parentbased_always_off`` (record nothing) and other samplers are reported and ignored:
+``OTEL_SDK_DISABLED=true`` stops the export, not recording.
 """
 
 from __future__ import annotations
@@ -98,14 +108,50 @@ def scope_from_environment() -> bool:
         return False
 
 
+#: OTEL_TRACES_SAMPLER values that map onto sampling by unit: whether they take a ratio.
+_OTEL_SAMPLERS = {"always_on": False, "parentbased_always_on": False, "traceidratio": True,
+                  "parentbased_traceidratio": True}
+
+
+def otel_sampler_rate() -> float:
+    """The share of units OTEL_TRACES_SAMPLER (and _ARG) asks for; 1.0 when unset, and,
+    with a warning, for a sampler or argument opsight cannot honour."""
+    import sys
+
+    sampler = os.environ.get("OTEL_TRACES_SAMPLER", "").strip().lower()
+    if not sampler:
+        return 1.0
+    if sampler not in _OTEL_SAMPLERS:
+        print(f"opsight: ignoring OTEL_TRACES_SAMPLER={sampler!r}: opsight maps always_on, "
+              "traceidratio and their parentbased_ forms onto its sampling by unit; every "
+              "unit is recorded", file=sys.stderr)
+        return 1.0
+    if not _OTEL_SAMPLERS[sampler]:
+        return 1.0
+    argument = os.environ.get("OTEL_TRACES_SAMPLER_ARG", "").strip() or "1.0"
+    try:
+        return parse_sample_rate(argument, "OTEL_TRACES_SAMPLER_ARG")
+    except ValueError as error:
+        print(f"opsight: ignoring {error}: every unit is recorded", file=sys.stderr)
+        return 1.0
+
+
 def from_environment() -> tuple[float, str]:
-    """(rate, root) from OPSIGHT_SAMPLE and OPSIGHT_SAMPLE_ROOT; a bad value is a warning
-    and records everything."""
+    """(rate, root) from OPSIGHT_SAMPLE and OPSIGHT_SAMPLE_ROOT, else from OpenTelemetry's
+    OTEL_TRACES_SAMPLER; a bad value is a warning and records everything."""
     import sys
 
     text = os.environ.get(SAMPLE_VARIABLE, "").strip()
     if not text:
-        return 1.0, ""
+        rate = otel_sampler_rate()
+        if rate == 1.0:
+            return 1.0, ""
+        try:
+            return rate, parse_sample_root(os.environ.get(SAMPLE_ROOT_VARIABLE),
+                                           SAMPLE_ROOT_VARIABLE)
+        except ValueError as error:
+            print(f"opsight: ignoring {error}: units are root spans", file=sys.stderr)
+            return rate, ""
     try:
         return (parse_sample_rate(text, SAMPLE_VARIABLE),
                 parse_sample_root(os.environ.get(SAMPLE_ROOT_VARIABLE), SAMPLE_ROOT_VARIABLE))
