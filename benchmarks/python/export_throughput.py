@@ -6,8 +6,9 @@ the sending alone (the export report's seconds).
 Two runs of the same size, recorded once with ``opsight.profile``:
 
 - **one trace**: REQUESTS requests of 2 spans, all in the run's trace (a batch job);
-- **a trace per request**: the same requests, each joined to a trace of its own
-  (``opsight.propagation.continue_trace``), as a server's requests are.
+- **a trace per request**: the same requests, each served as a server serves a request
+  without a ``traceparent`` (``opsight.propagation.continue_trace({})``): a trace of its
+  own.
 
 Each is sent at several batch sizes with the default two requests in flight, to two
 Jaegers on this machine: one that stores the spans in memory (queryable, as the tests use
@@ -15,9 +16,11 @@ it) and one that receives, decodes and counts them but discards them (its ``nop`
 exporter: the collector's receiving cost alone). Rounds are interleaved and the figures
 are medians. Jaeger's receiver must count every span
 (``otelcol_receiver_accepted_spans_total``), or the row says so. The collector shares the
-machine's cores with the sender.
+machine's cores with the sender. ``--compressions none,gzip`` sends each case both plain and
+gzip-compressed (``OTEL_EXPORTER_OTLP_COMPRESSION``), interleaved in the same rounds.
 
     .venv/bin/python benchmarks/python/export_throughput.py [--requests 100000] [--rounds 3]
+        [--batch-sizes 512,2048,4096] [--compressions none[,gzip]]
 """
 
 from __future__ import annotations
@@ -47,8 +50,7 @@ RECORD = textwrap.dedent("""
         for index in range(requests):
             with opsight.span("request", index=index):
                 if per_request_trace:
-                    header = f"00-{os.urandom(16).hex()}-{os.urandom(8).hex()}-01"
-                    with continue_trace({"traceparent": header}):
+                    with continue_trace({}):  # no traceparent: a trace of its own
                         with opsight.span("model"):
                             pass
                 else:
@@ -60,27 +62,35 @@ SHAPES = {"one trace": "0", "a trace per request": "1"}
 BATCH_SIZES = (512, 2048, 4096)
 
 
-def export_once(path: Path, jaeger, batch: int) -> dict:
+def export_once(path: Path, jaeger, batch: int, compression: str) -> dict:
     before = jaeger.accepted_spans()
+    environment = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    environment["OTEL_EXPORTER_OTLP_COMPRESSION"] = compression
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "opsight", "export", str(path), "--to",
          f"otlp={jaeger.otlp_http_endpoint}", "--batch-size", str(batch), "--format", "json"],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, env=environment)
     whole = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"opsight export failed: {done.stderr}")
     report = json.loads(done.stdout)[0]
     time.sleep(0.5)  # the receiver's count settles
     return {"whole_s": whole, "sending_s": report["seconds"], "spans": report["spans"],
-            "sent": report["sent"], "accepted": jaeger.accepted_spans() - before}
+            "sent": report["sent"], "bytes": report["bytes"],
+            "accepted": jaeger.accepted_spans() - before}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)))
+    parser.add_argument("--compressions", default="none",
+                        help="comma list of OTEL_EXPORTER_OTLP_COMPRESSION values: none, gzip")
     options = parser.parse_args()
+    batch_sizes = [int(size) for size in options.batch_sizes.split(",")]
+    compressions = [name.strip() for name in options.compressions.split(",")]
     with (tempfile.TemporaryDirectory() as folder, real_servers.jaeger() as storing,
           real_servers.jaeger(store=False) as receiving):
         jaegers = {"stores": storing, "receives only": receiving}
@@ -92,26 +102,28 @@ def main() -> int:
             subprocess.run([sys.executable, str(script), str(options.requests), flag,
                             str(paths[shape])], check=True, timeout=600,
                            env={**os.environ, "OPSIGHT_HOME": folder})
-        cases = [(collector, shape, batch) for collector in jaegers for shape in SHAPES
-                 for batch in BATCH_SIZES]
-        results: dict[tuple[str, str, int], list[dict]] = {case: [] for case in cases}
+        cases = [(collector, shape, batch, compression) for collector in jaegers
+                 for shape in SHAPES for batch in batch_sizes for compression in compressions]
+        results: dict[tuple[str, str, int, str], list[dict]] = {case: [] for case in cases}
         for round_index in range(options.rounds):
             order = cases if round_index % 2 == 0 else list(reversed(cases))
-            for collector, shape, batch in order:
-                results[(collector, shape, batch)].append(
-                    export_once(paths[shape], jaegers[collector], batch))
+            for collector, shape, batch, compression in order:
+                results[(collector, shape, batch, compression)].append(
+                    export_once(paths[shape], jaegers[collector], batch, compression))
     spans = results[cases[0]][0]["spans"]
     print(f"opsight export of {spans:,} spans to Jaeger v2 (OTLP/HTTP protobuf, 2 requests in "
           f"flight), {options.rounds} interleaved rounds, medians")
-    print(f"{'Jaeger':<14} {'run':<22} {'batch':>6} {'whole s':>8} {'sending s':>10} "
-          f"{'spans/s whole':>14} {'spans/s sending':>16} {'all accepted':>13}")
-    for collector, shape, batch in cases:
-        rows = results[(collector, shape, batch)]
+    print(f"{'Jaeger':<14} {'run':<22} {'batch':>6} {'body':>5} {'MB sent':>8} {'whole s':>8} "
+          f"{'sending s':>10} {'spans/s whole':>14} {'spans/s sending':>16} {'all accepted':>13}")
+    for collector, shape, batch, compression in cases:
+        rows = results[(collector, shape, batch, compression)]
         whole = statistics.median(row["whole_s"] for row in rows)
         sending = statistics.median(row["sending_s"] for row in rows)
+        megabytes = statistics.median(row["bytes"] for row in rows) / 1e6
         complete = all(row["sent"] == row["spans"] == row["accepted"] for row in rows)
-        print(f"{collector:<14} {shape:<22} {batch:>6} {whole:>8.2f} {sending:>10.2f} {spans / whole:>14,.0f} "
-              f"{spans / sending:>16,.0f} {'yes' if complete else 'NO':>13}")
+        print(f"{collector:<14} {shape:<22} {batch:>6} {compression:>5} {megabytes:>8.1f} "
+              f"{whole:>8.2f} {sending:>10.2f} {spans / whole:>14,.0f} {spans / sending:>16,.0f} "
+              f"{'yes' if complete else 'NO':>13}")
     return 0
 
 

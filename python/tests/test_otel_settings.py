@@ -107,6 +107,7 @@ def test_gzip_compression_sends_a_gzip_body_that_holds_every_span(tmp_path, rece
     assert headers["content-encoding"] == "gzip"
     assert body[:2] == b"\x1f\x8b"  # a gzip member on the wire
     assert _span_count(gzip.decompress(body)) == 5
+    assert report["bytes"] == len(body)  # the report counts what went on the wire
 
 
 def test_the_traces_compression_variable_wins_over_the_general_one(tmp_path, receiver, otel_free):

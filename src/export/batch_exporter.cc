@@ -140,10 +140,12 @@ void BatchExporter::run(BatchSender& sender) {
     double backoff = options_.initial_backoff_s;
     enum class Ending { kSent, kFailed, kStopped } ending = Ending::kFailed;
     std::string error;
+    size_t wire_bytes = batch.body.size();
     for (;;) {
       SendResult result = sender.send_keyed(batch.key, batch.body);
       if (result.outcome == SendResult::Outcome::kSent) {
         ending = Ending::kSent;
+        if (result.wire_bytes != 0) wire_bytes = result.wire_bytes;
         break;
       }
       error = result.message;
@@ -176,7 +178,7 @@ void BatchExporter::run(BatchSender& sender) {
     switch (ending) {
       case Ending::kSent:
         stats_.spans_sent += batch.spans;
-        stats_.bytes_sent += batch.body.size();
+        stats_.bytes_sent += wire_bytes;
         ++stats_.batches_sent;
         break;
       case Ending::kFailed:

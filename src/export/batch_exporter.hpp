@@ -48,7 +48,7 @@ struct ExportStats {
   uint64_t spans_pending = 0;           // queued or being sent now
   uint64_t batches_sent = 0;
   uint64_t retries = 0;
-  uint64_t bytes_sent = 0;
+  uint64_t bytes_sent = 0;  // as sent: gzip-compressed bodies count compressed
   std::string last_error;
   uint64_t spans_dropped() const {
     return spans_dropped_queue_full + spans_dropped_failed + spans_dropped_shutdown;

@@ -43,6 +43,7 @@ struct SendResult {
   int status = 0;                       // HTTP status, 0 when no answer came
   std::string message;                  // what went wrong, for the report
   std::optional<double> retry_after_s;  // the server's Retry-After, in seconds
+  size_t wire_bytes = 0;  // the body's size as sent (gzip-compressed); 0: as it was offered
 };
 
 // What BatchExporter sends through: an HTTP endpoint, a Kafka producer (kafka_sender.hpp),
