@@ -23,10 +23,10 @@ opsight = pytest.importorskip("opsight")
 
 
 class _Receiver:
-    """An OTLP/HTTP receiver on 127.0.0.1 answering ``status`` (after ``delay_s``); keeps
-    each request's headers and raw body."""
+    """An OTLP/HTTP receiver on 127.0.0.1 answering ``status`` (after ``delay_s``) with
+    ``answer`` as its body; keeps each request's headers and raw body."""
 
-    def __init__(self, status: int = 200, delay_s: float = 0.0):
+    def __init__(self, status: int = 200, delay_s: float = 0.0, answer: bytes = b""):
         self.requests: list[tuple[dict[str, str], bytes]] = []
         receiver = self
 
@@ -37,8 +37,10 @@ class _Receiver:
                                            for key, value in self.headers.items()}, body))
                 time.sleep(delay_s)
                 self.send_response(status)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
+                self.wfile.write(answer)
 
             def log_message(self, *args):
                 pass
@@ -174,6 +176,28 @@ def test_a_permanent_error_is_named_and_not_retried(tmp_path, receiver, otel_fre
     assert report["retries"] == 0 and len(server.requests) == 1
     assert "HTTP 401 Unauthorized" in report["error"], report
     assert "permanent: not retried" in report["error"]
+
+
+def test_a_partial_success_counts_the_rejected_spans_as_dropped(tmp_path, otel_free):
+    """A collector that takes each batch but rejects 2 of its spans (an OTLP partial
+    success, as opentelemetry-proto encodes it): 2 per batch are dropped, with its reason."""
+    from conftest import require
+
+    require("opentelemetry.proto")
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTracePartialSuccess, ExportTraceServiceResponse)
+
+    answer = ExportTraceServiceResponse(partial_success=ExportTracePartialSuccess(
+        rejected_spans=2, error_message="spans older than 1 h")).SerializeToString()
+    trace = _trace(tmp_path, spans=6)
+    server = _Receiver(answer=answer)
+    try:
+        report, = trace.export([f"otlp={server.url}"], timeout_s=10, batch_spans=3)
+    finally:
+        server.close()
+    assert (report["sent"], report["dropped"], report["requests"]) == (2, 4, 2), report
+    assert "rejected 2 spans of the batch (OTLP partial success): spans older than 1 h" in \
+        report["error"], report
 
 
 def test_a_slow_servers_drops_say_why(tmp_path, receiver, otel_free):

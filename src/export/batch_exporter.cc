@@ -141,11 +141,14 @@ void BatchExporter::run(BatchSender& sender) {
     enum class Ending { kSent, kFailed, kStopped } ending = Ending::kFailed;
     std::string error;
     size_t wire_bytes = batch.body.size();
+    uint64_t rejected = 0;  // spans the server refused from a batch it took (partial success)
     for (;;) {
       SendResult result = sender.send_keyed(batch.key, batch.body);
       if (result.outcome == SendResult::Outcome::kSent) {
         ending = Ending::kSent;
         if (result.wire_bytes != 0) wire_bytes = result.wire_bytes;
+        rejected = std::min<uint64_t>(result.rejected_spans, batch.spans);
+        if (rejected > 0) error = result.message;
         break;
       }
       error = result.message;
@@ -177,7 +180,9 @@ void BatchExporter::run(BatchSender& sender) {
     stats_.spans_pending -= batch.spans;
     switch (ending) {
       case Ending::kSent:
-        stats_.spans_sent += batch.spans;
+        stats_.spans_sent += batch.spans - rejected;
+        stats_.spans_dropped_failed += rejected;
+        if (rejected > 0) stats_.last_error = error;
         stats_.bytes_sent += wire_bytes;
         ++stats_.batches_sent;
         break;

@@ -364,6 +364,28 @@ TEST(HttpSender, GzipCompressIsAWholeGzipMemberThatInflatesBack) {
   EXPECT_EQ(inflated, body);
 }
 
+// An OTLP partial success: the server took the batch but rejected some spans. Those are
+// dropped (failed) with its reason; the rest are sent; the counts still balance.
+TEST(BatchExporter, APartialSuccessCountsTheRejectedSpansAsDropped) {
+  auto shared = std::make_shared<ScriptedSender::Shared>();
+  SendResult partial;
+  partial.outcome = SendResult::Outcome::kSent;
+  partial.rejected_spans = 3;
+  partial.message = "rejected 3 spans of the batch (OTLP partial success): too old";
+  shared->script.push_back(partial);
+  BatchExporter exporter(std::make_unique<ScriptedSender>(shared));
+  exporter.offer({"first", 10});
+  exporter.offer({"second", 5});
+  exporter.shutdown(5);
+  auto stats = exporter.stats();
+  EXPECT_EQ(stats.spans_sent, 12u);
+  EXPECT_EQ(stats.spans_dropped_failed, 3u);
+  EXPECT_EQ(stats.batches_sent, 2u);
+  EXPECT_EQ(stats.drop_reasons(),
+            "3 failed; last error: rejected 3 spans of the batch (OTLP partial success): too old");
+  expect_balanced(stats);
+}
+
 // Every cause of a drop is named with its count: a slow server's drops (still queued when
 // the time ran out) say so too, not only a failure's.
 TEST(BatchExporter, DropReasonsNameEveryCause) {

@@ -381,6 +381,7 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
   options.headers = target.headers;
   options.label = target.label();
   options.gzip = target.gzip;
+  options.read_otlp_partial_success = target.kind == ExportKind::kOtlpProtobuf;
   options.user_agent = user_agent_for(opsight_version);
   options.ca_certificate_path = target.ca_certificate_path;
   options.client_certificate_path = target.client_certificate_path;

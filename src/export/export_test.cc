@@ -805,6 +805,24 @@ TEST(ExportTargets, ServiceNameFromFlagThenOtelServiceNameThenResourceAttributes
             "flag");
 }
 
+// A collector's ExportTraceServiceResponse: partial_success (1) { rejected_spans (1),
+// error_message (2) }; anything else reads as a full success.
+TEST(OtlpProtobuf, APartialSuccessAnswerIsDecoded) {
+  std::string partial = std::string("\x08\x05\x12\x07too old", 11);
+  std::string response = "\x0a" + std::string(1, static_cast<char>(partial.size())) + partial;
+  auto decoded = opsight::exporting::decode_partial_success(response);
+  EXPECT_EQ(decoded.rejected_spans, 5u);
+  EXPECT_EQ(decoded.error_message, "too old");
+  EXPECT_EQ(opsight::exporting::decode_partial_success("").rejected_spans, 0u);
+  EXPECT_EQ(opsight::exporting::decode_partial_success(std::string("\x0a\x00", 2)).rejected_spans,
+            0u);  // an empty partial_success: all taken
+  EXPECT_EQ(opsight::exporting::decode_partial_success("{\"partialSuccess\":{}}").rejected_spans,
+            0u);  // not protobuf
+  EXPECT_EQ(
+      opsight::exporting::decode_partial_success(std::string("\x0a\x09\x08", 3)).rejected_spans,
+      0u);  // cut short
+}
+
 // With no name given, the service is the program's: the script `opsight run` starts
 // through its capture module, not that module.
 TEST(SpanView, TheDefaultServiceNameIsTheScriptOpsightRunStarts) {

@@ -9,6 +9,8 @@
 #include <charconv>
 #include <cstdlib>
 
+#include "export/otlp_encoder.hpp"
+
 namespace opsight::exporting {
 
 std::string user_agent_for(std::string_view opsight_version) {
@@ -244,6 +246,16 @@ SendResult HttpSender::send(std::string_view body) {
   if (response->status >= 200 && response->status < 300) {
     result.outcome = SendResult::Outcome::kSent;
     result.wire_bytes = body.size();
+    if (options_.read_otlp_partial_success && !response->body.empty()) {
+      PartialSuccess partial = decode_partial_success(response->body);
+      if (partial.rejected_spans > 0) {
+        result.rejected_spans = partial.rejected_spans;
+        result.message = endpoint_.url() + " rejected " + std::to_string(partial.rejected_spans) +
+                         " span" + (partial.rejected_spans == 1 ? "" : "s") +
+                         " of the batch (OTLP partial success)" +
+                         (partial.error_message.empty() ? "" : ": " + partial.error_message);
+      }
+    }
     return result;
   }
   bool retryable = response->status == 429 || response->status == 502 || response->status == 503 ||

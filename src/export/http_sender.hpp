@@ -44,6 +44,9 @@ struct SendResult {
   std::string message;                  // what went wrong, for the report
   std::optional<double> retry_after_s;  // the server's Retry-After, in seconds
   size_t wire_bytes = 0;  // the body's size as sent (gzip-compressed); 0: as it was offered
+  // kSent, but the server took only part of the batch (an OTLP partial success): how many
+  // spans it rejected; `message` says why.
+  uint64_t rejected_spans = 0;
 };
 
 // What BatchExporter sends through: an HTTP endpoint, a Kafka producer (kafka_sender.hpp),
@@ -71,6 +74,9 @@ struct HttpSenderOptions {
   double timeout_s = 10;
   std::string label;  // "otlp", "zipkin", ...: prefixes describe()
   bool gzip = false;  // the body gzip-compressed, with Content-Encoding: gzip
+  // A 2xx answer's body is read as an OTLP protobuf ExportTraceServiceResponse: a partial
+  // success's rejected spans are counted as dropped, with the collector's reason.
+  bool read_otlp_partial_success = false;
   // https:// only: PEM files of the CA that signs the server's certificate (empty: the
   // system's CAs), and of this client's own certificate and key (mutual TLS).
   std::string ca_certificate_path, client_certificate_path, client_key_path;

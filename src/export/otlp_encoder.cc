@@ -249,4 +249,72 @@ std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowInd
   return out;
 }
 
+namespace {
+
+// The protobuf wire format, read as far as a partial success needs: varints and
+// length-delimited fields; false at anything malformed.
+bool read_varint(std::string_view& in, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+    auto byte = static_cast<uint8_t>(in.front());
+    in.remove_prefix(1);
+    *value |= uint64_t{byte & 0x7Fu} << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// Calls `field(number, wire_type, varint, bytes)` for each field of `message`; false when
+// it is not a protobuf message.
+template <typename Field>
+bool for_each_field(std::string_view message, Field field) {
+  while (!message.empty()) {
+    uint64_t key = 0, value = 0;
+    if (!read_varint(message, &key)) return false;
+    switch (key & 7) {
+      case 0:
+        if (!read_varint(message, &value)) return false;
+        field(static_cast<uint32_t>(key >> 3), 0, value, std::string_view());
+        break;
+      case 2:
+        if (!read_varint(message, &value) || value > message.size()) return false;
+        field(static_cast<uint32_t>(key >> 3), 2, 0, message.substr(0, value));
+        message.remove_prefix(value);
+        break;
+      case 1:
+        if (message.size() < 8) return false;
+        message.remove_prefix(8);
+        break;
+      case 5:
+        if (message.size() < 4) return false;
+        message.remove_prefix(4);
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+PartialSuccess decode_partial_success(std::string_view response_body) {
+  PartialSuccess result;
+  std::string_view partial;
+  bool ok = for_each_field(response_body,
+                           [&](uint32_t number, int type, uint64_t, std::string_view bytes) {
+                             if (number == otlp::export_response::kPartialSuccess && type == 2)
+                               partial = bytes;
+                           });
+  if (!ok || partial.empty()) return {};
+  ok = for_each_field(partial,
+                      [&](uint32_t number, int type, uint64_t value, std::string_view bytes) {
+                        if (number == otlp::partial_success::kRejectedSpans && type == 0)
+                          result.rejected_spans = value;
+                        if (number == otlp::partial_success::kErrorMessage && type == 2)
+                          result.error_message = std::string(bytes);
+                      });
+  return ok ? result : PartialSuccess{};
+}
+
 }  // namespace opsight::exporting

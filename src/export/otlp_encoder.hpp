@@ -11,8 +11,10 @@
 // Thread-safety: the functions keep no state; each call writes its own string.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "export/span_view.hpp"
 
@@ -20,5 +22,14 @@ namespace opsight::exporting {
 
 std::string encode_otlp_protobuf(const SpanView& view, std::span<const trace::RowIndex> rows);
 std::string encode_otlp_json(const SpanView& view, std::span<const trace::RowIndex> rows);
+
+// A collector's protobuf answer to a request that it took only in part
+// (ExportTraceServiceResponse.partial_success): the spans it rejected and why. Zero and
+// empty for a full success, an empty body, or bytes that are not such a message.
+struct PartialSuccess {
+  uint64_t rejected_spans = 0;
+  std::string error_message;
+};
+PartialSuccess decode_partial_success(std::string_view response_body);
 
 }  // namespace opsight::exporting

@@ -10,6 +10,13 @@ namespace opsight::exporting::otlp {
 namespace export_request {  // ExportTraceServiceRequest
 inline constexpr uint32_t kResourceSpans = 1;
 }
+namespace export_response {  // ExportTraceServiceResponse (a collector's answer)
+inline constexpr uint32_t kPartialSuccess = 1;
+}
+namespace partial_success {  // ExportTracePartialSuccess
+inline constexpr uint32_t kRejectedSpans = 1;
+inline constexpr uint32_t kErrorMessage = 2;
+}  // namespace partial_success
 namespace resource_spans {  // ResourceSpans
 inline constexpr uint32_t kResource = 1;
 inline constexpr uint32_t kScopeSpans = 2;
