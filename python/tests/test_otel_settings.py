@@ -555,3 +555,40 @@ def test_otel_traces_sampler_maps_onto_sampling_by_unit(tmp_path, environment, u
     assert (names.count("unit"), names.count("inside")) == (units, units), done.stderr
     if environment.get("OTEL_TRACES_SAMPLER") == "always_off":
         assert "ignoring OTEL_TRACES_SAMPLER='always_off'" in done.stderr
+
+
+# ---- the exit bound ---------------------------------------------------------------------
+
+def _dead_url() -> str:
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"
+
+
+def test_the_exit_bound_of_opsight_run_is_export_timeout(tmp_path):
+    """A server that is down: the export gives up after --export-timeout (1 s here; 10 s by
+    default), drops and counts every span, and opsight run exits 75."""
+    start = time.monotonic()
+    done, ran = _opsight_run(tmp_path, ["--export-timeout", "1", "--export", f"otlp={_dead_url()}"])
+    assert ran and done.returncode == 75, done.stderr
+    assert time.monotonic() - start < 8  # 10 s of retries without the option
+    assert "3 unsent when the export's time ran out" in done.stderr, done.stderr
+    refused, ran = _opsight_run(tmp_path, ["--export-timeout", "0", "--export", "otlp"])
+    assert refused.returncode == 64 and not ran, refused.stderr
+
+
+def test_the_exit_bound_of_an_unchanged_program_is_opsight_export_timeout(tmp_path):
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "OPSIGHT_")) or key == "OPSIGHT_HOME"}
+    env.update(OPSIGHT_OUTPUT=str(tmp_path / "p.opsight"), OPSIGHT_EXPORT=f"otlp={_dead_url()}",
+               OPSIGHT_EXPORT_TIMEOUT="1")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "ran")],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - start < 8, done.stderr  # 10 s of retries without the variable
+    assert "3 dropped" in done.stderr, done.stderr

@@ -141,6 +141,9 @@ def _run_parser() -> ArgumentParser:
                              "kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]; or "
                              "serve live metrics while it runs: prometheus=[HOST:]PORT "
                              "(repeatable; default: $OPSIGHT_EXPORT; docs/export.md)")
+    parser.add_argument("--export-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="how long the export may still take once the program has ended "
+                             "(default 10; then what is unsent is dropped and counted)")
     parser.add_argument("--allow-export-drops", action="store_true",
                         help="exit with the program's status even when an export dropped "
                              "spans (default: 75 then, if the program exited 0)")
@@ -236,6 +239,8 @@ def run_command(arguments: list[str]) -> int:
     # Every target (at exit and live) and the OTEL_* settings it reads, before the program
     # runs: a typo must not cost a whole run that then exports nothing.
     problem = target_problem(options.export_targets)
+    if not 0 < options.export_timeout <= 86400:
+        problem = f"--export-timeout {options.export_timeout:g}: expected 0 < SECONDS <= 86400"
     if problem:
         print(f"opsight run: --export: {problem} (the program was not started)", file=sys.stderr)
         return USAGE_ERROR
@@ -463,7 +468,7 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         control.stop()
     live_reports = []
     if live is not None:
-        live_reports = live.stop(10.0)
+        live_reports = live.stop(options.export_timeout)
         print_reports(live_reports, "opsight run")
     if endpoint is not None:
         endpoint.scrape()  # the files' last spans, for the scrapes that linger
@@ -494,7 +499,7 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     for report in live_reports:
         trace.note_export(report["target"], report["spans"], report["sent"], report["dropped"])
     exit_reports = export_trace(trace, options.export_targets, prefix="opsight run",
-                                service=options.service, timeout_s=10.0)
+                                service=options.service, timeout_s=options.export_timeout)
     dropped = sum(report.get("dropped") or 0 for report in live_reports + exit_reports)
     if dropped and exit_status == OK and not options.allow_export_drops:
         print(f"opsight run: an export dropped {dropped} span{'s' if dropped != 1 else ''}: "

@@ -257,8 +257,9 @@ class _Activation:
             print(f"opsight: {error}", file=sys.stderr)
             return
         if targets and trace is not None:
-            # Bounded: a process ending (SIGTERM included) never waits long on a server.
-            export_trace(trace, targets, prefix="opsight", timeout_s=10.0)
+            # Bounded: a process ending (SIGTERM included) never waits long on a server
+            # (OPSIGHT_EXPORT_TIMEOUT seconds, default 10).
+            export_trace(trace, targets, prefix="opsight", timeout_s=_export_timeout())
 
     @staticmethod
     def _targets_file_exports() -> list[str]:
@@ -445,3 +446,20 @@ def activate() -> None:
 
 
 activate()
+
+
+def _export_timeout() -> float:
+    """OPSIGHT_EXPORT_TIMEOUT: how long, in seconds, a process may spend exporting at exit
+    (default 10; a bad value is a warning and keeps 10)."""
+    text = os.environ.get("OPSIGHT_EXPORT_TIMEOUT", "").strip()
+    if not text:
+        return 10.0
+    try:
+        seconds = float(text)
+        if not 0 < seconds <= 86400:
+            raise ValueError
+    except ValueError:
+        print(f"opsight: ignoring OPSIGHT_EXPORT_TIMEOUT={text!r} (seconds, 0 < s <= 86400): "
+              "10 s", file=sys.stderr)
+        return 10.0
+    return seconds
