@@ -592,3 +592,21 @@ def test_the_exit_bound_of_an_unchanged_program_is_opsight_export_timeout(tmp_pa
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - start < 8, done.stderr  # 10 s of retries without the variable
     assert "3 dropped" in done.stderr, done.stderr
+
+
+def test_loki_pushes_carry_the_tenant_and_basic_authentication(tmp_path, receiver, otel_free):
+    import base64
+
+    trace = _trace(tmp_path)
+    server = receiver(status=204)
+    otel_free.setenv("OPSIGHT_LOKI_TENANT", "team-a")
+    otel_free.setenv("OPSIGHT_LOKI_BASIC_AUTH", "ml:from-env")
+    report, = trace.export([f"loki={server.url}"], timeout_s=10)
+    host = server.url.split("//")[1]
+    in_url, = trace.export([f"loki=http://ops:s%40cret@{host}"], timeout_s=10)
+    assert report["sent"] == in_url["sent"] == 5, (report, in_url)
+    assert "s%40cret" not in in_url["target"] and "ops" not in in_url["target"]
+    (first, _), (second, _) = server.requests
+    assert first["x-scope-orgid"] == second["x-scope-orgid"] == "team-a"
+    assert first["authorization"] == "Basic " + base64.b64encode(b"ml:from-env").decode()
+    assert second["authorization"] == "Basic " + base64.b64encode(b"ops:s@cret").decode()

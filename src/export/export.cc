@@ -306,6 +306,17 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
   auto endpoint = parse_endpoint(url_text, default_path, &endpoint_error);
   if (!endpoint) return fail(endpoint_error);
   target.endpoint = std::move(*endpoint);
+  if (target.kind == ExportKind::kLoki) {
+    // Loki's multi-tenancy header, and basic authentication kept off the command line.
+    if (auto tenant = env_or_empty(environment, "OPSIGHT_LOKI_TENANT"); !tenant.empty())
+      target.headers.emplace_back("X-Scope-OrgID", std::string(tenant));
+    if (auto basic = env_or_empty(environment, "OPSIGHT_LOKI_BASIC_AUTH");
+        !basic.empty() && target.endpoint.user_info.empty()) {
+      if (basic.find(':') == std::string_view::npos)
+        return fail("OPSIGHT_LOKI_BASIC_AUTH is not user:password");
+      target.endpoint.user_info = std::string(basic);
+    }
+  }
   return target;
 }
 

@@ -705,6 +705,32 @@ TEST(SpanView, ARequestThatBeganItsOwnTraceIsItsRoot) {
   EXPECT_EQ(view.parent_span_id(preprocess), trace.slices.span_id[request]);
 }
 
+// Basic authentication from a URL's user info (never shown), Loki's tenant header and
+// OPSIGHT_LOKI_BASIC_AUTH (credentials off the command line).
+TEST(ExportTargets, UserInfoTenantAndBasicAuthentication) {
+  std::string error;
+  auto none = environment_of({});
+  auto target =
+      opsight::exporting::parse_export_target("loki=https://ml:s%40cret@logs:3100", none, &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_EQ(target->endpoint.user_info, "ml:s@cret");
+  EXPECT_EQ(target->endpoint.host, "logs");
+  EXPECT_EQ(target->endpoint.url(), "https://logs:3100/loki/api/v1/push");  // no password
+  auto env =
+      environment_of({{"OPSIGHT_LOKI_TENANT", "team-a"}, {"OPSIGHT_LOKI_BASIC_AUTH", "ml:token"}});
+  target = opsight::exporting::parse_export_target("loki=http://logs:3100", env, &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_EQ(target->headers,
+            (std::vector<std::pair<std::string, std::string>>{{"X-Scope-OrgID", "team-a"}}));
+  EXPECT_EQ(target->endpoint.user_info, "ml:token");
+  target = opsight::exporting::parse_export_target("otlp=http://collector:4318", env, &error);
+  EXPECT_TRUE(target->headers.empty());  // Loki's settings stay Loki's
+  EXPECT_TRUE(target->endpoint.user_info.empty());
+  auto bad = environment_of({{"OPSIGHT_LOKI_BASIC_AUTH", "token-only"}});
+  EXPECT_FALSE(opsight::exporting::parse_export_target("loki", bad, &error));
+  EXPECT_NE(error.find("OPSIGHT_LOKI_BASIC_AUTH is not user:password"), std::string::npos);
+}
+
 TEST(ExportTargets, LokiUrlsAndTheirDefaultPath) {
   std::string error;
   auto none = environment_of({});

@@ -10,6 +10,7 @@
 #include <cstdlib>
 
 #include "export/otlp_encoder.hpp"
+#include "export/span_view.hpp"  // percent_decode
 
 namespace opsight::exporting {
 
@@ -94,6 +95,10 @@ std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view de
   endpoint.path = slash == std::string_view::npos ? std::string() : std::string(rest.substr(slash));
   if (endpoint.path.empty() || endpoint.path == "/") endpoint.path = std::string(default_path);
   if (endpoint.path.empty()) endpoint.path = "/";
+  if (size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    endpoint.user_info = percent_decode(authority.substr(0, at));
+    authority.remove_prefix(at + 1);
+  }
   std::string_view host = authority;
   endpoint.port = endpoint.scheme == "https" ? 443 : 80;
   if (!authority.empty() && authority.front() == '[') {  // [ipv6]:port
@@ -183,6 +188,12 @@ HttpSender::HttpSender(Endpoint endpoint, HttpSenderOptions options)
                                      options_.client_key_path);
   if (!options_.ca_certificate_path.empty())
     client_->client.set_ca_cert_path(options_.ca_certificate_path);
+  if (!endpoint_.user_info.empty()) {
+    size_t colon = endpoint_.user_info.find(':');
+    client_->client.set_basic_auth(
+        endpoint_.user_info.substr(0, colon),
+        colon == std::string::npos ? std::string() : endpoint_.user_info.substr(colon + 1));
+  }
   auto seconds = static_cast<time_t>(options_.timeout_s);
   auto microseconds =
       static_cast<time_t>((options_.timeout_s - static_cast<double>(seconds)) * 1e6);

@@ -28,6 +28,9 @@ struct Endpoint {
   std::string host;
   int port = 0;
   std::string path = "/";
+  // "user:password" from the URL (http://user:password@host/...), percent-decoded: sent as
+  // HTTP basic authentication, never shown (origin() and url() leave it out).
+  std::string user_info;
   std::string origin() const;  // "http://host:port"
   std::string url() const { return origin() + path; }
 };
