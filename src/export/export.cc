@@ -192,7 +192,7 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
   std::string default_path;
   std::string url_text(url);
   auto fail = [&](const std::string& why) -> std::optional<ExportTarget> {
-    if (error) *error = "export target '" + std::string(spec) + "': " + why;
+    if (error) *error = "export target '" + hide_user_info(spec) + "': " + why;
     return std::nullopt;
   };
   if (kind == "otlp" || kind == "otlp-json" || kind == "otlp-protobuf") {

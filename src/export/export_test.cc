@@ -726,6 +726,10 @@ TEST(ExportTargets, UserInfoTenantAndBasicAuthentication) {
   target = opsight::exporting::parse_export_target("otlp=http://collector:4318", env, &error);
   EXPECT_TRUE(target->headers.empty());  // Loki's settings stay Loki's
   EXPECT_TRUE(target->endpoint.user_info.empty());
+  EXPECT_FALSE(
+      opsight::exporting::parse_export_target("loki=http://ml:hunter2@logs:99999", none, &error));
+  EXPECT_EQ(error.find("hunter2"), std::string::npos) << error;  // the password is not shown
+  EXPECT_NE(error.find("'http://***@logs:99999'"), std::string::npos) << error;
   auto bad = environment_of({{"OPSIGHT_LOKI_BASIC_AUTH", "token-only"}});
   EXPECT_FALSE(opsight::exporting::parse_export_target("loki", bad, &error));
   EXPECT_NE(error.find("OPSIGHT_LOKI_BASIC_AUTH is not user:password"), std::string::npos);

@@ -14,6 +14,17 @@
 
 namespace opsight::exporting {
 
+std::string hide_user_info(std::string_view text) {
+  std::string shown(text);
+  size_t scheme_end = shown.find("://");
+  if (scheme_end == std::string::npos) return shown;
+  size_t authority_end = shown.find_first_of("/?#", scheme_end + 3);
+  size_t at = shown.rfind('@', authority_end);
+  if (at != std::string::npos && at > scheme_end)
+    shown.replace(scheme_end + 3, at - scheme_end - 3, "***");
+  return shown;
+}
+
 std::string user_agent_for(std::string_view opsight_version) {
   return "opsight/" +
          (opsight_version.empty() ? std::string("unknown") : std::string(opsight_version)) +
@@ -80,7 +91,7 @@ std::string Endpoint::origin() const {
 std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view default_path,
                                        std::string* error) {
   auto fail = [&](const std::string& why) -> std::optional<Endpoint> {
-    if (error) *error = "'" + std::string(url) + "': " + why;
+    if (error) *error = "'" + hide_user_info(url) + "': " + why;
     return std::nullopt;
   };
   Endpoint endpoint;

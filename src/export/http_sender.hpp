@@ -35,6 +35,10 @@ struct Endpoint {
   std::string url() const { return origin() + path; }
 };
 
+// `text` (a URL, or a target spec holding one) with the user information of its URL
+// ("user:password@") written as "***@", for messages.
+std::string hide_user_info(std::string_view text);
+
 // Parses `url`; a URL without a path gets `default_path`. nullopt with `error` set when
 // the URL is not http(s)://host[:port][/path].
 std::optional<Endpoint> parse_endpoint(std::string_view url, std::string_view default_path,
