@@ -610,3 +610,29 @@ def test_loki_pushes_carry_the_tenant_and_basic_authentication(tmp_path, receive
     assert first["x-scope-orgid"] == second["x-scope-orgid"] == "team-a"
     assert first["authorization"] == "Basic " + base64.b64encode(b"ml:from-env").decode()
     assert second["authorization"] == "Basic " + base64.b64encode(b"ops:s@cret").decode()
+
+
+def test_opsight_export_reads_otel_bsp_and_its_flag_wins(tmp_path, receiver):
+    _trace(tmp_path)  # run.opsight, 5 spans
+    server = receiver()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = "2"
+
+    def export(*flags: str) -> dict:
+        import json
+
+        done = subprocess.run([sys.executable, "-m", "opsight", "export",
+                               str(tmp_path / "run.opsight"), "--to", f"otlp={server.url}",
+                               "--format", "json", *flags],
+                              capture_output=True, text=True, timeout=60, env=env)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)[0]
+
+    assert export()["requests"] == 3  # 2 + 2 + 1
+    assert export("--batch-size", "4")["requests"] == 2
+    env["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = "two"
+    bad = subprocess.run([sys.executable, "-m", "opsight", "export", str(tmp_path / "run.opsight"),
+                          "--to", f"otlp={server.url}"], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert bad.returncode == 64, bad.stderr
+    assert "OTEL_BSP_MAX_EXPORT_BATCH_SIZE 'two'" in bad.stderr, bad.stderr
