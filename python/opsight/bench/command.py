@@ -29,7 +29,8 @@ def parser() -> argparse.ArgumentParser:
         prog="opsight bench",
         description="Benchmark a model on a back-end under an MLPerf-style scenario: latency "
                     "percentiles, the phases of a query, throughput, top operators. The run is "
-                    "saved in the run store.",
+                    "saved in the run store. For LLM token generation (TTFT, ITL, TPOT, "
+                    "goodput) see opsight bench --generate --help (docs/llm.md).",
         epilog="MODEL: a TorchScript file (.pt, .ts), an ONNX file (.onnx), or module:factory / "
                "path/to/file.py:factory (a callable returning (model, example_inputs) or "
                "opsight.bench.Model(...)). Examples: opsight bench mlp.onnx --backend ort-cpu "
@@ -93,6 +94,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(arguments: list[str]) -> int:
+    if "--generate" in arguments:  # token generation: opsight.llm (docs/llm.md)
+        from ..llm.command import main as generate_main
+        return generate_main(arguments)
     options = parser().parse_args(arguments)
     from . import BenchError, run
 

@@ -1,0 +1,424 @@
+"""opsight.llm (docs/llm.md): token-level spans of Hugging Face generate and of a plain decode
+loop, the metrics' definitions, goodput, sweeps, and the streaming client against the
+reference server of examples/llm over real HTTP."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import OPSIGHT, PYTHON, clean_environment, require
+
+import opsight
+from opsight import llm
+from opsight.llm import load as llm_load
+from opsight.llm.client import Endpoint, StreamParser, stream_request
+
+ROOT = Path(__file__).resolve().parents[2]
+SERVER = ROOT / "examples" / "llm" / "server.py"
+
+
+def _busy(ns: int) -> None:
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+# ---- definitions -----------------------------------------------------------------------
+
+def test_percentiles_and_intervals_equal_numpys():
+    numpy = require("numpy")
+    generator = numpy.random.default_rng(3)
+    for size in (1, 2, 7, 100, 1001):
+        values = generator.lognormal(0, 1, size).tolist()
+        for q in (0, 1, 50, 90, 95, 99, 99.9, 100):
+            assert llm.percentile(values, q) == pytest.approx(numpy.percentile(values, q),
+                                                              rel=1e-12)
+    assert llm.percentile([], 50) is None
+
+
+def test_request_metrics_follow_the_definitions():
+    metrics = llm.RequestMetrics(1, "m", 5, output_tokens=4, arrival_ns=100, start_ns=150,
+                                 token_ns=[400, 500, 650, 700], token_counts=[1, 1, 1, 1],
+                                 end_ns=900)
+    assert metrics.queue_ns == 50
+    assert metrics.prefill_ns == 250
+    assert metrics.ttft_ns == 300
+    assert metrics.itl_ns == [100, 150, 50]
+    assert metrics.e2e_ns == 600 == metrics.ttft_ns + sum(metrics.itl_ns)
+    assert metrics.tpot_ns == pytest.approx(100.0)  # (700 - 400) / 3
+    assert metrics.completion_ns == 800
+    assert metrics.tokens_per_second == pytest.approx(4 / 600e-9)
+    one = llm.RequestMetrics(2, token_ns=[10], output_tokens=1, arrival_ns=0)
+    assert one.tpot_ns is None and one.itl_ns == []
+
+
+def test_slo_parsing():
+    terms = llm.parse_slo("ttft_p99=200ms,tpot_p99=50ms, e2e=2s, itl_p90=300us")
+    assert [(t.metric, t.bound_ns, t.percentile) for t in terms] == [
+        ("ttft", 200e6, 99.0), ("tpot", 50e6, 99.0), ("e2e", 2e9, None), ("itl", 300e3, 90.0)]
+    for bad in ("ttft", "speed_p99=1ms", "ttft_p0=1ms", "ttft_p99=fast", "ttft=-1ms"):
+        with pytest.raises(ValueError):
+            llm.parse_slo(bad)
+
+
+def test_goodput_equals_an_independent_count():
+    import random
+
+    generator = random.Random(5)
+    requests = []
+    for index in range(400):
+        arrival = index * 1_000_000
+        ttft = generator.randint(1, 400) * 1_000_000
+        step = generator.randint(1, 80) * 1_000_000
+        stamps = [arrival + ttft + step * k for k in range(generator.randint(1, 6))]
+        failed = generator.random() < 0.05
+        requests.append(llm.RequestMetrics(index, output_tokens=len(stamps), arrival_ns=arrival,
+                                           start_ns=arrival, token_ns=stamps,
+                                           token_counts=[1] * len(stamps),
+                                           end_ns=stamps[-1] + 1,
+                                           error="connection" if failed else None))
+    slo = llm.parse_slo("ttft_p99=200ms,tpot_p99=50ms")
+    summary = llm.summarize(requests, slo=slo, duration_ns=4_000_000_000)
+    good = 0
+    for request in requests:
+        if request.error:
+            continue
+        ttft = request.token_ns[0] - request.arrival_ns
+        tpot = ((request.token_ns[-1] - request.token_ns[0]) / (len(request.token_ns) - 1)
+                if len(request.token_ns) > 1 else 0)
+        good += ttft <= 200e6 and tpot <= 50e6
+    assert summary["good_requests"] == good
+    assert summary["goodput_requests_per_second"] == pytest.approx(good / 4.0)
+    assert summary["failed"] == sum(1 for r in requests if r.error)
+    assert summary["errors"] == {"connection": summary["failed"]}
+    numpy = require("numpy")
+    ttfts = [r.ttft_ns for r in requests if not r.error]
+    assert summary["slo_held"]["ttft_p99=200ms"]["observed_ns"] == pytest.approx(
+        numpy.percentile(ttfts, 99))
+
+
+# ---- in process: Hugging Face generate -------------------------------------------------
+
+def _generate(model_name: str, batch: int = 1, new_tokens: int = 12, prompt: int = 10):
+    torch = require("torch")
+    require("transformers")
+    require("pandas")
+    torch.manual_seed(0)
+    model = llm.random_model(model_name)
+    ids = torch.randint(2, model.config.vocab_size, (batch, prompt))
+    with opsight.profile() as prof, llm.instrument(model) as generations:
+        output = model.generate(ids, attention_mask=torch.ones_like(ids),
+                                max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                do_sample=False)
+    return model, ids, output, generations.requests, prof.dataframe()
+
+
+def test_generate_on_a_random_gpt2_gives_token_level_spans():
+    numpy = require("numpy")
+    model, ids, output, requests, frame = _generate("gpt2", new_tokens=16)
+    (request,) = requests
+    assert request.ok, request.error_message
+    # Token counts equal what generate returned.
+    assert request.output_tokens == output.shape[1] - ids.shape[1] == 16
+    assert request.input_tokens == ids.shape[1]
+    assert len(request.token_ns) == 16 and len(request.itl_ns) == 15
+    assert request.ttft_ns + sum(request.itl_ns) == request.e2e_ns
+
+    spans = frame[frame["category"] == "gen_ai"]
+    (row,) = spans[spans["name"] == "gen_ai.request"].itertuples()
+    ttft = spans[spans["name"] == "gen_ai.time_to_first_token"]["dur"].tolist()
+    itl = spans[spans["name"] == "gen_ai.inter_token"]["dur"].tolist()
+    assert len(ttft) == 1 and len(itl) == 15
+    # In the trace, TTFT + the ITLs add up to e2e within the clock mapping's rounding (1 ns a span).
+    assert abs(ttft[0] + sum(itl) - row.dur) <= 16
+    # ... and the trace's times are the measured ones within the tracer's resolution.
+    assert abs(row.dur - request.e2e_ns) <= 5_000 + request.e2e_ns * 1e-4
+    for measured, traced in zip(request.itl_ns, itl):
+        assert abs(measured - traced) <= 2_000
+    # The GenAI attributes.
+    request_row = frame[frame["name"] == "gen_ai.request"].iloc[0]
+    assert request_row["gen_ai.request.model"] == "random-gpt2"
+    assert request_row["gen_ai.usage.input_tokens"] == 10
+    assert request_row["gen_ai.usage.output_tokens"] == 16
+    assert request_row["gen_ai.server.time_to_first_token"] == pytest.approx(request.ttft_ns / 1e9)
+    assert request_row["gen_ai.server.time_per_output_token"] == pytest.approx(request.tpot_ns / 1e9)
+    # Percentiles of the summary equal numpy's on the spans' DataFrame.
+    summary = llm.summarize(requests)
+    for q in (50, 90, 99):
+        assert summary["metrics"]["itl"][f"p{q}"] == pytest.approx(numpy.percentile(itl, q),
+                                                                    abs=2_000)
+    # One prefill step and 15 decode steps, each holding the model's module spans.
+    steps = frame[frame["name"].isin(["gen_ai.prefill", "gen_ai.decode"])]
+    assert (steps["name"] == "gen_ai.prefill").sum() == 1
+    assert (steps["name"] == "gen_ai.decode").sum() == 15
+    top = frame[frame["name"] == "GPT2LMHeadModel"]
+    assert len(top) == 16
+    parents = frame.set_index("span_id").loc[top["parent_span_id"], "name"]
+    assert set(parents) == {"gen_ai.prefill", "gen_ai.decode"}
+    # generate is left as it was.
+    assert "generate" not in model.__dict__ and "__call__" not in model.__dict__
+
+
+def test_generate_on_a_llama_style_batch_counts_each_row():
+    model, ids, output, requests, frame = _generate("llama", batch=2, new_tokens=6, prompt=7)
+    assert [r.output_tokens for r in requests] == [6, 6]
+    assert [r.input_tokens for r in requests] == [7, 7]
+    assert (frame["name"] == "gen_ai.request").sum() == 2
+    assert (frame["name"] == "LlamaForCausalLM").sum() == 6
+    lanes = set(frame[frame["name"] == "gen_ai.request"]["thread"])
+    assert len(lanes) == 2  # overlapping requests go on lanes of their own
+
+
+def test_generate_stops_counting_a_row_at_its_end_of_sequence():
+    torch = require("torch")
+    require("transformers")
+    model = llm.random_model("gpt2")
+    ids = torch.randint(2, 500, (1, 8))
+    plain = model.generate(ids, max_new_tokens=10, do_sample=False)
+    # Make the model's greedy 4th token the end of sequence: generate stops there.
+    fourth = int(plain[0, 8 + 3])
+    with llm.instrument(model) as generations:
+        output = model.generate(ids, max_new_tokens=10, do_sample=False, eos_token_id=fourth)
+    first = next(i for i, t in enumerate(output[0, 8:].tolist()) if t == fourth)
+    assert generations.requests[0].output_tokens == first + 1
+
+
+# ---- in process: a plain decode loop with planted costs --------------------------------
+
+def test_a_decode_loop_with_planted_costs_gives_them_back_within_2_percent():
+    prefill_ns, decode_ns, tokens, queue_ns = 30_000_000, 6_000_000, 12, 10_000_000
+    with opsight.profile() as prof:
+        arrival = time.perf_counter_ns()
+        _busy(queue_ns)  # waited in a queue
+        with llm.request(model="planted", input_tokens=64, arrival_ns=arrival) as request:
+            with request.prefill():
+                _busy(prefill_ns)
+            request.token()
+            for _ in range(tokens - 1):
+                with request.decode():
+                    _busy(decode_ns)
+                request.token()
+    metrics = request.metrics
+    assert metrics.output_tokens == tokens
+    assert metrics.queue_ns == pytest.approx(queue_ns, rel=0.02)
+    assert metrics.prefill_ns == pytest.approx(prefill_ns, rel=0.02)
+    assert metrics.ttft_ns == pytest.approx(queue_ns + prefill_ns, rel=0.02)
+    assert metrics.tpot_ns == pytest.approx(decode_ns, rel=0.02)
+    for itl in metrics.itl_ns:
+        assert itl == pytest.approx(decode_ns, rel=0.02)
+    frame = prof.dataframe()
+    assert (frame["name"] == "gen_ai.decode").sum() == tokens - 1
+    queue = frame[frame["name"] == "gen_ai.queue"]["dur"].iloc[0]
+    assert queue == pytest.approx(queue_ns, rel=0.02)
+
+
+def test_a_request_that_raises_is_recorded_as_failed():
+    with opsight.profile() as prof:
+        with pytest.raises(RuntimeError):
+            with llm.request(model="m") as request:
+                request.token()
+                raise RuntimeError("out of memory")
+    assert request.metrics.error == "exception"
+    row = prof.dataframe().query("name == 'gen_ai.request'").iloc[0]
+    assert row["error.type"] == "exception"
+
+
+# ---- load: sweeps -----------------------------------------------------------------------
+
+def _capacity_backend(slots: int, step_ns: int, tokens: int):
+    """A server that serves at most ``slots`` requests at once; each token takes step_ns."""
+    semaphore = threading.Semaphore(slots)
+
+    def send(spec, request):
+        with semaphore:
+            request.start()
+            for _ in range(tokens):
+                time.sleep(step_ns / 1e9)
+                request.token()
+        request.finish()
+
+    return send
+
+
+def test_the_sweep_stops_at_a_planted_saturation_point():
+    from opsight.llm.command import run_sweep
+
+    send = _capacity_backend(slots=2, step_ns=2_000_000, tokens=5)
+    report = run_sweep(send, model="planted", operation="text_completion", key="concurrency",
+                       values=[1, 2, 4, 8, 16], requests=16, input_length="8",
+                       output_length="5", store=False)
+    assert [point["concurrency"] for point in report["points"]] == [1, 2, 4]
+    assert report["saturated_at"] == 2 and report["stopped_early"]
+    rates = [point["summary"]["output_tokens_per_second"] for point in report["points"]]
+    assert rates[1] > 1.6 * rates[0]
+
+
+def test_poisson_arrivals_count_queueing_from_the_scheduled_arrival():
+    send = _capacity_backend(slots=1, step_ns=1_000_000, tokens=3)
+    specs = llm_load.make_requests(20, "uniform:4:8", "3", seed=1)
+    result = llm_load.run_load(send, specs, rate=2000.0, seed=1)
+    assert result.summary["completed"] == 20
+    # Offered far beyond capacity (about 330 requests/s): requests queue.
+    assert result.summary["metrics"]["queue"]["max"] > 10_000_000
+    assert all(4 <= spec.input_tokens <= 8 for spec in specs)
+
+
+def test_length_distributions():
+    import random
+
+    generator = random.Random(0)
+    assert llm_load.parse_length("7")(generator) == 7
+    values = [llm_load.parse_length("uniform:3:5")(generator) for _ in range(100)]
+    assert set(values) == {3, 4, 5}
+    values = [llm_load.parse_length("normal:50:5")(generator) for _ in range(2000)]
+    assert abs(sum(values) / len(values) - 50) < 1
+    for bad in ("0", "uniform:5:3", "normal:x:1", "zipf:1"):
+        with pytest.raises(ValueError):
+            llm_load.parse_length(bad)
+
+
+# ---- the streaming client ---------------------------------------------------------------
+
+def _canned_stream(tokens: int, chat: bool = False) -> list[bytes]:
+    lines = []
+    for index in range(tokens):
+        choice = ({"index": 0, "delta": {"content": f" t{index}"}, "finish_reason": None}
+                  if chat else {"index": 0, "text": f" t{index}", "finish_reason": None})
+        lines.append(b"data: " + json.dumps({"id": "x", "object": "text_completion",
+                                             "choices": [choice]}).encode() + b"\n")
+        lines.append(b"\n")
+    lines.append(b'data: {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": '
+                 + str(tokens).encode() + b'}}\n')
+    lines.append(b"data: [DONE]\n")
+    return lines
+
+
+def test_the_parser_counts_tokens_not_chunks():
+    request = llm.Request("m")
+    parser = StreamParser(request, chat=True)
+    parser.line(b'data: {"choices": [{"delta": {"role": "assistant", "content": ""}}]}\n')
+    parser.line(b"\n")
+    assert not request.metrics.token_ns  # the role chunk is no token
+    for line in _canned_stream(4, chat=True):
+        parser.line(line)
+    parser.finish()
+    assert request.metrics.output_tokens == 4 and len(request.metrics.token_ns) == 4
+    assert request.metrics.input_tokens == 3
+
+
+def test_the_clients_own_cost_per_streamed_token():
+    """Published in docs/llm.md: the parser's cost per token against a no-op stream (the
+    same lines, read and dropped) in the same run, and the tokens/s one core sustains."""
+    lines = _canned_stream(20_000)
+
+    def noop() -> int:
+        begin = time.perf_counter_ns()
+        for line in lines:
+            if not line:
+                break
+        return time.perf_counter_ns() - begin
+
+    def parse() -> int:
+        parser = StreamParser(llm.Request("m"), chat=False)
+        begin = time.perf_counter_ns()
+        for line in lines:
+            parser.line(line)
+        return time.perf_counter_ns() - begin
+
+    base = min(noop() for _ in range(5))
+    cost = min(parse() for _ in range(5))
+    per_token_ns = (cost - base) / 20_000
+    print(f"client cost: {per_token_ns:.0f} ns per token over a no-op stream "
+          f"({cost / max(base, 1):.1f}x), {20_000 / (cost / 1e9):.0f} tokens/s on one core")
+    assert 20_000 / (cost / 1e9) > 5_000
+
+
+# ---- against the reference server over real HTTP -----------------------------------------
+
+@pytest.fixture(scope="module")
+def server():
+    require("torch")
+    require("transformers")
+    process = subprocess.Popen([PYTHON, str(SERVER), "--port", "0", "--model", "gpt2"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=clean_environment())
+    line = process.stdout.readline()
+    if "http://" not in line:
+        process.kill()
+        raise AssertionError(f"the server did not start: {line} {process.stderr.read()}")
+    url = line.split()[-1]
+    yield url
+    process.terminate()
+    process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_streaming_from_the_reference_server(server, api):
+    endpoint = Endpoint(server, api=api, model="random-gpt2")
+    request = stream_request(endpoint, "a b c d e", 7, llm.Request("random-gpt2"))
+    metrics = request.metrics
+    assert metrics.ok, metrics.error_message
+    assert metrics.output_tokens == 7 and len(metrics.token_ns) == 7
+    assert metrics.input_tokens == 5
+    assert 0 < metrics.ttft_ns <= metrics.e2e_ns <= metrics.completion_ns
+
+
+@pytest.mark.parametrize("fault, kind", [("cut_json", "malformed"),
+                                         ("error_event", "server_error"),
+                                         ("reset", "connection"), ("stall", "timeout"),
+                                         ("http_500", "http_error")])
+def test_malformed_streams_fail_one_request_and_the_run_goes_on(server, fault, kind):
+    endpoint = Endpoint(server, first_token_timeout=0.5, idle_timeout=0.5)
+    specs = llm_load.make_requests(6, "4", "5", seed=2)
+    specs[2].extra = {"opsight_fault": fault, "opsight_stall_s": 1.5}
+    result = llm_load.run_load(llm_load.http_backend(endpoint), specs, concurrency=2)
+    by_id = sorted(result.requests, key=lambda r: r.request_id)
+    failed = [r for r in by_id if not r.ok]
+    assert len(failed) == 1, [(r.error, r.error_message) for r in failed]
+    assert failed[0].error == kind, failed[0].error_message
+    assert failed[0].error_message
+    assert result.summary["completed"] == 5 and result.summary["failed"] == 1
+    assert result.summary["errors"] == {kind: 1}
+    assert all(r.output_tokens == 5 for r in by_id if r.ok)
+
+
+def test_bench_generate_against_the_server_and_in_process(server, tmp_path):
+    report_path = tmp_path / "report.json"
+    completed = subprocess.run(
+        [OPSIGHT, "bench", "--generate", server, "--api", "chat", "--requests", "6",
+         "--output-len", "4", "--sweep", "concurrency=1,2", "--slo",
+         "ttft_p99=5s,tpot_p99=1s", "--format", "json", "-o", str(report_path),
+         "--plot", str(tmp_path / "pareto.svg"), "--warmup", "1"],
+        capture_output=True, text=True, timeout=120, env=clean_environment())
+    assert completed.returncode == 0, completed.stderr
+    report = json.loads(report_path.read_text())
+    assert [point["concurrency"] for point in report["points"]] == [1, 2]
+    for point in report["points"]:
+        assert point["summary"]["completed"] == 6
+        assert point["summary"]["good_requests"] == 6
+        assert point["run"] is not None
+    assert (tmp_path / "pareto.svg").read_text().startswith("<svg")
+    runs = subprocess.run([OPSIGHT, "runs", "--format", "json"], capture_output=True,
+                          text=True, timeout=60, env=clean_environment())
+    assert report["sweep"] in runs.stdout
+
+    completed = subprocess.run(
+        [OPSIGHT, "bench", "--generate", "random:gpt2", "--requests", "3", "--output-len",
+         "5", "--concurrency", "2", "--no-store"],
+        capture_output=True, text=True, timeout=120, env=clean_environment())
+    assert completed.returncode == 0, completed.stderr
+    assert "TTFT (ms)" in completed.stdout and "3 completed" in completed.stdout
+
+
+def test_bench_generate_usage_errors():
+    completed = subprocess.run([OPSIGHT, "bench", "--generate", "random:gpt2", "--slo",
+                                "speed=1"], capture_output=True, text=True, timeout=60,
+                               env=clean_environment())
+    assert completed.returncode == 64 and "SLO" in completed.stderr
