@@ -79,6 +79,9 @@ def main(arguments: list[str] | None = None) -> int:
     if arguments[0] == "demo":  # the real-model demo; --quickstart runs the C++ one
         from ..demo import main as demo_main
         return demo_main(arguments[1:])
+    if arguments[0] in ("bench", "compare-backends") and _remote(arguments[1:]):  # docs/remote.md
+        from ..remote.command import main as remote_main
+        return remote_main(arguments[0], arguments[1:])
     if arguments[0] == "bench":  # docs/bench.md
         from ..bench.command import main as bench_main
         return bench_main(arguments[1:])
@@ -96,3 +99,10 @@ def main(arguments: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _remote(arguments: list[str]) -> bool:
+    """Whether a bench or compare-backends command line asks for a Ray cluster (--cluster,
+    or bench's --on): then opsight.remote runs it (docs/remote.md)."""
+    return any(argument in ("--cluster", "--on") or argument.startswith(("--cluster=", "--on="))
+               for argument in arguments if argument != "--")

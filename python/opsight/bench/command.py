@@ -90,6 +90,22 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--no-store", action="store_true", help="do not save the run in the run store")
     result.add_argument("--store", metavar="PATH",
                         help="run store file (default: $OPSIGHT_HOME/runs.db, else ~/.opsight/runs.db)")
+    remote = result.add_argument_group(
+        "other machines' hardware, through Ray (docs/remote.md)")
+    remote.add_argument("--cluster", metavar="ADDRESS",
+                        help="run on a Ray cluster: ray://HOST:PORT, HOST:PORT, auto, or local "
+                             "(a Ray instance on this machine); needs --on")
+    remote.add_argument("--on", action="append", default=[], metavar="HARDWARE[/BACKEND]",
+                        help="a hardware label (a Ray custom resource of the nodes) and a "
+                             "back-end (default --backend), e.g. cpu-large/ort-cpu; repeatable "
+                             "or comma-separated; the back-ends run in parallel, one at a time "
+                             "per node")
+    remote.add_argument("--prices", metavar="FILE",
+                        help="price table (YAML) for the cost per million queries, e.g. "
+                             "examples/remote/prices.yaml")
+    remote.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="a back-end's measurement bound (default: %(default)s); beyond it "
+                             "its worker is killed and its row is an error")
     return result
 
 
@@ -98,6 +114,10 @@ def main(arguments: list[str]) -> int:
         from ..llm.command import main as generate_main
         return generate_main(arguments)
     options = parser().parse_args(arguments)
+    if options.cluster or options.on:
+        print("opsight bench: --cluster and --on are run by the opsight command "
+              "(opsight bench MODEL --cluster ADDRESS --on HARDWARE/BACKEND)", file=sys.stderr)
+        return USAGE_ERROR
     from . import BenchError, run
 
     for tag in options.tag:

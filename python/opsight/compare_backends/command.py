@@ -46,6 +46,21 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--atol", type=float, default=1e-5,
                         help="absolute tolerance of the output check")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    remote = parser.add_argument_group(
+        "other machines' hardware, through Ray (docs/remote.md)")
+    remote.add_argument("--cluster", metavar="ADDRESS",
+                        help="run the graphs on a Ray cluster (ray://HOST:PORT, HOST:PORT, auto, "
+                             "or local); --backends are then HARDWARE/BACKEND, e.g. "
+                             "cpu-large/ort-cpu,gpu-a10/torchscript")
+    remote.add_argument("--prices", metavar="FILE",
+                        help="price table (YAML) per hardware label, e.g. "
+                             "examples/remote/prices.yaml")
+    remote.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                        help="a back-end's measurement bound (default: %(default)s)")
+    remote.add_argument("--no-store", action="store_true",
+                        help="do not save the merged run in the run store")
+    remote.add_argument("--store", metavar="PATH", help="run store file")
+    remote.add_argument("--name", help="name of the stored run")
     return parser
 
 
@@ -87,6 +102,10 @@ def command_main(arguments: list[str]) -> int:
     except SystemExit as exit_:  # argparse: --help (0) or bad usage, message printed
         return 0 if not exit_.code else USAGE_ERROR
     prefix = "opsight compare-backends"
+    if options.cluster:
+        print(f"{prefix}: --cluster is run by the opsight command "
+              "(opsight compare-backends ... --cluster ADDRESS)", file=sys.stderr)
+        return USAGE_ERROR
     try:
         if options.repeats < 1:
             raise _UsageError(f"--repeats {options.repeats}: must be >= 1")

@@ -20,7 +20,8 @@ default.
 ``compare_backends(fn, example_inputs, backends=["eager", "inductor", ...])`` runs the
 graphs torch.compile extracts from ``fn`` on every back-end and reports, per segment
 (compiled graphs and the uncompiled Python between them), the time on each, the totals,
-the graph breaks and the cost per million requests (octoml-profile's table, run locally).
+the graph breaks and the cost per million requests (octoml-profile's table), on this
+machine or, with ``cluster=``, on other machines' hardware through Ray (docs/remote.md).
 See docs/torch.md. ``compare_backends`` and its result types live in
 :mod:`opsight.compare_backends`, beside ``opsight.bench``; they are imported from there on
 first use (module ``__getattr__``), so that a program traced with opsight does not load them.
@@ -39,11 +40,17 @@ __all__ = ["BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment
 # never loads compare-backends, which it does not use.
 _HOMES = {name: "._tracing" for name in ("TorchTracing", "disable", "enable", "status", "tracing")}
 _HOMES.update({name: "..compare_backends" for name in
-               ("BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment",
-                "compare_backends")})
+               ("BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment")})
+# compare_backends(..., cluster=...) runs the graphs on a Ray cluster (docs/remote.md).
+_ALIASES = {"compare_backends": ("..remote.compare", "compare_backends_anywhere")}
 
 
 def __getattr__(name: str) -> Any:
+    if name in _ALIASES:
+        home, attribute = _ALIASES[name]
+        value = getattr(importlib.import_module(home, __name__), attribute)
+        globals()[name] = value
+        return value
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'opsight.torch' has no attribute {name!r}")
