@@ -66,9 +66,8 @@ class RemoteCompareBackendsResult(CompareBackendsResult):
             where = (f"error: {outcome.error}" if outcome.error and not outcome.facts else
                      facts_line({**outcome.facts, "node_id": outcome.node_id}))
             lines.append(f"    {str(outcome.spec):<{width}}  {where}")
-        lines.extend(line for line in _price_lines(
-            self.price_table, [outcome.spec for outcome in self.outcomes], "calls")
-            if not line.startswith("Cost per million"))
+        lines.extend(_price_lines(self.price_table, [outcome.spec for outcome in self.outcomes],
+                                  "calls (the totals above)"))
         lines.extend(_clock_lines(self.outcomes))
         return "\n".join(lines) + "\n"
 
