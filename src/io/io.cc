@@ -87,33 +87,57 @@ std::optional<std::string> read_file_bytes(const std::string& path, std::string*
   return bytes;
 }
 
-// Writes to a new file beside `path`, then renames it over `path`: a crash or a full disk
-// mid-write leaves the old file (or none), never a torn one.
-std::optional<std::string> write_file_bytes(const std::string& path, std::string_view bytes) {
+FileSink::FileSink(std::string path) : path_(std::move(path)) {
   static std::atomic<uint64_t> writes{0};
-  std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(writes.fetch_add(1, std::memory_order_relaxed));
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return path + ": cannot open for writing: " + std::strerror(errno);
-  auto fail = [&](const char* doing) {
-    std::string problem = path + ": " + doing + ": " + std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    ::unlink(temporary.c_str());
-    return problem;
-  };
+  temporary_ = path_ + ".tmp." + std::to_string(::getpid()) + "." +
+               std::to_string(writes.fetch_add(1, std::memory_order_relaxed));
+  fd_ = ::open(temporary_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0) error_ = path_ + ": cannot open for writing: " + std::strerror(errno);
+}
+
+FileSink::~FileSink() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!temporary_.empty()) ::unlink(temporary_.c_str());
+}
+
+void FileSink::fail(const char* doing) {
+  if (!error_) error_ = path_ + ": " + doing + ": " + std::strerror(errno);
+}
+
+bool FileSink::write(std::string_view bytes) {
+  if (error_) return false;
   while (!bytes.empty()) {
-    ssize_t written = ::write(fd, bytes.data(), bytes.size());
+    ssize_t written = ::write(fd_, bytes.data(), bytes.size());
     if (written < 0) {
       if (errno == EINTR) continue;
-      return fail("cannot write");
+      fail("cannot write");
+      return false;
     }
     bytes.remove_prefix(static_cast<size_t>(written));
   }
-  int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) return fail("cannot write");
-  if (::rename(temporary.c_str(), path.c_str()) != 0) return fail("cannot write");
+  return true;
+}
+
+std::optional<std::string> FileSink::commit() {
+  if (error_) return error_;
+  int closed = ::close(fd_);
+  fd_ = -1;
+  if (closed != 0) {
+    fail("cannot write");
+    return error_;
+  }
+  if (::rename(temporary_.c_str(), path_.c_str()) != 0) {
+    fail("cannot write");
+    return error_;
+  }
+  temporary_.clear();  // in place: nothing to remove
   return std::nullopt;
+}
+
+std::optional<std::string> write_file_bytes(const std::string& path, std::string_view bytes) {
+  FileSink sink(path);
+  sink.write(bytes);
+  return sink.commit();
 }
 
 namespace {
@@ -237,15 +261,19 @@ ReadFilesResult read_trace_files(const std::vector<std::string>& paths) {
 std::optional<std::string> write_trace_file(const trace::Trace& trace, const std::string& path) {
   auto format = format_from_path(path);
   if (!format) return path + ": unknown output format (use .opsight, .json or .pftrace)";
-  switch (*format) {
-    case FileFormat::kNative:
-      return write_file_bytes(path, write_native(trace));
-    case FileFormat::kChromeJson:
-      return write_file_bytes(path, write_chrome_json(trace));
-    case FileFormat::kPerfetto:
-      return write_file_bytes(path, write_perfetto(trace));
+  FileSink sink(path);
+  bool whole = false;
+  try {
+    whole = *format == FileFormat::kNative       ? write_native(trace, sink)
+            : *format == FileFormat::kChromeJson ? write_chrome_json(trace, sink)
+                                                 : write_perfetto(trace, sink);
+  } catch (const std::bad_alloc&) {
+    return path + ": out of memory while writing";
   }
-  return path + ": unknown output format";
+  // A writer stops only when the sink refused bytes: the file is then left out (the
+  // temporary removed), never renamed into place torn.
+  if (!whole) return sink.error().value_or(path + ": cannot write");
+  return sink.commit();
 }
 
 }  // namespace opsight::io

@@ -47,10 +47,56 @@ struct ReadResult {
   bool ok() const { return !error.has_value(); }
 };
 
+// Where a streaming writer puts its bytes, piece by piece and in order, so that writing a
+// trace holds a bounded buffer (about 1 MiB) instead of the whole output. write() returns
+// false when the bytes could not be taken (a full disk): the writer then stops early.
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual bool write(std::string_view bytes) = 0;
+};
+
+// A sink into a string (what the string-returning writers use).
+class StringSink final : public ByteSink {
+ public:
+  bool write(std::string_view bytes) override {
+    out.append(bytes);
+    return true;
+  }
+  std::string out;
+};
+
+// A file written as a whole or not at all: the bytes go to a new temporary file beside
+// `path`, renamed over `path` by commit() (a crash or a full disk mid-write leaves the old
+// file, or none, never a torn one); destroyed without commit(), the temporary is removed.
+class FileSink final : public ByteSink {
+ public:
+  explicit FileSink(std::string path);
+  ~FileSink() override;
+  FileSink(const FileSink&) = delete;
+  FileSink& operator=(const FileSink&) = delete;
+
+  bool write(std::string_view bytes) override;
+  // Closes and renames the file into place; nullopt on success, else the error (which
+  // names the path). Also reports an error met by open or an earlier write().
+  std::optional<std::string> commit();
+  // The first error met so far (naming the path), if any.
+  const std::optional<std::string>& error() const { return error_; }
+
+ private:
+  void fail(const char* doing);
+  std::string path_;
+  std::string temporary_;
+  int fd_ = -1;
+  std::optional<std::string> error_;
+};
+
 // Native .opsight (layout: docs/native-format.md, constants:
 // include/opsight/internal/native_layout.hpp).
 ReadResult read_native(std::string_view bytes);
 std::string write_native(const trace::Trace& trace);
+// The same into a sink, a chunk at a time. Returns false when the sink refused bytes.
+bool write_native(const trace::Trace& trace, ByteSink& sink);
 
 // Chrome Trace Event Format JSON: object form {"traceEvents": [...]} or a bare array,
 // possibly left unterminated; X, B/E, i/I, C, M, async (b/e/n, S/T/F) and flow (s/t/f,
@@ -63,10 +109,14 @@ ReadResult read_chrome_json(std::string_view bytes);
 // Inputs of one window (about 1 MiB) are always read on the calling thread alone.
 ReadResult read_chrome_json(std::string_view bytes, int threads);
 std::string write_chrome_json(const trace::Trace& trace);
+// The same into a sink, in pieces of about 1 MiB. Returns false when the sink refused bytes.
+bool write_chrome_json(const trace::Trace& trace, ByteSink& sink);
 
 // Perfetto's protobuf trace format (a .pftrace; what is written and how:
 // perfetto/perfetto_writer.cc and docs/formats.md).
 std::string write_perfetto(const trace::Trace& trace);
+// The same into a sink, in pieces of about 1 MiB. Returns false when the sink refused bytes.
+bool write_perfetto(const trace::Trace& trace, ByteSink& sink);
 
 // Files: by extension (falling back to content for unknown extensions). A regular file is
 // mapped, not copied (a Chrome JSON file's pages leave memory as its events are merged);
@@ -87,8 +137,9 @@ struct ReadFilesResult {
 ReadFilesResult read_trace_files(const std::vector<std::string>& paths);
 
 // Writes `trace` to `path` in the format its extension names, through a temporary file in
-// the same folder renamed over `path` (a crash mid-write never leaves a torn file); returns
-// an error message (naming the path) or nullopt on success.
+// the same folder renamed over `path` (a crash mid-write never leaves a torn file), holding
+// about 1 MiB of the output in memory at a time (FileSink); returns an error message
+// (naming the path) or nullopt on success.
 std::optional<std::string> write_trace_file(const trace::Trace& trace, const std::string& path);
 
 // Reads a whole file; nullopt and *error set if it cannot be read.

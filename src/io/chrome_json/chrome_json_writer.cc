@@ -30,7 +30,9 @@
 // counter group that share a timestamp are one "C" event with an arg per series.
 //
 // Speed: every interned string is escaped once into a pool, numbers are formatted with
-// fmt::format_int, and the output goes into one growing buffer (no iostreams).
+// fmt::format_int, and the output goes into a buffer (no iostreams) handed to the sink
+// whenever it passes 1 MiB at the end of an event: writing holds that buffer, not the
+// whole output.
 //
 // Thread-safety: write_chrome_json only reads the trace; it may run concurrently with
 // other readers of the same trace.
@@ -38,6 +40,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -52,9 +55,29 @@ namespace {
 
 class ChromeJsonWriter {
  public:
-  explicit ChromeJsonWriter(const trace::Trace& trace) : trace_(trace) {}
+  ChromeJsonWriter(const trace::Trace& trace, ByteSink& sink) : trace_(trace), sink_(sink) {}
 
-  std::string write() {
+  // The bytes a write of `trace` about takes (to reserve a string for).
+  static size_t estimated_bytes(const trace::Trace& trace) {
+    return 256 + trace.slices.size() * 200 + trace.instants.size() * 120 +
+           trace.counters.size() * 90;
+  }
+
+  // false: the sink refused bytes (what it was given is a prefix of the output).
+  bool write() {
+    try {
+      write_all();
+    } catch (const SinkRefused&) {
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  struct SinkRefused {};
+  static constexpr size_t kFlushBytes = size_t{1} << 20;
+
+  void write_all() {
     time_base_ns_ = trace_.time_bounds().first;
     assign_written_tids();
     escape_string_table();
@@ -62,8 +85,7 @@ class ChromeJsonWriter {
                slice_args_index_);
     index_args(trace_.instant_args, trace_.instants.args_begin, trace_.instants.size(),
                instant_args_index_);
-    out_.reserve(256 + trace_.slices.size() * 200 + trace_.instants.size() * 120 +
-                 trace_.counters.size() * 90);
+    out_.reserve(kFlushBytes + 4096);
     raw("{\"traceEvents\":[\n");
     write_metadata_events();
     write_slices();
@@ -71,15 +93,21 @@ class ChromeJsonWriter {
     write_flows();
     write_instants();
     write_counters();
-    if (wrote_event_)
-      out_.resize(out_.size() - 2);  // the last event's ",\n"  // the last event's ','
+    if (wrote_event_) out_.resize(out_.size() - 2);  // the last event's ",\n"
     raw("\n],\"displayTimeUnit\":\"ns\",\"otherData\":");
     write_run_info();
     raw("}\n");
-    return std::string(out_.data(), out_.size());
+    hand_over(0);
   }
 
- private:
+  // Gives the sink all but the last `keep` bytes of the buffer, which stay in it.
+  void hand_over(size_t keep) {
+    const size_t ready = out_.size() - keep;
+    if (!sink_.write(std::string_view(out_.data(), ready))) throw SinkRefused{};
+    std::memmove(out_.data(), out_.data() + ready, keep);
+    out_.resize(keep);
+  }
+
   // Escapes every interned string once; events then copy the escaped bytes.
   void escape_string_table() {
     const size_t count = trace_.strings.size();
@@ -217,7 +245,12 @@ class ChromeJsonWriter {
   }
 
   void begin_event() { wrote_event_ = true; }
-  void end_event() { raw(std::string_view("},\n")); }
+  // An event's end; the buffer goes to the sink once it is large, keeping the ",\n" that
+  // the last event of the array drops.
+  void end_event() {
+    raw(std::string_view("},\n"));
+    if (out_.size() >= kFlushBytes) hand_over(2);
+  }
 
   // The tid each track is written with: its own, or a synthetic one for an async lane.
   void assign_written_tids() {
@@ -586,6 +619,7 @@ class ChromeJsonWriter {
   static constexpr int64_t kFirstSyntheticTid = int64_t{1} << 29;
 
   const trace::Trace& trace_;
+  ByteSink& sink_;
   std::vector<int64_t> written_tid_;  // per track
   int64_t time_base_ns_ = 0;          // subtracted from every timestamp written
   fmt::memory_buffer out_;
@@ -601,10 +635,17 @@ class ChromeJsonWriter {
 
 std::string write_chrome_json(const trace::Trace& trace) {
   try {
-    return ChromeJsonWriter(trace).write();
+    StringSink sink;
+    sink.out.reserve(ChromeJsonWriter::estimated_bytes(trace));
+    ChromeJsonWriter(trace, sink).write();
+    return std::move(sink.out);
   } catch (...) {
     return {};  // out of memory: nothing sensible can be written
   }
+}
+
+bool write_chrome_json(const trace::Trace& trace, ByteSink& sink) {
+  return ChromeJsonWriter(trace, sink).write();
 }
 
 }  // namespace opsight::io

@@ -34,11 +34,29 @@ uint64_t slot_word(uint32_t id, SlotKind kind, uint8_t arg_type = 0, uint16_t ex
          (uint64_t{extra} << 48);
 }
 
+// Where the writer's chunks go: a buffer, handed to a sink (when there is one) whenever it
+// passes 1 MiB at the end of an Events chunk, so that a write holds that much, not the
+// whole file. Only the Events encoder hands over: every other chunk is small.
+struct NativeOutput {
+  std::string bytes;
+  ByteSink* sink = nullptr;
+  bool refused = false;  // the sink refused bytes: what follows is dropped
+
+  void hand_over_if_large() {
+    if (sink && bytes.size() >= (size_t{1} << 20)) hand_over();
+  }
+  void hand_over() {
+    if (!refused && !sink->write(bytes)) refused = true;
+    bytes.clear();
+  }
+};
+
 // Writes one thread's slots straight into the output as Events chunks of whole events
 // (no staging copy). One encoder at a time may write to a given output.
 class EventsEncoder {
  public:
-  EventsEncoder(std::string& out, uint32_t thread_index) : out_(out), thread_index_(thread_index) {}
+  EventsEncoder(NativeOutput& output, uint32_t thread_index)
+      : output_(output), out_(output.bytes), thread_index_(thread_index) {}
   ~EventsEncoder() { flush(); }
 
   void add(uint64_t ticks, uint64_t word, std::string_view bytes = {},
@@ -66,6 +84,7 @@ class EventsEncoder {
     format::end_chunk(out_, chunk_position_, format::ChunkType::kEvents);
     sequence_ += pending_;
     pending_ = 0;
+    output_.hand_over_if_large();
   }
 
  private:
@@ -75,6 +94,7 @@ class EventsEncoder {
     format::append_pod(out_, format::EventsHeader{thread_index_, 0, sequence_});
   }
 
+  NativeOutput& output_;
   std::string& out_;
   uint32_t thread_index_;
   uint32_t pending_ = 0;
@@ -163,11 +183,9 @@ std::vector<uint64_t> written_flow_ids(const trace::FlowTable& flows) {
   return ids;
 }
 
-}  // namespace
-
-std::string write_native(const trace::Trace& trace) {
-  std::string out;
-  out.reserve(trace.slices.size() * 40 + 4096);
+// The whole file into `output` (handed over to its sink, if any, as it grows).
+void write_native_to(const trace::Trace& trace, NativeOutput& output) {
+  std::string& out = output.bytes;
   format::append_file_header(out);
 
   // Run info.
@@ -335,7 +353,7 @@ std::string write_native(const trace::Trace& trace) {
     stats.push_back(
         {thread_index, 0, events_recorded, events_dropped, static_cast<uint64_t>(overhead_ns)});
     const uint32_t written_thread = thread_index;
-    EventsEncoder events(out, thread_index++);
+    EventsEncoder events(output, thread_index++);
     uint64_t begins_written = 0;  // the reader's sequence of begins on this thread
     for (trace::TrackId track_id : thread_tracks) {
       const trace::Track& track = trace.tracks[track_id];
@@ -408,7 +426,7 @@ std::string write_native(const trace::Trace& trace) {
     for (size_t i = 0; i < pids.size(); ++i) {
       write_thread(thread_index, pids[i], -1, "async");
       stats.push_back({thread_index, 0, 0, 0, 0});
-      EventsEncoder events(out, thread_index++);
+      EventsEncoder events(output, thread_index++);
       std::unordered_map<uint64_t, int> keys_used;
       for (trace::TrackId track_id : tracks_of_pid[i]) {
         uint64_t key = trace.tracks[track_id].async_key;
@@ -466,7 +484,7 @@ std::string write_native(const trace::Trace& trace) {
     }
     for (size_t i = 0; i < pids.size(); ++i) {
       write_thread(thread_index, pids[i], -1, "counters");
-      EventsEncoder events(out, thread_index++);
+      EventsEncoder events(output, thread_index++);
       for (RowIndex row : samples_of_pid_index[i]) {
         std::string_view name =
             trace.str(trace.counter_tracks[trace.counters.counter_track[row]].name)
@@ -495,7 +513,24 @@ std::string write_native(const trace::Trace& trace) {
       out, format::SessionStats{ticks_of(last_ns), stats.size(), run.events_dropped, 0.0});
   for (const auto& entry : stats) format::append_pod(out, entry);
   format::end_chunk(out, header, format::ChunkType::kStats);
-  return out;
+}
+
+}  // namespace
+
+std::string write_native(const trace::Trace& trace) {
+  NativeOutput output;
+  output.bytes.reserve(trace.slices.size() * 40 + 4096);
+  write_native_to(trace, output);
+  return std::move(output.bytes);
+}
+
+bool write_native(const trace::Trace& trace, ByteSink& sink) {
+  NativeOutput output;
+  output.sink = &sink;
+  output.bytes.reserve((size_t{1} << 20) + 4096);
+  write_native_to(trace, output);
+  output.hand_over();
+  return !output.refused;
 }
 
 }  // namespace opsight::io

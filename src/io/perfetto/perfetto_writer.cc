@@ -37,10 +37,11 @@
 // Not written: span ids, the unfinished flag, per-thread overhead and the run info beyond
 // the command line (the native format keeps them; Chrome JSON keeps most).
 //
-// Speed: the output is one growing string; nested messages are written in place (see
-// ProtoEncoder); slices are walked track by track with a stack of open slices from the
-// model's parent column, so SLICE_END events come in the order Perfetto nests them even
-// when timestamps tie.
+// Speed: the output is a buffer handed to the sink whenever it passes 1 MiB between
+// packets (writing holds that buffer, not the whole output); nested messages are written
+// in place (see ProtoEncoder); slices are walked track by track with a stack of open
+// slices from the model's parent column, so SLICE_END events come in the order Perfetto
+// nests them even when timestamps tie.
 //
 // Thread-safety: write_perfetto only reads the trace.
 #include <algorithm>
@@ -94,20 +95,51 @@ int32_t clamp_to_int32(int64_t value) {
 
 class PerfettoWriter {
  public:
-  explicit PerfettoWriter(const trace::Trace& trace)
+  PerfettoWriter(const trace::Trace& trace, ByteSink& sink)
       : trace_(trace),
+        sink_(sink),
         encoder_(out_),
         event_names_(trace.strings.size()),
         categories_(trace.strings.size()),
         annotation_names_(trace.strings.size()),
         annotation_strings_(trace.strings.size()) {}
 
-  std::string write() {
+  // The bytes a write of `trace` about takes (to reserve a string for).
+  static size_t estimated_bytes(const trace::Trace& trace) {
+    return 1024 + trace.slices.size() * 40 + trace.instants.size() * 30 +
+           trace.counters.size() * 25 + trace.slice_args.size() * 14;
+  }
+
+  // false: the sink refused bytes (what it was given is a prefix of the output).
+  bool write() {
+    try {
+      write_all();
+    } catch (const SinkRefused&) {
+      return false;
+    }
+    return true;
+  }
+
+ private:
+  struct SinkRefused {};
+  static constexpr size_t kFlushBytes = size_t{1} << 20;
+
+  // A top-level packet's end: the buffer goes to the sink once it is large (packets are
+  // whole, so nothing written later refers back into it).
+  void end_packet(size_t packet) {
+    encoder_.end_message(packet);
+    if (out_.size() >= kFlushBytes) hand_over();
+  }
+  void hand_over() {
+    if (!sink_.write(out_)) throw SinkRefused{};
+    out_.clear();
+  }
+
+  void write_all() {
     auto [earliest, latest] = trace_.time_bounds();
     static_cast<void>(latest);
     time_shift_ = earliest < 0 ? -earliest : 0;
-    out_.reserve(1024 + trace_.slices.size() * 40 + trace_.instants.size() * 30 +
-                 trace_.counters.size() * 25 + trace_.slice_args.size() * 14);
+    out_.reserve(kFlushBytes + 4096);
     assign_uuids();
     index_flows();
     write_sequence_start(earliest);
@@ -115,10 +147,9 @@ class PerfettoWriter {
     write_slices();
     write_instants();
     write_counters();
-    return std::move(out_);
+    hand_over();
   }
 
- private:
   // ---- tracks --------------------------------------------------------------------------
   // uuids: 1 + index for processes (in the model's order), then tracks, then counter
   // tracks, then the global instants track; uuid 0 is Perfetto's root.
@@ -166,7 +197,7 @@ class PerfettoWriter {
     encoder_.varint_field(fields::packet_defaults::kTimestampClockId,
                           fields::kBuiltinClockMonotonic);
     encoder_.end_message(defaults);
-    encoder_.end_message(packet);
+    end_packet(packet);
 
     // The clock snapshot: monotonic is the trace's clock; realtime when it is known.
     uint64_t anchor = static_cast<uint64_t>(earliest + time_shift_);
@@ -190,7 +221,7 @@ class PerfettoWriter {
     encoder_.varint_field(fields::clock_snapshot::kPrimaryTraceClock,
                           fields::kBuiltinClockMonotonic);
     encoder_.end_message(snapshot);
-    encoder_.end_message(packet);
+    end_packet(packet);
   }
 
   size_t begin_descriptor_packet(uint64_t uuid) {
@@ -202,7 +233,7 @@ class PerfettoWriter {
   }
   void end_descriptor_packet(size_t packet) {
     encoder_.end_message(descriptor_);
-    encoder_.end_message(packet);
+    end_packet(packet);
   }
 
   void write_descriptors() {
@@ -441,7 +472,7 @@ class PerfettoWriter {
         encoder_.fixed64_field(fields::event::kTerminatingFlowIds, flows_in_[i]);
     }
     encoder_.end_message(event);
-    encoder_.end_message(packet);
+    end_packet(packet);
   }
 
   void write_slice_end(RowIndex row) {
@@ -451,7 +482,7 @@ class PerfettoWriter {
     encoder_.varint_field(fields::event::kType, fields::event::kTypeSliceEnd);
     encoder_.varint_field(fields::event::kTrackUuid, track_uuid(slices.track[row]));
     encoder_.end_message(event);
-    encoder_.end_message(packet);
+    end_packet(packet);
   }
 
   // Track by track, each slice's begin after its parent's and its end before the next
@@ -506,7 +537,7 @@ class PerfettoWriter {
         encoder_.varint_field(fields::event::kCategoryIids, iid_of(instants.category[row]));
       write_annotations(trace_.instant_args, args_begin, args_end);
       encoder_.end_message(event);
-      encoder_.end_message(packet);
+      end_packet(packet);
     }
   }
 
@@ -520,11 +551,12 @@ class PerfettoWriter {
                             first_counter_uuid_ + counters.counter_track[row]);
       encoder_.double_field(fields::event::kDoubleCounterValue, counters.value[row]);
       encoder_.end_message(event);
-      encoder_.end_message(packet);
+      end_packet(packet);
     }
   }
 
   const trace::Trace& trace_;
+  ByteSink& sink_;
   std::string out_;
   wire::ProtoEncoder encoder_;
   int64_t time_shift_ = 0;
@@ -549,6 +581,15 @@ class PerfettoWriter {
 
 }  // namespace
 
-std::string write_perfetto(const trace::Trace& trace) { return PerfettoWriter(trace).write(); }
+std::string write_perfetto(const trace::Trace& trace) {
+  StringSink sink;
+  sink.out.reserve(PerfettoWriter::estimated_bytes(trace));
+  PerfettoWriter(trace, sink).write();
+  return std::move(sink.out);
+}
+
+bool write_perfetto(const trace::Trace& trace, ByteSink& sink) {
+  return PerfettoWriter(trace, sink).write();
+}
 
 }  // namespace opsight::io

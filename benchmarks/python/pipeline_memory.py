@@ -1,0 +1,89 @@
+"""A long run through the pipeline: record -> report -> convert, peak memory and throughput
+per stage (docs/performance.md, "Runs of hours: memory per stage").
+
+Records a synthetic run of SPANS spans with the real recorder (``opsight_synthetic_run``:
+threads of request > forward > two operators, an argument per request, a counter), then
+runs each stage as its own process and reports, per stage, wall time, CPU time, peak RSS
+(the child's ``ru_maxrss``), RSS per span, and throughput. ``cat FILE > /dev/null`` of the
+recorded file is the baseline measured in the same run: the cost of the bytes alone.
+
+    python3 benchmarks/python/pipeline_memory.py [--spans 10000000] [--threads 4]
+        [--opsight build/release/src/cli/opsight]
+        [--synthetic build/release/src/session/opsight_synthetic_run] [--dir /tmp]
+        [--keep]
+
+Every stage's exit status is checked; a stage that fails stops the benchmark with its
+output (no figure is printed for a stage that did not complete).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+
+def run_stage(command: list[str], stdout=subprocess.DEVNULL) -> dict:
+    """Runs ``command`` to completion; its wall time, CPU time and peak RSS (bytes)."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    error = process.stderr.read().decode(errors="replace") if process.stderr else ""
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"pipeline_memory: {' '.join(command)} exited {code}:\n{error}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss": usage.ru_maxrss * 1024}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--spans", type=int, default=10_000_000)
+    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--opsight", default="build/release/src/cli/opsight")
+    parser.add_argument("--synthetic", default="build/release/src/session/opsight_synthetic_run")
+    parser.add_argument("--dir", default="/tmp")
+    parser.add_argument("--keep", action="store_true", help="keep the files written")
+    options = parser.parse_args()
+    for tool in (options.opsight, options.synthetic):
+        if not os.access(tool, os.X_OK):
+            sys.exit(f"pipeline_memory: {tool}: not built (cmake --build --preset release)")
+
+    base = os.path.join(options.dir, f"pipeline-{options.spans}")
+    native = base + ".opsight"
+    outputs = {"json": base + ".json", "pftrace": base + ".pftrace"}
+    stages: list[tuple[str, dict, int]] = []  # (name, measures, bytes that stage produced/read)
+    try:
+        record = run_stage([options.synthetic, native, str(options.spans), str(options.threads)])
+        native_bytes = os.path.getsize(native)
+        stages.append(("record (synthetic run)", record, native_bytes))
+        run_stage(["cat", native])  # warms the page cache: every reader sees the file hot
+        stages.append(("cat FILE > /dev/null", run_stage(["cat", native]), native_bytes))
+        stages.append(("report --summary", run_stage(
+            [options.opsight, "report", native, "--summary"]), native_bytes))
+        for kind, path in outputs.items():
+            measures = run_stage([options.opsight, "convert", native, path])
+            stages.append((f"convert -> .{kind}", measures, os.path.getsize(path)))
+    finally:
+        if not options.keep:
+            for path in [native, *outputs.values()]:
+                if os.path.exists(path):
+                    os.remove(path)
+
+    spans = options.spans
+    print(f"{spans:,} spans, {options.threads} threads; native file {native_bytes / 1e6:,.0f} MB")
+    print(f"{'stage':<24} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'B/span':>8} "
+          f"{'M spans/s':>10} {'MB/s':>8}")
+    for name, measures, size in stages:
+        print(f"{name:<24} {measures['wall_s']:>8.2f} {measures['cpu_s']:>8.2f} "
+              f"{measures['peak_rss'] / 1e6:>12,.0f} {measures['peak_rss'] / spans:>8.1f} "
+              f"{spans / measures['wall_s'] / 1e6:>10.2f} {size / measures['wall_s'] / 1e6:>8,.0f}")
+    print("MB/s: bytes produced (record, convert) or read (cat, report) per wall second")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
