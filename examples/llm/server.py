@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import queue
+import signal
 import socket
 import struct
 import sys
@@ -327,6 +328,11 @@ def main(arguments: list[str] | None = None) -> int:
     server = make_server(options.model, options.host, options.port, options.max_batch,
                          options.step_delay_ms / 1e3, options.threads)
     host, port = server.server_address[:2]
+
+    def stop(number: int, frame: Any) -> None:
+        raise KeyboardInterrupt  # SIGTERM ends the server as Ctrl-C does: its trace is whole
+
+    signal.signal(signal.SIGTERM, stop)
     print(f"serving {server.RequestHandlerClass.engine.name} on http://{host}:{port}",
           flush=True)
     try:

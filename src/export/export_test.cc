@@ -556,6 +556,72 @@ TEST(PrometheusText, CumulativeHistogramsPerSpanNameCountersAndGauges) {
   EXPECT_EQ(opsight::exporting::prometheus_name("0bad"), "_0bad");
 }
 
+// gen_ai.request spans (opsight.llm's) become OpenTelemetry's GenAI histograms, named as
+// OpenTelemetry's Prometheus rules say, with the conventions' buckets: a client's span
+// (span.kind client) gives the gen_ai_client_* ones, any other the gen_ai_server_* ones; a
+// failed request counts only in the duration, with its error_type.
+TEST(PrometheusText, GenAiRequestSpansGiveTheConventionsHistograms) {
+  Trace trace;
+  auto track = trace.thread_track(42, 42);
+  auto name = trace.intern("gen_ai.request");
+  auto add_request = [&](int64_t start, int64_t duration, bool client, const char* error,
+                         double ttft, double tpot) {
+    auto row = trace.slices.add(start, duration, name, trace.intern("gen_ai"), track);
+    auto text = [&](const char* key, const char* value) {
+      trace.slice_args.add(row, trace.intern(key), ArgValue::of_string(trace.intern(value)));
+    };
+    text("gen_ai.operation.name", "chat");
+    text("gen_ai.request.model", "gpt2 \"tiny\"");
+    trace.slice_args.add(row, trace.intern("gen_ai.usage.input_tokens"), ArgValue::of_int(20));
+    trace.slice_args.add(row, trace.intern("gen_ai.usage.output_tokens"), ArgValue::of_int(5));
+    trace.slice_args.add(row,
+                         trace.intern(client ? "gen_ai.client.operation.time_to_first_chunk"
+                                             : "gen_ai.server.time_to_first_token"),
+                         ArgValue::of_double(ttft));
+    trace.slice_args.add(row, trace.intern("gen_ai.server.time_per_output_token"),
+                         ArgValue::of_double(tpot));
+    if (client) text("span.kind", "client");
+    if (error != nullptr) text("error.type", error);
+  };
+  add_request(0, 300'000'000, false, nullptr, 0.03, 0.07);  // 0.3 s
+  add_request(1'000'000'000, 50'000'000, false, nullptr, 0.003, 0.009);
+  add_request(2'000'000'000, 10'000'000, false, "timeout", 0.5, 0.5);
+  add_request(3'000'000'000, 90'000'000, true, nullptr, 0.02, 0.01);
+  trace.finalize();
+  std::string text = opsight::exporting::prometheus_exposition(trace);
+  auto has = [&](std::string_view line) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  };
+  const std::string labels =
+      "gen_ai_operation_name=\"chat\",gen_ai_request_model=\"gpt2 \\\"tiny\\\"\"";
+  has("# TYPE gen_ai_server_request_duration_seconds histogram\n");
+  has("gen_ai_server_request_duration_seconds_bucket{" + labels + ",le=\"0.32\"} 2\n");
+  has("gen_ai_server_request_duration_seconds_bucket{" + labels + ",le=\"0.16\"} 1\n");
+  has("gen_ai_server_request_duration_seconds_count{" + labels + "} 2\n");
+  has("gen_ai_server_request_duration_seconds_count{error_type=\"timeout\"," + labels + "} 1\n");
+  has("# TYPE gen_ai_server_time_to_first_token_seconds histogram\n");
+  has("gen_ai_server_time_to_first_token_seconds_bucket{" + labels + ",le=\"0.005\"} 1\n");
+  has("gen_ai_server_time_to_first_token_seconds_bucket{" + labels + ",le=\"0.04\"} 2\n");
+  has("gen_ai_server_time_to_first_token_seconds_bucket{" + labels + ",le=\"+Inf\"} 2\n");
+  has("gen_ai_server_time_to_first_token_seconds_sum{" + labels + "} 0.033\n");
+  has("gen_ai_server_time_per_output_token_seconds_bucket{" + labels + ",le=\"0.01\"} 1\n");
+  has("gen_ai_server_time_per_output_token_seconds_count{" + labels + "} 2\n");
+  // Tokens of the three successful requests, both sides; the unit {token} adds no suffix.
+  has("# TYPE gen_ai_client_token_usage histogram\n");
+  has("gen_ai_client_token_usage_bucket{" + labels + ",gen_ai_token_type=\"input\",le=\"16\"} 0\n");
+  has("gen_ai_client_token_usage_bucket{" + labels + ",gen_ai_token_type=\"input\",le=\"64\"} 3\n");
+  has("gen_ai_client_token_usage_sum{" + labels + ",gen_ai_token_type=\"output\"} 15\n");
+  has("gen_ai_client_operation_duration_seconds_count{" + labels + "} 1\n");
+  has("gen_ai_client_operation_time_to_first_chunk_seconds_bucket{" + labels + ",le=\"0.02\"} 1\n");
+  // Each family's header comes once, before its series.
+  size_t headers = 0;
+  for (size_t at = text.find("# TYPE gen_ai_"); at != std::string::npos;
+       at = text.find("# TYPE gen_ai_", at + 1))
+    ++headers;
+  EXPECT_EQ(headers, 6u);  // no client time per output token: the conventions have none
+  EXPECT_EQ(text.find("gen_ai_client_time_per_output_token"), std::string::npos);
+}
+
 opsight::exporting::Environment environment_of(std::map<std::string, std::string> variables) {
   auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(variables));
   return [shared](const char* name) -> const char* {

@@ -30,6 +30,11 @@ std::string MetricsEndpoint::scrape() {
   io::TailVisitor visitor;
   visitor.on_span = [&](const io::EndedSpan& span) {
     metrics_.add_span(span.name, span.duration_ns);
+    if (span.name != kGenAiRequestSpan || span.unfinished || span.args == nullptr) return;
+    GenAiRequest request;
+    request.duration_seconds = static_cast<double>(span.duration_ns) * 1e-9;
+    for (const io::TailArg& arg : *span.args) request.set(arg.key, arg.value, arg.text);
+    metrics_.add_gen_ai_request(request);
   };
   visitor.on_counter = [&](std::string_view counter, int64_t pid, double value) {
     metrics_.set_counter(counter, pid, value);

@@ -1,7 +1,8 @@
 // A live Prometheus /metrics endpoint over the trace files a run is writing: each scrape
 // follows every file matching the pattern in the run's folder (new processes' files too)
 // from where the last scrape stopped (io::NativeTail), adds the spans that ended since to
-// the histograms, and answers with prometheus_exposition(). The traced processes do no
+// the histograms (a gen_ai.request span to the GenAI ones too), and answers with
+// prometheus_exposition(). The traced processes do no
 // work for it: they only write their files, as they do anyway; the endpoint runs in the
 // process that watches them (`opsight run --export prometheus=:9464`).
 //

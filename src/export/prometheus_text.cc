@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
+#include <optional>
 
 namespace opsight::exporting {
 
@@ -36,7 +39,154 @@ void family_header(std::string& out, std::string_view name, std::string_view typ
   fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
 }
 
+// OpenTelemetry's GenAI metrics (semantic conventions, gen-ai-metrics.md): each one's
+// Prometheus name (OpenTelemetry's Prometheus compatibility rules: dots to underscores, the
+// unit "s" as the suffix _seconds, an annotation unit like {token} dropped) and the bucket
+// boundaries the conventions give it.
+constexpr double kTokenBuckets[] = {1,     4,     16,     64,      256,     1024,     4096,
+                                    16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
+constexpr double kOperationBuckets[] = {0.01, 0.02, 0.04, 0.08,  0.16,  0.32,  0.64,
+                                        1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92};
+constexpr double kFirstTokenBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
+                                         0.25,  0.5,   0.75, 1.0,  2.5,  5.0,  7.5,  10.0};
+constexpr double kPerOutputTokenBuckets[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
+                                             0.3,  0.4,   0.5,  0.75,  1.0, 2.5};
+
+struct GenAiMetric {
+  std::string_view name;  // Prometheus's
+  std::string_view help;
+  std::span<const double> bounds;
+};
+
+enum GenAiMetricIndex : int {
+  kTokenUsage = 0,
+  kClientOperationDuration,
+  kClientTimeToFirstChunk,
+  kServerRequestDuration,
+  kServerTimeToFirstToken,
+  kServerTimePerOutputToken,
+};
+
+constexpr GenAiMetric kGenAiMetrics[] = {
+    {"gen_ai_client_token_usage",
+     "Number of input and output tokens used (OpenTelemetry gen_ai.client.token.usage).",
+     kTokenBuckets},
+    {"gen_ai_client_operation_duration_seconds",
+     "GenAI operation duration, measured by the client (gen_ai.client.operation.duration).",
+     kOperationBuckets},
+    {"gen_ai_client_operation_time_to_first_chunk_seconds",
+     "Time to the first output chunk, measured by the client "
+     "(gen_ai.client.operation.time_to_first_chunk).",
+     kOperationBuckets},
+    {"gen_ai_server_request_duration_seconds",
+     "Generative AI server request duration, to the last output token "
+     "(gen_ai.server.request.duration).",
+     kOperationBuckets},
+    {"gen_ai_server_time_to_first_token_seconds",
+     "Time to generate the first token for successful responses "
+     "(gen_ai.server.time_to_first_token).",
+     kFirstTokenBuckets},
+    {"gen_ai_server_time_per_output_token_seconds",
+     "Time per output token generated after the first token for successful responses "
+     "(gen_ai.server.time_per_output_token).",
+     kPerOutputTokenBuckets},
+};
+
+void add_label(std::string& labels, std::string_view name, std::string_view value) {
+  if (value.empty()) return;  // Prometheus reads an empty label as an absent one
+  if (!labels.empty()) labels += ',';
+  labels += name;
+  labels += "=\"";
+  append_label_value(labels, value);
+  labels += '"';
+}
+
+double number_of(const trace::ArgValue& value) {
+  switch (value.type) {
+    case trace::ArgType::kDouble:
+      return value.double_value;
+    case trace::ArgType::kInt:
+    case trace::ArgType::kBool:
+      return static_cast<double>(value.int_value);
+    case trace::ArgType::kString:
+      break;
+  }
+  return std::nan("");
+}
+
 }  // namespace
+
+void GenAiRequest::set(std::string_view key, const trace::ArgValue& value, std::string_view text) {
+  if (!key.starts_with("gen_ai.") && !key.starts_with("error.") && !key.starts_with("server.") &&
+      key != "span.kind")
+    return;
+  bool is_text = value.type == trace::ArgType::kString;
+  double number = number_of(value);
+  if (key == "gen_ai.operation.name" && is_text)
+    operation = text;
+  else if (key == "gen_ai.provider.name" && is_text)
+    provider = text;
+  else if (key == "gen_ai.request.model" && is_text)
+    model = text;
+  else if (key == "error.type")
+    error_type = is_text ? text : std::string_view("_OTHER");
+  else if (key == "server.address" && is_text)
+    server_address = text;
+  else if (key == "server.port" && !is_text && number >= 0)
+    server_port = static_cast<int64_t>(number);
+  else if (key == "span.kind" && is_text)
+    client = text == "client";
+  else if (key == "gen_ai.usage.input_tokens" && !is_text && number >= 0)
+    input_tokens = static_cast<int64_t>(number);
+  else if (key == "gen_ai.usage.output_tokens" && !is_text && number >= 0)
+    output_tokens = static_cast<int64_t>(number);
+  else if ((key == "gen_ai.server.time_to_first_token" ||
+            key == "gen_ai.client.operation.time_to_first_chunk") &&
+           !is_text && number >= 0)
+    time_to_first_token = number;
+  else if (key == "gen_ai.server.time_per_output_token" && !is_text && number >= 0)
+    time_per_output_token = number;
+}
+
+void MetricsSnapshot::add_gen_ai_request(const GenAiRequest& request) {
+  std::string labels;  // in the order of the label names, as Prometheus sorts them
+  std::string port = request.server_port >= 0 ? std::to_string(request.server_port) : "";
+  auto labels_of = [&](bool with_error, std::string_view token_type) {
+    labels.clear();
+    if (with_error) add_label(labels, "error_type", request.error_type);
+    add_label(labels, "gen_ai_operation_name", request.operation);
+    add_label(labels, "gen_ai_provider_name", request.provider);
+    add_label(labels, "gen_ai_request_model", request.model);
+    add_label(labels, "gen_ai_token_type", token_type);
+    add_label(labels, "server_address", request.server_address);
+    add_label(labels, "server_port", port);
+    return labels;
+  };
+  auto observe = [&](int metric, const std::string& label_text, double value) {
+    BucketHistogram& histogram = gen_ai[{metric, label_text}];
+    std::span<const double> bounds = kGenAiMetrics[metric].bounds;
+    if (histogram.buckets.empty()) histogram.buckets.resize(bounds.size());
+    size_t bucket =
+        static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin());
+    if (bucket < bounds.size()) ++histogram.buckets[bucket];
+    ++histogram.count;
+    histogram.sum += value;
+  };
+  bool failed = !request.error_type.empty();
+  observe(request.client ? kClientOperationDuration : kServerRequestDuration, labels_of(true, ""),
+          std::max(0.0, request.duration_seconds));
+  if (failed) return;  // the other metrics are of successful responses
+  if (request.input_tokens >= 0)
+    observe(kTokenUsage, labels_of(false, "input"), static_cast<double>(request.input_tokens));
+  if (request.output_tokens >= 0)
+    observe(kTokenUsage, labels_of(false, "output"), static_cast<double>(request.output_tokens));
+  labels_of(false, "");
+  if (request.time_to_first_token >= 0)
+    observe(request.client ? kClientTimeToFirstChunk : kServerTimeToFirstToken, labels,
+            request.time_to_first_token);
+  if (!request.client && request.time_per_output_token >= 0)
+    observe(kServerTimePerOutputToken, labels, request.time_per_output_token);
+}
 
 void DurationHistogram::add(int64_t duration_ns) {
   double seconds = static_cast<double>(std::max<int64_t>(0, duration_ns)) * 1e-9;
@@ -70,11 +220,23 @@ std::string prometheus_name(std::string_view text) {
 MetricsSnapshot metrics_of(const trace::Trace& trace) {
   MetricsSnapshot metrics;
   std::vector<DurationHistogram*> of_name(trace.strings.size(), nullptr);
+  std::optional<trace::StringId> gen_ai_request = trace.strings.find(kGenAiRequestSpan);
   for (size_t row = 0; row < trace.slices.size(); ++row) {
     trace::StringId name = trace.slices.name[row];
     DurationHistogram*& histogram = of_name[name];
     if (histogram == nullptr) histogram = &metrics.spans[std::string(trace.str(name))];
     histogram->add(trace.slices.dur[row]);
+    if (name != gen_ai_request || (trace.slices.flags[row] & trace::kSliceUnfinished)) continue;
+    GenAiRequest request;
+    request.duration_seconds = static_cast<double>(trace.slices.dur[row]) * 1e-9;
+    const trace::ArgTable& args = trace.slice_args;
+    for (auto arg = trace.slices.args_begin[row]; arg < trace.slices.args_begin[row + 1]; ++arg) {
+      const trace::ArgValue& value = args.value[arg];
+      request.set(trace.str(args.key[arg]), value,
+                  value.type == trace::ArgType::kString ? trace.str(value.string_value)
+                                                        : std::string_view());
+    }
+    metrics.add_gen_ai_request(request);
   }
   metrics.overhead_seconds = static_cast<double>(trace.run.overhead_ns) * 1e-9;
   metrics.traced_seconds = static_cast<double>(trace.run.traced_ns) * 1e-9;
@@ -116,6 +278,41 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics) {
                      "\nopsight_span_duration_seconds_count{{span=\"{}\"}} {}\n", label,
                      histogram.count);
     }
+  }
+  for (auto it = metrics.gen_ai.begin(); it != metrics.gen_ai.end(); ++it) {
+    const GenAiMetric& metric = kGenAiMetrics[it->first.first];
+    if (it == metrics.gen_ai.begin() || std::prev(it)->first.first != it->first.first)
+      family_header(out, metric.name, "histogram", metric.help);
+    const std::string& labels = it->first.second;
+    const BucketHistogram& histogram = it->second;
+    // name_suffix{labels[,le="bound"]} (no braces at all when there is no label)
+    auto series = [&](std::string_view suffix, double bound, bool with_bound) {
+      out += metric.name;
+      out += suffix;
+      if (labels.empty() && !with_bound) return;
+      out += '{';
+      out += labels;
+      if (with_bound) {
+        out += labels.empty() ? "le=\"" : ",le=\"";
+        append_number(out, bound);
+        out += '"';
+      }
+      out += '}';
+    };
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < metric.bounds.size(); ++i) {
+      cumulative += histogram.buckets[i];
+      series("_bucket", metric.bounds[i], true);
+      fmt::format_to(std::back_inserter(out), " {}\n", cumulative);
+    }
+    series("_bucket", std::numeric_limits<double>::infinity(), true);
+    fmt::format_to(std::back_inserter(out), " {}\n", histogram.count);
+    series("_sum", 0, false);
+    out += ' ';
+    append_number(out, histogram.sum);
+    out += '\n';
+    series("_count", 0, false);
+    fmt::format_to(std::back_inserter(out), " {}\n", histogram.count);
   }
   auto counter = [&](std::string_view name, std::string_view help, double value) {
     family_header(out, name, "counter", help);

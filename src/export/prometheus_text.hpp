@@ -10,6 +10,16 @@
 //                                               ("process.rss_bytes" ->
 //                                               opsight_process_rss_bytes; _ns counters are
 //                                               converted to _seconds)
+// OpenTelemetry's GenAI metrics, from the `gen_ai.request` spans opsight.llm writes
+// (docs/llm.md): gen_ai_client_token_usage, gen_ai_client_operation_duration_seconds,
+// gen_ai_client_operation_time_to_first_chunk_seconds (a span of kind client: measured by
+// the caller), gen_ai_server_request_duration_seconds, gen_ai_server_time_to_first_token_seconds,
+// gen_ai_server_time_per_output_token_seconds (any other span: measured where the model
+// runs); histograms with the conventions' bucket boundaries, labelled with the span's
+// gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, error.type,
+// server.address and server.port, named by OpenTelemetry's Prometheus rules (dots become
+// underscores, the unit "s" becomes the suffix _seconds, an annotation unit like {token} is
+// dropped);
 // and, for metrics that are not a trace's (opsight explain's graph-break counts), any
 // MetricFamily of labelled samples (record_export.hpp pushes them).
 // Every family has HELP and TYPE lines; names and label values are escaped as the format
@@ -43,6 +53,33 @@ struct DurationHistogram {
   void add(int64_t duration_ns);
 };
 
+// One finished `gen_ai.request` span, as the GenAI metrics read it: filled attribute by
+// attribute (set()), then added to a MetricsSnapshot. The views point into the span's
+// storage: use it before that goes.
+struct GenAiRequest {
+  std::string_view operation, provider, model, error_type, server_address;
+  int64_t server_port = -1;
+  bool client = false;        // span.kind "client": the caller measured it
+  int64_t input_tokens = -1;  // < 0: not known
+  int64_t output_tokens = -1;
+  double duration_seconds = 0;        // the span's: arrival to the last token (or the failure)
+  double time_to_first_token = -1;    // seconds; < 0: none
+  double time_per_output_token = -1;  // seconds; < 0: none (fewer than two tokens)
+
+  // One attribute of the span (`text` is a string attribute's value; other keys are ignored).
+  void set(std::string_view key, const trace::ArgValue& value, std::string_view text);
+};
+
+// The span name the GenAI metrics are read from.
+inline constexpr std::string_view kGenAiRequestSpan = "gen_ai.request";
+
+// A histogram with its own bucket bounds (the GenAI metrics').
+struct BucketHistogram {
+  std::vector<uint64_t> buckets;  // per bucket, not cumulative
+  uint64_t count = 0;
+  double sum = 0;
+};
+
 struct MetricsSnapshot {
   std::map<std::string, DurationHistogram, std::less<>> spans;  // by span name
   double overhead_seconds = -1;                                 // < 0: unknown, not written
@@ -51,7 +88,12 @@ struct MetricsSnapshot {
   // The last sample per (counter name, pid).
   std::map<std::pair<std::string, int64_t>, double> counters;
 
+  // The GenAI histograms by (metric, label text): see add_gen_ai_request.
+  std::map<std::pair<int, std::string>, BucketHistogram> gen_ai;
+
   void add_span(std::string_view name, int64_t duration_ns);
+  // Adds a finished gen_ai.request span to the GenAI histograms (the header says which).
+  void add_gen_ai_request(const GenAiRequest& request);
   void set_counter(std::string_view name, int64_t pid, double value) {
     counters[{std::string(name), pid}] = value;
   }

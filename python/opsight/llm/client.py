@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import time
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from urllib.parse import urlsplit
 from .timeline import Request
 
 _perf_counter_ns = time.perf_counter_ns
+#: A JSON string's inside that needs no decoding: no quote, no backslash (the fast path).
+_plain = re.compile(rb'[^"\\]+').fullmatch
 
 
 class StreamError(Exception):
@@ -102,11 +105,23 @@ def _text_of(event: dict[str, Any], chat: bool) -> str:
 
 
 class StreamParser:
-    """Turns the body of an SSE stream, line by line, into marks on a :class:`Request`.
-    Separate from the socket so that its own cost can be measured on a canned stream."""
+    """Turns the body of an SSE stream into marks on a :class:`Request`: line by line
+    (:meth:`line`), or reading the lines itself (:meth:`consume`, what the client runs).
+    Separate from the socket so that its own cost can be measured on a canned stream
+    (benchmarks/python/llm_client_cost.py).
+
+    The fast path. A server's token chunks differ only in their text (within a request,
+    the id, the creation time, the model are the same): once an event has been decoded as
+    a token chunk whose text is one plain JSON string, the bytes before and after that
+    string are kept as a template, and a later line that is the template around another
+    non-empty string without quotes or backslashes is a token chunk of the very same JSON
+    shape: it is counted without decoding (one regular-expression match). Anything else
+    (the first chunk, a chunk with an escape or a new field, the usage chunk, an error,
+    ``[DONE]``, a line cut short) is decoded and checked in full, and a new token chunk
+    teaches the template again."""
 
     __slots__ = ("request", "chat", "done", "usage", "text_parts", "_event", "_loads",
-                 "keep_text")
+                 "keep_text", "_key", "_template", "_active")
 
     def __init__(self, request: Request, chat: bool, keep_text: bool = False) -> None:
         self.request = request
@@ -117,9 +132,93 @@ class StreamParser:
         self.keep_text = keep_text
         self._event = ""
         self._loads = json.loads
+        self._key = b'"content"' if chat else b'"text"'
+        # (bytes before the text's string, bytes after it), learnt from a token chunk; the
+        # template in use, (None, b"") when there is none or an event type is pending.
+        self._template: tuple[bytes | None, bytes] = (None, b"")
+        self._active: tuple[bytes | None, bytes] = (None, b"")
 
     def line(self, raw: bytes) -> None:
         """One line of the body (with or without its line break). Raises StreamError."""
+        prefix, suffix = self._active
+        if (prefix is not None and raw.startswith(prefix) and raw.endswith(suffix)
+                and _plain(raw, len(prefix), len(raw) - len(suffix)) is not None):
+            self.request.token(1)
+            if self.keep_text:
+                self.text_parts.append(raw[len(prefix):len(raw) - len(suffix)].decode(
+                    "utf-8", "replace"))
+            return
+        self._decode(raw)
+
+    def consume(self, readline: Any, until_first_token: bool = False) -> None:
+        """Reads lines with ``readline(limit)`` until ``[DONE]`` or the end of the body (or,
+        with ``until_first_token``, until a token has come). Raises StreamError."""
+        metrics = self.request.metrics
+        tokens = metrics.token_ns
+        append = tokens.append
+        append_count = metrics.token_counts.append
+        clock = _perf_counter_ns
+        plain = _plain
+        decode = self._decode
+        keep_text = self.keep_text
+        prefix, suffix = self._active
+        start = len(prefix) if prefix is not None else 0
+        tail = len(suffix)
+        fast = 0
+        try:
+            while True:
+                raw = readline(1 << 16)
+                if raw == b"\n" or raw == b"\r\n":  # an event ends at a blank line
+                    if self._event:
+                        self._event = ""
+                        self._active = self._template
+                        prefix, suffix = self._active
+                        start = len(prefix) if prefix is not None else 0
+                        tail = len(suffix)
+                    continue
+                if (prefix is not None and raw.startswith(prefix) and raw.endswith(suffix)
+                        and plain(raw, start, len(raw) - tail) is not None):
+                    append(clock())
+                    append_count(1)
+                    fast += 1
+                    if keep_text:
+                        self.text_parts.append(raw[start:len(raw) - tail].decode(
+                            "utf-8", "replace"))
+                    continue
+                if not raw:
+                    return
+                decode(raw)
+                prefix, suffix = self._active
+                start = len(prefix) if prefix is not None else 0
+                tail = len(suffix)
+                if self.done or (until_first_token and tokens):
+                    return
+        finally:
+            metrics.output_tokens += fast
+
+    def _learn(self, raw: bytes, text: str) -> None:
+        """Keeps the bytes around the text's JSON string in ``raw`` as the template, when the
+        key is there once and its value is one plain string equal to ``text`` (else the
+        template before stays: it still describes a shape decoded in full)."""
+        key = self._key
+        at = raw.find(key)
+        if at >= 0 and raw.find(key, at + 1) < 0:
+            at += len(key)
+            while raw[at:at + 1] in (b" ", b"\t"):
+                at += 1
+            if raw[at:at + 1] == b":":
+                at += 1
+                while raw[at:at + 1] in (b" ", b"\t"):
+                    at += 1
+                close = raw.find(b'"', at + 1) if raw[at:at + 1] == b'"' else -1
+                if close > at + 1:
+                    value = raw[at + 1:close]
+                    if b"\\" not in value and value.decode("utf-8", "replace") == text:
+                        self._template = (raw[:at + 1], raw[close:])
+        self._active = (None, b"") if self._event else self._template
+
+    def _decode(self, raw: bytes) -> None:
+        """One line, decoded and checked in full."""
         if raw[:6] == b"data: " or raw[:5] == b"data:":
             stamp = _perf_counter_ns()
             data = raw[5:].strip()
@@ -141,14 +240,17 @@ class StreamParser:
                 self.request.token(1, stamp)
                 if self.keep_text:
                     self.text_parts.append(text)
+                self._learn(raw, text)
             usage = event.get("usage")
             if usage:
                 self.usage = usage
             return
         if raw[:6] == b"event:":
             self._event = raw[6:].strip().decode("utf-8", "replace")
-        elif not raw.strip():
+            self._active = (None, b"")
+        elif not raw.strip() and self._event:
             self._event = ""  # an event ends at a blank line
+            self._active = self._template
 
     def finish(self) -> None:
         """The body ended. Raises StreamError when it ended early."""
@@ -187,20 +289,11 @@ def stream_request(endpoint: Endpoint, prompt: str, max_tokens: int, request: Re
             text = response.read(2000).decode("utf-8", "replace")
             raise StreamError("http_error", f"HTTP {response.status} {response.reason}: {text}")
         readline = response.readline
-        line = parser.line
-        tokens = request.metrics.token_ns
-        switched = False
-        while True:
-            raw = readline(1 << 16)
-            if not raw:
-                break
-            line(raw)
-            if not switched and tokens:
-                switched = True
-                if connection.sock is not None:
-                    connection.sock.settimeout(endpoint.idle_timeout)
-            if parser.done:
-                break
+        parser.consume(readline, until_first_token=True)
+        if request.metrics.token_ns and not parser.done:
+            if connection.sock is not None:
+                connection.sock.settimeout(endpoint.idle_timeout)
+            parser.consume(readline)
         parser.finish()
     except StreamError as error:
         return _fail(request, error.kind, error.message)

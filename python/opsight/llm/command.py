@@ -56,7 +56,19 @@ def parser() -> argparse.ArgumentParser:
                              "output tokens/s (default: %(default)s)")
     result.add_argument("--slo", help="e.g. ttft_p99=200ms,tpot_p99=50ms (goodput; exit 3 "
                                       "when a percentile is not held)")
-    result.add_argument("--warmup", type=int, default=2, help="requests before timing (default 2)")
+    result.add_argument("--warmup", type=int, default=2,
+                        help="requests sent one at a time before the first point, not "
+                             "measured (default: %(default)s)")
+    result.add_argument("--steady-state", choices=("auto", "off"), default="auto",
+                        help="auto: leave each point's start-up transient out of its summary "
+                             "(MSER-5 over the requests' e2e; default)")
+    result.add_argument("--until-tight", type=float, metavar="REL",
+                        help="--requests is the most per point: stop offering once the 95%% "
+                             "intervals of TTFT and TPOT p50 and p99 are within +/-REL "
+                             "(e.g. 0.05)")
+    result.add_argument("--min-requests", type=int, default=50,
+                        help="with --until-tight, measured requests before a stop "
+                             "(default: %(default)s)")
     result.add_argument("--timeout", default="30s", help="first-token and idle timeout per "
                                                         "request (default: %(default)s)")
     result.add_argument("--seed", type=int, default=0)
@@ -135,7 +147,9 @@ def run_sweep(send: Any, *, model: str, operation: str, key: str, values: list[f
               requests: int, input_length: str, output_length: str,
               prompts: list[str] | None = None, slo: Any = (), seed: int = 0, warmup: int = 0,
               saturation: float = 0.05, store: Any = False, name: str = "",
-              tags: list[str] | None = None, progress: Any = None) -> dict[str, Any]:
+              tags: list[str] | None = None, progress: Any = None,
+              steady_state: bool = False, until_tight: float | None = None,
+              min_requests: int = 50) -> dict[str, Any]:
     """One load point per value of ``key`` (``concurrency`` or ``rate``), stopping once
     output tokens/s saturates; each point recorded (an in-memory session) and, with
     ``store``, saved as a run tagged with the sweep's id. Returns the report."""
@@ -160,7 +174,9 @@ def run_sweep(send: Any, *, model: str, operation: str, key: str, values: list[f
                 result = run_load(send, specs, model=model, operation=operation, slo=slo,
                                   seed=seed + index,
                                   concurrency=int(value) if key == "concurrency" else None,
-                                  rate=value if key == "rate" else None)
+                                  rate=value if key == "rate" else None,
+                                  steady_state=steady_state, until_tight=until_tight,
+                                  min_requests=min_requests)
                 summary = result.summary
                 root.set("output_tokens_per_second", summary["output_tokens_per_second"] or 0.0)
                 root.set("requests_per_second", summary["requests_per_second"] or 0.0)
@@ -172,7 +188,7 @@ def run_sweep(send: Any, *, model: str, operation: str, key: str, values: list[f
                 if summary["goodput_requests_per_second"] is not None:
                     root.set("goodput_requests_per_second", summary["goodput_requests_per_second"])
         saved = getattr(recording, "saved_run", None)
-        point = {key: value, "summary": summary,
+        point = {key: value, "summary": summary, "offered": result.offered,
                  "run": saved.get("id") if isinstance(saved, dict) else None,
                  "requests": [request.to_dict() for request in result.requests]}
         points.append(point)
@@ -254,6 +270,13 @@ def render(report: dict[str, Any]) -> str:
         run = f" (run {point['run']})" if point["run"] is not None else ""
         text.append(("\n" if text else "") + render_summary(
             point["summary"], f"== {report['model']}, {key}={point[key]:g}{run} =="))
+        summary = point["summary"]
+        if summary.get("warmup_requests"):
+            text.append(f"  steady state from request {summary['warmup_requests'] + 1} of "
+                        f"{point.get('offered', '?')} (the first {summary['warmup_requests']} "
+                        f"left out as start-up transient)\n")
+        if summary.get("stopped_early"):
+            text.append(f"  stopped early: {summary['stopped_early']}\n")
         failures = [request for request in point["requests"] if not request["ok"]]
         for request in failures[:5]:
             text.append(f"  request {request['request_id']} failed: {request['error']}: "
@@ -283,6 +306,11 @@ def main(arguments: list[str]) -> int:
         parse_duration_ns(options.timeout)
         if options.requests < 1:
             raise ValueError("--requests must be >= 1")
+        if options.until_tight is not None and not 0 < options.until_tight < 1:
+            raise ValueError(f"--until-tight {options.until_tight:g}: expected a relative "
+                             "width between 0 and 1, e.g. 0.05")
+        if options.min_requests < 1:
+            raise ValueError("--min-requests must be >= 1")
     except ValueError as error:
         print(f"opsight bench --generate: {error}", file=sys.stderr)
         return USAGE_ERROR
@@ -303,7 +331,9 @@ def main(arguments: list[str]) -> int:
                        requests=options.requests, input_length=options.input_len,
                        output_length=options.output_len, prompts=prompts, slo=slo,
                        seed=options.seed, warmup=options.warmup, saturation=options.saturation,
-                       store=store, name=options.name or "", tags=options.tag)
+                       store=store, name=options.name or "", tags=options.tag,
+                       steady_state=options.steady_state == "auto",
+                       until_tight=options.until_tight, min_requests=options.min_requests)
     text = json.dumps(report, indent=1) + "\n" if options.format == "json" else render(report)
     if options.output:
         with open(options.output, "w", encoding="utf-8") as file:

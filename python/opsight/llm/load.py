@@ -10,6 +10,7 @@ streams from an OpenAI-compatible URL, :func:`transformers_backend` runs a model
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -113,20 +114,107 @@ class LoadResult:
     rate: float | None
     summary: dict[str, Any]
     saved_run: dict[str, Any] | None = None
+    #: Requests (the first, in arrival order) left out as the transient before the steady
+    #: state; ``stop_reason``: why the point ended before offering every request, or "".
+    warmup_requests: int = 0
+    offered: int = 0
+    stop_reason: str = ""
+
+
+# ---- steady state and intervals that are tight enough ---------------------------------------
+
+#: The metrics whose p50 and p99 intervals must be tight for an early stop.
+TIGHT_METRICS = ("ttft", "tpot")
+
+
+def steady_state_start(values: Sequence[float], batch: int = 5) -> int:
+    """How many leading values of ``values`` (a series in arrival order, e.g. each request's
+    e2e) belong to the start-up transient: MSER-5 (White, 1997; the Marginal Standard Error
+    Rule on means of batches of 5), the truncation ``d`` (a multiple of ``batch``) that
+    minimises the squared standard error of the mean of what remains,
+    sum((b_i - mean)^2) / (k - d)^2 over the batch means b_d..b_(k-1), with d at most half
+    the series. Fewer than 4 batches: 0 (nothing can be told)."""
+    count = len(values) // batch
+    if count < 4:
+        return 0
+    means = [math.fsum(values[index * batch:(index + 1) * batch]) / batch
+             for index in range(count)]
+    best, best_d = math.inf, 0
+    for d in range(count // 2 + 1):
+        rest = means[d:]
+        mean = math.fsum(rest) / len(rest)
+        statistic = math.fsum((value - mean) ** 2 for value in rest) / len(rest) ** 2
+        if statistic < best:
+            best, best_d = statistic, d
+    return best_d * batch
+
+
+def tight_enough(requests: Sequence[RequestMetrics], relative: float,
+                 metrics: Sequence[str] = TIGHT_METRICS) -> bool:
+    """Whether, over the completed ``requests``, the 95% interval of p50 and of p99 of each
+    of ``metrics`` lies within +/- ``relative`` of the percentile (a metric no request has,
+    such as TPOT with one output token, is left out; p99 needs 563 requests before it
+    has an interval at all)."""
+    from .metrics import percentile, percentile_interval
+
+    completed = [request for request in requests if request.ok and request.token_ns]
+    checked = False
+    for metric in metrics:
+        values = [value for value in (request.value(metric) for request in completed)
+                  if value is not None]
+        if not values:
+            continue
+        for q in (50, 99):
+            interval = percentile_interval(values, q)
+            estimate = percentile(values, q)
+            if interval is None or not estimate:
+                return False
+            if (interval[1] - interval[0]) / 2 > relative * abs(estimate):
+                return False
+            checked = True
+    return checked
 
 
 def run_load(send: Callable[[RequestSpec, Request], Any], specs: Sequence[RequestSpec], *,
              concurrency: int | None = None, rate: float | None = None, seed: int = 0,
              model: str = "", slo: Sequence[SloTerm] = (), operation: str = "text_completion",
-             max_in_flight: int = 256) -> LoadResult:
+             max_in_flight: int = 256, steady_state: bool = False,
+             until_tight: float | None = None, min_requests: int = 50,
+             check_every: int = 10) -> LoadResult:
     """Offers ``specs`` to ``send``: at a fixed ``concurrency`` (closed loop: that many
     requests in flight, each issued as one ends) or at ``rate`` requests/s (open loop:
     Poisson arrivals drawn from ``seed``; a request's latency counts from its scheduled
     arrival, so a client that falls behind shows as queue time). A request that fails is
-    counted with its error; the rest go on."""
+    counted with its error; the rest go on.
+
+    ``steady_state``: the start-up transient (:func:`steady_state_start` over the requests'
+    e2e in arrival order) is left out of the summary. ``until_tight``: ``specs`` is the most
+    to offer; every ``check_every`` completions, once at least ``min_requests`` are measured,
+    the point stops offering when the p50 and p99 intervals are within that relative
+    half-width (:func:`tight_enough`); the requests in flight finish and count."""
     if (concurrency is None) == (rate is None):
         raise ValueError("give either a concurrency or a rate")
+    if until_tight is not None and not 0 < until_tight < 1:
+        raise ValueError(f"until_tight {until_tight!r}: expected a relative width in (0, 1)")
     results: list[RequestMetrics | None] = [None] * len(specs)
+    stop = threading.Event()
+    stop_reason = [""]
+    finished_lock = threading.Lock()
+    finished_count = [0]
+
+    def check() -> None:
+        """After a completion: whether the point can stop (under finished_lock)."""
+        finished_count[0] += 1
+        if until_tight is None or stop.is_set() or finished_count[0] % check_every:
+            return
+        done = [result for result in results if result is not None]
+        done.sort(key=lambda request: request.arrival_ns)
+        skip = steady_state_start([_latency(request) for request in done]) if steady_state else 0
+        measured = done[skip:]
+        if len(measured) >= min_requests and tight_enough(measured, until_tight):
+            stop_reason[0] = (f"p50 and p99 95% intervals of {', '.join(TIGHT_METRICS)} within "
+                              f"+/-{until_tight:.0%} after {len(measured)} measured requests")
+            stop.set()
 
     def serve(index: int, arrival: int) -> None:
         spec = specs[index]
@@ -137,7 +225,9 @@ def run_load(send: Callable[[RequestSpec, Request], Any], specs: Sequence[Reques
             request.finish("exception", f"{type(error).__name__}: {error}")
         if not request.finished:
             request.finish()
-        results[index] = request.metrics
+        with finished_lock:
+            results[index] = request.metrics
+            check()
 
     begin = _perf_counter_ns()
     if concurrency is not None:
@@ -147,7 +237,7 @@ def run_load(send: Callable[[RequestSpec, Request], Any], specs: Sequence[Reques
         lock = threading.Lock()
 
         def worker() -> None:
-            while True:
+            while not stop.is_set():
                 with lock:
                     index = next(taken, None)
                 if index is None:
@@ -171,8 +261,10 @@ def run_load(send: Callable[[RequestSpec, Request], Any], specs: Sequence[Reques
             threads = []
             for index, arrival in enumerate(arrivals):
                 wait = (arrival - _perf_counter_ns()) / 1e9
-                if wait > 0:
-                    time.sleep(wait)
+                if wait > 0 and stop.wait(wait):
+                    break
+                if stop.is_set():
+                    break
                 slots.acquire()
 
                 def one(index: int = index, arrival: int = arrival) -> None:
@@ -192,14 +284,28 @@ def run_load(send: Callable[[RequestSpec, Request], Any], specs: Sequence[Reques
         thread.start()
     for thread in workers:
         thread.join()
-    requests = [result for result in results if result is not None]
+    offered = [result for result in results if result is not None]
+    offered.sort(key=lambda request: request.arrival_ns)
+    skip = steady_state_start([_latency(request) for request in offered]) if steady_state else 0
+    requests = offered[skip:]
     first = min((request.arrival_ns for request in requests), default=begin)
     last = max((stamp for request in requests
                 for stamp in (request.end_ns, request.last_token_ns) if stamp is not None),
                default=first)
     duration = last - first
-    return LoadResult(requests, duration, concurrency, rate,
-                      summarize(requests, slo=slo, duration_ns=duration))
+    summary = summarize(requests, slo=slo, duration_ns=duration)
+    summary["warmup_requests"] = skip
+    summary["stopped_early"] = stop_reason[0] or None
+    return LoadResult(requests, duration, concurrency, rate, summary, warmup_requests=skip,
+                      offered=len(offered), stop_reason=stop_reason[0])
+
+
+def _latency(request: RequestMetrics) -> float:
+    """The series steady-state detection reads: e2e (a failed request: its whole time)."""
+    value = request.e2e_ns if request.ok else None
+    if value is None:
+        value = (request.end_ns or request.arrival_ns) - request.arrival_ns
+    return float(value)
 
 
 def saturated(throughputs: Sequence[float], tolerance: float = 0.05) -> bool:
@@ -220,6 +326,7 @@ def http_backend(endpoint: Any) -> Callable[[RequestSpec, Request], Any]:
     name = f"POST {endpoint.path}"
 
     def send(spec: RequestSpec, request: Request) -> None:
+        request.kind = "client"
         with span(name, "http", **{"span.kind": "client", "gen_ai.request.id":
                                    request.metrics.request_id}):
             headers = dict(propagation.inject({}))

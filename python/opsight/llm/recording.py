@@ -116,11 +116,16 @@ _WRITER = _Writer()
 note_clock = _WRITER.note_base
 
 
-def request_attributes(request: RequestMetrics, operation: str,
-                       provider: str) -> list[tuple[str, Any]]:
-    """The OpenTelemetry GenAI attributes of a request (times in seconds, as the
-    conventions' histograms), then opsight's own."""
+def request_attributes(request: RequestMetrics, operation: str, provider: str,
+                       kind: str = "") -> list[tuple[str, Any]]:
+    """The OpenTelemetry GenAI attributes of a request (times in seconds, named after the
+    conventions' histograms: ``gen_ai.server.*`` where the model runs, ``gen_ai.client.*``
+    for a client's request, ``kind="client"``), then opsight's own. The exporters make the
+    histograms of them (docs/llm.md, *Metrics*)."""
+    client = kind == "client"
     attributes: list[tuple[str, Any]] = [("gen_ai.operation.name", operation)]
+    if client:
+        attributes.append(("span.kind", "client"))
     if provider:
         attributes.append(("gen_ai.provider.name", provider))
     if request.model:
@@ -129,11 +134,14 @@ def request_attributes(request: RequestMetrics, operation: str,
         attributes.append(("gen_ai.usage.input_tokens", int(request.input_tokens)))
     attributes.append(("gen_ai.usage.output_tokens", int(request.output_tokens)))
     if request.ttft_ns is not None:
-        attributes.append(("gen_ai.server.time_to_first_token", request.ttft_ns / 1e9))
+        attributes.append(("gen_ai.client.operation.time_to_first_chunk" if client else
+                           "gen_ai.server.time_to_first_token", request.ttft_ns / 1e9))
     if request.tpot_ns is not None:
-        attributes.append(("gen_ai.server.time_per_output_token", request.tpot_ns / 1e9))
+        attributes.append(("opsight.llm.time_per_output_token" if client else
+                           "gen_ai.server.time_per_output_token", request.tpot_ns / 1e9))
     if request.e2e_ns is not None:
-        attributes.append(("gen_ai.server.request.duration", request.e2e_ns / 1e9))
+        attributes.append(("gen_ai.client.operation.duration" if client else
+                           "gen_ai.server.request.duration", request.e2e_ns / 1e9))
     attributes.append(("gen_ai.request.id", int(request.request_id)))
     if request.queue_ns is not None:
         attributes.append(("opsight.llm.queue_s", request.queue_ns / 1e9))
@@ -148,9 +156,11 @@ def request_attributes(request: RequestMetrics, operation: str,
 
 
 def write_request(request: RequestMetrics, operation: str = "text_completion",
-                  provider: str = "") -> bool:
-    """Writes ``request`` into the running session (see the module's documentation).
-    Returns False when no session records (nothing is written)."""
+                  provider: str = "", kind: str = "", served: Any = None) -> bool:
+    """Writes ``request`` into the running session (see the module's documentation);
+    ``served``: the request being served where it was created (``opsight.propagation``'s
+    context), whose trace its span joins, as a child of the span serving it. Returns False
+    when no session records (nothing is written)."""
     if not _native.recording() or not _native.tracing_enabled():
         return False
     stamps = request.token_ns
@@ -173,7 +183,10 @@ def write_request(request: RequestMetrics, operation: str = "text_completion",
             arrival = ticks(request.arrival_ns)
             if not begin_at(name_id("gen_ai.request"), arrival):
                 return False
-            for attribute, value in request_attributes(request, operation, provider):
+            if served is not None:
+                _native.join_remote_trace(_native.format_traceparent(
+                    served.trace_id, served.span_id, served.flags))
+            for attribute, value in request_attributes(request, operation, provider, kind):
                 add_arg(attribute, value)
             if stamps:
                 first = ticks(stamps[0])

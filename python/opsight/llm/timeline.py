@@ -29,6 +29,7 @@ from typing import Any, Iterator
 
 from .. import Span
 from .. import counter as _counter
+from ..propagation import _current as _served_request
 from .metrics import RequestMetrics
 from .recording import note_clock, write_request
 
@@ -82,20 +83,31 @@ class Request:
     :class:`~opsight.llm.metrics.RequestMetrics`).
 
     ``arrival_ns``: when the request arrived (``time.perf_counter_ns()``), if before now.
+    ``kind``: ``"client"`` when the caller measures it (a client of a server: its span is
+    of kind client, its times the ``gen_ai.client.*`` metrics' in the exporters), else
+    ``""`` (measured where the model runs: the ``gen_ai.server.*`` ones). Created while a
+    served request is being handled (``opsight.propagation.continue_trace``), its span joins
+    that request's trace as a child of the span serving it, whichever thread finishes it.
     Thread-safety: one thread marks a request (any thread may finish it after).
     """
 
-    __slots__ = ("metrics", "operation", "provider", "_tokens", "_counts", "_finished")
+    __slots__ = ("metrics", "operation", "provider", "kind", "served", "_tokens", "_counts",
+                 "_finished")
 
     def __init__(self, model: str = "", input_tokens: int | None = None, *,
                  arrival_ns: int | None = None, request_id: int | None = None,
-                 operation: str = "text_completion", provider: str = "") -> None:
+                 operation: str = "text_completion", provider: str = "",
+                 kind: str = "") -> None:
+        if kind not in ("", "client"):
+            raise ValueError(f"request kind {kind!r}: expected 'client' or ''")
         self.metrics = RequestMetrics(
             request_id=next_request_id() if request_id is None else request_id,
             model=model, input_tokens=input_tokens,
             arrival_ns=_perf_counter_ns() if arrival_ns is None else int(arrival_ns))
         self.operation = operation
         self.provider = provider
+        self.kind = kind
+        self.served = _served_request.get()
         self._tokens = self.metrics.token_ns
         self._counts = self.metrics.token_counts
         self._finished = False
@@ -144,7 +156,7 @@ class Request:
         if error is not None:
             metrics.error = error
             metrics.error_message = message
-        write_request(metrics, self.operation, self.provider)
+        write_request(metrics, self.operation, self.provider, self.kind, self.served)
         return metrics
 
     @property
