@@ -710,3 +710,7 @@ def test_bench_generate_usage_errors():
                                 "speed=1"], capture_output=True, text=True, timeout=60,
                                env=clean_environment())
     assert completed.returncode == 64 and "SLO" in completed.stderr
+    completed = subprocess.run([OPSIGHT, "bench", "--generate", "random:gpt2", "--until-tight",
+                                "5"], capture_output=True, text=True, timeout=60,
+                               env=clean_environment())
+    assert completed.returncode == 64 and "--until-tight 5" in completed.stderr
