@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ..compare_backends.measure import _stats, compare_backends
+from ..compare_backends.measure import _stats
+from ..compare_backends.measure import compare_backends as local_compare_backends
 from ..compare_backends.result import BackendStats, CompareBackendsResult, Segment
 from .artifacts import graph_artifact
 from .bench import _clock_lines, _price_lines, progress_hook
@@ -90,7 +91,7 @@ def compare_backends_remote(fn: Any, example_inputs: Sequence[Any], backends: An
         captured[len(captured) + 1] = (graph_module, list(graph_inputs))
         return graph_module
 
-    local = compare_backends(fn, example_inputs, [("eager", capture)], repeats=repeats,
+    local = local_compare_backends(fn, example_inputs, [("eager", capture)], repeats=repeats,
                              warmups=warmups, rtol=rtol, atol=atol, no_grad=no_grad,
                              threads=threads)
     path = [segment.graph_id for segment in local.segments if segment.kind == "graph"]
@@ -152,11 +153,11 @@ def compare_backends_remote(fn: Any, example_inputs: Sequence[Any], backends: An
     return result
 
 
-def compare_backends_anywhere(fn: Any, example_inputs: Sequence[Any] = (), backends: Any = None,
-                              *, cluster: str | None = None, prices: Any = None,
-                              timeout_s: float = 600.0, progress: bool = False,
-                              store: Any = False, name: str | None = None,
-                              **options: Any) -> CompareBackendsResult:
+def compare_backends(fn: Any, example_inputs: Sequence[Any] = (), backends: Any = None,
+                     *, cluster: str | None = None, prices: Any = None,
+                     timeout_s: float = 600.0, progress: bool = False,
+                     store: Any = False, name: str | None = None,
+                     **options: Any) -> CompareBackendsResult:
     """``opsight.torch.compare_backends``: :func:`opsight.compare_backends.compare_backends`
     on this machine, or with ``cluster`` (``ray://HOST:PORT``, ``HOST:PORT``, ``auto``,
     ``local``) on the labelled nodes of a Ray cluster: ``backends`` are then
@@ -168,8 +169,8 @@ def compare_backends_anywhere(fn: Any, example_inputs: Sequence[Any] = (), backe
             raise ValueError("compare_backends: prices=, store= and name= are for remote runs "
                              "(cluster=); on this machine give prices_per_hour=")
         if backends is None:
-            return compare_backends(fn, example_inputs, **options)
-        return compare_backends(fn, example_inputs, backends, **options)
+            return local_compare_backends(fn, example_inputs, **options)
+        return local_compare_backends(fn, example_inputs, backends, **options)
     if options.get("prices_per_hour"):
         raise ValueError("compare_backends: with cluster=, prices come per hardware label "
                          "(prices=), not per back-end (prices_per_hour=)")

@@ -42,7 +42,7 @@ _HOMES = {name: "._tracing" for name in ("TorchTracing", "disable", "enable", "s
 _HOMES.update({name: "..compare_backends" for name in
                ("BUILTIN_BACKENDS", "BackendStats", "CompareBackendsResult", "Segment")})
 # compare_backends(..., cluster=...) runs the graphs on a Ray cluster (docs/remote.md).
-_ALIASES = {"compare_backends": ("..remote.compare", "compare_backends_anywhere")}
+_ALIASES = {"compare_backends": ("..remote.compare", "compare_backends")}
 
 
 def __getattr__(name: str) -> Any:
