@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,6 +98,11 @@ ReadResult read_native(std::string_view bytes);
 std::string write_native(const trace::Trace& trace);
 // The same into a sink, a chunk at a time. Returns false when the sink refused bytes.
 bool write_native(const trace::Trace& trace, ByteSink& sink);
+// read_native(bytes) that calls `done_before(p)` after each Events chunk: the bytes before
+// p are no longer needed for speed (read_trace_file then hands a mapped file's pages back;
+// the reader may still touch them again, which faults them in from the page cache).
+ReadResult read_native_dropping_input(std::string_view bytes,
+                                      const std::function<void(const char*)>& done_before);
 
 // Chrome Trace Event Format JSON: object form {"traceEvents": [...]} or a bare array,
 // possibly left unterminated; X, B/E, i/I, C, M, async (b/e/n, S/T/F) and flow (s/t/f,

@@ -7,6 +7,7 @@
 // of its own and becomes a trace::Track the first time something is recorded on it.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <random>
 #include <unordered_map>
@@ -98,7 +99,11 @@ struct NameIds {
 
 class NativeDecoder {
  public:
-  explicit NativeDecoder(std::string_view file) : file_(file) {}
+  // `done_before(p)`, when given, hears that the bytes before p are no longer needed (a
+  // mapped file's pages can then leave memory): after each Events chunk is decoded.
+  explicit NativeDecoder(std::string_view file,
+                         std::function<void(const char*)> done_before = nullptr)
+      : file_(file), done_before_(std::move(done_before)) {}
 
   ReadResult decode() {
     if (file_.size() < sizeof(format::FileHeader) ||
@@ -161,7 +166,10 @@ class NativeDecoder {
     size_t slots = 0;
     for (const auto& chunk : event_chunks) slots += chunk.payload.size() / sizeof(Slot);
     result_.trace.slices.reserve(slots / 2 + 1);
-    for (const auto& chunk : event_chunks) decode_events(chunk);
+    for (const auto& chunk : event_chunks) {
+      decode_events(chunk);
+      if (done_before_) done_before_(chunk.payload.data() + chunk.payload.size());
+    }
     finish_threads();
     int64_t trace_end_ns = 0;
     for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
@@ -958,6 +966,7 @@ class NativeDecoder {
   }
 
   std::string_view file_;
+  std::function<void(const char*)> done_before_;
   ReadResult result_;
   std::vector<format::ClockSync> syncs_;
   std::vector<NameIds> names_;
@@ -993,5 +1002,10 @@ class NativeDecoder {
 }  // namespace
 
 ReadResult read_native(std::string_view bytes) { return NativeDecoder(bytes).decode(); }
+
+ReadResult read_native_dropping_input(std::string_view bytes,
+                                      const std::function<void(const char*)>& done_before) {
+  return NativeDecoder(bytes, done_before).decode();
+}
 
 }  // namespace opsight::io
