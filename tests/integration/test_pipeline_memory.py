@@ -1,0 +1,56 @@
+"""Memory bounds of the pipeline after a long run (issue 28): a run recorded by the real
+recorder (opsight_synthetic_run), then `opsight convert` and `opsight report` as a user
+runs them, each child's peak RSS read from the kernel (ru_maxrss).
+
+The bounds are set against what the old paths held, so that a regression to them fails:
+the converter used to build its whole output in memory (peak RSS above the output's
+size), and the native reader kept every page of the mapped file (the file's size on top
+of the model). Both are asserted gone, with the model's own size as the yardstick.
+"""
+import os
+import subprocess
+
+import pytest
+
+SPANS = 2_000_000
+
+
+def run_measured(command: list[str]) -> tuple[int, str]:
+    """Runs ``command``; its peak RSS in bytes and its stderr. Fails on a non-zero exit."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    error = process.stderr.read().decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, f"{command} failed:\n{error}"
+    return usage.ru_maxrss * 1024, error
+
+
+@pytest.fixture(scope="module")
+def long_run(tmp_path_factory, build_program):
+    path = tmp_path_factory.mktemp("pipeline") / "long.opsight"
+    synthetic = build_program("src/session/opsight_synthetic_run")
+    subprocess.run([str(synthetic), str(path), str(SPANS), "2"], check=True, timeout=300,
+                   capture_output=True)
+    return path
+
+
+def test_convert_streams_its_output_instead_of_holding_it(long_run, cli_path, tmp_path):
+    summary_rss, _ = run_measured([str(cli_path), "report", str(long_run), "--summary"])
+    for extension in ("json", "pftrace"):
+        output = tmp_path / f"long.{extension}"
+        rss, error = run_measured([str(cli_path), "convert", str(long_run), str(output)])
+        assert f"({SPANS} slices" in error, error
+        size = output.stat().st_size
+        # Holding the output whole would put peak RSS above the summary's by `size`; the
+        # streaming writers hold 1 MiB of it (a margin of 32 MiB for the allocator).
+        assert rss < summary_rss + 32 * 2**20, (extension, rss, summary_rss, size)
+        if extension == "json":
+            assert size > 2 * rss / 3, "the test needs an output larger than the bound"
+
+
+def test_reading_a_native_file_does_not_keep_its_pages(long_run, cli_path):
+    rss, _ = run_measured([str(cli_path), "report", str(long_run), "--summary"])
+    file_size = long_run.stat().st_size
+    # The model holds about 62-66 bytes per span here (docs/performance.md, "Runs of
+    # hours"); keeping the mapped file's pages would add its 40 bytes per span on top.
+    assert rss < SPANS * 72 + 32 * 2**20, (rss, file_size)
+    assert file_size > SPANS * 30, "the file should be what the recorder writes (~40 B/span)"
