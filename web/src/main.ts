@@ -8,6 +8,7 @@ import { parseRoute, routeHref } from "./router";
 import { comparePage } from "./pages/compare";
 import { detailsPage } from "./pages/details";
 import { explainPage } from "./pages/explain";
+import { llmPage } from "./pages/llm";
 import { overviewPage } from "./pages/overview";
 import { runsPage } from "./pages/runs";
 import { timelinePage } from "./pages/timeline";
@@ -15,7 +16,7 @@ import { treePage } from "./pages/tree";
 
 const app = document.getElementById("app") as HTMLElement;
 const nav = document.getElementById("nav") as HTMLElement;
-nav.replaceChildren(h("a", { href: routeHref({ page: "runs" }) }, "Runs"), " ", h("a", { href: routeHref({ page: "explain" }), id: "nav-explain" }, "Explain runs"));
+nav.replaceChildren(h("a", { href: routeHref({ page: "runs" }) }, "Runs"), " ", h("a", { href: routeHref({ page: "explain" }), id: "nav-explain" }, "Explain runs"), " ", h("a", { href: routeHref({ page: "llm" }), id: "nav-llm" }, "LLM sweeps"));
 
 let generation = 0;
 
@@ -35,6 +36,7 @@ async function show(): Promise<void> {
     else if (route.page === "details") await detailsPage(root, route.run!, route.query);
     else if (route.page === "compare") await comparePage(root, route.a!, route.b!);
     else if (route.page === "explain") await explainPage(root);
+    else if (route.page === "llm") await llmPage(root, route.run);
     else root.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `No page at ${location.hash}`));
   } catch (failure) {
     if (mine !== generation) return;
