@@ -586,6 +586,7 @@ def test_bench_generate_against_the_server_and_in_process(server, tmp_path):
 def test_a_clients_request_is_a_client_span_named_after_the_client_metrics():
     with opsight.profile() as prof:
         request = llm.Request("m", 3, kind="client", operation="chat")
+        request.server = ("gpu-host", 8000)
         request.token()
         request.token()
         request.finish()
@@ -600,6 +601,7 @@ def test_a_clients_request_is_a_client_span_named_after_the_client_metrics():
         request.metrics.ttft_ns / 1e9)
     assert client["gen_ai.client.operation.duration"] == pytest.approx(
         request.metrics.e2e_ns / 1e9)
+    assert (client["server.address"], client["server.port"]) == ("gpu-host", 8000)
     server = frame[frame["span.kind"] != "client"].iloc[0]
     assert server["gen_ai.server.time_to_first_token"] == pytest.approx(
         served.metrics.ttft_ns / 1e9)

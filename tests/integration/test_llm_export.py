@@ -187,6 +187,7 @@ def test_a_clients_gen_ai_histograms_reach_prometheus_through_a_pushgateway(
         for index in range(7):
             request = llm.Request("remote", 20, kind="client", operation="chat",
                                   provider="openai")
+            request.server = ("llm.example", 8443)
             request.token()
             request.token(2)
             if index == 6:
@@ -216,4 +217,6 @@ def test_a_clients_gen_ai_histograms_reach_prometheus_through_a_pushgateway(
         labels = server.query("gen_ai_client_operation_time_to_first_chunk_seconds_count")[0]
         assert labels["metric"]["gen_ai_provider_name"] == "openai"
         assert labels["metric"]["gen_ai_request_model"] == "remote"
+        assert (labels["metric"]["server_address"], labels["metric"]["server_port"]) == (
+            "llm.example", "8443")
         assert not server.query("gen_ai_server_request_duration_seconds_count")

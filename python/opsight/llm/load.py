@@ -327,6 +327,7 @@ def http_backend(endpoint: Any) -> Callable[[RequestSpec, Request], Any]:
 
     def send(spec: RequestSpec, request: Request) -> None:
         request.kind = "client"
+        request.server = (endpoint.host, endpoint.port)
         with span(name, "http", **{"span.kind": "client", "gen_ai.request.id":
                                    request.metrics.request_id}):
             headers = dict(propagation.inject({}))

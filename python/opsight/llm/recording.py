@@ -117,7 +117,8 @@ note_clock = _WRITER.note_base
 
 
 def request_attributes(request: RequestMetrics, operation: str, provider: str,
-                       kind: str = "") -> list[tuple[str, Any]]:
+                       kind: str = "", server: tuple[str, int] | None = None
+                       ) -> list[tuple[str, Any]]:
     """The OpenTelemetry GenAI attributes of a request (times in seconds, named after the
     conventions' histograms: ``gen_ai.server.*`` where the model runs, ``gen_ai.client.*``
     for a client's request, ``kind="client"``), then opsight's own. The exporters make the
@@ -130,6 +131,9 @@ def request_attributes(request: RequestMetrics, operation: str, provider: str,
         attributes.append(("gen_ai.provider.name", provider))
     if request.model:
         attributes.append(("gen_ai.request.model", request.model))
+    if server is not None:
+        attributes.append(("server.address", str(server[0])))
+        attributes.append(("server.port", int(server[1])))
     if request.input_tokens is not None:
         attributes.append(("gen_ai.usage.input_tokens", int(request.input_tokens)))
     attributes.append(("gen_ai.usage.output_tokens", int(request.output_tokens)))
@@ -156,7 +160,8 @@ def request_attributes(request: RequestMetrics, operation: str, provider: str,
 
 
 def write_request(request: RequestMetrics, operation: str = "text_completion",
-                  provider: str = "", kind: str = "", served: Any = None) -> bool:
+                  provider: str = "", kind: str = "", served: Any = None,
+                  server: tuple[str, int] | None = None) -> bool:
     """Writes ``request`` into the running session (see the module's documentation);
     ``served``: the request being served where it was created (``opsight.propagation``'s
     context), whose trace its span joins, as a child of the span serving it. Returns False
@@ -186,7 +191,8 @@ def write_request(request: RequestMetrics, operation: str = "text_completion",
             if served is not None:
                 _native.join_remote_trace(_native.format_traceparent(
                     served.trace_id, served.span_id, served.flags))
-            for attribute, value in request_attributes(request, operation, provider, kind):
+            for attribute, value in request_attributes(request, operation, provider, kind,
+                                                       server):
                 add_arg(attribute, value)
             if stamps:
                 first = ticks(stamps[0])

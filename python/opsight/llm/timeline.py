@@ -88,11 +88,13 @@ class Request:
     ``""`` (measured where the model runs: the ``gen_ai.server.*`` ones). Created while a
     served request is being handled (``opsight.propagation.continue_trace``), its span joins
     that request's trace as a child of the span serving it, whichever thread finishes it.
+    ``server``: (address, port) of the server a client's request went to (the
+    ``server.address`` and ``server.port`` attributes), or None.
     Thread-safety: one thread marks a request (any thread may finish it after).
     """
 
-    __slots__ = ("metrics", "operation", "provider", "kind", "served", "_tokens", "_counts",
-                 "_finished")
+    __slots__ = ("metrics", "operation", "provider", "kind", "served", "server", "_tokens",
+                 "_counts", "_finished")
 
     def __init__(self, model: str = "", input_tokens: int | None = None, *,
                  arrival_ns: int | None = None, request_id: int | None = None,
@@ -108,6 +110,7 @@ class Request:
         self.provider = provider
         self.kind = kind
         self.served = _served_request.get()
+        self.server: tuple[str, int] | None = None
         self._tokens = self.metrics.token_ns
         self._counts = self.metrics.token_counts
         self._finished = False
@@ -156,7 +159,8 @@ class Request:
         if error is not None:
             metrics.error = error
             metrics.error_message = message
-        write_request(metrics, self.operation, self.provider, self.kind, self.served)
+        write_request(metrics, self.operation, self.provider, self.kind, self.served,
+                      self.server)
         return metrics
 
     @property
