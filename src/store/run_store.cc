@@ -2,11 +2,13 @@
 
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -20,6 +22,8 @@ namespace opsight::store {
 namespace {
 
 constexpr std::string_view kTraceCodec = "zstd";
+// A trace kept as a file: run_traces.data holds the file's name in traces_folder().
+constexpr std::string_view kFileCodec = "opsight-file";
 constexpr int kCompressionLevel = 3;
 // The candidates an ambiguous uuid prefix error lists.
 constexpr int kAmbiguousCandidatesShown = 5;
@@ -154,6 +158,123 @@ std::optional<std::string> create_private_directories(const std::filesystem::pat
   return std::nullopt;
 }
 
+// About the bytes write_native gives `trace` (what decides a file or a blob).
+uint64_t estimated_native_bytes(const trace::Trace& trace) {
+  return 4096 + uint64_t{40} * trace.slices.size() + uint64_t{24} * trace.instants.size() +
+         uint64_t{24} * trace.counters.size() + uint64_t{24} * trace.slice_args.size();
+}
+
+// A stored trace's native bytes read back; damage is named as the store's (`run` says which).
+io::ReadResult read_stored_native(std::string_view native, const std::string& run) {
+  io::ReadResult result = io::read_native(native);
+  if (result.error)
+    result.error->message =
+        run + ": its stored trace is damaged: " + result.error->to_string("trace");
+  if (result.damage)
+    result.damage->message =
+        run + ": its stored trace is damaged: " + result.damage->to_string("trace");
+  if (result.error) result.error->has_offset = false;
+  if (result.damage) result.damage->has_offset = false;
+  return result;
+}
+
+// A ByteSink that compresses what it is given into a file (a zstd frame, streamed: the
+// compressor's window and a 1 MiB output buffer are all it holds).
+class ZstdFileSink final : public io::ByteSink {
+ public:
+  explicit ZstdFileSink(const std::string& path) : file_(path), context_(ZSTD_createCCtx()) {
+    if (context_ != nullptr) {
+      ZSTD_CCtx_setParameter(context_, ZSTD_c_compressionLevel, kCompressionLevel);
+      ZSTD_CCtx_setParameter(context_, ZSTD_c_checksumFlag, 1);
+    }
+    buffer_.resize(ZSTD_CStreamOutSize() * 8);
+  }
+  ~ZstdFileSink() override { ZSTD_freeCCtx(context_); }
+  ZstdFileSink(const ZstdFileSink&) = delete;
+  ZstdFileSink& operator=(const ZstdFileSink&) = delete;
+
+  bool write(std::string_view bytes) override {
+    raw_bytes_ += bytes.size();
+    return pump(bytes, ZSTD_e_continue);
+  }
+  // Ends the frame and renames the file into place; nullopt or the error.
+  std::optional<std::string> commit() {
+    if (!pump({}, ZSTD_e_end)) return error_ ? error_ : file_.error();
+    return file_.commit();
+  }
+  uint64_t raw_bytes() const { return raw_bytes_; }
+
+ private:
+  bool pump(std::string_view bytes, ZSTD_EndDirective directive) {
+    if (context_ == nullptr) {
+      error_ = "cannot compress the trace: out of memory";
+      return false;
+    }
+    ZSTD_inBuffer in{bytes.data(), bytes.size(), 0};
+    for (;;) {
+      ZSTD_outBuffer out{buffer_.data(), buffer_.size(), 0};
+      size_t left = ZSTD_compressStream2(context_, &out, &in, directive);
+      if (ZSTD_isError(left)) {
+        error_ = std::string("cannot compress the trace: ") + ZSTD_getErrorName(left);
+        return false;
+      }
+      if (out.pos > 0 && !file_.write(std::string_view(buffer_.data(), out.pos))) return false;
+      bool done = directive == ZSTD_e_end ? left == 0 : in.pos == in.size;
+      if (done) return true;
+    }
+  }
+
+  io::FileSink file_;
+  ZSTD_CCtx* context_;
+  std::string buffer_;
+  uint64_t raw_bytes_ = 0;
+  std::optional<std::string> error_;
+};
+
+// Decompresses the zstd file at `path` whole into `out`, which must come to
+// `expected_bytes` exactly (the size the store recorded; more is damage, never allocated).
+std::optional<std::string> decompress_file(const std::string& path, uint64_t expected_bytes,
+                                           std::string* out) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return std::string("cannot open: ") + std::strerror(errno);
+  ZSTD_DCtx* context = ZSTD_createDCtx();
+  std::string input(ZSTD_DStreamInSize() * 8, '\0');
+  out->assign(expected_bytes, '\0');
+  size_t produced = 0;
+  size_t left = 1;  // what the frame still needs: 0 once it is whole
+  std::optional<std::string> problem;
+  if (context == nullptr) problem = "cannot decompress: out of memory";
+  for (size_t got; !problem && (got = std::fread(input.data(), 1, input.size(), file)) > 0;) {
+    ZSTD_inBuffer in{input.data(), got, 0};
+    while (in.pos < in.size) {
+      const size_t consumed_before = in.pos;
+      const size_t produced_before = produced;
+      ZSTD_outBuffer into{out->data(), out->size(), produced};
+      left = ZSTD_decompressStream(context, &into, &in);
+      produced = into.pos;
+      if (ZSTD_isError(left)) {
+        problem = std::string("zstd: ") + ZSTD_getErrorName(left);
+        break;
+      }
+      if (in.pos == consumed_before && produced == produced_before) {  // the output is full
+        problem = "it holds more than the recorded " + std::to_string(expected_bytes) + " bytes";
+        break;
+      }
+      if (left == 0 && in.pos < in.size) {
+        problem = "bytes follow the end of its zstd frame";
+        break;
+      }
+    }
+  }
+  if (!problem && std::ferror(file)) problem = std::string("cannot read: ") + std::strerror(errno);
+  std::fclose(file);
+  ZSTD_freeDCtx(context);
+  if (!problem && (left != 0 || produced != expected_bytes))
+    problem = "it is cut short (" + std::to_string(produced) + " of " +
+              std::to_string(expected_bytes) + " bytes)";
+  return problem;
+}
+
 struct CompressedTrace {
   std::string data;
   uint64_t raw_bytes = 0;
@@ -273,6 +394,7 @@ Result<std::unique_ptr<RunStore>> RunStore::open(const std::string& path,
     return OpenResult::failure(message);
   }
   std::unique_ptr<RunStore> store(new RunStore(path, database));
+  store->file_threshold_bytes_ = options.file_threshold_bytes;
   sqlite3_extended_result_codes(database, 1);
   sqlite3_busy_timeout(database, options.busy_timeout_ms);
   if (auto problem = store->migrate()) {
@@ -411,16 +533,47 @@ std::optional<std::string> RunStore::migrate() {
 Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& metadata) {
   if (auto problem = refuse_writes_if_damaged("save the run"))
     return Result<RunRecord>::failure(*problem);
-  // The slow part, outside the lock and the write transaction.
-  std::string native = io::write_native(trace);
-  CompressedTrace compressed;
-  if (auto problem = compress(native, &compressed))
-    return Result<RunRecord>::failure(path_ + ": " + *problem);
-  native.clear();
-  native.shrink_to_fit();
-
   RunRecord record;
   record.uuid = new_uuid();
+  // The slow part, outside the lock and the write transaction: a large trace streams to
+  // its file (1 MiB in memory at a time), a small one is written and compressed in memory.
+  CompressedTrace compressed;
+  std::string trace_file;  // set: the trace is kept as this file of traces_folder()
+  uint64_t stored_file_bytes = 0;
+  if (estimated_native_bytes(trace) >= file_threshold_bytes_) {
+    trace_file = record.uuid + ".opsight.zst";
+    std::error_code ignored;
+    std::filesystem::create_directories(traces_folder(), ignored);
+    ::chmod(traces_folder().c_str(), 0700);
+    const std::string file_path = traces_folder() + "/" + trace_file;
+    ZstdFileSink sink(file_path);
+    bool whole = false;
+    try {
+      whole = io::write_native(trace, sink);
+    } catch (const std::bad_alloc&) {
+      return Result<RunRecord>::failure(file_path + ": out of memory while writing");
+    }
+    auto problem = sink.commit();
+    if (!whole && !problem) problem = file_path + ": cannot write";
+    if (problem) return Result<RunRecord>::failure(*problem);
+    std::error_code size_error;
+    compressed.raw_bytes = sink.raw_bytes();
+    stored_file_bytes = std::filesystem::file_size(file_path, size_error);
+    compressed.data = trace_file;
+  } else {
+    std::string native = io::write_native(trace);
+    if (auto problem = compress(native, &compressed))
+      return Result<RunRecord>::failure(path_ + ": " + *problem);
+  }
+  // A file written for a run the database then refused is removed again.
+  struct FileGuard {
+    std::string path;
+    bool keep = false;
+    ~FileGuard() {
+      if (!path.empty() && !keep) ::unlink(path.c_str());
+    }
+  } file_guard{trace_file.empty() ? std::string() : traces_folder() + "/" + trace_file};
+
   record.created_unix_ns = unix_now_ns();
   record.trace_start_unix_ns = trace.run.start_unix_ns;
   record.metadata = metadata;
@@ -429,7 +582,7 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   record.duration_ns = last - first;
   record.source_format = trace.run.source_format;
   record.trace_bytes = compressed.raw_bytes;
-  record.stored_bytes = compressed.data.size();
+  record.stored_bytes = trace_file.empty() ? compressed.data.size() : stored_file_bytes;
 
   std::lock_guard lock(mutex_);
   Connection connection(database_);
@@ -478,11 +631,13 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   }
   {
     Statement insert(database_, "INSERT INTO run_traces (run_id, codec, data) VALUES (?, ?, ?)");
-    if (!insert.ok() || !insert.bind_all(record.id, std::string(kTraceCodec)) ||
+    std::string codec(trace_file.empty() ? kTraceCodec : kFileCodec);
+    if (!insert.ok() || !insert.bind_all(record.id, codec) ||
         !insert.bind_blob(3, compressed.data) || insert.step() != SQLITE_DONE)
       return fail("cannot save the run's trace");
   }
   if (!connection.exec("COMMIT")) return fail("cannot save the run");
+  file_guard.keep = true;
   // Later metadata rows replace earlier ones with the same key, as the store keeps them.
   auto deduplicate = [](KeyValues& rows) {
     KeyValues kept;
@@ -722,6 +877,17 @@ io::ReadResult RunStore::load_trace(int64_t id) {
     codec = select.column_text(1);
     stored = select.column_blob(2);
   }
+  if (codec == kFileCodec) {
+    // The name comes from the database: only a plain file name of the folder is followed.
+    if (stored.empty() || stored.find('/') != std::string::npos || stored.front() == '.' ||
+        stored.find('\0') != std::string::npos)
+      return failure(run + ": its trace file name is damaged");
+    const std::string file_path = traces_folder() + "/" + stored;
+    std::string native;
+    if (auto problem = decompress_file(file_path, trace_bytes, &native))
+      return failure(run + ": its trace file " + file_path + ": " + *problem);
+    return read_stored_native(native, run);
+  }
   if (codec != kTraceCodec)
     return failure(run + ": its trace is stored with an unknown codec '" + codec + "'");
   std::string native;
@@ -729,21 +895,27 @@ io::ReadResult RunStore::load_trace(int64_t id) {
     return failure(run + ": its stored trace is damaged: " + *problem);
   stored.clear();
   stored.shrink_to_fit();
-  result = io::read_native(native);
-  if (result.error)
-    result.error->message =
-        run + ": its stored trace is damaged: " + result.error->to_string("trace");
-  if (result.damage)
-    result.damage->message =
-        run + ": its stored trace is damaged: " + result.damage->to_string("trace");
-  if (result.error) result.error->has_offset = false;
-  if (result.damage) result.damage->has_offset = false;
-  return result;
+  return read_stored_native(native, run);
 }
 
 std::optional<std::string> RunStore::delete_runs(const std::vector<int64_t>& ids) {
   Connection connection(database_);
   if (!connection.exec("BEGIN IMMEDIATE")) return describe_error("cannot remove runs");
+  // The files of traces kept as files, removed once the rows are gone.
+  std::vector<std::string> files;
+  {
+    Statement select(database_, "SELECT data FROM run_traces WHERE run_id = ? AND codec = ?");
+    for (int64_t id : ids) {
+      if (!select.ok()) break;
+      select.reset();
+      if (!select.bind_all(id, std::string(kFileCodec))) break;
+      if (select.step() == SQLITE_ROW) {
+        std::string name = select.column_blob(0);
+        if (!name.empty() && name.find('/') == std::string::npos && name.front() != '.')
+          files.push_back(traces_folder() + "/" + name);
+      }
+    }
+  }
   for (const char* sql :
        {"DELETE FROM run_traces WHERE run_id = ?", "DELETE FROM run_tags WHERE run_id = ?",
         "DELETE FROM run_versions WHERE run_id = ?", "DELETE FROM run_extra WHERE run_id = ?",
@@ -768,6 +940,7 @@ std::optional<std::string> RunStore::delete_runs(const std::vector<int64_t>& ids
     connection.exec("ROLLBACK");
     return problem;
   }
+  for (const std::string& file : files) ::unlink(file.c_str());  // a missing one is fine
   // Give the freed pages back to the file system (best effort).
   connection.exec("PRAGMA incremental_vacuum");
   return std::nullopt;

@@ -108,6 +108,11 @@ struct OpenOptions {
   // A store whose file is damaged (cut short, a corrupt page) is opened read-only to read
   // what is left (RunStore::damage() says why), instead of failing.
   bool salvage_damaged = true;
+  // A trace whose native form is at least this large is kept as a zstd-compressed file in
+  // the folder beside the database (traces_folder()), compressed as it is written (saving
+  // holds about 1 MiB of it), not as a blob in the database, which saving holds whole and
+  // compressed at once and SQLite copies again. 0: every trace as a file.
+  uint64_t file_threshold_bytes = uint64_t{64} << 20;
 };
 
 // The current schema version (`PRAGMA user_version`); opening an older store migrates it.
@@ -137,14 +142,18 @@ class RunStore {
   static std::string default_path();
 
   const std::string& path() const { return path_; }
+  // Where traces kept as files live: PATH.traces/ beside the database, one
+  // <uuid>.opsight.zst per run, removed with its run (by remove and apply_retention).
+  std::string traces_folder() const { return path_ + ".traces"; }
 
   // Set when the file is damaged and was opened read-only to salvage what is left: list
   // and resolve skip the runs on lost pages, load_trace reads the traces still whole,
   // and add, remove and apply_retention fail. The text is SQLite's diagnosis.
   const std::optional<std::string>& damage() const { return damage_; }
 
-  // Stores `trace` as a new run. The trace is written natively and compressed before the
-  // write transaction starts, so another process's save waits only for the insert.
+  // Stores `trace` as a new run. The trace is written natively and compressed (or, when
+  // large, written to its file: OpenOptions::file_threshold_bytes) before the write
+  // transaction starts, so another process's save waits only for the insert.
   Result<RunRecord> add(const trace::Trace& trace, const RunMetadata& metadata);
 
   // Runs matching `filter`, newest first.
@@ -194,6 +203,7 @@ class RunStore {
 
   std::string path_;
   sqlite3* database_ = nullptr;
+  uint64_t file_threshold_bytes_ = uint64_t{64} << 20;
   std::optional<std::string> damage_;
   std::mutex mutex_;
 };

@@ -319,6 +319,83 @@ TEST_F(RunStoreTest, RetentionKeepsTheNewestRunsAndDropsOldOnes) {
   EXPECT_TRUE(store->list().value().empty());
 }
 
+// A large trace is kept as a compressed file beside the database (here every trace:
+// threshold 0): saved and loaded like a blob, removed with its run by remove and by
+// retention, and a file gone missing is an error naming the run and the file.
+TEST_F(RunStoreTest, LargeTracesAreFilesBesideTheDatabaseRemovedWithTheirRuns) {
+  OpenOptions options;
+  options.file_threshold_bytes = 0;
+  auto store = open_store(options);
+  ASSERT_TRUE(store);
+  Trace trace = make_trace(5000, 3);
+  RunRecord first = add(*store, trace, metadata_named("big"));
+  const std::filesystem::path file =
+      std::filesystem::path(store->traces_folder()) / (first.uuid + ".opsight.zst");
+  ASSERT_TRUE(std::filesystem::is_regular_file(file));
+  EXPECT_EQ(first.stored_bytes, std::filesystem::file_size(file));
+  EXPECT_EQ(first.trace_bytes, opsight::io::write_native(trace).size());
+  EXPECT_LT(first.stored_bytes, first.trace_bytes);  // compressed
+  struct stat folder {};
+  ASSERT_EQ(::stat(store->traces_folder().c_str(), &folder), 0);
+  EXPECT_EQ(folder.st_mode & 0777, 0700u);
+
+  auto loaded = store->load_trace(first.id);
+  ASSERT_TRUE(loaded.ok()) << loaded.error->message;
+  ASSERT_EQ(loaded.trace.slices.size(), trace.slices.size());
+  for (size_t row = 0; row < trace.slices.size(); ++row) {
+    EXPECT_EQ(loaded.trace.slices.dur[row], trace.slices.dur[row]);
+    EXPECT_EQ(loaded.trace.str(loaded.trace.slices.name[row]), trace.str(trace.slices.name[row]));
+  }
+
+  // A small trace under the default threshold stays a blob in the same store.
+  auto default_store = open_store();
+  RunRecord small = add(*default_store, make_trace(3), metadata_named("small"));
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(store->traces_folder()) /
+                                       (small.uuid + ".opsight.zst")));
+  EXPECT_TRUE(default_store->load_trace(small.id).ok());
+
+  RunRecord second = add(*store, make_trace(100, 4), metadata_named("big"));
+  const auto second_file =
+      std::filesystem::path(store->traces_folder()) / (second.uuid + ".opsight.zst");
+  ASSERT_TRUE(store->remove(first.id).ok());
+  EXPECT_FALSE(std::filesystem::exists(file));
+  ASSERT_TRUE(std::filesystem::exists(second_file));
+  ASSERT_EQ(store->apply_retention({.keep_last = 1}).value(), 1u);  // the small run goes
+  EXPECT_TRUE(std::filesystem::exists(second_file));
+
+  std::filesystem::remove(second_file);
+  auto missing = store->load_trace(second.id);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error->message.find("run " + std::to_string(second.id) + " in " + path_),
+            std::string::npos)
+      << missing.error->message;
+  EXPECT_NE(missing.error->message.find(second_file.string()), std::string::npos)
+      << missing.error->message;
+  ASSERT_TRUE(store->apply_retention({.keep_last = 0}).ok());  // a file already gone is fine
+  EXPECT_TRUE(store->list().value().empty());
+}
+
+// The file name comes from the database: one that would leave the traces folder is refused.
+TEST_F(RunStoreTest, ATraceFileNameThatLeavesTheFolderIsRefused) {
+  OpenOptions options;
+  options.file_threshold_bytes = 0;
+  auto store = open_store(options);
+  ASSERT_TRUE(store);
+  RunRecord run = add(*store, make_trace(10), metadata_named("big"));
+  sqlite3* database = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &database), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(database, "UPDATE run_traces SET data = CAST('../runs.db' AS BLOB)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(database);
+  auto loaded = store->load_trace(run.id);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.error->message.find("its trace file name is damaged"), std::string::npos)
+      << loaded.error->message;
+  ASSERT_TRUE(store->remove(run.id).ok());
+  EXPECT_TRUE(std::filesystem::exists(path_));  // nothing outside the folder was removed
+}
+
 TEST_F(RunStoreTest, CreatesAMissingDirectoryPrivately) {
   path_ = (directory_ / "home" / "nested" / "runs.db").string();
   auto store = open_store();
