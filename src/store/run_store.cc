@@ -231,39 +231,34 @@ class ZstdFileSink final : public io::ByteSink {
   std::optional<std::string> error_;
 };
 
-// Decompresses the zstd file at `path` whole into `out`, which must come to
-// `expected_bytes` exactly (the size the store recorded; more is damage, never allocated).
+// Decompresses the zstd file at `path` into `out`, 1 MiB at a time; it must come to
+// `expected_bytes` exactly (the size the store recorded; more is damage, never written).
 std::optional<std::string> decompress_file(const std::string& path, uint64_t expected_bytes,
-                                           std::string* out) {
+                                           io::ByteSink& out) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) return std::string("cannot open: ") + std::strerror(errno);
   ZSTD_DCtx* context = ZSTD_createDCtx();
   std::string input(ZSTD_DStreamInSize() * 8, '\0');
-  out->assign(expected_bytes, '\0');
-  size_t produced = 0;
+  std::string output(size_t{1} << 20, '\0');
+  uint64_t produced = 0;
   size_t left = 1;  // what the frame still needs: 0 once it is whole
   std::optional<std::string> problem;
   if (context == nullptr) problem = "cannot decompress: out of memory";
   for (size_t got; !problem && (got = std::fread(input.data(), 1, input.size(), file)) > 0;) {
     ZSTD_inBuffer in{input.data(), got, 0};
-    while (in.pos < in.size) {
-      const size_t consumed_before = in.pos;
-      const size_t produced_before = produced;
-      ZSTD_outBuffer into{out->data(), out->size(), produced};
+    while (!problem && in.pos < in.size) {
+      ZSTD_outBuffer into{output.data(), output.size(), 0};
       left = ZSTD_decompressStream(context, &into, &in);
-      produced = into.pos;
       if (ZSTD_isError(left)) {
         problem = std::string("zstd: ") + ZSTD_getErrorName(left);
-        break;
-      }
-      if (in.pos == consumed_before && produced == produced_before) {  // the output is full
+      } else if (produced + into.pos > expected_bytes) {
         problem = "it holds more than the recorded " + std::to_string(expected_bytes) + " bytes";
-        break;
-      }
-      if (left == 0 && in.pos < in.size) {
+      } else if (!out.write(std::string_view(output.data(), into.pos))) {
+        problem = "cannot write its decompressed bytes";
+      } else if (left == 0 && in.pos < in.size) {
         problem = "bytes follow the end of its zstd frame";
-        break;
       }
+      produced += into.pos;
     }
   }
   if (!problem && std::ferror(file)) problem = std::string("cannot read: ") + std::strerror(errno);
@@ -883,10 +878,32 @@ io::ReadResult RunStore::load_trace(int64_t id) {
         stored.find('\0') != std::string::npos)
       return failure(run + ": its trace file name is damaged");
     const std::string file_path = traces_folder() + "/" + stored;
-    std::string native;
-    if (auto problem = decompress_file(file_path, trace_bytes, &native))
+    // Decompressed into a file of the same folder, which the reader maps and hands back
+    // page by page: loading holds the model, not the native bytes too. Removed once read.
+    const std::string reading = traces_folder() + "/.reading-" + std::to_string(::getpid()) + "-" +
+                                std::to_string(id) + ".opsight";
+    std::optional<std::string> problem;
+    {
+      io::FileSink sink(reading);
+      problem = decompress_file(file_path, trace_bytes, sink);
+      if (!problem) problem = sink.commit();
+      if (problem && sink.error()) problem = *sink.error();
+    }
+    if (problem) {
+      ::unlink(reading.c_str());
       return failure(run + ": its trace file " + file_path + ": " + *problem);
-    return read_stored_native(native, run);
+    }
+    io::ReadResult read = io::read_trace_file(reading);
+    ::unlink(reading.c_str());
+    if (read.error)
+      read.error->message =
+          run + ": its trace file " + file_path + " is damaged: " + read.error->to_string("trace");
+    if (read.damage)
+      read.damage->message =
+          run + ": its trace file " + file_path + " is damaged: " + read.damage->to_string("trace");
+    if (read.error) read.error->has_offset = false;
+    if (read.damage) read.damage->has_offset = false;
+    return read;
   }
   if (codec != kTraceCodec)
     return failure(run + ": its trace is stored with an unknown codec '" + codec + "'");

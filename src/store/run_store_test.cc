@@ -363,6 +363,15 @@ TEST_F(RunStoreTest, LargeTracesAreFilesBesideTheDatabaseRemovedWithTheirRuns) {
   ASSERT_EQ(store->apply_retention({.keep_last = 1}).value(), 1u);  // the small run goes
   EXPECT_TRUE(std::filesystem::exists(second_file));
 
+  // A file cut short is damage named with its run; no decompressed copy is left behind.
+  std::filesystem::resize_file(second_file, std::filesystem::file_size(second_file) / 2);
+  auto cut = store->load_trace(second.id);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.error->message.find(second_file.string()), std::string::npos) << cut.error->message;
+  EXPECT_NE(cut.error->message.find("cut short"), std::string::npos) << cut.error->message;
+  for (const auto& entry : std::filesystem::directory_iterator(store->traces_folder()))
+    EXPECT_EQ(entry.path(), second_file) << "left in the traces folder";
+
   std::filesystem::remove(second_file);
   auto missing = store->load_trace(second.id);
   ASSERT_FALSE(missing.ok());
