@@ -66,8 +66,8 @@ tsan-test:
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/record/opsight_record_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/session/opsight_session_tests
 	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/collect/opsight_collect_tests
-	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/io/opsight_io_tests --gtest_filter='ChromeJsonReader.HelperThread*'
-	TSAN_OPTIONS=halt_on_error=1 build/tsan/src/server/opsight_server_tests --gtest_filter='TraceCache.*'
+	TSAN_OPTIONS=halt_on_error=1 scripts/gtest_filtered.sh build/tsan/src/io/opsight_io_tests 'ChromeJsonReader.HelperThread*'
+	TSAN_OPTIONS=halt_on_error=1 scripts/gtest_filtered.sh build/tsan/src/server/opsight_server_tests 'TraceCache.*'
 
 # libFuzzer over the native and Chrome JSON readers, FUZZ_SECONDS each, from the seed corpus.
 fuzz-test:
