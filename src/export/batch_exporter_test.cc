@@ -458,4 +458,54 @@ TEST(MetricsEndpoint, FollowsTheRunsFilesAcrossScrapes) {
   std::filesystem::remove_all(folder);
 }
 
+// The live endpoint gives the GenAI histograms from a run's growing file: a client's
+// request and its chunks (which end, and are read, before it) and a server's request.
+TEST(MetricsEndpoint, GivesTheGenAiHistogramsOfTheRequestsThatEnded) {
+  auto folder = std::filesystem::temp_directory_path() /
+                ("opsight-metrics-gen-ai-" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+  opsight::trace::Trace trace;
+  trace.run.pid = 7;
+  auto track = trace.thread_track(7, 7);
+  auto request = trace.intern("gen_ai.request");
+  auto add = [&](int64_t start, int64_t duration, bool client) {
+    auto row = trace.slices.add(start, duration, request, 0, track);
+    trace.slice_args.add(row, trace.intern("gen_ai.operation.name"),
+                         opsight::trace::ArgValue::of_string(trace.intern("chat")));
+    trace.slice_args.add(row, trace.intern("gen_ai.usage.output_tokens"),
+                         opsight::trace::ArgValue::of_int(3));
+    trace.slice_args.add(row,
+                         trace.intern(client ? "gen_ai.client.operation.time_to_first_chunk"
+                                             : "gen_ai.server.time_to_first_token"),
+                         opsight::trace::ArgValue::of_double(0.003));
+    if (client)
+      trace.slice_args.add(row, trace.intern("span.kind"),
+                           opsight::trace::ArgValue::of_string(trace.intern("client")));
+  };
+  add(0, 100'000'000, true);
+  trace.slices.add(20'000'000, 30'000'000, trace.intern("gen_ai.inter_token"), 0, track);
+  trace.slices.add(50'000'000, 50'000'000, trace.intern("gen_ai.inter_token"), 0, track);
+  add(200'000'000, 50'000'000, false);
+  trace.finalize();
+  std::string bytes = opsight::io::write_native(trace);
+  std::FILE* out = std::fopen((folder / "trace.1.opsight").c_str(), "wb");
+  std::fwrite(bytes.data(), 1, bytes.size(), out);
+  std::fclose(out);
+  opsight::exporting::MetricsEndpoint endpoint(folder.string(), "trace.", ".opsight");
+  std::string text = endpoint.scrape();
+  const std::string labels = "{gen_ai_operation_name=\"chat\"";
+  for (const std::string& line :
+       {"gen_ai_client_operation_duration_seconds_count" + labels + "} 1\n",
+        "gen_ai_client_operation_time_per_output_chunk_seconds_count" + labels + "} 2\n",
+        "gen_ai_client_operation_time_per_output_chunk_seconds_bucket" + labels +
+            ",le=\"0.04\"} 1\n",
+        "gen_ai_client_operation_time_per_output_chunk_seconds_bucket" + labels +
+            ",le=\"0.08\"} 2\n",
+        "gen_ai_server_time_to_first_token_seconds_count" + labels + "} 1\n",
+        "gen_ai_client_token_usage_sum" + labels + ",gen_ai_token_type=\"output\"} 6\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
+  EXPECT_EQ(endpoint.scrape(), text);  // scraped again: nothing counted twice
+  std::filesystem::remove_all(folder);
+}
+
 }  // namespace

@@ -587,6 +587,12 @@ TEST(PrometheusText, GenAiRequestSpansGiveTheConventionsHistograms) {
   add_request(1'000'000'000, 50'000'000, false, nullptr, 0.003, 0.009);
   add_request(2'000'000'000, 10'000'000, false, "timeout", 0.5, 0.5);
   add_request(3'000'000'000, 90'000'000, true, nullptr, 0.02, 0.01);
+  // Chunks after the first: the client's give gen_ai.client.operation.time_per_output_chunk;
+  // a server's do not (its TPOT is the per-request figure).
+  auto chunk = trace.intern("gen_ai.inter_token");
+  trace.slices.add(3'020'000'000, 30'000'000, chunk, 0, track);
+  trace.slices.add(3'050'000'000, 40'000'000, chunk, 0, track);
+  trace.slices.add(1'020'000'000, 30'000'000, chunk, 0, track);
   trace.finalize();
   std::string text = opsight::exporting::prometheus_exposition(trace);
   auto has = [&](std::string_view line) {
@@ -618,7 +624,7 @@ TEST(PrometheusText, GenAiRequestSpansGiveTheConventionsHistograms) {
   for (size_t at = text.find("# TYPE gen_ai_"); at != std::string::npos;
        at = text.find("# TYPE gen_ai_", at + 1))
     ++headers;
-  EXPECT_EQ(headers, 6u);  // no client time per output token: the conventions have none
+  EXPECT_EQ(headers, 7u);  // no client time per output token: the conventions have none
   EXPECT_EQ(text.find("gen_ai_client_time_per_output_token"), std::string::npos);
 }
 

@@ -7,6 +7,10 @@
 
 namespace opsight::exporting {
 
+namespace {
+constexpr size_t kMaxPendingRequests = 100'000;
+}  // namespace
+
 struct MetricsEndpoint::Server {
   httplib::Server http;
 };
@@ -30,11 +34,21 @@ std::string MetricsEndpoint::scrape() {
   io::TailVisitor visitor;
   visitor.on_span = [&](const io::EndedSpan& span) {
     metrics_.add_span(span.name, span.duration_ns);
-    if (span.name != kGenAiRequestSpan || span.unfinished || span.args == nullptr) return;
+    if (span.name == kGenAiChunkSpan && span.parent_span_id != 0) {
+      // Kept until its request ends; a file whose requests never end cannot grow this past
+      // a bound (the oldest are then dropped all at once).
+      if (pending_chunks_.size() >= kMaxPendingRequests) pending_chunks_.clear();
+      pending_chunks_[span.parent_span_id].push_back(span.duration_ns);
+      return;
+    }
+    if (span.name != kGenAiRequestSpan) return;
+    auto chunks = pending_chunks_.extract(span.span_id);
+    if (span.unfinished || span.args == nullptr) return;
     GenAiRequest request;
     request.duration_seconds = static_cast<double>(span.duration_ns) * 1e-9;
     for (const io::TailArg& arg : *span.args) request.set(arg.key, arg.value, arg.text);
-    metrics_.add_gen_ai_request(request);
+    metrics_.add_gen_ai_request(
+        request, chunks ? std::span<const int64_t>(chunks.mapped()) : std::span<const int64_t>());
   };
   visitor.on_counter = [&](std::string_view counter, int64_t pid, double value) {
     metrics_.set_counter(counter, pid, value);

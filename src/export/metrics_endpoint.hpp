@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "export/prometheus_text.hpp"
@@ -45,6 +46,9 @@ class MetricsEndpoint {
   std::mutex mutex_;
   std::vector<std::unique_ptr<io::NativeTail>> tails_;
   MetricsSnapshot metrics_;
+  // The chunk durations of gen_ai.request spans not ended yet, by their span id (a request
+  // is written with its chunks, so this holds a few; bounded: see scrape()).
+  std::unordered_map<uint64_t, std::vector<int64_t>> pending_chunks_;
   std::unique_ptr<Server> server_;
   std::thread thread_;
   int port_ = 0;

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <unordered_map>
 
 namespace opsight::exporting {
 
@@ -62,6 +63,7 @@ enum GenAiMetricIndex : int {
   kTokenUsage = 0,
   kClientOperationDuration,
   kClientTimeToFirstChunk,
+  kClientTimePerOutputChunk,
   kServerRequestDuration,
   kServerTimeToFirstToken,
   kServerTimePerOutputToken,
@@ -77,6 +79,10 @@ constexpr GenAiMetric kGenAiMetrics[] = {
     {"gen_ai_client_operation_time_to_first_chunk_seconds",
      "Time to the first output chunk, measured by the client "
      "(gen_ai.client.operation.time_to_first_chunk).",
+     kOperationBuckets},
+    {"gen_ai_client_operation_time_per_output_chunk_seconds",
+     "Time from one output chunk to the next, measured by the client "
+     "(gen_ai.client.operation.time_per_output_chunk).",
      kOperationBuckets},
     {"gen_ai_server_request_duration_seconds",
      "Generative AI server request duration, to the last output token "
@@ -148,7 +154,8 @@ void GenAiRequest::set(std::string_view key, const trace::ArgValue& value, std::
     time_per_output_token = number;
 }
 
-void MetricsSnapshot::add_gen_ai_request(const GenAiRequest& request) {
+void MetricsSnapshot::add_gen_ai_request(const GenAiRequest& request,
+                                         std::span<const int64_t> chunk_ns) {
   std::string labels;  // in the order of the label names, as Prometheus sorts them
   std::string port = request.server_port >= 0 ? std::to_string(request.server_port) : "";
   auto labels_of = [&](bool with_error, std::string_view token_type) {
@@ -186,6 +193,10 @@ void MetricsSnapshot::add_gen_ai_request(const GenAiRequest& request) {
             request.time_to_first_token);
   if (!request.client && request.time_per_output_token >= 0)
     observe(kServerTimePerOutputToken, labels, request.time_per_output_token);
+  if (request.client)
+    for (int64_t duration : chunk_ns)
+      observe(kClientTimePerOutputChunk, labels,
+              static_cast<double>(std::max<int64_t>(0, duration)) * 1e-9);
 }
 
 void DurationHistogram::add(int64_t duration_ns) {
@@ -221,6 +232,16 @@ MetricsSnapshot metrics_of(const trace::Trace& trace) {
   MetricsSnapshot metrics;
   std::vector<DurationHistogram*> of_name(trace.strings.size(), nullptr);
   std::optional<trace::StringId> gen_ai_request = trace.strings.find(kGenAiRequestSpan);
+  // Each request's chunk durations (its gen_ai.inter_token children), by the request's row.
+  std::unordered_map<trace::RowIndex, std::vector<int64_t>> chunks;
+  if (gen_ai_request)
+    if (auto chunk = trace.strings.find(kGenAiChunkSpan))
+      for (size_t row = 0; row < trace.slices.size(); ++row) {
+        trace::RowIndex parent = trace.slices.parent[row];
+        if (trace.slices.name[row] == *chunk && parent != trace::kNoRow &&
+            trace.slices.name[parent] == *gen_ai_request)
+          chunks[parent].push_back(trace.slices.dur[row]);
+      }
   for (size_t row = 0; row < trace.slices.size(); ++row) {
     trace::StringId name = trace.slices.name[row];
     DurationHistogram*& histogram = of_name[name];
@@ -236,7 +257,10 @@ MetricsSnapshot metrics_of(const trace::Trace& trace) {
                   value.type == trace::ArgType::kString ? trace.str(value.string_value)
                                                         : std::string_view());
     }
-    metrics.add_gen_ai_request(request);
+    auto found = chunks.find(static_cast<trace::RowIndex>(row));
+    metrics.add_gen_ai_request(request, found == chunks.end()
+                                            ? std::span<const int64_t>()
+                                            : std::span<const int64_t>(found->second));
   }
   metrics.overhead_seconds = static_cast<double>(trace.run.overhead_ns) * 1e-9;
   metrics.traced_seconds = static_cast<double>(trace.run.traced_ns) * 1e-9;

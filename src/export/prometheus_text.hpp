@@ -12,13 +12,14 @@
 //                                               converted to _seconds)
 // OpenTelemetry's GenAI metrics, from the `gen_ai.request` spans opsight.llm writes
 // (docs/llm.md): gen_ai_client_token_usage, gen_ai_client_operation_duration_seconds,
-// gen_ai_client_operation_time_to_first_chunk_seconds (a span of kind client: measured by
-// the caller), gen_ai_server_request_duration_seconds, gen_ai_server_time_to_first_token_seconds,
-// gen_ai_server_time_per_output_token_seconds (any other span: measured where the model
-// runs); histograms with the conventions' bucket boundaries, labelled with the span's
-// gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model, error.type,
-// server.address and server.port, named by OpenTelemetry's Prometheus rules (dots become
-// underscores, the unit "s" becomes the suffix _seconds, an annotation unit like {token} is
+// gen_ai_client_operation_time_to_first_chunk_seconds,
+// gen_ai_client_operation_time_per_output_chunk_seconds (one per gen_ai.inter_token child)
+// (a span of kind client: measured by the caller), gen_ai_server_request_duration_seconds,
+// gen_ai_server_time_to_first_token_seconds, gen_ai_server_time_per_output_token_seconds (any other
+// span: measured where the model runs); histograms with the conventions' bucket boundaries,
+// labelled with the span's gen_ai.operation.name, gen_ai.provider.name, gen_ai.request.model,
+// error.type, server.address and server.port, named by OpenTelemetry's Prometheus rules (dots
+// become underscores, the unit "s" becomes the suffix _seconds, an annotation unit like {token} is
 // dropped);
 // and, for metrics that are not a trace's (opsight explain's graph-break counts), any
 // MetricFamily of labelled samples (record_export.hpp pushes them).
@@ -70,8 +71,10 @@ struct GenAiRequest {
   void set(std::string_view key, const trace::ArgValue& value, std::string_view text);
 };
 
-// The span name the GenAI metrics are read from.
+// The span names the GenAI metrics are read from: a request, and each of its chunks after
+// the first (its child).
 inline constexpr std::string_view kGenAiRequestSpan = "gen_ai.request";
+inline constexpr std::string_view kGenAiChunkSpan = "gen_ai.inter_token";
 
 // A histogram with its own bucket bounds (the GenAI metrics').
 struct BucketHistogram {
@@ -92,8 +95,9 @@ struct MetricsSnapshot {
   std::map<std::pair<int, std::string>, BucketHistogram> gen_ai;
 
   void add_span(std::string_view name, int64_t duration_ns);
-  // Adds a finished gen_ai.request span to the GenAI histograms (the header says which).
-  void add_gen_ai_request(const GenAiRequest& request);
+  // Adds a finished gen_ai.request span to the GenAI histograms (the header says which);
+  // `chunk_ns`: the durations of its gen_ai.inter_token children (the times between chunks).
+  void add_gen_ai_request(const GenAiRequest& request, std::span<const int64_t> chunk_ns = {});
   void set_counter(std::string_view name, int64_t pid, double value) {
     counters[{std::string(name), pid}] = value;
   }

@@ -212,6 +212,8 @@ def test_a_clients_gen_ai_histograms_reach_prometheus_through_a_pushgateway(
                                  '{error_type="http_error"}')
         assert float(failed[0]["value"][1]) == 1
         _wait_sum(server, "sum(gen_ai_client_operation_time_to_first_chunk_seconds_count)", 6)
+        # One chunk after the first in each successful request: its time to the next chunk.
+        _wait_sum(server, "sum(gen_ai_client_operation_time_per_output_chunk_seconds_count)", 6)
         _wait_sum(server, 'sum(gen_ai_client_token_usage_sum{gen_ai_token_type="output"})', 18)
         _wait_sum(server, 'sum(gen_ai_client_token_usage_count{gen_ai_token_type="input"})', 6)
         labels = server.query("gen_ai_client_operation_time_to_first_chunk_seconds_count")[0]
