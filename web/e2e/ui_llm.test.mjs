@@ -1,8 +1,8 @@
 // End to end, the LLM sweeps page (#/llm, docs/llm.md): a real `opsight bench --generate`
 // sweep of a random-weight GPT-2 in process (concurrency 1 and 2, saved in the test's store),
 // then the page in Chromium: the sweep listed, its points side by side with the numbers the
-// bench's JSON report gives, the throughput-latency plot and a CDF per point of TTFT, ITL and
-// e2e. Needs the Python package with torch and transformers (the opsight beside $OPSIGHT_CLI).
+// bench's JSON report gives, the throughput-latency plot, a CDF per point of TTFT, ITL and
+// e2e, and each point's link to its requests' token timelines. Needs the Python package with torch and transformers (the opsight beside $OPSIGHT_CLI).
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -75,6 +75,18 @@ describe("opsight ui: LLM sweeps", () => {
     for (const lines of await figures.evaluateAll((canvases) => canvases.map((canvas) => Number(canvas.dataset.lines))))
       assert.equal(lines, 2);
     await screenshot(page, "llm-sweep");
+    assert.deepEqual(problems, []);
+  });
+
+  test("each point opens its requests' token timelines", async () => {
+    await navigate(page, `#/llm/${report.sweep}`);
+    const link = page.locator("#llm-points tbody tr").first().locator(".timeline-link");
+    assert.equal(await link.getAttribute("href"), `#/runs/${report.points[0].run}/timeline?q=gen_ai.request`);
+    await link.click();
+    await page.waitForSelector("body[data-ready=true]");
+    assert.equal(await page.evaluate(() => document.body.dataset.page), "timeline");
+    assert.equal(await page.locator("#timeline-search").inputValue(), "gen_ai.request");
+    await screenshot(page, "llm-token-timelines");
     assert.deepEqual(problems, []);
   });
 });

@@ -223,8 +223,8 @@ export async function llmPage(root: HTMLElement, sweepId?: string): Promise<void
   const points = await Promise.all(sweep.runs.map((run) => pointOf(run, sweep.key)));
 
   const table = h("table", { class: "data", id: "llm-points" });
-  const headers = [sweep.key, "run", "requests/s", "output tokens/s", "goodput req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p99"];
-  table.appendChild(h("thead", {}, h("tr", {}, ...headers.map((text, i) => h("th", { class: i > 1 ? "numeric" : "" }, text)))));
+  const headers = [sweep.key, "run", "requests", "requests/s", "output tokens/s", "goodput req/s", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "ITL p50", "ITL p99", "e2e p50", "e2e p99"];
+  table.appendChild(h("thead", {}, h("tr", {}, ...headers.map((text, i) => h("th", { class: i > 2 ? "numeric" : "" }, text)))));
   const body = h("tbody");
   points.forEach((point, index) => {
     const f = point.figures;
@@ -234,6 +234,8 @@ export async function llmPage(root: HTMLElement, sweepId?: string): Promise<void
         { data: { value: point.value, throughput: f.output_tokens_per_second ?? "", ttftP99: f.ttft_p99_ns ?? "" } },
         h("td", {}, h("i", { class: "swatch", style: { background: COLORS[index % COLORS.length], display: "inline-block", width: "10px", height: "10px" } }), ` ${point.value}`),
         h("td", {}, h("a", { href: routeHref({ page: "overview", run: point.run.ref }), class: "run-link" }, point.run.ref)),
+        // Each request's token timeline: its gen_ai.request lane (TTFT, queue, one span per ITL).
+        h("td", {}, h("a", { href: routeHref({ page: "timeline", run: point.run.ref, query: { q: "gen_ai.request" } }), class: "timeline-link" }, "token timelines")),
         cell(f.requests_per_second, rate),
         cell(f.output_tokens_per_second, rate),
         cell(f.goodput_requests_per_second, rate),
