@@ -127,7 +127,6 @@ class Engine:
                     active.append(job)
             if not active:
                 continue
-            opsight.counter("gen_ai.batch_size", len(active))
             with llm.step("decode", batch_size=len(active), model=self.name):
                 if self.step_delay_s:
                     time.sleep(self.step_delay_s)

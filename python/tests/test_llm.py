@@ -701,6 +701,15 @@ def test_client_and_server_ttft_agree_within_the_network_time(tmp_path):
         assert difference == (server_arrival - request.arrival_ns) + (
             request.first_token_ns - server_first)
         differences.append(difference)
+    # Continuous batching: concurrent requests shared decode steps, each step's batch size a
+    # sample of the gen_ai.batch_size counter track, one per decode span.
+    counters = server_trace.trace.counter_columns()
+    sizes = [value for track, value in zip(counters["track"], counters["value"])
+             if track == "gen_ai.batch_size"]
+    decodes = server[server["name"] == "gen_ai.decode"]
+    assert len(sizes) == len(decodes) + 12  # and one per request's prefill (batch of 1)
+    assert 1 <= min(sizes) and max(sizes) <= 3 and max(sizes) > 1
+    assert sorted(sizes) == sorted([1] * 12 + list(decodes["gen_ai.batch_size"]))
     differences.sort()
     print(f"client TTFT - server TTFT: median {differences[6] / 1e6:.2f} ms, "
           f"max {differences[-1] / 1e6:.2f} ms")
