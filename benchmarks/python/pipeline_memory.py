@@ -4,7 +4,7 @@ per stage (docs/performance.md, "Runs of hours: memory per stage").
 Records a synthetic run of SPANS spans with the real recorder (``opsight_synthetic_run``:
 threads of request > forward > two operators, an argument per request, a counter), then
 runs each stage as its own process and reports, per stage, wall time, CPU time, peak RSS
-(the child's ``ru_maxrss``), RSS per span, and throughput. ``cat FILE > /dev/null`` of the
+(``ru_maxrss`` of the child, started from a small interpreter), RSS per span, and throughput. ``cat FILE > /dev/null`` of the
 recorded file is the baseline measured in the same run: the cost of the bytes alone.
 
     python3 benchmarks/python/pipeline_memory.py [--spans 10000000] [--threads 4]
@@ -22,21 +22,33 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 
 
-def run_stage(command: list[str], stdout=subprocess.DEVNULL) -> dict:
+# Runs argv[1:] as the child of a small fresh interpreter and prints its rusage last on
+# stderr: ru_maxrss counts what a process held before its exec, so a child forked straight
+# from a larger process would report that process's pages.
+MEASURE = """
+import os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+wall = time.perf_counter() - start
+sys.stderr.write(f"\\npipeline-rusage {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime} {wall}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def run_stage(command: list[str]) -> dict:
     """Runs ``command`` to completion; its wall time, CPU time and peak RSS (bytes)."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    error = process.stderr.read().decode(errors="replace") if process.stderr else ""
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.exit(f"pipeline_memory: {' '.join(command)} exited {code}:\n{error}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime,
-            "peak_rss": usage.ru_maxrss * 1024}
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE, *command],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    error = done.stderr.decode(errors="replace")
+    if done.returncode != 0:
+        sys.exit(f"pipeline_memory: {' '.join(command)} exited {done.returncode}:\n{error}")
+    maxrss_kb, cpu_s, wall_s = error.rstrip().rpartition("\npipeline-rusage ")[2].split()
+    return {"wall_s": float(wall_s), "cpu_s": float(cpu_s), "peak_rss": int(maxrss_kb) * 1024}
 
 
 def main() -> int:

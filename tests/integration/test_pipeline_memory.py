@@ -7,21 +7,36 @@ the converter used to build its whole output in memory (peak RSS above the outpu
 size), and the native reader kept every page of the mapped file (the file's size on top
 of the model). Both are asserted gone, with the model's own size as the yardstick.
 """
-import os
 import subprocess
+import sys
 
 import pytest
 
 SPANS = 2_000_000
 
 
+# Runs argv[1:] as a child of a small fresh interpreter and prints its peak RSS last on
+# stderr. A child forked straight from pytest would count pytest's own pages (ru_maxrss
+# includes what the process held before its exec: the forked copy of the parent).
+MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+sys.stderr.write(f"\\nopsight-test-maxrss-kb {usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_measured(command: list[str]) -> tuple[int, str]:
     """Runs ``command``; its peak RSS in bytes and its stderr. Fails on a non-zero exit."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    error = process.stderr.read().decode(errors="replace")
-    assert os.waitstatus_to_exitcode(status) == 0, f"{command} failed:\n{error}"
-    return usage.ru_maxrss * 1024, error
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE, *command],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=600)
+    error = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, f"{command} failed:\n{error}"
+    error, _, measured = error.rstrip().rpartition("\nopsight-test-maxrss-kb ")
+    return int(measured) * 1024, error
 
 
 @pytest.fixture(scope="module")
