@@ -231,8 +231,7 @@ ReadResult read_trace_file(const std::string& path) {
   }
   if (*format == FileFormat::kNative) {
     if (!mapped) return read_native(bytes);
-    return read_native_dropping_input(bytes,
-                                      [&](const char* done) { mapped->drop_before(done); });
+    return read_native_dropping_input(bytes, [&](const char* done) { mapped->drop_before(done); });
   }
   if (!mapped) return read_chrome_json(bytes);
   return chrome_json::read_chrome_json_dropping_input(
