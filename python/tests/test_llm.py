@@ -240,6 +240,24 @@ def test_a_request_that_raises_is_recorded_as_failed():
 
 # ---- load: sweeps -----------------------------------------------------------------------
 
+def test_the_pareto_frontier_keeps_the_points_nothing_beats():
+    from opsight.llm.plots import pareto_frontier
+
+    points = [(10.0, 100.0), (12.0, 90.0), (15.0, 180.0), (30.0, 170.0), (40.0, 260.0)]
+    assert pareto_frontier(points) == [(10.0, 100.0), (15.0, 180.0), (40.0, 260.0)]
+    assert pareto_frontier([]) == []
+
+
+def test_a_plot_file_matplotlib_cannot_write_is_refused_before_any_request(tmp_path):
+    completed = subprocess.run(
+        [OPSIGHT, "bench", "--generate", "http://127.0.0.1:9/v1", "--requests", "1",
+         "--plot", str(tmp_path / "pareto.txt"), "--no-store"],
+        capture_output=True, text=True, timeout=60, env=clean_environment())
+    assert completed.returncode == 64, completed.stderr
+    assert "--plot" in completed.stderr and ".svg, .png, .pdf" in completed.stderr
+    assert not (tmp_path / "pareto.txt").exists()
+
+
 def _capacity_backend(slots: int, step_ns: int, tokens: int):
     """A server that serves at most ``slots`` requests at once; each token takes step_ns."""
     semaphore = threading.Semaphore(slots)
@@ -564,6 +582,7 @@ def test_malformed_streams_fail_one_request_and_the_run_goes_on(server, fault, k
 
 
 def test_bench_generate_against_the_server_and_in_process(server, tmp_path):
+    require("matplotlib")
     report_path = tmp_path / "report.json"
     completed = subprocess.run(
         [OPSIGHT, "bench", "--generate", server, "--api", "chat", "--requests", "6",
@@ -578,7 +597,11 @@ def test_bench_generate_against_the_server_and_in_process(server, tmp_path):
         assert point["summary"]["completed"] == 6
         assert point["summary"]["good_requests"] == 6
         assert point["run"] is not None
-    assert (tmp_path / "pareto.svg").read_text().startswith("<svg")
+    svg = (tmp_path / "pareto.svg").read_text()
+    assert "<svg" in svg
+    for text in ("throughput-latency (concurrency sweep)", "concurrency=1", "concurrency=2",
+                 "Pareto frontier", "time to first token", "inter-token latency"):
+        assert text in svg, text
     runs = subprocess.run([OPSIGHT, "runs", "--format", "json"], capture_output=True,
                           text=True, timeout=60, env=clean_environment())
     assert report["sweep"] in runs.stdout

@@ -75,7 +75,8 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--format", choices=("text", "json"), default="text")
     result.add_argument("-o", "--output", help="write the report to this file")
     result.add_argument("--plot", metavar="FILE.svg", help="the sweep's throughput-latency "
-                                                          "plot (SVG)")
+                        "Pareto frontier and TTFT/TPOT/ITL distributions, drawn with "
+                        "matplotlib (.svg, .png or .pdf)")
     result.add_argument("--name", help="stored runs' name (default: llm bench TARGET)")
     result.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE")
     result.add_argument("--no-store", action="store_true", help="do not save runs")
@@ -207,60 +208,6 @@ def run_sweep(send: Any, *, model: str, operation: str, key: str, values: list[f
             "stopped_early": len(points) < len(values)}
 
 
-def pareto_svg(report: dict[str, Any], path: str, metric: str = "ttft") -> None:
-    """The sweep's points as throughput (output tokens/s) against p50 and p99 latency of
-    ``metric``, the Pareto-optimal ones joined (an SVG, no plotting library needed)."""
-    key = report["key"]
-    points = [(point[key], point["summary"]["output_tokens_per_second"] or 0.0,
-               (point["summary"]["metrics"][metric]["p50"] or 0) / 1e6,
-               (point["summary"]["metrics"][metric]["p99"] or 0) / 1e6)
-              for point in report["points"]]
-    width, height, margin = 640, 420, 60
-    max_x = max((p[3] for p in points), default=1) * 1.1 or 1
-    max_y = max((p[1] for p in points), default=1) * 1.1 or 1
-
-    def x(value: float) -> float:
-        return margin + value / max_x * (width - 2 * margin)
-
-    def y(value: float) -> float:
-        return height - margin - value / max_y * (height - 2 * margin)
-
-    frontier = []
-    for point in sorted(points, key=lambda p: p[3]):
-        if not frontier or point[1] > frontier[-1][1]:
-            frontier.append(point)
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="sans-serif" font-size="12">',
-             f'<rect width="{width}" height="{height}" fill="white"/>',
-             f'<line x1="{margin}" y1="{height - margin}" x2="{width - margin}" '
-             f'y2="{height - margin}" stroke="black"/>',
-             f'<line x1="{margin}" y1="{margin}" x2="{margin}" y2="{height - margin}" stroke="black"/>',
-             f'<text x="{width / 2}" y="{height - 20}" text-anchor="middle">{metric.upper()} '
-             f'(ms): p50 circles, p99 squares</text>',
-             f'<text x="15" y="{height / 2}" transform="rotate(-90 15 {height / 2})" '
-             f'text-anchor="middle">output tokens/s</text>',
-             f'<text x="{width / 2}" y="25" text-anchor="middle">{report["model"]}: '
-             f'throughput-latency ({key} sweep)</text>']
-    for tick in range(6):
-        value_x, value_y = max_x * tick / 5, max_y * tick / 5
-        parts.append(f'<text x="{x(value_x):.1f}" y="{height - margin + 16}" '
-                     f'text-anchor="middle">{value_x:.3g}</text>')
-        parts.append(f'<text x="{margin - 6}" y="{y(value_y) + 4:.1f}" '
-                     f'text-anchor="end">{value_y:.3g}</text>')
-    if len(frontier) > 1:
-        line = " ".join(f"{x(p[3]):.1f},{y(p[1]):.1f}" for p in frontier)
-        parts.append(f'<polyline points="{line}" fill="none" stroke="#c33" stroke-width="2"/>')
-    for value, throughput, p50, p99 in points:
-        parts.append(f'<circle cx="{x(p50):.1f}" cy="{y(throughput):.1f}" r="4" fill="#36c"/>')
-        parts.append(f'<rect x="{x(p99) - 4:.1f}" y="{y(throughput) - 4:.1f}" width="8" '
-                     f'height="8" fill="#c33"/>')
-        parts.append(f'<text x="{x(p99) + 8:.1f}" y="{y(throughput) + 4:.1f}">'
-                     f'{key}={value:g}</text>')
-    parts.append("</svg>\n")
-    with open(path, "w", encoding="utf-8") as file:
-        file.write("\n".join(parts))
-
-
 def render(report: dict[str, Any]) -> str:
     from .metrics import render_summary
 
@@ -311,6 +258,9 @@ def main(arguments: list[str]) -> int:
                              "width between 0 and 1, e.g. 0.05")
         if options.min_requests < 1:
             raise ValueError("--min-requests must be >= 1")
+        if options.plot:
+            from .plots import check_plot_path
+            check_plot_path(options.plot)
     except ValueError as error:
         print(f"opsight bench --generate: {error}", file=sys.stderr)
         return USAGE_ERROR
@@ -342,7 +292,8 @@ def main(arguments: list[str]) -> int:
     else:
         sys.stdout.write(text)
     if options.plot:
-        pareto_svg(report, options.plot)
+        from .plots import write_sweep_plot
+        write_sweep_plot(report, options.plot)
         print(f"opsight bench --generate: wrote {options.plot}", file=sys.stderr)
     held = [outcome["held"] for point in report["points"]
             for outcome in (point["summary"]["slo_held"] or {}).values()]
