@@ -600,7 +600,7 @@ def test_bench_generate_against_the_server_and_in_process(server, tmp_path):
     svg = (tmp_path / "pareto.svg").read_text()
     assert "<svg" in svg
     for text in ("throughput-latency (concurrency sweep)", "concurrency=1", "concurrency=2",
-                 "Pareto frontier", "time to first token", "inter-token latency"):
+                 "TTFT p99", "time to first token", "inter-token latency"):
         assert text in svg, text
     runs = subprocess.run([OPSIGHT, "runs", "--format", "json"], capture_output=True,
                           text=True, timeout=60, env=clean_environment())
