@@ -43,6 +43,7 @@ import torch
 
 import opsight
 from opsight import llm
+from opsight.llm.models import to_device
 
 _DONE = object()
 
@@ -74,6 +75,7 @@ class Engine:
         self.max_batch = max_batch
         self.step_delay_s = step_delay_s
         self.eos = model.config.eos_token_id
+        self.device = next(model.parameters()).device
         self.limit = getattr(model.config, "n_positions", None) or \
             getattr(model.config, "max_position_embeddings", 1024)
         self.pending: queue.Queue = queue.Queue()
@@ -85,8 +87,8 @@ class Engine:
 
     def _forward(self, ids: list[int], cache: Any) -> tuple[int, Any]:
         with torch.inference_mode():
-            output = self.model(input_ids=torch.tensor([ids]), past_key_values=cache,
-                                use_cache=True)
+            output = self.model(input_ids=torch.tensor([ids], device=self.device),
+                                past_key_values=cache, use_cache=True)
         return int(output.logits[0, -1].argmax()), output.past_key_values
 
     def _emit(self, job: _Job, token: int) -> bool:
@@ -300,10 +302,10 @@ class Handler(BaseHTTPRequestHandler):
 
 def make_server(model_name: str = "gpt2", host: str = "127.0.0.1", port: int = 0,
                 max_batch: int = 16, step_delay_s: float = 0.0,
-                threads: int = 1) -> ThreadingHTTPServer:
+                threads: int = 1, device: str = "cpu") -> ThreadingHTTPServer:
     """The server, bound (not yet serving): ``server.serve_forever()``."""
     torch.set_num_threads(threads)
-    model = llm.random_model(model_name)
+    model = to_device(llm.random_model(model_name), device)
     name = model.name_or_path
     engine = Engine(model, name, max_batch=max_batch, step_delay_s=step_delay_s)
     handler = type("BoundHandler", (Handler,), {
@@ -323,9 +325,14 @@ def main(arguments: list[str] | None = None) -> int:
     parser.add_argument("--step-delay-ms", type=float, default=0.0,
                         help="extra time per decode step (a slower model; default: 0)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    parser.add_argument("--device", default="cpu", help="where the model runs: cpu, cuda, "
+                                                      "cuda:1 (default: %(default)s)")
     options = parser.parse_args(arguments)
-    server = make_server(options.model, options.host, options.port, options.max_batch,
-                         options.step_delay_ms / 1e3, options.threads)
+    try:
+        server = make_server(options.model, options.host, options.port, options.max_batch,
+                             options.step_delay_ms / 1e3, options.threads, options.device)
+    except ValueError as error:
+        parser.error(str(error))
     host, port = server.server_address[:2]
 
     def stop(number: int, frame: Any) -> None:

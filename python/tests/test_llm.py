@@ -248,6 +248,23 @@ def test_the_pareto_frontier_keeps_the_points_nothing_beats():
     assert pareto_frontier([]) == []
 
 
+def test_device_moves_the_in_process_model_or_says_why_it_cannot():
+    torch = require("torch")
+    require("transformers")
+    for device in ("cpu", "cuda"):
+        completed = subprocess.run(
+            [OPSIGHT, "bench", "--generate", "random:gpt2", "--requests", "2", "--output-len",
+             "3", "--device", device, "--no-store", "--format", "json"],
+            capture_output=True, text=True, timeout=120, env=clean_environment())
+        if device == "cuda" and not torch.cuda.is_available():
+            assert completed.returncode == 1, completed.stderr
+            assert "--device cuda: torch sees no CUDA device here" in completed.stderr
+            continue
+        assert completed.returncode == 0, completed.stderr
+        report = json.loads(completed.stdout)
+        assert report["points"][0]["summary"]["completed"] == 2
+
+
 def test_a_plot_file_matplotlib_cannot_write_is_refused_before_any_request(tmp_path):
     completed = subprocess.run(
         [OPSIGHT, "bench", "--generate", "http://127.0.0.1:9/v1", "--requests", "1",

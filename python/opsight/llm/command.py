@@ -72,6 +72,8 @@ def parser() -> argparse.ArgumentParser:
     result.add_argument("--timeout", default="30s", help="first-token and idle timeout per "
                                                         "request (default: %(default)s)")
     result.add_argument("--seed", type=int, default=0)
+    result.add_argument("--device", help="in process: move the model there (cpu, cuda, "
+                                         "cuda:1; default: where the factory left it)")
     result.add_argument("--format", choices=("text", "json"), default="text")
     result.add_argument("-o", "--output", help="write the report to this file")
     result.add_argument("--plot", metavar="FILE.svg", help="the sweep's throughput-latency "
@@ -121,6 +123,10 @@ def _backend(options: argparse.Namespace) -> tuple[Any, str, str]:
         else:
             module = importlib.import_module(module_name)
         model = getattr(module, factory)()
+    if options.device is not None:
+        from .models import to_device
+
+        model = to_device(model, options.device)
     name = options.model or model_name(model)
     return transformers_backend(model, name=name), name, "text_completion"
 

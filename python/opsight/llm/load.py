@@ -350,8 +350,11 @@ def transformers_backend(model: Any, tokenizer: Any = None, name: str = "",
     lock = threading.Lock()
     original = model.generate
 
+    # Inputs go where the model's weights are (a model moved to a GPU generates there).
+    device = next(model.parameters()).device
+
     def send(spec: RequestSpec, request: Request) -> None:
-        ids = torch.tensor([tokenizer.encode(spec.prompt)])
+        ids = torch.tensor([tokenizer.encode(spec.prompt)], device=device)
         request.metrics.input_tokens = int(ids.shape[1])
         if name:
             request.metrics.model = name

@@ -37,6 +37,21 @@ def random_model(name: str = "gpt2", seed: int = 0, **overrides: Any) -> Any:
     return model
 
 
+def to_device(model: Any, device: str) -> Any:
+    """``model`` moved to ``device`` (``cpu``, ``cuda``, ``cuda:1``...); a clear ValueError
+    when torch cannot use that device here."""
+    import torch
+
+    try:
+        target = torch.device(device)
+    except (RuntimeError, ValueError) as error:
+        raise ValueError(f"--device {device!r}: {error}") from None
+    if target.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: torch sees no CUDA device here "
+                         "(torch.cuda.is_available() is False)")
+    return model.to(target)
+
+
 class WordTokenizer:
     """Text to token ids and back without a vocabulary: a word is one token (its CRC32
     modulo the vocabulary, above the special ids); an id decodes to ``" t<ID>"``. Enough to
