@@ -96,6 +96,11 @@ std::optional<int> CompareCommand::run() {
   std::optional<store::LoadedTrace> b = load(b_);
   if (!b) return status;
 
+  // Timings from two different machines are not a regression: say so first (stderr, so
+  // that the JSON and CSV on stdout stay what they are).
+  for (const std::string& line : store::machine_differences(*a, *b))
+    std::fprintf(stderr, "opsight compare: not the same hardware: %s\n", line.c_str());
+
   analyze::CompareOptions options;
   options.alpha = alpha_;
   options.min_change = *min_change;

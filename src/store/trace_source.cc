@@ -1,6 +1,8 @@
 #include "store/trace_source.hpp"
 
 #include <filesystem>
+#include <map>
+#include <set>
 #include <system_error>
 
 #include "io/io.hpp"
@@ -69,6 +71,7 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   }
   const RunRecord& record = run.value();
   loaded.label = run_label(record);
+  loaded.run = record;
   io::ReadResult read = runs.load_trace(record.id);
   if (!read.ok()) {
     loaded.error = read.error->message;
@@ -81,6 +84,58 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
   }
   loaded.trace = std::move(read.trace);
   return loaded;
+}
+
+namespace {
+
+// worker spec -> (fact -> value), from a run's worker.N.* tags.
+std::map<std::string, std::map<std::string, std::string>> worker_facts(const RunRecord& run) {
+  static const std::set<std::string> kHardware = {
+      "host", "cpu_model", "cpu_count", "memory_bytes", "gpus", "nvidia_driver", "cuda"};
+  std::map<std::string, std::string> spec_of;  // "worker.3." -> its spec
+  for (const auto& [key, value] : run.metadata.tags)
+    if (key.starts_with("worker.") && key.ends_with(".spec"))
+      spec_of[key.substr(0, key.size() - 4)] = value;
+  std::map<std::string, std::map<std::string, std::string>> facts;
+  for (const auto& [key, value] : run.metadata.tags) {
+    if (!key.starts_with("worker.")) continue;
+    size_t dot = key.find('.', 7);
+    if (dot == std::string::npos) continue;
+    auto spec = spec_of.find(key.substr(0, dot + 1));
+    std::string fact = key.substr(dot + 1);
+    if (spec != spec_of.end() && kHardware.count(fact) != 0) facts[spec->second][fact] = value;
+  }
+  return facts;
+}
+
+}  // namespace
+
+std::vector<std::string> machine_differences(const LoadedTrace& a, const LoadedTrace& b) {
+  std::vector<std::string> lines;
+  auto differ = [&](const std::string& what, const std::string& left, const std::string& right) {
+    if (left != right && !left.empty() && !right.empty())
+      lines.push_back(what + ": " + left + " | " + right);
+  };
+  if (!a.run || !b.run) {
+    differ("host", a.trace.run.host, b.trace.run.host);
+    return lines;
+  }
+  const RunMetadata& left = a.run->metadata;
+  const RunMetadata& right = b.run->metadata;
+  differ("host", left.host, right.host);
+  differ("cpu", left.cpu, right.cpu);
+  differ("gpu", left.gpu, right.gpu);
+  auto left_workers = worker_facts(*a.run);
+  auto right_workers = worker_facts(*b.run);
+  for (const auto& [spec, facts] : left_workers) {
+    auto other = right_workers.find(spec);
+    if (other == right_workers.end()) continue;
+    for (const auto& [fact, value] : facts) {
+      auto found = other->second.find(fact);
+      if (found != other->second.end()) differ(spec + " " + fact, value, found->second);
+    }
+  }
+  return lines;
 }
 
 }  // namespace opsight::store

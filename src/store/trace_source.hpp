@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "opsight/exit_codes.hpp"
+#include "store/run_store.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::store {
@@ -36,10 +37,18 @@ struct LoadedTrace {
   std::optional<std::string> error;  // set when nothing usable was read
   std::vector<std::string> damage;   // one line per damaged input
   int exit_status = kExitOk;         // 0, 1, 2 or 64 as above (opsight/exit_codes.hpp)
+  std::optional<RunRecord> run;      // set when the argument named a stored run
 
   bool ok() const { return !error.has_value(); }
 };
 
 LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path = {});
+
+// What says two loaded traces ran on different hardware, one line each ("cpu: A | B"):
+// for stored runs their host, CPU and GPU, and the facts remote workers reported
+// (worker.N.host, cpu_model, cpu_count, memory_bytes, gpus, nvidia_driver, cuda tags,
+// matched by the worker's worker.N.spec so that numbering does not matter); for files, the
+// hosts the traces name. Empty: nothing known differs.
+std::vector<std::string> machine_differences(const LoadedTrace& a, const LoadedTrace& b);
 
 }  // namespace opsight::store

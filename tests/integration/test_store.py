@@ -458,3 +458,23 @@ def test_a_corrupt_page_of_run_rows_fails_every_command_with_one_line(store, tra
         assert len(lines) == 1 and lines[0].startswith(f"opsight: error: {store.path}: ")
         assert "database disk image is malformed (the store file is damaged)" in lines[0]
     assert store.path.read_bytes() == before
+
+
+def test_compare_says_when_two_runs_ran_on_different_hardware(store, trace):
+    """Runs of one back-end label whose remote workers reported different hardware
+    (worker.N.* tags, opsight.remote) are told apart, matched by spec, not by number."""
+    save(store, trace, "--name", "a", "--tag", "worker.1.spec=nodeA/ort-cpu",
+         "--tag", "worker.1.cpu_model=Xeon 8375C", "--tag", "worker.1.cpu_count=2")
+    save(store, trace, "--name", "b", "--tag", "worker.1.spec=nodeB/eager",
+         "--tag", "worker.1.cpu_model=Xeon 8375C", "--tag", "worker.2.spec=nodeA/ort-cpu",
+         "--tag", "worker.2.cpu_model=EPYC 7R13", "--tag", "worker.2.cpu_count=2")
+    save(store, trace, "--name", "c", "--tag", "worker.7.spec=nodeA/ort-cpu",
+         "--tag", "worker.7.cpu_model=Xeon 8375C", "--tag", "worker.7.cpu_count=2")
+    different = store("compare", "a", "b", "--format", "json")
+    assert different.returncode == 0, different.stderr
+    json.loads(different.stdout)  # stdout stays the comparison alone
+    assert different.stderr.splitlines() == [
+        "opsight compare: not the same hardware: nodeA/ort-cpu cpu_model: Xeon 8375C | EPYC 7R13"]
+    same = store("compare", "a", "c")
+    assert same.returncode == 0, same.stderr
+    assert "not the same hardware" not in same.stderr
