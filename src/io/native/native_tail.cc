@@ -39,18 +39,32 @@ bool NativeTail::poll(const TailVisitor& visitor) {
     error_ = path_ + ": cannot open: " + std::strerror(errno);
     return false;
   }
-  // Read from the next chunk to the end of what is written now.
+  // From the next chunk to the end of what is written now, a window at a time: each pass
+  // consumes the window's whole chunks; one that does not fit doubles the window (up to a
+  // chunk's largest size), one cut short by the writer waits for the next poll().
   std::string data;
-  if (std::fseek(file, static_cast<long>(offset_), SEEK_SET) == 0) {
-    char buffer[1 << 16];
-    size_t got;
-    while ((got = std::fread(buffer, 1, sizeof(buffer), file)) > 0) data.append(buffer, got);
+  size_t window = window_bytes_;
+  constexpr size_t kLargestChunk = format::kMaxChunkPayload + sizeof(format::ChunkHeader);
+  bool ok = true;
+  while (std::fseek(file, static_cast<long>(offset_), SEEK_SET) == 0) {
+    data.resize(window);
+    const size_t got = std::fread(data.data(), 1, window, file);
+    data.resize(got);
+    if (got == 0) break;
+    auto used = consume(data, visitor);
+    if (!used) {
+      ok = false;
+      break;
+    }
+    offset_ += *used;
+    if (got < window) break;  // the end of what is written
+    if (*used == 0) {
+      if (window >= kLargestChunk + sizeof(format::FileHeader)) break;  // damage: stop here
+      window *= 2;
+    }
   }
   std::fclose(file);
-  auto used = consume(data, visitor);
-  if (!used) return false;
-  offset_ += *used;
-  return true;
+  return ok;
 }
 
 bool NativeTail::feed(std::string_view bytes, const TailVisitor& visitor) {

@@ -65,10 +65,14 @@ struct TailVisitor {
 
 class NativeTail {
  public:
-  explicit NativeTail(std::string path) : path_(std::move(path)) {}
+  // `window_bytes`: how much of the file poll() holds at a time (a chunk larger than it is
+  // read whole: the window grows to hold it).
+  explicit NativeTail(std::string path, size_t window_bytes = size_t{8} << 20)
+      : path_(std::move(path)), window_bytes_(window_bytes < 4096 ? 4096 : window_bytes) {}
 
-  // Reads what was appended since the last call. Returns false when the file cannot be
-  // read or is not an opsight file (error() says why); a file that has not grown is fine.
+  // Reads what was appended since the last call, a window at a time (memory stays bounded
+  // whatever the file's size). Returns false when the file cannot be read or is not an
+  // opsight file (error() says why); a file that has not grown is fine.
   bool poll(const TailVisitor& visitor);
   // The same for bytes handed over in memory (a stream's whole chunks, in order, the first
   // beginning with the file header): what a sink sees the recorder write.
@@ -127,6 +131,7 @@ class NativeTail {
   int64_t unix_ns(uint64_t ticks) const;
 
   std::string path_;
+  size_t window_bytes_;
   std::string error_;
   uint64_t offset_ = 0;  // where the next chunk starts
   bool header_read_ = false;

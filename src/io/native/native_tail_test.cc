@@ -50,41 +50,43 @@ TEST(NativeTail, AGrowingFileReportsEverySpanOnceWhereverItIsCut) {
     entry.second += trace.slices.dur[row];
   }
   auto path = std::filesystem::temp_directory_path() / ("opsight-tail-" + std::to_string(getpid()));
-  for (size_t cut :
-       {size_t{0}, size_t{17}, bytes.size() / 3, bytes.size() / 2 + 5, bytes.size() - 1}) {
-    std::filesystem::remove(path);
-    opsight::io::NativeTail tail(path.string());
-    Totals got;
-    double rss = 0;
-    opsight::io::TailVisitor visitor;
-    visitor.on_span = [&](const opsight::io::EndedSpan& span) {
-      auto& entry = got[std::string(span.name)];
-      ++entry.first;
-      entry.second += span.duration_ns;
-      EXPECT_EQ(span.pid, 42);
-    };
-    visitor.on_counter = [&](std::string_view name, int64_t, double value) {
-      if (name == "process.rss_bytes") rss = value;
-    };
-    EXPECT_FALSE(tail.poll(visitor));  // no file yet: an error, nothing reported
-    {
-      std::FILE* file = std::fopen(path.c_str(), "wb");
-      std::fwrite(bytes.data(), 1, cut, file);
-      std::fclose(file);
+  // The default window holds the file; a 4 KiB one makes poll() read it in many passes.
+  for (size_t window : {size_t{8} << 20, size_t{4096}})
+    for (size_t cut :
+         {size_t{0}, size_t{17}, bytes.size() / 3, bytes.size() / 2 + 5, bytes.size() - 1}) {
+      std::filesystem::remove(path);
+      opsight::io::NativeTail tail(path.string(), window);
+      Totals got;
+      double rss = 0;
+      opsight::io::TailVisitor visitor;
+      visitor.on_span = [&](const opsight::io::EndedSpan& span) {
+        auto& entry = got[std::string(span.name)];
+        ++entry.first;
+        entry.second += span.duration_ns;
+        EXPECT_EQ(span.pid, 42);
+      };
+      visitor.on_counter = [&](std::string_view name, int64_t, double value) {
+        if (name == "process.rss_bytes") rss = value;
+      };
+      EXPECT_FALSE(tail.poll(visitor));  // no file yet: an error, nothing reported
+      {
+        std::FILE* file = std::fopen(path.c_str(), "wb");
+        std::fwrite(bytes.data(), 1, cut, file);
+        std::fclose(file);
+      }
+      EXPECT_TRUE(tail.poll(visitor)) << tail.error();
+      EXPECT_LE(tail.bytes_read(), cut);
+      {
+        std::FILE* file = std::fopen(path.c_str(), "ab");
+        std::fwrite(bytes.data() + cut, 1, bytes.size() - cut, file);
+        std::fclose(file);
+      }
+      EXPECT_TRUE(tail.poll(visitor));
+      EXPECT_TRUE(tail.poll(visitor));  // nothing new: nothing twice
+      EXPECT_EQ(tail.bytes_read(), bytes.size());
+      EXPECT_EQ(got, expected) << "cut at " << cut << ", window " << window;
+      EXPECT_EQ(rss, 3e6);
     }
-    EXPECT_TRUE(tail.poll(visitor)) << tail.error();
-    EXPECT_LE(tail.bytes_read(), cut);
-    {
-      std::FILE* file = std::fopen(path.c_str(), "ab");
-      std::fwrite(bytes.data() + cut, 1, bytes.size() - cut, file);
-      std::fclose(file);
-    }
-    EXPECT_TRUE(tail.poll(visitor));
-    EXPECT_TRUE(tail.poll(visitor));  // nothing new: nothing twice
-    EXPECT_EQ(tail.bytes_read(), bytes.size());
-    EXPECT_EQ(got, expected) << "cut at " << cut;
-    EXPECT_EQ(rss, 3e6);
-  }
   std::filesystem::remove(path);
 }
 
