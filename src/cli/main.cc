@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -169,17 +170,65 @@ int run_report(const ReportCommand& command) {
   return damaged ? kExitDamaged : 0;
 }
 
-// `files`: the inputs, then the output.
-int run_convert(std::vector<std::string> files) {
+// One native file to Chrome JSON through convert_native_to_chrome_json (bounded memory).
+int run_streamed_convert(const std::string& input, const std::string& output) {
+  opsight::io::FileSink sink(output);
+  opsight::io::StreamedConversion counts;
+  auto problem = opsight::io::convert_native_to_chrome_json(input, sink, &counts);
+  if (!problem && sink.error()) problem = sink.error();
+  if (!problem) problem = sink.commit();
+  if (problem) {
+    print_error(*problem);
+    return kExitError;
+  }
+  std::fprintf(stderr,
+               "opsight: wrote %s (%" PRIu64 " slices, %" PRIu64 " instants, %" PRIu64
+               " counter samples; streamed)\n",
+               output.c_str(), counts.slices + counts.async_slices, counts.instants,
+               counts.counter_samples);
+  if (counts.flows_left_out > 0)
+    std::fprintf(stderr,
+                 "opsight: warning: %" PRIu64
+                 " flow events were left out (the streaming conversion does not bind flows; "
+                 "--stream off converts them, holding the whole trace in memory)\n",
+                 counts.flows_left_out);
+  if (!counts.complete) {
+    std::fprintf(stderr,
+                 "opsight: warning: %s: the recording has no end (the process stopped "
+                 "before the session did): converted what was written\n",
+                 input.c_str());
+    return kExitDamaged;
+  }
+  return 0;
+}
+
+// `files`: the inputs, then the output. `stream`: auto, on or off (--stream).
+int run_convert(std::vector<std::string> files, const std::string& stream) {
   if (files.size() < 2) {
     print_error("convert needs an input and an output file (see opsight convert --help)");
     return kExitUsage;
   }
   std::string output = files.back();
   files.pop_back();
-  if (!opsight::io::format_from_path(output)) {
+  auto output_format = opsight::io::format_from_path(output);
+  if (!output_format) {
     print_error(output + ": unknown output format (use .opsight, .json or .pftrace)");
     return kExitUsage;
+  }
+  // One native file to Chrome JSON streams when asked, or by default when it is large.
+  const bool can_stream =
+      files.size() == 1 && *output_format == opsight::io::FileFormat::kChromeJson &&
+      opsight::io::format_from_path(files[0]) == opsight::io::FileFormat::kNative;
+  if (stream == "on" && !can_stream) {
+    print_error("--stream on converts one .opsight file to .json");
+    return kExitUsage;
+  }
+  if (can_stream && stream != "off") {
+    std::error_code error;
+    const auto size = std::filesystem::file_size(files[0], error);
+    constexpr uintmax_t kStreamFrom = uintmax_t{1} << 30;
+    if (stream == "on" || (!error && size >= kStreamFrom))
+      return run_streamed_convert(files[0], output);
   }
   bool damaged = false;
   auto trace = load_traces(files, &damaged);
@@ -347,6 +396,13 @@ int main(int argc, char** argv) {
                    "Input trace(s), then the output file (.opsight, .json or .pftrace)")
       ->required()
       ->expected(2, CLI::detail::expected_max_vector_size);
+  std::string convert_stream = "auto";
+  convert_command
+      ->add_option("--stream", convert_stream,
+                   "One .opsight file to .json in bounded memory, each event written as it "
+                   "completes (flows left out, counted): auto (inputs of 1 GiB or more), on, off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
 
   std::string demo_prefix = "opsight-demo";
   int demo_iterations = 5;
@@ -381,7 +437,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*report_command) return run_report(report);
-    if (*convert_command) return run_convert(convert_files);
+    if (*convert_command) return run_convert(convert_files, convert_stream);
     if (*demo_command) return run_demo(demo_prefix, demo_iterations);
     if (auto status = store_commands.run()) return *status;
     if (auto status = compare_command.run()) return *status;

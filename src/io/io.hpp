@@ -118,6 +118,22 @@ std::string write_chrome_json(const trace::Trace& trace);
 // The same into a sink, in pieces of about 1 MiB. Returns false when the sink refused bytes.
 bool write_chrome_json(const trace::Trace& trace, ByteSink& sink);
 
+// A native file to Chrome JSON in bounded memory (native/native_to_chrome_json.cc): read a
+// window at a time, each event written once complete, so that a run of any length converts
+// holding the open spans, the names and about 1 MiB of output (what differs from
+// write_chrome_json of the whole trace: docs/formats.md, "Streaming conversion"). Returns an
+// error (naming the path) or nullopt.
+struct StreamedConversion {
+  uint64_t slices = 0;
+  uint64_t async_slices = 0;
+  uint64_t instants = 0;
+  uint64_t counter_samples = 0;
+  uint64_t flows_left_out = 0;  // flow events: not converted by the streaming path
+  bool complete = false;        // the file's footer was read
+};
+std::optional<std::string> convert_native_to_chrome_json(const std::string& path, ByteSink& sink,
+                                                         StreamedConversion* counts = nullptr);
+
 // Perfetto's protobuf trace format (a .pftrace; what is written and how:
 // perfetto/perfetto_writer.cc and docs/formats.md).
 std::string write_perfetto(const trace::Trace& trace);

@@ -114,6 +114,11 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
             !take(payload, position, &value_length) ||
             !take_bytes(payload, position, value_length, &value))
           return;
+        run_info_.emplace_back(key, value);
+        if (key == "event_cost_ns") {
+          double parsed = std::strtod(std::string(value).c_str(), nullptr);
+          if (parsed > 0) event_cost_ns_ = parsed;
+        }
         if (key == "ticks_per_second") {
           double parsed = std::strtod(std::string(value).c_str(), nullptr);
           if (parsed > 0) ticks_per_second_ = parsed;
@@ -127,6 +132,7 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
       return;
     }
     case format::ChunkType::kClockSync: {
+      if (clock_fixed_) return;  // use_clock() gave the whole file's line
       format::ClockSync sync;
       while (take(payload, position, &sync)) {
         if (!has_sync_) {
@@ -168,7 +174,15 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
     case format::ChunkType::kStats:
     case format::ChunkType::kDropsSoFar: {
       format::SessionStats stats;
-      if (take(payload, position, &stats)) events_dropped_ = stats.events_dropped;
+      if (take(payload, position, &stats)) {
+        events_dropped_ = stats.events_dropped;
+        if (stats.event_cost_ns > 0) event_cost_ns_ = stats.event_cost_ns;
+        // Each stats chunk holds the totals so far: the latest one replaces the sum.
+        uint64_t slow_ticks = 0;
+        format::ThreadStats thread{};
+        while (take(payload, position, &thread)) slow_ticks += thread.slow_path_ticks;
+        slow_path_ticks_ = slow_ticks;
+      }
       if (static_cast<format::ChunkType>(type) == format::ChunkType::kStats) finished_ = true;
       return;
     }
@@ -222,12 +236,58 @@ void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread, con
   ended.unfinished = unfinished;
   ended.async = async;
   ended.args = &span.args;
+  ended.async_id = span.async_id;
+  if (!async) {
+    ended.lane = span.lane;
+    if (auto lane = thread.lanes.find(span.lane); lane != thread.lanes.end())
+      ended.lane_name = lane->second.name;
+  }
   visitor.on_span(ended);
+}
+
+void NativeTail::flush_instant(const TailVisitor& visitor, ThreadState& thread) {
+  if (!thread.pending_instant) return;
+  const PendingInstant& pending = *thread.pending_instant;
+  TailInstant instant;
+  if (pending.named_inline) {
+    instant.name = pending.inline_name;
+  } else if (pending.name < names_.size()) {
+    instant.name = names_[pending.name].name;
+    instant.category = names_[pending.name].category;
+  } else {
+    instant.name = "<unknown name>";
+  }
+  instant.pid = thread.pid;
+  instant.tid = thread.tid;
+  instant.lane = pending.lane;
+  if (auto lane = thread.lanes.find(pending.lane); lane != thread.lanes.end())
+    instant.lane_name = lane->second.name;
+  instant.unix_ns = unix_ns(pending.ticks);
+  instant.scope = pending.scope;
+  instant.args = &pending.args;
+  if (visitor.on_instant) visitor.on_instant(instant);
+  thread.pending_instant.reset();
+}
+
+void NativeTail::use_clock(const format::ClockSync& first, const format::ClockSync& last) {
+  first_sync_ = first;
+  last_sync_ = last;
+  first_sync_ticks_ = first.ticks;
+  has_sync_ = true;
+  clock_fixed_ = true;
+}
+
+std::vector<TailThread> NativeTail::threads() const {
+  std::vector<TailThread> list;
+  for (const auto& [index, thread] : threads_)
+    list.push_back({thread.pid, thread.tid, thread.name});
+  return list;
 }
 
 void NativeTail::finish(const TailVisitor& visitor) {
   if (finish_reported_) return;
   finish_reported_ = true;
+  for (auto& [index, thread] : threads_) flush_instant(visitor, thread);
   uint64_t trace_end_ticks = last_async_ticks_;
   for (auto& [index, thread] : threads_) {
     trace_end_ticks = std::max(trace_end_ticks, thread.slots.last_ticks);
@@ -270,11 +330,15 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
   native::decode_slots(
       payload.data() + position, slot_count, state.slots, file,
       [&](const native::SlotEvent& event) {
+        ++events_decoded_;
         if (event.malformed) return;
+        // An instant's args follow it at once: any other event ends them.
+        if (event.kind != SlotKind::kArg) flush_instant(visitor, state);
         switch (event.kind) {
           case SlotKind::kTrack: {
             state.lane = event.id;
             lane = &state.lanes[state.lane];
+            if (!event.text.empty()) lane->name = std::string(event.text);
             // A key named again stands for a new task: the old one's open spans never end
             // (reported unfinished, ended at the lane's last event, as the reader does).
             if (event.id != 0 && !event.text.empty()) {
@@ -288,6 +352,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
           }
           case SlotKind::kBegin: {
             OpenSpan span = begun(event);
+            span.lane = state.lane;
             if (!lane->open.empty()) {
               const OpenSpan& parent = lane->open.back();
               span.parent_span_id = parent.span_id;
@@ -311,8 +376,27 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
           case SlotKind::kInstant:
             lane->after_instant = true;  // the args that follow are the instant's
             lane->last_ticks = std::max(lane->last_ticks, event.ticks);
+            if (visitor.on_instant) {
+              PendingInstant pending;
+              pending.name = event.name_id;
+              pending.named_inline = event.name_id == 0;
+              if (pending.named_inline) pending.inline_name = std::string(event.text);
+              pending.ticks = event.ticks;
+              pending.lane = state.lane;
+              pending.scope = event.detail;
+              state.pending_instant = std::move(pending);
+            }
             return;
           case SlotKind::kArg: {
+            if (lane->after_instant && state.pending_instant) {
+              TailArg arg;
+              arg.key = std::string(event.text);
+              arg.value = event.arg;
+              if (arg.value.type == trace::ArgType::kString)
+                arg.text = std::string(event.string_value);
+              state.pending_instant->args.push_back(std::move(arg));
+              return;
+            }
             if (lane->after_instant || lane->open.empty()) return;
             TailArg arg;
             arg.key = std::string(event.text);
@@ -337,9 +421,16 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
           case SlotKind::kCounter:
             lane->last_ticks = std::max(lane->last_ticks, event.ticks);
             if (visitor.on_counter) visitor.on_counter(event.text, state.pid, event.value);
+            if (visitor.on_counter_sample)
+              visitor.on_counter_sample(
+                  TailCounterSample{event.text, state.pid, unix_ns(event.ticks), event.value});
+            return;
+          case SlotKind::kFlow:
+            if (visitor.on_flow) visitor.on_flow();
             return;
           case SlotKind::kAsyncBegin: {
             OpenSpan span = begun(event);
+            span.async_id = event.id;
             auto& open = async_[state.pid][event.id];
             if (!open.empty()) span.parent_span_id = open.back().span_id;
             open.push_back(std::move(span));

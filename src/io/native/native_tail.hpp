@@ -56,11 +56,50 @@ struct EndedSpan {
   uint8_t trace_flags = 1;
   bool remote_parent = false;  // parent_span_id is the caller's span (it joined here)
   const std::vector<TailArg>* args = nullptr;
+  // Where on its thread it ran: 0, the thread's own track, or the key of an async lane of
+  // the thread (switch_track), named `lane_name` when the recorder named it.
+  uint64_t lane = 0;
+  std::string_view lane_name;
+  uint64_t async_id = 0;  // an async span's id (within its process)
+};
+
+// An instant with the arguments that followed it (reported once the thread's next event,
+// or finish(), shows that no more follow).
+struct TailInstant {
+  std::string_view name;
+  std::string_view category;
+  int64_t pid = 0;
+  int64_t tid = 0;
+  uint64_t lane = 0;  // as EndedSpan::lane
+  std::string_view lane_name;
+  int64_t unix_ns = 0;
+  uint8_t scope = 0;  // trace::InstantScope
+  const std::vector<TailArg>* args = nullptr;
+};
+
+// A counter sample with its time.
+struct TailCounterSample {
+  std::string_view name;
+  int64_t pid = 0;
+  int64_t unix_ns = 0;
+  double value = 0;
+};
+
+// A thread the file described (kThread), as finish() leaves it.
+struct TailThread {
+  int64_t pid = 0;
+  int64_t tid = 0;
+  std::string_view name;
 };
 
 struct TailVisitor {
   std::function<void(const EndedSpan&)> on_span;
   std::function<void(std::string_view counter, int64_t pid, double value)> on_counter;
+  // Optional, for consumers that keep everything (a streaming converter): instants,
+  // counter samples with their times, and flow events (not decoded: counted).
+  std::function<void(const TailInstant&)> on_instant;
+  std::function<void(const TailCounterSample&)> on_counter_sample;
+  std::function<void()> on_flow;
 };
 
 class NativeTail {
@@ -88,6 +127,23 @@ class NativeTail {
   // thread's last event (as the whole-file reader closes them). Once.
   void finish(const TailVisitor& visitor);
 
+  // Times every event on the line through these two syncs (a finished file's first and
+  // last, found by a scan of its chunk headers) instead of the syncs read so far: the times
+  // of the whole-file reader. The file's own kClockSync chunks are then skipped.
+  void use_clock(const format::ClockSync& first, const format::ClockSync& last);
+  // The run info's pairs read so far, in file order.
+  const std::vector<std::pair<std::string, std::string>>& run_info() const { return run_info_; }
+  // Unix ns minus monotonic ns of the first sync (0 before one is read).
+  int64_t unix_offset_ns() const {
+    return has_sync_ ? first_sync_.realtime_ns - first_sync_.monotonic_ns : 0;
+  }
+  std::vector<TailThread> threads() const;
+  // What the whole-file reader's overhead figure is made of: the events decoded, the
+  // recorder's calibrated cost of one, and its slow paths' ticks (from the latest stats).
+  uint64_t events_decoded() const { return events_decoded_; }
+  double event_cost_ns() const { return event_cost_ns_; }
+  uint64_t slow_path_ticks() const { return slow_path_ticks_; }
+
  private:
   struct OpenSpan {
     uint32_t name = 0;        // name id (kNames); 0 with inline_name for a run-time name
@@ -100,6 +156,18 @@ class NativeTail {
     trace::TraceId trace_id;   // zero: the run's trace
     uint8_t trace_flags = 1;
     bool remote_parent = false;
+    uint64_t lane = 0;      // the lane it began on
+    uint64_t async_id = 0;  // an async span's id
+    std::vector<TailArg> args;
+  };
+  // An instant waiting for the args that may follow it.
+  struct PendingInstant {
+    uint32_t name = 0;
+    std::string inline_name;
+    bool named_inline = false;
+    uint64_t ticks = 0;
+    uint64_t lane = 0;
+    uint8_t scope = 0;
     std::vector<TailArg> args;
   };
   // One track of a thread (its own, key 0, or an async lane), as the reader keeps it.
@@ -107,6 +175,7 @@ class NativeTail {
     std::vector<OpenSpan> open;
     bool after_instant = false;  // args that follow belong to an instant, not a span
     uint64_t last_ticks = 0;     // where spans left open by a reused key end
+    std::string name;            // the name the recorder gave the lane, if any
   };
   struct ThreadState {
     int64_t pid = 0;
@@ -115,6 +184,7 @@ class NativeTail {
     std::unordered_map<uint64_t, Lane> lanes;  // by track key (0: the thread)
     uint64_t lane = 0;
     native::ThreadSlotState slots;  // the one slot decoder's state (ids, packed ticks)
+    std::optional<PendingInstant> pending_instant;
   };
   struct Name {
     std::string name;
@@ -129,6 +199,7 @@ class NativeTail {
   void emit(const TailVisitor& visitor, const ThreadState& thread, const OpenSpan& span,
             uint64_t end_ticks, bool unfinished, bool async);
   int64_t unix_ns(uint64_t ticks) const;
+  void flush_instant(const TailVisitor& visitor, ThreadState& thread);
 
   std::string path_;
   size_t window_bytes_;
@@ -141,6 +212,11 @@ class NativeTail {
   uint64_t first_sync_ticks_ = 0;
   bool has_sync_ = false;
   format::ClockSync first_sync_{}, last_sync_{};
+  bool clock_fixed_ = false;  // use_clock() was called
+  uint64_t events_decoded_ = 0;
+  double event_cost_ns_ = 0;
+  uint64_t slow_path_ticks_ = 0;
+  std::vector<std::pair<std::string, std::string>> run_info_;
   uint64_t span_salt_ = 0;  // from the run's trace id, as the reader salts span ids
   trace::TraceId trace_id_;
   uint64_t events_dropped_ = 0;
