@@ -94,7 +94,11 @@ def test_every_recorded_call_is_charged_to_the_overhead():
         for _ in range(20):
             record(module, (), None)
     assert record.charge_ns == 1_000_000.0
-    assert profile.trace.run_info()["overhead_ns"] >= 20 * 1_000_000
+    # The charge goes in as ticks at the rate measured over 2 ms at start and comes out as
+    # nanoseconds at the clock line fitted over the session: parts per million apart (CI
+    # saw 19,999,905 ns).
+    # Without the charge the overhead would be microseconds, far under this bound.
+    assert profile.trace.run_info()["overhead_ns"] >= 20 * 1_000_000 * (1 - 1e-4)
 
 
 def test_wrong_arguments_are_a_type_error():
