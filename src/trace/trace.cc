@@ -253,7 +253,10 @@ void Trace::finalize() {
   }
 
   // 2. Nesting: one open-slice stack per track; a slice is a child of the innermost open
-  //    slice that contains its start. A child that outlives its parent is clipped.
+  //    slice that contains its start (a slice's interval is closed on the left and open on
+  //    the right, so one that ends where another begins is its sibling; but zero-length
+  //    slices at one time stack on each other, as in Perfetto's slice tracker). A child
+  //    that outlives its parent is clipped.
   bool nesting_trusted =
       nesting_filled_by_reader && slices.depth.size() == count && slices.parent.size() == count;
   if (!nesting_trusted) {
@@ -264,7 +267,11 @@ void Trace::finalize() {
       TrackId track_id = slices.track[row];
       if (track_id >= open.size()) open.resize(track_id + 1);
       auto& stack = open[track_id];
-      while (!stack.empty() && slices.end(stack.back()) <= slices.ts[row]) stack.pop_back();
+      const bool zero_length = slices.dur[row] == 0;
+      while (!stack.empty() && slices.end(stack.back()) <= slices.ts[row] &&
+             !(zero_length && slices.dur[stack.back()] == 0 &&
+               slices.ts[stack.back()] == slices.ts[row]))
+        stack.pop_back();
       if (!stack.empty()) {
         RowIndex parent_row = stack.back();
         if (slices.end(row) > slices.end(parent_row)) {

@@ -432,6 +432,178 @@ TEST(ChromeJsonConformance, Version2FlowsOnTheSlicesThemselves) {
   EXPECT_EQ(extra_value(result.trace, "unmatched_flow_events"), "1");
 }
 
+// ---- Cases of Perfetto's JSON diff tests (parser/json, parser/parsing) ---------------------
+// Each case is ours, written from the behaviour a diff test documents; docs/formats.md
+// ("Chrome JSON: fidelity to Perfetto's importer") says, per diff test, whether opsight
+// matches, and why where it deliberately does not.
+
+TEST(ChromeJsonConformance, ArgsKeepTheirFileOrderEvenWhenAKeyWasSeenBefore) {
+  // The second event's first key is interned after its second one was (by the first
+  // event): the order must be the file's, not the interned ids'.
+  auto result = read_ok(R"([
+    {"name":"Event1","cat":"C","ph":"b","ts":40000,"pid":1,"id":1,"args":{"02.step2":2,}},
+    {"name":"Event2","cat":"C","ph":"b","ts":40000,"pid":2,"id":1,"args":{"01.step1":1,"02.step2":2,}},
+    {"name":"Plain","ph":"X","ts":1,"dur":1,"pid":1,"tid":1,"args":{"z":1,"a":2,"m":3}},
+    {"name":"Pair","ph":"B","ts":2,"pid":1,"tid":1,"args":{"z":1,"a":2}},
+    {"name":"Pair","ph":"E","ts":3,"pid":1,"tid":1,"args":{"m":3,"b":4}}])");
+  const Trace& trace = result.trace;
+  std::vector<std::string> rows;
+  for (size_t row = 0; row < trace.slices.size(); ++row) {
+    std::string line(trace.str(trace.slices.name[row]));
+    for (size_t arg = trace.slices.args_begin[row]; arg < trace.slices.args_begin[row + 1]; ++arg)
+      line += " " + std::string(trace.str(trace.slice_args.key[arg]));
+    rows.push_back(line);
+  }
+  std::sort(rows.begin(), rows.end());
+  EXPECT_EQ(rows, (std::vector<std::string>{"Event1 02.step2", "Event2 01.step1 02.step2",
+                                            "Pair z a m b", "Plain z a m"}));
+}
+
+TEST(ChromeJsonConformance, AsyncEventsWithoutCategoryAreKeptAndAnEmptyIdIsNoId) {
+  auto result = read_ok(R"([
+    {"ph":"b","pid":200,"tid":201,"ts":2000,"name":"AsyncMissingCat","id":"flow1"},
+    {"ph":"e","pid":200,"tid":201,"ts":2100,"name":"AsyncMissingCat","id":"flow1"},
+    {"ph":"b","pid":200,"tid":202,"ts":2200,"name":"AsyncEmptyStringId","cat":"c2","id":""},
+    {"ph":"e","pid":200,"tid":202,"ts":2300,"name":"AsyncEmptyStringId","cat":"c2","id":""},
+    {"ph":"b","pid":200,"tid":203,"ts":2400,"name":"Id2EmptyKey","cat":"c2","id2":{"":"x"}},
+    {"ph":"S","pid":200,"tid":204,"ts":2500,"name":"LegacyMissingCat","id":7},
+    {"ph":"F","pid":200,"tid":205,"ts":2600,"name":"LegacyMissingCat","id":7}])");
+  EXPECT_EQ(slice_rows(result.trace),
+            "AsyncMissingCat 2000000+100000 d0 AsyncMissingCat\n"
+            "LegacyMissingCat 2500000+100000 d0 LegacyMissingCat\n");
+  EXPECT_EQ(extra_value(result.trace, "invalid_events"), "3");
+}
+
+TEST(ChromeJsonConformance, LegacyAsyncIdsAreGlobalAndId2LocalIsPerProcess) {
+  // S/T/F take the track rules of b/e/n: "id" and "id2.global" join processes, one track
+  // per (category, id); "id2.local" is one track per (process, category, id).
+  auto result = read_ok(R"([
+    {"ph":"S","pid":1,"tid":1,"ts":0,"name":"global","cat":"c","id":"0x9"},
+    {"ph":"T","pid":2,"tid":2,"ts":4,"name":"global","cat":"c","id":"0x9","args":{"step":"s1"}},
+    {"ph":"F","pid":2,"tid":2,"ts":10,"name":"global","cat":"c","id":"0x9"},
+    {"ph":"S","pid":1,"tid":1,"ts":0,"name":"local","cat":"c","id2":{"local":"0x9"}},
+    {"ph":"F","pid":1,"tid":3,"ts":6,"name":"local","cat":"c","id2":{"local":"0x9"}},
+    {"ph":"S","pid":2,"tid":2,"ts":1,"name":"local","cat":"c","id2":{"local":"0x9"}},
+    {"ph":"F","pid":2,"tid":2,"ts":3,"name":"local","cat":"c","id2":{"local":"0x9"}}])");
+  const Trace& trace = result.trace;
+  EXPECT_EQ(slice_rows(trace),
+            "global 0+10000 d0 global [c]\n"
+            "global 4000+0 d1 global [c] step='s1'\n"
+            "local 0+6000 d0 local [c]\n"
+            "local 1000+2000 d0 local [c]\n");
+  std::vector<std::string> async;
+  for (const auto& track : trace.tracks)
+    if (track.kind == trace::TrackKind::kAsync)
+      async.push_back(std::string(trace.str(track.name)) + " pid=" + std::to_string(track.pid));
+  std::sort(async.begin(), async.end());
+  EXPECT_EQ(async, (std::vector<std::string>{"global pid=1", "local pid=1", "local pid=2"}));
+}
+
+TEST(ChromeJsonConformance, CounterTracksAreNamedByEventArgAndId) {
+  // Several args: "<name> <arg>" each; with an "id", "<name> id: <id> <arg>" (the id
+  // tells counters of one name apart). One arg keeps the event's name (see formats.md).
+  auto result = read_ok(R"([
+    {"ph":"C","pid":30,"tid":31,"ts":800,"name":"MyCounters","cat":"stats","id":"counter_group_1",
+     "args":{"counter1_float":100.5,"counter2_int":-50,"counter3_str_num":"25.7"}},
+    {"ph":"C","pid":30,"tid":31,"ts":810,"name":"EmptyArgsCounter","cat":"stats","args":{}},
+    {"ph":"C","pid":30,"tid":31,"ts":820,"name":"NoArgsCounter","cat":"stats"},
+    {"ph":"C","pid":"1000","ts":0,"name":"ctr","args":{"cats":0}},
+    {"ph":"C","pid":"1000","ts":10,"name":"ctr","args":{"cats":10}},
+    {"ph":"C","pid":"1000","ts":20,"name":"ctr","id":5,"args":{"cats":3}},
+    {"ph":"C","pid":300,"tid":301,"ts":3000,"name":"Edge","args":{
+      "leading_dot":".75","trailing_dot":"246.","leading_zero_float":"01.23",
+      "leading_zero_int_str":"050","incomplete_exp":"1.5e","exp_no_digit":"2e+","just_dot":".",
+      "plus_val":"+10.5","just_plus":"+","just_minus":"-"}}])");
+  const Trace& trace = result.trace;
+  EXPECT_EQ(counter_rows(trace),
+            "1000 ctr 0 0\n"
+            "1000 ctr 10000 10\n"
+            "1000 ctr id: 5 20000 3\n"
+            "30 MyCounters id: counter_group_1 counter1_float 800000 100.5\n"
+            "30 MyCounters id: counter_group_1 counter2_int 800000 -50\n"
+            "30 MyCounters id: counter_group_1 counter3_str_num 800000 25.7\n"
+            "300 Edge leading_dot 3000000 0.75\n"
+            "300 Edge leading_zero_float 3000000 1.23\n"
+            "300 Edge leading_zero_int_str 3000000 50\n"
+            "300 Edge plus_val 3000000 10.5\n"
+            "300 Edge trailing_dot 3000000 246\n");
+  for (const auto& track : trace.counter_tracks)
+    if (trace.str(track.name) == "MyCounters id: counter_group_1 counter2_int") {
+      EXPECT_EQ(trace.str(track.group), "MyCounters id: counter_group_1");
+      EXPECT_EQ(trace.str(track.series), "counter2_int");
+    }
+}
+
+TEST(ChromeJsonConformance, BeginEndOnProcessAndThreadZeroArePaired) {
+  auto result = read_ok(R"([
+    {"ph":"B","pid":0,"tid":0,"ts":10,"name":"zero"},
+    {"ph":"B","pid":0,"tid":0,"ts":11,"name":"inner"},
+    {"ph":"E","pid":0,"tid":0,"ts":12},
+    {"ph":"E","pid":0,"tid":0,"ts":20},
+    {"ph":"B","ts":30,"name":"no ids"},
+    {"ph":"E","ts":40},
+    {"ph":"B","pid":0,"ts":50,"name":"pid only"},
+    {"ph":"E","pid":0,"tid":0,"ts":60}])");
+  EXPECT_EQ(slice_rows(result.trace),
+            "thread 0 10000+10000 d0 zero\n"
+            "thread 0 11000+1000 d1 inner\n"
+            "thread 0 30000+10000 d0 no ids\n"
+            "thread 0 50000+10000 d0 pid only\n");
+  EXPECT_EQ(extra_value(result.trace, "unfinished_slices"), "<absent>");
+  EXPECT_EQ(extra_value(result.trace, "unmatched_end_events"), "<absent>");
+}
+
+TEST(ChromeJsonConformance, ZeroDurationSlicesAtOneTimeStackOnEachOther) {
+  // Intervals are closed on the left and open on the right, except that zero-length
+  // slices at one time stack (Perfetto's rule): a slice that ends where another begins is
+  // its sibling, a zero-length one at the same time as another zero-length one its child.
+  auto result = read_ok(R"([
+    {"ph":"X","pid":1,"tid":1,"ts":10,"dur":0,"name":"first"},
+    {"ph":"X","pid":1,"tid":1,"ts":10,"dur":0,"name":"second"},
+    {"ph":"X","pid":1,"tid":1,"ts":10,"dur":0,"name":"third"},
+    {"ph":"X","pid":1,"tid":2,"ts":10,"dur":5,"name":"ends at 15"},
+    {"ph":"X","pid":1,"tid":2,"ts":15,"dur":0,"name":"instant at its end"},
+    {"ph":"X","pid":1,"tid":2,"ts":15,"dur":5,"name":"next"},
+    {"ph":"X","pid":1,"tid":3,"ts":20,"dur":0,"name":"zero first"},
+    {"ph":"X","pid":1,"tid":3,"ts":20,"dur":4,"name":"longer"}])");
+  EXPECT_EQ(slice_rows(result.trace, false),
+            "thread 1 10000+0 d0 first\n"
+            "thread 1 10000+0 d1 second\n"
+            "thread 1 10000+0 d2 third\n"
+            "thread 2 10000+5000 d0 ends at 15\n"
+            "thread 2 15000+0 d1 instant at its end\n"
+            "thread 2 15000+5000 d0 next\n"
+            "thread 3 20000+0 d1 zero first\n"
+            "thread 3 20000+4000 d0 longer\n");
+}
+
+TEST(ChromeJsonConformance, CompleteEventWithoutDurationIsDropped) {
+  auto result = read_ok(R"([
+    {"ph":"X","pid":100,"tid":101,"ts":1000,"name":"CompleteNoDur","cat":"test_missing"},
+    {"ph":"B","pid":100,"tid":102,"ts":1100,"name":"BeginNoTTS","cat":"test_missing"},
+    {"ph":"E","pid":100,"tid":102,"ts":1200,"name":"EndNoTTS","cat":"test_missing"},
+    {"ph":"X","pid":100,"tid":103,"ts":1300,"dur":50,"name":"CompleteNoTDUR","tts":1290}])");
+  EXPECT_EQ(slice_rows(result.trace),
+            "thread 102 1100000+100000 d0 BeginNoTTS [test_missing] unfinished\n"
+            "thread 103 1300000+50000 d0 CompleteNoTDUR\n");
+  EXPECT_EQ(extra_value(result.trace, "invalid_events"), "1");
+  EXPECT_NE(extra_value(result.trace, "first_invalid_event").find("\"dur\""), std::string::npos);
+}
+
+TEST(ChromeJsonConformance, AnEndWithACategoryClosesOnlyABeginOfThatCategory) {
+  auto result = read_ok(R"([
+    {"ph":"B","pid":1,"tid":1,"ts":1,"name":"work","cat":"a"},
+    {"ph":"B","pid":1,"tid":1,"ts":2,"name":"work","cat":"b"},
+    {"ph":"E","pid":1,"tid":1,"ts":3,"name":"work","cat":"a"},
+    {"ph":"B","pid":1,"tid":2,"ts":1,"name":"any","cat":"a"},
+    {"ph":"E","pid":1,"tid":2,"ts":2}])");
+  EXPECT_EQ(slice_rows(result.trace),
+            "thread 1 1000+2000 d0 work [a]\n"
+            "thread 1 2000+1000 d1 work [b] unfinished\n"
+            "thread 2 1000+1000 d0 any [a]\n");
+  EXPECT_EQ(extra_value(result.trace, "slices_closed_by_an_outer_end"), "1");
+}
+
 // ---- PyTorch --------------------------------------------------------------------------------
 
 TEST(ChromeJsonConformance, PyTorchModulesEncloseTheirOperatorsOnTheThread) {

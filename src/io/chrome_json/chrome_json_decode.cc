@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 
 namespace opsight::io::chrome_json {
 namespace {
@@ -250,6 +251,23 @@ std::optional<uint64_t> id_value(element value) {
   }
 }
 
+// A counter's "id" as the text that names its tracks ("<name> id: <id>"): a string as it
+// is, a number in decimal; anything else (or an empty string) is no id.
+uint32_t counter_id_text(element value, LocalStrings& strings) {
+  switch (value.type()) {
+    case element_type::STRING:
+      return strings.intern(value.get_string().value_unsafe());
+    case element_type::INT64:
+      return strings.intern(std::to_string(value.get_int64().value_unsafe()));
+    case element_type::UINT64:
+      return strings.intern(std::to_string(value.get_uint64().value_unsafe()));
+    case element_type::DOUBLE:
+      return strings.intern(simdjson::minify(value));
+    default:
+      return 0;
+  }
+}
+
 // The id of an async event: "id" (global, as in Perfetto's importer), else "id2" with
 // "global" or "local" (per process). Sets kGlobalId.
 bool resolve_async_id(const EventFields& fields, DecodedEvent& event) {
@@ -287,6 +305,8 @@ const char* describe(EventProblem problem) {
       return "\"ts\" is not a number of microseconds in range";
     case EventProblem::kBadDur:
       return "\"dur\" is not a number of microseconds in range";
+    case EventProblem::kNoDur:
+      return "\"X\" (complete) event without \"dur\"";
     case EventProblem::kNoId:
       return "async or flow event without an \"id\" (or \"id2\")";
     case EventProblem::kNone:
@@ -389,7 +409,8 @@ void EventDecoder::decode_event(element value, DecodedEvent& event, DecodedEvent
   if (!microseconds_to_ns(fields.ts, &event.ts) ||
       __builtin_add_overflow(event.ts, time_base_ns_, &event.ts))
     return invalid(EventProblem::kBadTs);
-  if (event.kind == EventKind::kSlice && fields.has_dur) {
+  if (event.kind == EventKind::kSlice) {
+    if (!fields.has_dur) return invalid(EventProblem::kNoDur);
     if (!microseconds_to_ns(fields.dur, &event.dur)) return invalid(EventProblem::kBadDur);
     if (event.dur < 0) event.dur = 0;
     if (event.ts > std::numeric_limits<int64_t>::max() - event.dur)
@@ -411,6 +432,7 @@ void EventDecoder::decode_event(element value, DecodedEvent& event, DecodedEvent
   event.name = strings.intern(fields.name);
   if (event.kind == EventKind::kCounter) {
     if (written_by_opsight_) event.flags |= kSeriesCounter;
+    if (fields.has_id) event.category = counter_id_text(fields.id, strings);
     if (fields.has_args && fields.args.type() == element_type::OBJECT)
       decode_counter_args(fields.args, out);
     return;

@@ -8,6 +8,7 @@
 //
 // What an event becomes (the reader's header lists what each phase means in the model):
 //   X B E i I C     its fields converted: microseconds to ns (plus the file's time base),
+//                   (an X without "dur" is invalid, as Perfetto's importer drops it),
 //                   pid and tid to numbers (a non-numeric string is kept as text: the
 //                   merge gives it a number; no tid: kNoTid, the merge uses the pid), args
 //                   to ArgValues, opsight's own markers (span id, unfinished) to fields,
@@ -110,6 +111,7 @@ enum class EventProblem : uint8_t {
   kNoTs,
   kBadTs,
   kBadDur,
+  kNoDur,
   kNoId,
 };
 const char* describe(EventProblem problem);
@@ -125,7 +127,7 @@ struct DecodedEvent {
   // Async and flow events: their id.
   uint64_t span_id = 0;
   uint32_t name = 0;
-  uint32_t category = 0;
+  uint32_t category = 0;  // kCounter: the text of its "id" (0: none), which names its tracks
   uint32_t pid_text = 0;  // with kPidIsText
   uint32_t tid_text = 0;  // with kTidIsText
   uint32_t args_end = 0;  // its args are [the previous event's args_end, args_end)

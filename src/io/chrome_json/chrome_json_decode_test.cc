@@ -168,7 +168,7 @@ TEST(EventDecoder, CountersKeepTheirNumericSamplesOnly) {
 
 TEST(EventDecoder, OpsightMarkersBecomeFieldsOnlyInOpsightFiles) {
   const std::string json =
-      R"([{"ph":"X","ts":1,"args":{"opsight.span_id":"00000000000000ff",
+      R"([{"ph":"X","ts":1,"dur":1,"args":{"opsight.span_id":"00000000000000ff",
            "opsight.parent_span_id":"0000000000000001","opsight.unfinished":true,"k":1}},
           {"ph":"E","ts":2,"args":{"opsight.span_id":"00000000000000ff"}},
           {"ph":"M","name":"thread_name","pid":1,"tid":1000001,

@@ -105,11 +105,12 @@ class InternCache {
 };
 
 // A B/E or b/e event waiting to be paired: a begin (row: its slice) or an end (row kNoRow;
-// its name, and its args as [args_begin, args_end) of the builder's end_args_).
+// its name and category, and its args as [args_begin, args_end) of the builder's end_args_).
 struct BeginOrEnd {
   int64_t ts;
   trace::RowIndex row;
   trace::StringId name;
+  trace::StringId category;
   uint32_t args_begin;
   uint32_t args_end;
 };
@@ -544,7 +545,7 @@ class ChromeTraceBuilder {
         auto row = slices.add(event.ts, 0, global_ids_[event.name], global_ids_[event.category],
                               track, slice_flags, span_id);
         add_args(trace_.slice_args, row, args);
-        note_begin_or_end(track, BeginOrEnd{event.ts, row, 0, 0, 0});
+        note_begin_or_end(track, BeginOrEnd{event.ts, row, 0, 0, 0, 0});
         note_v2_flow(row, event.ts, extra);
         return;
       }
@@ -563,7 +564,8 @@ class ChromeTraceBuilder {
         for (const DecodedArg& arg : args)
           end_args_.emplace_back(global_ids_[arg.key], global_arg(arg.value));
         note_begin_or_end(track, BeginOrEnd{event.ts, trace::kNoRow, global_ids_[event.name],
-                                            args_begin, static_cast<uint32_t>(end_args_.size())});
+                                            global_ids_[event.category], args_begin,
+                                            static_cast<uint32_t>(end_args_.size())});
         return;
       }
       case EventKind::kFlowStart:
@@ -736,7 +738,8 @@ class ChromeTraceBuilder {
   }
 
   // B/E (and b/e) pairs, per track in time order (stable: file order among equal times), not
-  // file order: an E closes the innermost open B of its name (any name when it has none);
+  // file order: an E closes the innermost open B of its name (any name when it has none)
+  // and of its category (any category when it has none; Perfetto's rule too);
   // slices opened inside that one and still open are closed at the same time and marked
   // unfinished (counted); an E that matches no open B is counted and ignored. A B never
   // closed ends at the last time seen on its track, marked unfinished.
@@ -757,7 +760,8 @@ class ChromeTraceBuilder {
         }
         size_t match = open.size();
         for (size_t position = open.size(); position-- > 0;) {
-          if (entry.name == 0 || slices.name[open[position]] == entry.name) {
+          if ((entry.name == 0 || slices.name[open[position]] == entry.name) &&
+              (entry.category == 0 || slices.category[open[position]] == entry.category)) {
             match = position;
             break;
           }
@@ -789,8 +793,10 @@ class ChromeTraceBuilder {
 
   // A counter of one numeric arg is a track named by the event ("memory"); one of several
   // is a series each ("io" with "read" and "write": tracks "io read" and "io write", group
-  // "io"). In opsight's files every C event of a series group is written with its series
-  // names, so there any arg but a lone "value" is a series.
+  // "io"). An "id" joins the event's name as Perfetto names the tracks ("io id: 7", then
+  // "io id: 7 read"): counters of one name and different ids stay apart. In opsight's
+  // files every C event of a series group is written with its series names, so there any
+  // arg but a lone "value" is a series.
   void merge_counter(const DecodedEvent& event, std::span<const DecodedArg> samples,
                      const LocalStrings& strings) {
     int64_t pid = pid_of(event, strings);
@@ -798,6 +804,11 @@ class ChromeTraceBuilder {
         samples.size() > 1 || ((event.flags & kSeriesCounter) != 0 && samples.size() == 1 &&
                                strings.get(samples[0].key) != "value");
     std::string_view name = strings.get(event.name);
+    std::string name_with_id;
+    if (event.category != 0) {  // the id's text
+      name_with_id.append(name).append(" id: ").append(strings.get(event.category));
+      name = name_with_id;
+    }
     for (const DecodedArg& sample : samples) {
       uint32_t track = series ? trace_.counter_series(pid, name, strings.get(sample.key))
                               : trace_.counter_track(pid, name);
