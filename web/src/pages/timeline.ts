@@ -1,15 +1,18 @@
 // The timeline page: the canvas (timeline/timeline_view.ts), a search by name with next
-// and previous, and the details of the selected slice (args, self time, parent chain,
-// flows), or of a range marked with shift+drag (per-name statistics of the slices inside
-// it), or of an instant clicked; switches for the flows' arrows, the instants' markers and
-// the critical path's outlines. The window, the selection and the critical path switch are
-// in the URL (?start=&end=&slice=&critical=1), so a link shows the same to someone else.
+// and previous, a filter of the tracks by name, and the details of the selected slice
+// (args, self time, parent chain, flows), or of a range marked with shift+drag (per-name
+// statistics of the slices inside it), or of an instant clicked; switches for the flows'
+// arrows, the instants' markers and the critical path's outlines. Everything set here is
+// in the URL (timeline/url_state.ts: window, scroll, selection, search and its current
+// match, range, pinned and folded tracks, track filter, switches) and a link restores it
+// as it was: the URL is not rewritten while a link is being restored.
 
 import { apiFetch, runPath, type CriticalPathSlices, type GpuLaunch, type MarksAnswer, type SliceDetail, type SliceSummary, type TileAnswer, type TimelineLayout } from "../api";
 import { h } from "../dom";
 import { formatDuration } from "../format";
 import { routeHref } from "../router";
 import { TimelineView, type CounterTile, type InstantHit } from "../timeline/timeline_view";
+import { decodeUrlState, encodeUrlState } from "../timeline/url_state";
 import { runTabs } from "./overview";
 
 interface RangeAnswer {
@@ -33,9 +36,11 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
   const previous = h("button", { id: "search-previous" }, "◀ previous");
   const next = h("button", { id: "search-next" }, "next ▶");
   const holder = h("div", { class: "timeline-holder" });
-  const flowsBox = h("input", { type: "checkbox", id: "show-flows", checked: query.flows !== "0" });
-  const instantsBox = h("input", { type: "checkbox", id: "show-instants", checked: query.instants !== "0" });
-  const criticalBox = h("input", { type: "checkbox", id: "show-critical", checked: query.critical === "1" });
+  const initial = decodeUrlState(query);
+  const trackFilter = h("input", { type: "search", placeholder: "filter tracks", id: "track-filter", value: initial.trackFilter });
+  const flowsBox = h("input", { type: "checkbox", id: "show-flows", checked: initial.flows });
+  const instantsBox = h("input", { type: "checkbox", id: "show-instants", checked: initial.instants });
+  const criticalBox = h("input", { type: "checkbox", id: "show-critical", checked: initial.critical });
   const criticalStatus = h("span", { id: "critical-status", class: "hint" });
   root.replaceChildren(
     h("h1", {}, layout.label),
@@ -47,19 +52,31 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       previous,
       next,
       searchStatus,
+      trackFilter,
       h("label", { title: `${layout.flow_count ?? 0} flows in the run` }, flowsBox, " flows"),
       h("label", { title: `${layout.instant_count ?? 0} instants in the run` }, instantsBox, " instants"),
       h("label", { title: "outline the spans on the critical path (opsight report --critical-path)" }, criticalBox, " critical path"),
       criticalStatus,
-      h("span", { class: "hint" }, "W/S zoom, A/D pan, wheel zoom, drag pan, shift+drag measures"),
+      h(
+        "span",
+        { class: "hint", id: "timeline-keys" },
+        "wheel scrolls tracks, ctrl+wheel or W/S zoom, A/D or drag pan, shift+drag measures; click a header or ▸ to fold, the pin to pin a track on top",
+      ),
     ),
     h("div", { class: "timeline-page" }, holder, details),
   );
 
-  let state = { ...query };
-  const updateUrl = () => history.replaceState(null, "", routeHref({ page: "timeline", run, query: state }));
-  const window0: [number, number] | undefined =
-    query.start && query.end ? [Number(query.start), Number(query.end)] : undefined;
+  // What the URL holds; written back only once a link's state is restored.
+  const url = { ...initial };
+  let restoring = true;
+  const updateUrl = () => {
+    if (!restoring) history.replaceState(null, "", routeHref({ page: "timeline", run, query: encodeUrlState(url) }));
+  };
+  let urlTimer = 0;
+  const updateUrlSoon = () => {
+    window.clearTimeout(urlTimer);
+    urlTimer = window.setTimeout(updateUrl, 200);
+  };
   const sources = {
     tiles: (track: number, start: number, end: number, resolution: number) =>
       apiFetch<TileAnswer>(runPath(run, "/tiles"), { track, start: Math.floor(start), end: Math.ceil(end), resolution }),
@@ -67,32 +84,53 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       apiFetch<CounterTile>(runPath(run, "/counters"), { track, start: Math.floor(start), end: Math.ceil(end), resolution }),
     marks: (start: number, end: number) => apiFetch<MarksAnswer>(runPath(run, "/marks"), { start: Math.floor(start), end: Math.ceil(end) }),
   };
-  let urlTimer = 0;
+  const availableHeight = () => Math.max(320, window.innerHeight - holder.getBoundingClientRect().top - 16);
   const view = new TimelineView(
     layout,
     sources,
     {
       onSelect: (row) => void showSlice(row),
-      onRange: (start, end) => void showRange(start, end),
+      onRange: (start, end) => {
+        url.range = [start, end];
+        updateUrl();
+        void showRange(start, end);
+      },
       onInstant: (instant) => showInstant(instant),
       onWindowChange: (start, end) => {
-        state = { ...state, start: String(start), end: String(end) };
-        window.clearTimeout(urlTimer);
-        urlTimer = window.setTimeout(updateUrl, 200);
+        url.window = [start, end];
+        updateUrlSoon();
+      },
+      onTracksChange: ({ collapsed, pinned }) => {
+        url.collapsed = collapsed;
+        url.pinned = pinned;
+        updateUrl();
+      },
+      onScroll: (scroll) => {
+        url.scroll = scroll;
+        updateUrlSoon();
       },
     },
     Math.max(600, holder.clientWidth || root.clientWidth - 340),
-    window0,
+    availableHeight(),
+    initial.window ?? undefined,
+    { collapsed: initial.collapsed, pinned: initial.pinned, filter: initial.trackFilter },
   );
   holder.appendChild(view.canvas);
   window.opsightTimeline = view;
-  const resize = new ResizeObserver(() => view.resize(Math.max(600, holder.clientWidth)));
+  view.setAvailableHeight(availableHeight());
+  view.scrollTo(initial.scroll, false);
+  const resize = new ResizeObserver(() => view.resize(Math.max(600, holder.clientWidth), availableHeight()));
   resize.observe(holder);
+  trackFilter.addEventListener("input", () => {
+    view.setFilter(trackFilter.value);
+    url.trackFilter = trackFilter.value;
+    updateUrl();
+  });
 
   async function showSlice(row: number): Promise<void> {
     const slice = await apiFetch<SliceDetail>(runPath(run, `/slices/${row}`));
     view.select(row);
-    state = { ...state, slice: String(row) };
+    url.slice = row;
     updateUrl();
     const link = (target: SliceSummary) =>
       h("a", { href: "#", class: "slice-link", on: { click: (event) => { event.preventDefault(); void focusSlice(target); } } }, target.name);
@@ -141,26 +179,24 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
     );
   }
 
-  const setSwitch = (key: string, on: boolean, offValue: string | undefined, onValue: string | undefined) => {
-    state = { ...state, [key]: (on ? onValue : offValue) as string };
-    if (state[key] === undefined) delete state[key];
-    updateUrl();
-  };
   flowsBox.addEventListener("change", () => {
     view.showFlows = flowsBox.checked;
     view.requestFrame();
-    setSwitch("flows", flowsBox.checked, "0", undefined);
+    url.flows = flowsBox.checked;
+    updateUrl();
   });
   instantsBox.addEventListener("change", () => {
     view.showInstants = instantsBox.checked;
     view.requestFrame();
-    setSwitch("instants", instantsBox.checked, "0", undefined);
+    url.instants = instantsBox.checked;
+    updateUrl();
   });
   view.showFlows = flowsBox.checked;
   view.showInstants = instantsBox.checked;
   let critical: CriticalPathSlices | null = null;
   async function showCritical(on: boolean): Promise<void> {
-    setSwitch("critical", on, undefined, "1");
+    url.critical = on;
+    updateUrl();
     if (!on) {
       view.outlineCritical(null);
       criticalStatus.textContent = "";
@@ -206,9 +242,13 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
 
   let matches: SliceSummary[] = [];
   let current = -1;
-  async function search(): Promise<void> {
+  // Finds the spans named like the search box and highlights them. `restore`: a link's
+  // current match; `jump`: show the current match (the first when none was restored), as
+  // a search typed here does; a link with a window keeps its window.
+  async function search(restore: number | null, jump: boolean): Promise<void> {
     const text = searchBox.value.trim();
-    state = { ...state, q: text };
+    url.search = text;
+    url.match = null;
     updateUrl();
     if (!text) {
       matches = [];
@@ -221,22 +261,43 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
     current = -1;
     view.highlight(matches.map((match) => match.row));
     searchStatus.textContent = answer.total > matches.length ? `${answer.total} matches (first ${matches.length})` : `${answer.total} matches`;
-    if (matches.length) await step(1);
+    if (!matches.length) return;
+    if (restore !== null) {
+      current = Math.min(restore, matches.length - 1);
+      url.match = current;
+      showPosition();
+      if (jump) await focusSlice(matches[current]);
+    } else if (jump) await step(1);
+  }
+  function showPosition(): void {
+    searchStatus.textContent = `${current + 1} of ${matches.length}`;
+    searchStatus.dataset.match = String(current);
   }
   async function step(direction: number): Promise<void> {
     if (!matches.length) return;
     current = (current + direction + matches.length) % matches.length;
-    searchStatus.textContent = `${current + 1} of ${matches.length}`;
+    url.match = current;
+    showPosition();
     await focusSlice(matches[current]);
   }
   searchBox.addEventListener("keyup", (event) => {
-    if (event.key === "Enter") void search();
+    if (event.key === "Enter") void search(null, true);
   });
   next.addEventListener("click", () => void step(1));
   previous.addEventListener("click", () => void step(-1));
-  if (query.slice) await showSlice(Number(query.slice));
+
+  // A link's state: everything above is already set from it; what needs the server now.
+  if (initial.search) await search(initial.match, !initial.window);
+  if (initial.slice !== null) await showSlice(initial.slice);
   if (criticalBox.checked) await showCritical(true);
-  if (query.q) await search();
+  if (initial.range) {
+    view.setRange(initial.range);
+    await showRange(initial.range[0], initial.range[1]);
+  }
+  if (initial.window) view.showExactly(initial.window[0], initial.window[1]);
+  window.clearTimeout(urlTimer);
+  restoring = false;
+  view.canvas.dataset.restored = "true";
   view.canvas.focus();
 }
 

@@ -6,11 +6,12 @@
 import type { Row } from "./layout";
 import { DEPTH_HEIGHT } from "./layout";
 
-// The vertical middle of depth `depth` of track `track`, in content coordinates (below the
-// ruler), or null when the track is not drawn.
+// The vertical middle of depth `depth` of track `track`, in layout coordinates (below the
+// ruler, see layout.ts), or null when the track is not drawn (filtered out or folded away);
+// a depth folded away is drawn at the track's top.
 export function trackDepthMiddle(rows: Row[], track: number, depth: number): number | null {
   for (const row of rows)
-    if (row.kind === "track" && row.track.id === track) return row.y + Math.min(depth, Math.max(0, row.track.depth_count - 1)) * DEPTH_HEIGHT + DEPTH_HEIGHT / 2;
+    if (row.kind === "track" && row.track.id === track) return row.y + Math.min(depth, Math.max(0, row.depths - 1)) * DEPTH_HEIGHT + DEPTH_HEIGHT / 2;
   return null;
 }
 
