@@ -13,6 +13,8 @@ import { formatDuration } from "../format";
 import { routeHref } from "../router";
 import { TimelineView, type CounterTile, type InstantHit } from "../timeline/timeline_view";
 import { decodeUrlState, encodeUrlState } from "../timeline/url_state";
+import { packableLanes, wholeTraceLevel } from "../timeline/lanes";
+import { TILE_PIXELS } from "../timeline/viewport";
 import { runTabs } from "./overview";
 
 interface RangeAnswer {
@@ -84,6 +86,16 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       apiFetch<CounterTile>(runPath(run, "/counters"), { track, start: Math.floor(start), end: Math.ceil(end), resolution }),
     marks: (start: number, end: number) => apiFetch<MarksAnswer>(runPath(run, "/marks"), { start: Math.floor(start), end: Math.ceil(end) }),
   };
+  // The task lanes' whole-trace tiles, so that short tasks are packed into a few rows.
+  const laneLevel = wholeTraceLevel(layout.end_ns - layout.start_ns);
+  const laneTiles = new Map<number, TileAnswer>();
+  await Promise.all(
+    packableLanes(layout).map(async (track) => {
+      const tileStart = layout.start_ns;
+      const tile = await sources.tiles(track, tileStart, tileStart + TILE_PIXELS * 2 ** laneLevel, 2 ** laneLevel).catch(() => null);
+      if (tile) laneTiles.set(track, tile);
+    }),
+  );
   const availableHeight = () => Math.max(320, window.innerHeight - holder.getBoundingClientRect().top - 16);
   const view = new TimelineView(
     layout,
@@ -113,7 +125,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
     Math.max(600, holder.clientWidth || root.clientWidth - 340),
     availableHeight(),
     initial.window ?? undefined,
-    { collapsed: initial.collapsed, pinned: initial.pinned, filter: initial.trackFilter },
+    { collapsed: initial.collapsed, pinned: initial.pinned, filter: initial.trackFilter, laneTiles },
   );
   holder.appendChild(view.canvas);
   window.opsightTimeline = view;

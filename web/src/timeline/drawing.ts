@@ -54,6 +54,13 @@ function cachedColor(cache: Map<string, string>, name: string, make: (name: stri
 
 const measures = new WeakMap<CanvasRenderingContext2D, TextMeasure>();
 
+// Whether a row folds to its top depth (a track or packed lanes deeper than one).
+export function isFoldable(row: Row): boolean {
+  if (row.kind === "track") return row.track.depth_count > 1;
+  if (row.kind === "packed") return row.tracks.some((track) => track.depth_count > 1);
+  return false;
+}
+
 // Draws a frame; returns how many visible tiles were missing (-1: no canvas context).
 export function drawFrame(view: TimelineView): number {
   const context = view.canvas.getContext("2d");
@@ -171,7 +178,7 @@ class FramePainter {
   }
 
   private row(row: Row, top: number): void {
-    const context = this.context;
+    const { context, view } = this;
     const middle = top + Math.min(row.height, DEPTH_HEIGHT) / 2;
     if (row.kind === "process" || row.kind === "group") {
       context.fillStyle = row.kind === "process" ? "#eef1f5" : "#f5f6f9";
@@ -185,16 +192,22 @@ class FramePainter {
     context.font = FONT;
     context.fillStyle = row.pinned ? "#fff3c4" : "#f7f7f9";
     context.fillRect(0, top, LABEL_WIDTH - 4, row.height);
-    const foldable = row.kind === "track" && row.track.depth_count > 1;
-    if (foldable) this.triangle(4 + row.indent, middle, !row.collapsed);
+    if (isFoldable(row)) this.triangle(4 + row.indent, middle, !row.collapsed);
     this.label(row.label, 16 + row.indent, middle, PIN_BUTTON.from - 18 - row.indent, "#333");
-    this.pin(row.pinned, middle);
+    if (row.kind !== "packed") this.pin(row.pinned, middle);
     context.save();
     context.beginPath();
     context.rect(LABEL_WIDTH, top, this.width - LABEL_WIDTH, row.height);
     context.clip();
     if (row.kind === "track") this.track(row.track.id, top, row.depths);
-    else this.counter(row, top);
+    else if (row.kind === "packed") {
+      // Only the lanes alive in the window: the others have nothing to draw or fetch.
+      const { start, end } = view.viewport;
+      row.tracks.forEach((track, index) => {
+        const [from, to] = row.extents[index];
+        if (to - view.origin >= start && from - view.origin <= end) this.track(track.id, top, row.depths);
+      });
+    } else this.counter(row, top);
     context.restore();
   }
 

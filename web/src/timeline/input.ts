@@ -8,6 +8,7 @@
 //   track's triangle folds it to its top depth, on the pin pins it to the top (or unpins).
 // Moving the mouse over the tracks shows the time line and the counters' values there.
 
+import { isFoldable } from "./drawing";
 import { DEPTH_HEIGHT, LABEL_WIDTH, PIN_BUTTON } from "./layout";
 import type { TimelineView } from "./timeline_view";
 
@@ -103,11 +104,11 @@ export class TimelineInput {
       view.toggleCollapsed(row.key);
       return;
     }
-    if (x >= PIN_BUTTON.from - 2 && x <= PIN_BUTTON.to + 2) {
+    if (row.kind !== "packed" && x >= PIN_BUTTON.from - 2 && x <= PIN_BUTTON.to + 2) {
       view.togglePinned(row.key);
       return;
     }
-    if (row.kind === "track" && row.track.depth_count > 1) view.toggleCollapsed(row.key);
+    if (isFoldable(row)) view.toggleCollapsed(row.key);
   }
 
   private clickTracks(x: number, y: number): void {

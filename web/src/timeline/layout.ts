@@ -3,6 +3,8 @@
 // lanes (asyncio tasks, coroutines), a process's async tracks and its counters are gathered
 // under a group header when there are two or more. The user's choices shape it: a
 // collapsed process or group shows its header only, a collapsed track its top depth only;
+// task lanes whose extents are known are packed into as few rows as do not overlap
+// ("k:PID:TID:N", lanes.ts);
 // pinned tracks come first, in a section that does not scroll; a filter keeps the tracks
 // whose name (or whose process's name) contains it. Every row has a key that stays the
 // same for the same run ("p:PID", "g:PID:lanes:TID", "g:PID:async", "g:PID:counters",
@@ -13,6 +15,7 @@
 // layout, from the server's /timeline answer.
 
 import type { CounterTrack, TimelineLayout, TimelineTrack } from "../api";
+import { packLanes, type Extent } from "./lanes";
 
 export const LABEL_WIDTH = 200; // the label column, left of the time axis
 export const RULER_HEIGHT = 24;
@@ -38,12 +41,14 @@ export type Row =
   | (RowBase & { kind: "process" })
   | (RowBase & { kind: "group"; members: number })
   | (RowBase & { kind: "track"; track: TimelineTrack; depths: number })
+  | (RowBase & { kind: "packed"; tracks: TimelineTrack[]; extents: Extent[]; depths: number })
   | (RowBase & { kind: "counter"; counter: CounterTrack });
 
 export interface LayoutChoices {
   collapsed?: ReadonlySet<string>;
   pinned?: ReadonlySet<string>;
   filter?: string;
+  extents?: ReadonlyMap<number, Extent>; // of task lanes: those known are packed (lanes.ts)
 }
 
 export interface Layout {
@@ -72,6 +77,7 @@ export function layoutRows(layout: TimelineLayout, choices: LayoutChoices = {}):
   const collapsed = choices.collapsed ?? new Set<string>();
   const pinnedKeys = choices.pinned ?? new Set<string>();
   const needle = (choices.filter ?? "").trim().toLowerCase();
+  const extents = choices.extents;
   const pinned: Row[] = [];
   const scrolled: Row[] = [];
   let pinnedY = 0;
@@ -150,13 +156,46 @@ export function layoutRows(layout: TimelineLayout, choices: LayoutChoices = {}):
       const headerY = bodyY;
       if (!processCollapsed) bodyY += GROUP_HEADER;
       let unpinned = 0;
+      const packable: { id: number; extent: Extent }[] = [];
       for (const member of shown) {
         if (groupCollapsed && !pinnedKeys.has(memberKey(member))) {
           anyShown = true;
           unpinned += 1;
           continue;
         }
+        const lane = member.kind === "track" && member.track.kind === "lane" ? member.track : null;
+        const extent = lane ? extents?.get(lane.id) : undefined;
+        if (lane && extent && !pinnedKeys.has(memberKey(member))) {
+          packable.push({ id: lane.id, extent });
+          anyShown = true;
+          unpinned += 1;
+          continue;
+        }
         if (place(member, 2 * INDENT)) unpinned += 1;
+      }
+      if (packable.length && !processCollapsed) {
+        const tracksById = new Map(process.tracks.map((track) => [track.id, track]));
+        packLanes(packable).forEach((ids, index) => {
+          const tracks = ids.map((id) => tracksById.get(id)!);
+          const key = `k:${entry.slice(2)}:${index}`;
+          const isCollapsed = collapsed.has(key);
+          const depths = isCollapsed ? 1 : Math.max(1, ...tracks.map((track) => track.depth_count));
+          const names = tracks.map((track) => track.name.replace(/^asyncio /, ""));
+          body.push({
+            kind: "packed",
+            key,
+            y: bodyY,
+            height: depths * DEPTH_HEIGHT,
+            label: tracks.length === 1 ? tracks[0].name : `${tracks.length} tasks: ${names.join(", ")}`,
+            indent: 2 * INDENT,
+            collapsed: isCollapsed,
+            pinned: false,
+            tracks,
+            extents: ids.map((id) => extents!.get(id)!),
+            depths,
+          });
+          bodyY += depths * DEPTH_HEIGHT + TRACK_GAP;
+        });
       }
       if (processCollapsed) continue;
       if (unpinned === 0) {

@@ -11,13 +11,15 @@ import { DEPTH_HEIGHT } from "./layout";
 // a depth folded away is drawn at the track's top.
 export function trackDepthMiddle(rows: Row[], track: number, depth: number): number | null {
   for (const row of rows)
-    if (row.kind === "track" && row.track.id === track) return row.y + Math.min(depth, Math.max(0, row.depths - 1)) * DEPTH_HEIGHT + DEPTH_HEIGHT / 2;
+    if ((row.kind === "track" && row.track.id === track) || (row.kind === "packed" && row.tracks.some((candidate) => candidate.id === track)))
+      return row.y + Math.min(depth, Math.max(0, row.depths - 1)) * DEPTH_HEIGHT + DEPTH_HEIGHT / 2;
   return null;
 }
 
 // The top of a track's row in content coordinates, or null.
 export function trackTop(rows: Row[], track: number): number | null {
-  for (const row of rows) if (row.kind === "track" && row.track.id === track) return row.y;
+  for (const row of rows)
+    if ((row.kind === "track" && row.track.id === track) || (row.kind === "packed" && row.tracks.some((candidate) => candidate.id === track))) return row.y;
   return null;
 }
 

@@ -46,6 +46,11 @@ export class TileCache<T> {
     return undefined;
   }
 
+  // Keeps a tile fetched by someone else (the page's whole-trace tiles of task lanes).
+  put(track: number, key: TileKey, tile: T): void {
+    this.tiles.set(TileCache.id(track, key), tile);
+  }
+
   pendingCount(): number {
     return this.pending.size;
   }

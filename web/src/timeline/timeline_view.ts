@@ -12,6 +12,7 @@ import type { MarksAnswer, TileAnswer, TimelineLayout } from "../api";
 import type { CounterPoint } from "./counters";
 import { drawFrame, type InstantHit, type SliceHit } from "./drawing";
 import { TimelineInput } from "./input";
+import { extentOfTile, wholeTraceLevel, type Extent } from "./lanes";
 import { LABEL_WIDTH, layoutRows, RULER_HEIGHT, type Layout, type Row } from "./layout";
 import { TileCache } from "./tile_cache";
 import { Viewport } from "./viewport";
@@ -44,6 +45,7 @@ export interface TrackChoices {
   collapsed: string[];
   pinned: string[];
   filter: string;
+  laneTiles: Map<number, TileAnswer>; // whole-trace tiles of task lanes, to pack them (lanes.ts)
 }
 
 export class TimelineView {
@@ -58,6 +60,7 @@ export class TimelineView {
   readonly collapsed = new Set<string>();
   readonly pinned = new Set<string>();
   filter = "";
+  readonly laneExtents = new Map<number, Extent>();
   selectedRow: number | null = null;
   highlightRows = new Set<number>();
   range: [number, number] | null = null; // relative to the origin
@@ -92,6 +95,11 @@ export class TimelineView {
     for (const key of choices?.collapsed ?? []) this.collapsed.add(key);
     for (const key of choices?.pinned ?? []) this.pinned.add(key);
     this.filter = choices?.filter ?? "";
+    const laneLevel = wholeTraceLevel(timeline.end_ns - timeline.start_ns);
+    for (const [track, tile] of choices?.laneTiles ?? []) {
+      const extent = extentOfTile(tile);
+      if (extent) this.laneExtents.set(track, extent);
+    }
     this.layout = this.computeLayout();
     const traceStart = 0;
     const traceEnd = Math.max(1, timeline.end_ns - timeline.start_ns);
@@ -107,6 +115,7 @@ export class TimelineView {
         sources.counters(track, start0 + this.origin, end0 + this.origin, resolution),
       redraw,
     );
+    for (const [track, tile] of choices?.laneTiles ?? []) this.slices.put(track, { level: laneLevel, index: 0 }, tile);
     this.canvas = document.createElement("canvas");
     this.canvas.className = "timeline-canvas";
     this.canvas.tabIndex = 0;
@@ -164,7 +173,7 @@ export class TimelineView {
   // ---- tracks: collapse, pin, filter --------------------------------------------------
 
   private computeLayout(): Layout {
-    return layoutRows(this.timeline, { collapsed: this.collapsed, pinned: this.pinned, filter: this.filter });
+    return layoutRows(this.timeline, { collapsed: this.collapsed, pinned: this.pinned, filter: this.filter, extents: this.laneExtents });
   }
 
   private relayout(notify: boolean): void {
