@@ -2,9 +2,9 @@
 // N slices (default 10M) written by opsight_synthetic_trace, opened by the real `opsight
 // ui`; once the server has loaded it (timed apart), Chromium opens the timeline and the
 // Performance API gives the first complete drawing (mark "opsight-first-draw", from
-// navigation start); then W/A/S/D are held in turns and the wheel zooms, and every frame's
-// drawing time is measured ("opsight-frame" measures). A benchmark: it reports, it asserts
-// nothing.
+// navigation start); then W/A/S/D are held in turns, ctrl+wheel zooms and the wheel scrolls
+// the tracks, and every frame's drawing time is measured ("opsight-frame" measures). A
+// benchmark: it reports, it asserts nothing.
 //
 //   node e2e/benchmark_timeline.mjs [SLICES]
 import { execFileSync } from "node:child_process";
@@ -42,7 +42,8 @@ try {
   const firstDrawMs = await page.evaluate(() => performance.getEntriesByName("opsight-first-draw")[0].startTime);
   await page.screenshot({ path: join(artifacts, "benchmark-timeline.png") });
 
-  // Pan and zoom: each key held 700 ms, the wheel turned, twice over; then zoomed far in.
+  // Pan and zoom: each key held 700 ms, ctrl+wheel turned (zoom), the wheel turned (scroll),
+  // twice over.
   await page.evaluate(() => window.opsightTimeline.frameTimes.splice(0));
   await page.focus("canvas.timeline-canvas");
   const box = await page.locator("canvas.timeline-canvas").boundingBox();
@@ -53,8 +54,14 @@ try {
       await page.keyboard.up(key);
     }
     await page.mouse.move(box.x + 600, box.y + 100);
+    await page.keyboard.down("Control");
     for (let turn = 0; turn < 20; turn += 1) {
       await page.mouse.wheel(0, turn < 10 ? -120 : 120);
+      await page.waitForTimeout(30);
+    }
+    await page.keyboard.up("Control");
+    for (let turn = 0; turn < 10; turn += 1) {
+      await page.mouse.wheel(0, turn < 5 ? 60 : -60);
       await page.waitForTimeout(30);
     }
   }
