@@ -232,9 +232,12 @@ def test_convert_from_chrome_json_keeps_processes_counters_and_flows(tmp_path):
     assert list(handle.terminating_flow_ids) == list(request.flow_ids)
 
 
-def test_perfetto_files_are_written_not_read(tmp_path):
+def test_perfetto_files_are_read_back(tmp_path):
+    """A .pftrace opsight wrote reads back (src/io/perfetto/perfetto_reader.cc)."""
     path = tmp_path / "run.pftrace"
     with opsight.profile(str(path)):
         work()
-    with pytest.raises((RuntimeError, ValueError, OSError), match="written but not read"):
-        _native.read_trace(str(path))
+    info = _native.read_trace(str(path)).run_info()
+    assert info["source_format"] == "perfetto"
+    assert info["slices"] > 0
+    assert info["complete"]

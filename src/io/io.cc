@@ -214,6 +214,10 @@ ReadResult read_trace_file(const std::string& path) {
   }
   std::string_view bytes = mapped ? mapped->bytes() : std::string_view(*read);
   auto format = format_from_content(bytes.substr(0, 64));
+  // A Perfetto trace starts with 0x0a ('\n'): when its first packet is 91 or 123 bytes long
+  // it looks like whitespace and then '[' or '{'. Its extension decides, not its bytes.
+  if (format == FileFormat::kChromeJson && format_from_path(path) == FileFormat::kPerfetto)
+    format = FileFormat::kPerfetto;
   if (!format) format = format_from_path(path);
   if (!format) {
     ReadResult result;
@@ -221,14 +225,7 @@ ReadResult read_trace_file(const std::string& path) {
         bytes.empty() ? "file is empty" : "not a trace: neither an opsight file nor JSON", 0, true};
     return result;
   }
-  if (*format == FileFormat::kPerfetto) {
-    ReadResult result;
-    result.error = Diagnostic{
-        "Perfetto protobuf traces can be written but not read (open it in Perfetto UI, or "
-        "convert the .opsight or .json it came from)",
-        0, false};
-    return result;
-  }
+  if (*format == FileFormat::kPerfetto) return read_perfetto(bytes);
   if (*format == FileFormat::kNative) {
     if (!mapped) return read_native(bytes);
     return read_native_dropping_input(bytes, [&](const char* done) { mapped->drop_before(done); });

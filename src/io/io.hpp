@@ -20,8 +20,8 @@ namespace opsight::io {
 enum class FileFormat { kNative, kChromeJson, kPerfetto };
 
 // The format a path names by its extension: ".opsight" native, ".json" (also ".json.gz"
-// is not supported yet) Chrome JSON, ".pftrace" (or ".perfetto-trace") Perfetto protobuf
-// (written only: reading one is an error that says so). nullopt for anything else.
+// is not supported yet) Chrome JSON, ".pftrace" (or ".perfetto-trace") Perfetto protobuf.
+// nullopt for anything else.
 std::optional<FileFormat> format_from_path(std::string_view path);
 // The format of a file's first bytes (native magic, or '{' / '[' after whitespace).
 std::optional<FileFormat> format_from_content(std::string_view head);
@@ -136,6 +136,10 @@ std::optional<std::string> convert_native_to_chrome_json(const std::string& path
 
 // Perfetto's protobuf trace format (a .pftrace; what is written and how:
 // perfetto/perfetto_writer.cc and docs/formats.md).
+// Reading takes what opsight writes and what Perfetto's SDK writes for track events (what is
+// read and what is left out: perfetto/perfetto_reader.cc and docs/formats.md, "Reading
+// .pftrace"); the first malformed packet ends the read, with the packets before it kept.
+ReadResult read_perfetto(std::string_view bytes);
 std::string write_perfetto(const trace::Trace& trace);
 // The same into a sink, in pieces of about 1 MiB. Returns false when the sink refused bytes.
 bool write_perfetto(const trace::Trace& trace, ByteSink& sink);

@@ -519,9 +519,7 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         print(f"opsight run: {error}", file=sys.stderr)
         return exit_status or 1, True
     info = trace.run_info()
-    # A Perfetto file is written, not read back: the hint says where to open it.
-    readable = not options.output.endswith((".pftrace", ".perfetto-trace"))
-    hint = f"opsight report {options.output} --tree" if readable else "open it in ui.perfetto.dev"
+    hint = f"opsight report {options.output} --tree"
     print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
           f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); {hint}",
           file=sys.stderr)

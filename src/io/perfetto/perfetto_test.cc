@@ -625,7 +625,7 @@ TEST(PerfettoWriter, EmptyTraceIsAValidSequence) {
   EXPECT_EQ(decoded.clock_id, fields::kBuiltinClockMonotonic);
 }
 
-TEST(PerfettoFiles, ExtensionPicksTheWriterAndReadingSaysItCannot) {
+TEST(PerfettoFiles, ExtensionPicksTheWriterAndTheReader) {
   using opsight::io::FileFormat;
   EXPECT_EQ(opsight::io::format_from_path("run.pftrace"), FileFormat::kPerfetto);
   EXPECT_EQ(opsight::io::format_from_path("run.perfetto-trace"), FileFormat::kPerfetto);
@@ -638,8 +638,8 @@ TEST(PerfettoFiles, ExtensionPicksTheWriterAndReadingSaysItCannot) {
   ASSERT_TRUE(bytes.has_value()) << error;
   EXPECT_EQ(*bytes, opsight::io::write_perfetto(trace));
   auto read = opsight::io::read_trace_file(path);
-  ASSERT_FALSE(read.ok());
-  EXPECT_NE(read.error->to_string(path).find("can be written but not read"), std::string::npos);
+  ASSERT_TRUE(read.ok()) << read.error->to_string(path);
+  EXPECT_EQ(read.trace.slices.size(), trace.slices.size());  // perfetto_reader_test.cc: more
   std::remove(path.c_str());
 }
 
