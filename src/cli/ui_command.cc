@@ -55,6 +55,10 @@ UiCommand::UiCommand(CLI::App& app) {
       ->add_option("--host", host_,
                    "Address to listen on; any but a loopback one needs the printed token")
       ->capture_default_str();
+  command_->add_option("--allow-host", allowed_hosts_,
+                       "On a non-loopback --host: a DNS name the browser may use for this "
+                       "server besides its address, this machine's name and localhost "
+                       "(repeatable; a Host header naming anything else gets 403)");
   command_->add_option("--port", port_, "Port (0: any free one)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
@@ -69,6 +73,7 @@ std::optional<int> UiCommand::run() {
   server::UiServerOptions options;
   options.host = host_;
   options.port = port_;
+  options.allowed_hosts = allowed_hosts_;
   options.api.store_path = store_path_;
   options.api.max_loaded_runs = max_loaded_runs_;
   std::string route = "/runs";

@@ -32,6 +32,7 @@ class UiCommand {
   std::vector<std::string> targets_;
   std::string store_path_;
   std::string host_ = "127.0.0.1";
+  std::vector<std::string> allowed_hosts_;
   int port_ = 8765;
   bool open_browser_ = false;
   size_t max_loaded_runs_ = 4;

@@ -20,6 +20,41 @@ void set_json_error(httplib::Response& response, int status, const std::string& 
 }
 
 constexpr size_t kWorkerThreads = 32;
+constexpr size_t kMaxBodyBytes = 64 * 1024;
+
+// The response to a method a path does not take: 405, the methods it does take in Allow.
+void refuse_method(const httplib::Request& request, httplib::Response& response,
+                   const std::string& allowed) {
+  response.set_header("Allow", allowed);
+  set_json_error(response, 405,
+                 "method " + request.method + " is not allowed on " + request.path +
+                     " (allowed: " + allowed + "; cross-origin requests are never granted)");
+}
+
+// What an error that no handler explained means: the cause, named.
+std::string reason_of(const httplib::Request& request, int status) {
+  bool parsed = !request.method.empty() && !request.path.empty();
+  std::string target = parsed ? ": " + request.method + " " + request.path : "";
+  switch (status) {
+    case 404:
+      return "not found" + target;
+    case 405:
+      return "method not allowed" + target;
+    case 413:
+      return "request body larger than " + std::to_string(kMaxBodyBytes) +
+             " bytes, this server's limit" + target;
+    case 414:
+      return "request line longer than " + std::to_string(CPPHTTPLIB_REQUEST_URI_MAX_LENGTH) +
+             " bytes, this server's limit";
+    case 400:
+      if (!parsed)
+        return "malformed request: its request line or a header cannot be parsed (or the "
+               "method is not an HTTP method)";
+      return "bad request" + target;
+    default:
+      return "request refused (" + std::to_string(status) + ")" + target;
+  }
+}
 
 const char* kNoAppPage =
     "<!doctype html><meta charset=utf-8><title>opsight ui</title>"
@@ -50,12 +85,25 @@ std::string UiServer::url(const std::string& route) const {
 std::string UiServer::start() {
   if (http_) return "already serving";
   loopback_ = is_loopback_host(options_.host);
-  if (!loopback_) token_ = make_access_token();
+  if (!loopback_) {
+    token_ = make_access_token();
+    allowed_host_names_ = options_.allowed_hosts;
+    std::string bound = host_of_host_header(options_.host);
+    if (!bound.empty() && !is_address_literal(bound) && bound != "0.0.0.0")
+      allowed_host_names_.push_back(bound);
+    for (std::string& name : machine_host_names()) allowed_host_names_.push_back(std::move(name));
+  }
   options_.api.token_required = !loopback_;
   api_ = std::make_unique<Api>(options_.api);
   http_ = std::make_unique<Http>();
   httplib::Server& server = http_->server;
-  server.set_payload_max_length(64 * 1024);
+  server.set_payload_max_length(kMaxBodyBytes);
+  server.set_default_headers(
+      {{"X-Content-Type-Options", "nosniff"},
+       {"Content-Security-Policy",
+        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+        "object-src 'none'; frame-ancestors 'none'"},
+       {"Referrer-Policy", "no-referrer"}});
   // A browser keeps up to six connections open per server, and each idle one holds a
   // worker thread until its keep-alive timeout: with httplib's default pool (8 threads)
   // a timeline's burst of tile requests waited seconds for threads held by idle
@@ -69,6 +117,15 @@ std::string UiServer::start() {
           set_json_error(response, 403,
                          "this server answers requests to 127.0.0.1 or localhost only (Host: " +
                              request.get_header_value("Host") + ")");
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (!loopback_ &&
+            !remote_host_header_allowed(request.get_header_value("Host"), allowed_host_names_)) {
+          set_json_error(response, 403,
+                         "this server does not answer to the host name in 'Host: " +
+                             request.get_header_value("Host") +
+                             "' (use its address, this machine's name, or start it with "
+                             "opsight ui --allow-host NAME)");
           return httplib::Server::HandlerResponse::Handled;
         }
         if (!token_.empty() && request.path.starts_with("/api/")) {
@@ -100,6 +157,17 @@ std::string UiServer::start() {
   server.Post(kApiPattern, api_handler);
   server.Put(kApiPattern, api_handler);
   server.Patch(kApiPattern, api_handler);
+  // The app's files answer GET and HEAD only; no path answers OPTIONS (no CORS preflight
+  // is ever granted).
+  auto not_a_file_method = [](const httplib::Request& request, httplib::Response& response) {
+    refuse_method(request, response,
+                  request.path.starts_with("/api/") ? "see docs/ui.md" : "GET, HEAD");
+  };
+  server.Options(R"(/.*)", not_a_file_method);
+  server.Post(R"(/.*)", not_a_file_method);
+  server.Put(R"(/.*)", not_a_file_method);
+  server.Delete(R"(/.*)", not_a_file_method);
+  server.Patch(R"(/.*)", not_a_file_method);
   server.Get(R"(/.*)", [this](const httplib::Request& request, httplib::Response& response) {
     if (!options_.web_root) {
       if (request.path == "/" || request.path == "/index.html") {
@@ -119,10 +187,6 @@ std::string UiServer::start() {
       set_json_error(response, 404, "cannot read " + request.path + " in the web app");
       return;
     }
-    response.set_header("X-Content-Type-Options", "nosniff");
-    response.set_header("Content-Security-Policy",
-                        "default-src 'self'; img-src 'self' data:; style-src 'self' "
-                        "'unsafe-inline'; object-src 'none'; frame-ancestors 'none'");
     response.set_header("Vary", "Accept-Encoding");
     // Served through a content provider of known length, which cpp-httplib sends as it is:
     // the gzip bytes compressed once (StaticFileCache), or the file's bytes.
@@ -137,11 +201,11 @@ std::string UiServer::start() {
   });
   server.set_error_handler([](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;  // a handler already explained
-    std::string reason = response.status == 404   ? "not found"
-                         : response.status == 413 ? "request body too large"
-                         : response.status == 405 ? "method not allowed"
-                                                  : "bad request";
-    set_json_error(response, response.status, reason + ": " + request.method + " " + request.path);
+    if (response.status == 400 && (request.method == "TRACE" || request.method == "CONNECT")) {
+      refuse_method(request, response, "GET, HEAD");  // methods httplib parses, never routes
+      return;
+    }
+    set_json_error(response, response.status, reason_of(request, response.status));
   });
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& response, std::exception_ptr failure) {

@@ -162,6 +162,81 @@ TEST_F(UiServerTest, AnyOtherAddressNeedsTheToken) {
   auto app = client.Get("/");  // the app's files are not secret; its data is
   ASSERT_TRUE(app);
   EXPECT_EQ(app->status, 200);
+  // RFC 6750: the scheme is case-insensitive.
+  auto lowercase = client.Get("/api/runs", {{"Authorization", "bearer " + token}});
+  ASSERT_TRUE(lowercase);
+  EXPECT_EQ(lowercase->status, 200);
+  // The Host is checked in token mode too: a DNS name nobody allowed is refused, with the
+  // token or without, for the API and the app alike.
+  for (const std::string& path : {"/api/runs?token=" + token, std::string("/")}) {
+    std::string reply = raw_exchange(server->port(), "GET " + path +
+                                                         " HTTP/1.1\r\nHost: evil.example:80\r\n"
+                                                         "Connection: close\r\n\r\n");
+    EXPECT_TRUE(reply.starts_with("HTTP/1.1 403")) << reply;
+    EXPECT_NE(reply.find("--allow-host"), std::string::npos) << reply;
+  }
+}
+
+TEST_F(UiServerTest, ANameAllowedByTheUserIsAnsweredInTokenMode) {
+  UiServerOptions options;
+  options.host = "0.0.0.0";
+  options.web_root = web_root_;
+  options.allowed_hosts = {"ui.example"};
+  options.api.store_path = store_.path();
+  UiServer server(options);
+  ASSERT_EQ(server.start(), "");
+  std::string reply = raw_exchange(server.port(),
+                                   "GET /api/runs HTTP/1.1\r\nHost: UI.example:8080"
+                                   "\r\nAuthorization: BEARER " +
+                                       server.access_token() + "\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(reply.starts_with("HTTP/1.1 200")) << reply;
+}
+
+// Every answer, the API's and its errors included, carries the headers docs/ui.md promises.
+TEST_F(UiServerTest, EveryAnswerCarriesNosniffTheCspAndNoReferrer) {
+  auto server = start();
+  httplib::Client client("127.0.0.1", server->port());
+  for (const char* path : {"/api/runs", "/api/runs/999999", "/", "/assets/app.js", "/missing"}) {
+    auto answer = client.Get(path);
+    ASSERT_TRUE(answer) << path;
+    EXPECT_EQ(answer->get_header_value("X-Content-Type-Options"), "nosniff") << path;
+    EXPECT_NE(answer->get_header_value("Content-Security-Policy").find("default-src 'self'"),
+              std::string::npos)
+        << path;
+    EXPECT_EQ(answer->get_header_value("Referrer-Policy"), "no-referrer") << path;
+  }
+}
+
+// A wrong method is 405 with Allow, an oversized body 413, a long request line 414, and a
+// malformed request 400: each message names the cause.
+TEST_F(UiServerTest, RefusalsNameTheirCause) {
+  auto server = start();
+  auto exchange = [&](const std::string& head, const std::string& rest = "") {
+    return raw_exchange(server->port(), head + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + rest +
+                                            "Connection: close\r\n\r\n");
+  };
+  for (const char* head : {"POST /", "PUT /index.html", "DELETE /assets/app.js", "OPTIONS /",
+                           "OPTIONS /api/runs", "TRACE /"}) {
+    std::string reply = exchange(head, "Content-Length: 0\r\n");
+    EXPECT_TRUE(reply.starts_with("HTTP/1.1 405")) << head << " -> " << reply;
+    EXPECT_NE(reply.find("is not allowed on /"), std::string::npos) << head << " -> " << reply;
+    EXPECT_NE(reply.find("Allow: "), std::string::npos) << head << " -> " << reply;
+  }
+  EXPECT_NE(exchange("POST /", "Content-Length: 0\r\n").find("Allow: GET, HEAD"),
+            std::string::npos);
+  std::string too_big =
+      raw_exchange(server->port(),
+                   "PUT /api/runs/1/tags/k HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: "
+                   "70000\r\nConnection: close\r\n\r\n" +
+                       std::string(70000, 'x'));
+  EXPECT_TRUE(too_big.starts_with("HTTP/1.1 413")) << too_big;
+  EXPECT_NE(too_big.find("larger than 65536 bytes"), std::string::npos) << too_big;
+  std::string too_long = exchange("GET /" + std::string(20000, 'a'));
+  EXPECT_TRUE(too_long.starts_with("HTTP/1.1 414")) << too_long;
+  EXPECT_NE(too_long.find("request line longer than 8192 bytes"), std::string::npos) << too_long;
+  std::string garbage = raw_exchange(server->port(), "GARBAGE\r\nConnection: close\r\n\r\n");
+  EXPECT_TRUE(garbage.starts_with("HTTP/1.1 400")) << garbage;
+  EXPECT_NE(garbage.find("malformed request"), std::string::npos) << garbage;
 }
 
 TEST_F(UiServerTest, MalformedRequestsGet4xxAndTheServerGoesOn) {

@@ -233,6 +233,13 @@ describe("opsight ui on a non-loopback address", () => {
         const problems = [];
         const page = await openPage(browser.context, ui.url, problems);
         assert.equal(await page.locator("#error").count(), 0, "the app's calls carried the token");
+        // The token leaves the address bar (and so the history, screenshots and shared links)
+        // after the first load; the tab keeps it, across a reload too.
+        await page.waitForFunction(() => !window.location.search.includes("token="));
+        assert.ok(!page.url().includes(token), page.url());
+        await page.reload();
+        await page.waitForSelector("body[data-ready=true]", { timeout: 30000 });
+        assert.equal(await page.locator("#error").count(), 0, "a reload still carries the token");
         assert.deepEqual(problems, []);
       } finally {
         await browser.close();

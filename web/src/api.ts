@@ -1,6 +1,6 @@
 // The server's REST API (docs/ui-openapi.json). When `opsight ui` listens on a
 // non-loopback address it prints a URL with ?token=...: the token is kept for the tab
-// (sessionStorage) and sent with every call.
+// (sessionStorage), taken out of the address bar, and sent with every call.
 
 export class ApiError extends Error {
   constructor(
@@ -14,9 +14,14 @@ export class ApiError extends Error {
 const TOKEN_KEY = "opsight-token";
 
 export function accessToken(): string | null {
-  const fromUrl = new URLSearchParams(window.location.search).get("token");
+  const search = new URLSearchParams(window.location.search);
+  const fromUrl = search.get("token");
   if (fromUrl) {
     sessionStorage.setItem(TOKEN_KEY, fromUrl);
+    // Out of the address bar, so it is not in the history, a screenshot or a shared link.
+    search.delete("token");
+    const query = search.toString();
+    history.replaceState(history.state, "", `${window.location.pathname}${query ? `?${query}` : ""}${window.location.hash}`);
     return fromUrl;
   }
   return sessionStorage.getItem(TOKEN_KEY);
