@@ -348,7 +348,11 @@ class FramePainter {
       context.stroke();
     }
     context.font = FONT;
-    this.label(`max ${formatCounterValue(counter.max, unit)}`, LABEL_WIDTH + 4, top + 8, 160, "#555");
+    const text = elide(`max ${formatCounterValue(counter.max, unit)}`, 160, this.measure.measure);
+    context.fillStyle = "rgba(255, 255, 255, 0.8)";
+    context.fillRect(LABEL_WIDTH + 2, top + 1, this.measure.measure(text) + 4, 14);
+    context.fillStyle = "#445";
+    context.fillText(text, LABEL_WIDTH + 4, top + 8);
   }
 
   // The vertical line under the mouse and, on each counter drawn, its value there.

@@ -127,13 +127,15 @@ export class TimelineView {
 
   // The canvas is `width` wide and at most `availableHeight` tall (less when the tracks
   // need less).
-  resize(width: number, availableHeight = this.height): void {
+  resize(width: number, availableHeight = this.availableHeight): void {
+    this.availableHeight = availableHeight;
     const ratio = window.devicePixelRatio || 1;
     const needed = RULER_HEIGHT + this.layout.height + BOTTOM_MARGIN;
     const height = Math.max(RULER_HEIGHT + 60, Math.min(needed, availableHeight || needed));
     this.height = height;
-    this.canvas.width = Math.floor(width * ratio);
-    this.canvas.height = Math.floor(height * ratio);
+    // (Setting a canvas's size clears it: only when it changes.)
+    if (this.canvas.width !== Math.floor(width * ratio)) this.canvas.width = Math.floor(width * ratio);
+    if (this.canvas.height !== Math.floor(height * ratio)) this.canvas.height = Math.floor(height * ratio);
     this.canvas.style.width = `${width}px`;
     this.canvas.style.height = `${height}px`;
     this.viewport.width = Math.max(100, width - LABEL_WIDTH);
@@ -183,7 +185,6 @@ export class TimelineView {
   }
 
   setAvailableHeight(height: number): void {
-    this.availableHeight = height;
     this.resize(this.viewport.width + LABEL_WIDTH, height);
   }
 
