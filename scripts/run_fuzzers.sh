@@ -26,9 +26,10 @@ cleanup() {
 }
 trap cleanup EXIT
 # target:module:seed corpus:regression folder (the report fuzzer runs the analyses on what
-# the Chrome JSON reader makes of its inputs, so it starts from the same seeds).
+# the Chrome JSON reader makes of its inputs, so it starts from the same seeds; the Perfetto
+# reader's seeds are small files of opsight's writer and of Perfetto's own protos).
 for entry in native_reader:io:native:native chrome_json_reader:io:chrome_json:chrome_json \
-    report:report:chrome_json:report; do
+    pftrace_reader:io:pftrace:pftrace report:report:chrome_json:report; do
   IFS=: read -r target module corpus_name regressions <<< "$entry"
   fuzzer=build/fuzz/src/$module/${target}_fuzzer
   seeds=tests/fuzz_corpus/$corpus_name
