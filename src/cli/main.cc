@@ -389,7 +389,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> convert_files;
   auto* convert_command = app.add_subcommand(
       "convert",
-      "Convert between .opsight and Chrome JSON, or to Perfetto protobuf (.pftrace), by "
+      "Convert between .opsight, Chrome JSON (.json) and Perfetto protobuf (.pftrace), by "
       "extension: opsight convert INPUT... OUTPUT; several inputs are merged into one output");
   convert_command
       ->add_option("files", convert_files,

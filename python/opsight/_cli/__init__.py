@@ -41,7 +41,7 @@ Commands:
   export   Send runs to OpenTelemetry (OTLP/HTTP), Zipkin or a Pushgateway:
            opsight export latest --to otlp=http://127.0.0.1:4318 (docs/export.md)
   devices  List the GPUs: memory, utilization, temperature, power, health (docs/devices.md)
-  convert  Convert between .opsight and Chrome JSON
+  convert  Convert between .opsight, Chrome JSON and Perfetto protobuf (.pftrace)
   demo     Profile and benchmark a small BERT-style model (--quickstart: the C++ example)
   save     Store trace file(s) as a run in the run store ($OPSIGHT_HOME, default ~/.opsight)
   runs     List the stored runs: --name GLOB, --tag K[=V], --since 7d, --format json
