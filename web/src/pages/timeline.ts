@@ -72,7 +72,9 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
   const url = { ...initial };
   let restoring = true;
   const updateUrl = () => {
-    if (!restoring) history.replaceState(null, "", routeHref({ page: "timeline", run, query: encodeUrlState(url) }));
+    // (Not once the page has been left: a late timer must not rewrite another page's URL.)
+    if (restoring || !holder.isConnected) return;
+    history.replaceState(null, "", routeHref({ page: "timeline", run, query: encodeUrlState(url) }));
   };
   let urlTimer = 0;
   const updateUrlSoon = () => {
