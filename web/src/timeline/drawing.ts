@@ -225,6 +225,7 @@ class FramePainter {
   // ---- slices ----------------------------------------------------------------------
 
   private track(track: number, top: number, depths: number): void {
+    const tiles: TileAnswer[] = [];
     for (const key of this.tiles) {
       let tile = this.view.slices.get(track, key);
       if (!tile) {
@@ -232,79 +233,90 @@ class FramePainter {
         tile = this.view.slices.coarser(track, key)?.tile;
         if (!tile) continue;
       }
-      this.tile(tile, top, depths);
+      if (tiles[tiles.length - 1] !== tile) tiles.push(tile); // one coarser tile may stand in for several
     }
+    this.blocks(tiles, top, depths);
   }
 
-  // One tile's items (a block reaching into the next tile is drawn by both: the same
-  // pixels twice).
-  private tile(tile: TileAnswer, top: number, depths: number): void {
+  // The tiles' items, depth by depth across the tiles, so that a run of merged blocks is
+  // summarized once where it crosses from one tile into the next; a block reaching into
+  // the next tile is in both, and drawn and counted once.
+  private blocks(tiles: TileAnswer[], top: number, depths: number): void {
     const { context, view } = this;
     const viewport = view.viewport;
     const left = LABEL_WIDTH;
     const right = left + viewport.width;
     const origin = view.origin;
-    for (let depth = 0; depth < tile.depths.length && depth < depths; depth += 1) {
+    let deepest = 0;
+    for (const tile of tiles) deepest = Math.max(deepest, tile.depths.length);
+    for (let depth = 0; depth < deepest && depth < depths; depth += 1) {
       const y = top + depth * DEPTH_HEIGHT;
       // The run of merged blocks being drawn, labelled once it ends.
-      const run = { active: false, from: 0, to: 0, counts: new Map<number, number>() };
+      const run = { active: false, from: 0, to: 0, counts: new Map<string, number>() };
       const flush = () => {
-        if (run.active && run.to - run.from > 40) this.mergedLabel(tile.names, run.counts, run.from, run.to, y);
+        if (run.active && run.to - run.from > 40) this.mergedLabel(run.counts, run.from, run.to, y);
         run.active = false;
       };
-      for (const [start, duration, count, row, nameIndex] of tile.depths[depth]) {
-        const x0 = left + viewport.pixelAt(start - origin);
-        const x1 = left + viewport.pixelAt(start + duration - origin);
-        if (x1 < left || x0 > right) continue;
-        const x = Math.max(left, x0);
-        const w = Math.max(1, Math.min(right, x1) - x);
-        const name = tile.names[nameIndex] ?? "";
-        const merged = count > 1;
-        if (view.highlightRows.has(row)) context.fillStyle = "#ffd54a";
-        else context.fillStyle = merged ? cachedColor(mergedColors, name, mergedColorOf) : cachedColor(colors, name, colorOf);
-        // With the critical path shown, the spans off it fade and those on it are outlined
-        // (when wide enough for an outline not to hide them).
-        const critical = view.criticalRows?.has(row) ?? false;
-        if (view.criticalRows && !critical) context.globalAlpha = 0.3;
-        context.fillRect(x, y + 1, w, DEPTH_HEIGHT - 2);
-        context.globalAlpha = 1;
-        if (critical) {
-          view.drawn.critical += 1;
-          if (w >= 6) {
-            context.strokeStyle = "#d0021b";
+      let previousRow = -1;
+      let previousStart = NaN;
+      for (const tile of tiles) {
+        for (const [start, duration, count, row, nameIndex] of tile.depths[depth] ?? []) {
+          if (row === previousRow && start === previousStart) continue; // the previous tile's
+          previousRow = row;
+          previousStart = start;
+          const x0 = left + viewport.pixelAt(start - origin);
+          const x1 = left + viewport.pixelAt(start + duration - origin);
+          if (x1 < left || x0 > right) continue;
+          const x = Math.max(left, x0);
+          const w = Math.max(1, Math.min(right, x1) - x);
+          const name = tile.names[nameIndex] ?? "";
+          const merged = count > 1;
+          if (view.highlightRows.has(row)) context.fillStyle = "#ffd54a";
+          else context.fillStyle = merged ? cachedColor(mergedColors, name, mergedColorOf) : cachedColor(colors, name, colorOf);
+          // With the critical path shown, the spans off it fade and those on it are outlined
+          // (when wide enough for an outline not to hide them).
+          const critical = view.criticalRows?.has(row) ?? false;
+          if (view.criticalRows && !critical) context.globalAlpha = 0.3;
+          context.fillRect(x, y + 1, w, DEPTH_HEIGHT - 2);
+          context.globalAlpha = 1;
+          if (critical) {
+            view.drawn.critical += 1;
+            if (w >= 6) {
+              context.strokeStyle = "#d0021b";
+              context.lineWidth = 2;
+              context.strokeRect(x + 1, y + 2, Math.max(1, w - 2), DEPTH_HEIGHT - 4);
+            }
+          }
+          if (row === view.selectedRow) {
+            context.strokeStyle = "#000";
             context.lineWidth = 2;
             context.strokeRect(x + 1, y + 2, Math.max(1, w - 2), DEPTH_HEIGHT - 4);
           }
-        }
-        if (row === view.selectedRow) {
-          context.strokeStyle = "#000";
-          context.lineWidth = 2;
-          context.strokeRect(x + 1, y + 2, Math.max(1, w - 2), DEPTH_HEIGHT - 4);
-        }
-        if (merged) {
-          if (run.active && x <= run.to + 2) run.to = Math.max(run.to, x + w);
-          else {
+          if (merged) {
+            if (run.active && x <= run.to + 2) run.to = Math.max(run.to, x + w);
+            else {
+              flush();
+              run.active = true;
+              run.from = x;
+              run.to = x + w;
+              run.counts.clear();
+            }
+            run.counts.set(name, (run.counts.get(name) ?? 0) + count);
+          } else {
             flush();
-            run.active = true;
-            run.from = x;
-            run.to = x + w;
-            run.counts.clear();
+            if (w > 24) this.label(name, x + 3, y + DEPTH_HEIGHT / 2, w - 6, "#111");
           }
-          run.counts.set(nameIndex, (run.counts.get(nameIndex) ?? 0) + count);
-        } else {
-          flush();
-          if (w > 24) this.label(name, x + 3, y + DEPTH_HEIGHT / 2, w - 6, "#111");
+          view.sliceHits.push({ x, y, width: w, row });
         }
-        view.sliceHits.push({ x, y, width: w, row });
       }
       flush();
     }
   }
 
   // A dense region's summary: its busiest names with the slices they stand for.
-  private mergedLabel(names: string[], counts: Map<number, number>, from: number, to: number, y: number): void {
+  private mergedLabel(counts: Map<string, number>, from: number, to: number, y: number): void {
     const busiest = [...counts.entries()].sort((a, b) => b[1] - a[1]).slice(0, 3);
-    const text = busiest.map(([index, count]) => `${names[index] ?? ""} ×${count}`).join(" · ");
+    const text = busiest.map(([name, count]) => `${name} ×${count}`).join(" · ");
     this.label(text, from + 3, y + DEPTH_HEIGHT / 2, to - from - 6, "#222");
   }
 
