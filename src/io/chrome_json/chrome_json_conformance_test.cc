@@ -279,14 +279,15 @@ TEST(ChromeJsonConformance, CounterWithSeveralArgsKeepsEverySeriesAndParsesStrin
             "300 mem leading_zero 3000000 1.23\n"
             "300 mem plus 3000000 10.5\n"
             "300 mem trailing_dot 3000000 246\n"
-            "300 single 3001000 7\n");
+            "300 single bytes 3001000 7\n");
   for (const auto& track : trace.counter_tracks) {
     if (trace.str(track.name) == "mem plus") {
       EXPECT_EQ(trace.str(track.group), "mem");
       EXPECT_EQ(trace.str(track.series), "plus");
     }
-    if (trace.str(track.name) == "single") {
-      EXPECT_EQ(track.group, 0u);
+    if (trace.str(track.name) == "single bytes") {
+      EXPECT_EQ(trace.str(track.group), "single");
+      EXPECT_EQ(trace.str(track.series), "bytes");
     }
   }
 }
@@ -500,8 +501,8 @@ TEST(ChromeJsonConformance, LegacyAsyncIdsAreGlobalAndId2LocalIsPerProcess) {
 }
 
 TEST(ChromeJsonConformance, CounterTracksAreNamedByEventArgAndId) {
-  // Several args: "<name> <arg>" each; with an "id", "<name> id: <id> <arg>" (the id
-  // tells counters of one name apart). One arg keeps the event's name (see formats.md).
+  // Each arg is a series "<name> <arg>"; with an "id", "<name> id: <id> <arg>" (the id
+  // tells counters of one name apart). A lone "value" keeps the event's name (formats.md).
   auto result = read_ok(R"([
     {"ph":"C","pid":30,"tid":31,"ts":800,"name":"MyCounters","cat":"stats","id":"counter_group_1",
      "args":{"counter1_float":100.5,"counter2_int":-50,"counter3_str_num":"25.7"}},
@@ -510,18 +511,22 @@ TEST(ChromeJsonConformance, CounterTracksAreNamedByEventArgAndId) {
     {"ph":"C","pid":"1000","ts":0,"name":"ctr","args":{"cats":0}},
     {"ph":"C","pid":"1000","ts":10,"name":"ctr","args":{"cats":10}},
     {"ph":"C","pid":"1000","ts":20,"name":"ctr","id":5,"args":{"cats":3}},
+    {"ph":"C","pid":30,"ts":830,"name":"rss","args":{"value":5}},
+    {"ph":"C","pid":30,"ts":840,"name":"rss","id":"0x2","args":{"value":6}},
     {"ph":"C","pid":300,"tid":301,"ts":3000,"name":"Edge","args":{
       "leading_dot":".75","trailing_dot":"246.","leading_zero_float":"01.23",
       "leading_zero_int_str":"050","incomplete_exp":"1.5e","exp_no_digit":"2e+","just_dot":".",
       "plus_val":"+10.5","just_plus":"+","just_minus":"-"}}])");
   const Trace& trace = result.trace;
   EXPECT_EQ(counter_rows(trace),
-            "1000 ctr 0 0\n"
-            "1000 ctr 10000 10\n"
-            "1000 ctr id: 5 20000 3\n"
+            "1000 ctr cats 0 0\n"
+            "1000 ctr cats 10000 10\n"
+            "1000 ctr id: 5 cats 20000 3\n"
             "30 MyCounters id: counter_group_1 counter1_float 800000 100.5\n"
             "30 MyCounters id: counter_group_1 counter2_int 800000 -50\n"
             "30 MyCounters id: counter_group_1 counter3_str_num 800000 25.7\n"
+            "30 rss 830000 5\n"
+            "30 rss id: 0x2 840000 6\n"
             "300 Edge leading_dot 3000000 0.75\n"
             "300 Edge leading_zero_float 3000000 1.23\n"
             "300 Edge leading_zero_int_str 3000000 50\n"

@@ -431,7 +431,6 @@ void EventDecoder::decode_event(element value, DecodedEvent& event, DecodedEvent
              strings);
   event.name = strings.intern(fields.name);
   if (event.kind == EventKind::kCounter) {
-    if (written_by_opsight_) event.flags |= kSeriesCounter;
     if (fields.has_id) event.category = counter_id_text(fields.id, strings);
     if (fields.has_args && fields.args.type() == element_type::OBJECT)
       decode_counter_args(fields.args, out);

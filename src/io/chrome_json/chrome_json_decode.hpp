@@ -89,7 +89,6 @@ enum DecodedFlags : uint16_t {
   kScopeProcess = 1 << 6,   // i/I: "s":"p"
   kScopeGlobal = 1 << 7,    // i/I: "s":"g"
   kHasExtra = 1 << 8,       // the next EventExtra of DecodedEvents::extras is this event's
-  kSeriesCounter = 1 << 9,  // C in opsight's files: its args are series even when one
 };
 
 // What few events carry beyond the 64-byte record, kept aside so that the common ones stay

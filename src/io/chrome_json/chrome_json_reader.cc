@@ -10,8 +10,9 @@
 // reader maps", has the whole table; chrome_json_conformance_test.cc a case per row):
 //   X          -> a slice (ts, dur)          B/E   -> a slice, paired per track by time and
 //                                                     name once every event is read
-//   i/I/R      -> an instant, with its scope C     -> a counter sample per numeric arg; one
-//                                                     series each when there are several
+//   i/I/R      -> an instant, with its scope C     -> a counter sample per numeric arg, a
+//                                                     series "<name> <arg>" each (a lone
+//                                                     "value": a counter named <name>)
 //   b/e/n, S/T/F -> slices on a process-wide async track per (pid or global, cat, id)
 //   s/t/f      -> flows bound by time at finalize; bind_id/flow_in/flow_out (v2) -> flows
 //                 between the slices that carry them, chained at the end in time order
@@ -791,18 +792,17 @@ class ChromeTraceBuilder {
     end_args_ = {};
   }
 
-  // A counter of one numeric arg is a track named by the event ("memory"); one of several
-  // is a series each ("io" with "read" and "write": tracks "io read" and "io write", group
-  // "io"). An "id" joins the event's name as Perfetto names the tracks ("io id: 7", then
-  // "io id: 7 read"): counters of one name and different ids stay apart. In opsight's
-  // files every C event of a series group is written with its series names, so there any
-  // arg but a lone "value" is a series.
+  // Each numeric arg of a C event is a series named "<name> <arg>" ("io" with "read" and
+  // "write": tracks "io read" and "io write", group "io"), as Perfetto names them, but for a
+  // lone "value" (Chrome's TRACE_COUNTER1, opsight's writer): that counter is named by the
+  // event ("memory"), as the reports and metrics know it. An "id" joins the event's
+  // name as in Perfetto ("io id: 7 read", "memory id: 7"): counters of one name and
+  // different ids stay apart.
   void merge_counter(const DecodedEvent& event, std::span<const DecodedArg> samples,
                      const LocalStrings& strings) {
     int64_t pid = pid_of(event, strings);
     const bool series =
-        samples.size() > 1 || ((event.flags & kSeriesCounter) != 0 && samples.size() == 1 &&
-                               strings.get(samples[0].key) != "value");
+        samples.size() > 1 || (samples.size() == 1 && strings.get(samples[0].key) != "value");
     std::string_view name = strings.get(event.name);
     std::string name_with_id;
     if (event.category != 0) {  // the id's text
