@@ -1,4 +1,4 @@
-// Replays tests/fuzz_regressions/{native,chrome_json}/ (inputs that once crashed a reader
+// Replays tests/fuzz_regressions/{native,chrome_json,pftrace}/ (inputs that once crashed a reader
 // or that a fuzzer found interesting) through the readers in every test build, so that the
 // release and ASan suites of `make test` check them on every run, not only the fuzz build.
 // The native inputs were found by a fuzz build that skips chunk checksums
@@ -92,6 +92,26 @@ TEST(FuzzRegressions, ChromeJsonInputsReadWithoutCrashing) {
         EXPECT_FALSE(result.error->message.empty()) << path;
       }
     }
+  }
+}
+
+// What the Perfetto fuzzer checks: an input that reads is written and read again alike.
+TEST(FuzzRegressions, PerfettoInputsReadWithoutCrashing) {
+  std::vector<fs::path> paths = inputs_of("pftrace");
+  ASSERT_FALSE(paths.empty()) << "tests/fuzz_regressions/pftrace/ is empty";
+  for (const fs::path& path : paths) {
+    opsight::io::ReadResult result = opsight::io::read_perfetto(contents_of(path));
+    if (!result.ok()) {
+      EXPECT_FALSE(result.error->message.empty()) << path;
+      continue;
+    }
+    opsight::io::ReadResult again =
+        opsight::io::read_perfetto(opsight::io::write_perfetto(result.trace));
+    ASSERT_TRUE(again.ok()) << path << ": " << again.error->message;
+    EXPECT_FALSE(again.damage.has_value()) << path;
+    EXPECT_EQ(again.trace.slices.size(), result.trace.slices.size()) << path;
+    EXPECT_EQ(again.trace.instants.size(), result.trace.instants.size()) << path;
+    EXPECT_EQ(again.trace.counters.size(), result.trace.counters.size()) << path;
   }
 }
 

@@ -86,6 +86,7 @@ constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 // Parent chains and nested annotations deeper than this are damage (or not worth showing).
 constexpr int kMaxParentHops = 64;
 constexpr int kMaxNesting = 16;
+constexpr int64_t kMaxTime = int64_t{1} << 62;
 
 int64_t add_saturating(int64_t a, int64_t b) {
   int64_t sum;
@@ -1238,6 +1239,9 @@ class PerfettoReader {
     } else {
       ts = packet_time(raw_ts, clock, seq);
     }
+    // Perfetto's times are unsigned; a conversion or a damaged clock that leaves [0, 2^62]
+    // (146 years) is clamped, so that no sum of times and durations overflows later.
+    ts = std::clamp<int64_t>(ts, 0, kMaxTime);
 
     // A legacy event (Chrome's older TrackEvent form): its phase, name and flow binding.
     uint64_t type = event.type;
@@ -1396,6 +1400,7 @@ class PerfettoReader {
         type == kTypeComplete
             ? multiply_saturating(legacy_duration_us < 0 ? 0 : legacy_duration_us, 1000)
             : 0;
+    duration = difference_saturating(add_saturating(ts, duration), ts);  // its end fits int64
     RowIndex row = trace().slices.add(ts, duration, name, category, track);
     if (type == fields::event::kTypeSliceBegin) {
       trace().slices.dur[row] = kOpen;
