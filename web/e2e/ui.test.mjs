@@ -161,17 +161,81 @@ describe("opsight ui in Chromium", () => {
   test("the call tree equals the merged tree report, and the flame graph zooms", async () => {
     await navigate(page, "#/runs/1/tree");
     const expected = reportJson(["report", "1", "--merged-tree"], env);
-    const totals = await page.$$eval("#tree-table tbody tr", (rows) => rows.map((row) => Number(row.querySelectorAll("td")[3].dataset.value)));
-    assert.deepEqual(totals, expected.nodes.map((node) => node.total_ns));
-    const height0 = await page.$eval("#flame-graph", (canvas) => canvas.style.height);
-    const box = await page.locator("#flame-graph").boundingBox();
-    await page.mouse.move(box.x + box.width / 2, box.y + 18 * 3 + 9);
+    const nodes = expected.nodes;
+    // Depth first, each node's children by total time, largest first (ties in report order).
+    const roots = nodes.map((node, index) => [node, index]).filter(([node]) => node.parent === null).sort(([a, i], [b, j]) => b.total_ns - a.total_ns || i - j);
+    const expectedOrder = [];
+    const visit = (index) => {
+      expectedOrder.push(index);
+      nodes
+        .map((node, child) => [node, child])
+        .filter(([node]) => node.parent === index)
+        .sort(([a, i], [b, j]) => b.total_ns - a.total_ns || i - j)
+        .forEach(([, child]) => visit(child));
+    };
+    roots.forEach(([, index]) => visit(index));
+    const rows = await page.$$eval("#tree-table tbody tr", (trs) => trs.map((tr) => ({ index: Number(tr.dataset.index), total: Number(tr.querySelectorAll("td")[3].dataset.value), hidden: tr.hidden })));
+    assert.deepEqual(rows.map((row) => row.index), expectedOrder);
+    assert.deepEqual(rows.map((row) => row.total), expectedOrder.map((index) => nodes[index].total_ns));
+    // It opens three levels deep: the rows shown are exactly those of depth 0 to 2.
+    assert.deepEqual(rows.filter((row) => !row.hidden).map((row) => row.index), expectedOrder.filter((index) => nodes[index].depth <= 2));
+    assert.match(await page.textContent("#tree-run"), /demo/);
+    // A click on a frame of the icicle selects that node in both graphs and in the table.
+    const box = await page.locator("#icicle").boundingBox();
+    await page.mouse.move(box.x + 2, box.y + 18 * 1 + 9);
     const hovered = await page.textContent("#flame-tooltip");
-    await page.mouse.click(box.x + box.width / 2, box.y + 18 * 3 + 9);
-    const height1 = await page.$eval("#flame-graph", (canvas) => canvas.style.height);
-    assert.ok(hovered.length > 0);
-    assert.ok(parseFloat(height1) <= parseFloat(height0), "zooming shows a subtree");
+    await page.mouse.click(box.x + 2, box.y + 18 * 1 + 9);
+    const focus = await page.getAttribute("#icicle", "data-focus");
+    assert.notEqual(focus, "", "the click selected a frame");
+    assert.equal(nodes[Number(focus)].depth, 1);
+    assert.ok(hovered.startsWith(`${nodes[Number(focus)].name}:`), hovered);
+    assert.equal(await page.getAttribute("#flame-graph", "data-focus"), focus);
+    assert.equal(await page.getAttribute("#tree-table tbody tr.selected", "data-index"), focus);
+    assert.match(page.url(), new RegExp(`focus=${focus}(&|$)`));
     await screenshot(page, "flame-graph");
+  });
+
+  test("the call tree filters by name, expands and collapses all, and a link restores it", async () => {
+    await navigate(page, "#/runs/1/tree");
+    const nodes = reportJson(["report", "1", "--merged-tree"], env).nodes;
+    const shown = async () => (await page.$$eval("#tree-table tbody tr", (trs) => trs.filter((tr) => !tr.hidden).map((tr) => Number(tr.dataset.index)))).sort((a, b) => a - b);
+    await page.click("#tree-expand-all");
+    assert.equal((await shown()).length, nodes.length);
+    await page.click("#tree-collapse-all");
+    assert.deepEqual(await shown(), nodes.flatMap((node, index) => (node.parent === null ? [index] : [])));
+    // A filter shows the matching code paths and their callers, whatever is collapsed.
+    const deepest = nodes.reduce((best, node, index) => (node.depth > nodes[best].depth ? index : best), 0);
+    const needle = nodes[deepest].name.slice(-6).toUpperCase();
+    await page.fill("#tree-filter", needle);
+    const keep = new Set();
+    nodes.forEach((node, index) => {
+      if (!node.name.toLowerCase().includes(needle.toLowerCase())) return;
+      for (let at = index; at !== null && !keep.has(at); at = nodes[at].parent) keep.add(at);
+    });
+    assert.deepEqual(await shown(), [...keep].sort((a, b) => a - b));
+    assert.ok(keep.has(deepest));
+    assert.equal(Number(await page.getAttribute("#tree-matches", "data-matched")), nodes.filter((node) => node.name.toLowerCase().includes(needle.toLowerCase())).length);
+    // Select the deepest match from its row: both graphs zoom into it.
+    await page.click(`#tree-table tbody tr[data-index="${deepest}"] button.node-name`);
+    assert.equal(await page.getAttribute("#flame-graph", "data-focus"), String(deepest));
+    await page.selectOption("#flame-mode", "self");
+    await page.selectOption("#tree-order", "run");
+    const link = page.url();
+    for (const key of ["filter=", `focus=${deepest}`, "widths=self", "order=run", "x="]) assert.ok(link.includes(key), `${key} in ${link}`);
+    const rowsBefore = await page.$$eval("#tree-table tbody tr", (trs) => trs.map((tr) => `${tr.dataset.index}:${tr.hidden}:${[...tr.classList].sort().join(" ")}`));
+    // A fresh page on the link: the same rows, order, filter, selection and widths.
+    const second = await page.context().newPage();
+    await second.goto(link);
+    await second.waitForSelector("body[data-ready=true]", { timeout: 30000 });
+    await second.waitForSelector("#tree-table");
+    assert.deepEqual(await second.$$eval("#tree-table tbody tr", (trs) => trs.map((tr) => `${tr.dataset.index}:${tr.hidden}:${[...tr.classList].sort().join(" ")}`)), rowsBefore);
+    assert.equal(await second.inputValue("#tree-filter"), needle);
+    assert.equal(await second.inputValue("#flame-mode"), "self");
+    assert.equal(await second.getAttribute("#icicle", "data-focus"), String(deepest));
+    assert.equal(second.url(), link, "restoring does not rewrite the link");
+    await second.close();
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await screenshot(page, "call-tree-filtered");
   });
 
   test("latency details show the operator table and the breakdown of opsight report", async () => {

@@ -1,5 +1,5 @@
-// A flame graph (icicle: roots on top) of a merged tree given as nodes in depth-first
-// order with parent indices. Widths are the nodes' values (inclusive time, or self time:
+// A flame graph (roots at the bottom) or an icicle (roots on top) of a merged tree given as
+// nodes in depth-first order with parent indices. Widths are the nodes' values (inclusive time, or self time:
 // then a node's width is its self time plus its children's widths, so the picture stays
 // nested); a click zooms into a node. Colours come from the name, or from the node's own
 // colour (the differential flame graph of the compare page: slower red, faster blue).
@@ -19,6 +19,7 @@ export interface FlameOptions {
   focus: number | null;
   width: number;
   selfMode?: boolean;
+  flame?: boolean; // roots at the bottom (a flame graph); else on top (an icicle)
   onClick: (index: number | null) => void;
   onHover: (index: number | null) => void;
 }
@@ -75,6 +76,7 @@ export function drawFlameGraph(canvas: HTMLCanvasElement, nodes: FlameNode[], op
   const depth = frames.reduce((deepest, frame) => Math.max(deepest, frame.depth), 0) + 1;
   const ratio = window.devicePixelRatio || 1;
   const height = depth * ROW + 2;
+  const top = (frameDepth: number) => (options.flame ? (depth - 1 - frameDepth) * ROW : frameDepth * ROW);
   canvas.width = options.width * ratio;
   canvas.height = height * ratio;
   canvas.style.width = `${options.width}px`;
@@ -88,14 +90,17 @@ export function drawFlameGraph(canvas: HTMLCanvasElement, nodes: FlameNode[], op
     if (frame.width < 0.5) continue;
     const node = nodes[frame.index];
     context.fillStyle = node.color ?? colorOf(node.name);
-    context.fillRect(frame.x, frame.depth * ROW, Math.max(0.5, frame.width - 1), ROW - 1);
+    context.fillRect(frame.x, top(frame.depth), Math.max(0.5, frame.width - 1), ROW - 1);
     if (frame.width > 30) {
       context.fillStyle = "#111";
-      context.fillText(node.name, frame.x + 3, frame.depth * ROW + ROW / 2, frame.width - 6);
+      context.fillText(node.name, frame.x + 3, top(frame.depth) + ROW / 2, frame.width - 6);
     }
   }
+  canvas.dataset.focus = options.focus === null ? "" : String(options.focus);
+  canvas.dataset.frames = String(frames.filter((frame) => frame.width >= 0.5).length);
   const frameAt = (event: MouseEvent) => {
-    const row = Math.floor(event.offsetY / ROW);
+    const fromTop = Math.floor(event.offsetY / ROW);
+    const row = options.flame ? depth - 1 - fromTop : fromTop;
     const hit = frames.find((frame) => frame.depth === row && event.offsetX >= frame.x && event.offsetX < frame.x + frame.width);
     return hit ? hit.index : null;
   };
