@@ -66,46 +66,37 @@ class ProtoReader {
         message_type_(message_type) {}
 
   // Reads the next field into `field`; false at the end of the message. Throws
-  // ProtoDecodeError on malformed bytes.
-  bool next(ProtoField& field) {
+  // ProtoDecodeError on malformed bytes. Inlined: every error is built out of line.
+  [[gnu::always_inline]] bool next(ProtoField& field) {
     if (position_ == end_) return false;
     const char* key_at = position_;
     field.offset = offset_of(key_at);
-    uint64_t key = read_varint(0, "the field's key is cut short");
-    if (key >> 32 != 0 || (key >> 3) == 0) {
-      fail(key_at, 0,
-           (key >> 3) == 0 ? "field number 0 (not a valid field)"
-                           : "field number " + std::to_string(key >> 3) + " is out of range");
-    }
+    uint64_t key = read_varint(0, Problem::kKeyCutShort);
+    if (key >> 32 != 0 || key < 8) [[unlikely]]
+      bad_key(key_at, key);
     field.number = static_cast<uint32_t>(key >> 3);
     field.wire_type = static_cast<uint32_t>(key & 7);
     switch (field.wire_type) {
       case kWireVarint:
-        field.value = read_varint(field.number, "varint cut short by the end of the message");
+        field.value = read_varint(field.number, Problem::kVarintCutShort);
         return true;
+      case kWireLengthDelimited: {
+        uint64_t length = read_varint(field.number, Problem::kLengthCutShort);
+        auto left = static_cast<uint64_t>(end_ - position_);
+        if (length > left) [[unlikely]]
+          length_past_end(key_at, field.number, length, left);
+        field.bytes = std::string_view(position_, static_cast<size_t>(length));
+        position_ += length;
+        return true;
+      }
       case kWireFixed64:
         field.value = read_fixed(field.number, 8);
         return true;
       case kWireFixed32:
         field.value = read_fixed(field.number, 4);
         return true;
-      case kWireLengthDelimited: {
-        uint64_t length = read_varint(field.number, "length cut short by the end of the message");
-        auto left = static_cast<uint64_t>(end_ - position_);
-        if (length > left)
-          fail(key_at, field.number,
-               "length " + std::to_string(length) + " runs past the end of the message (" +
-                   std::to_string(left) + " bytes left)");
-        field.bytes = std::string_view(position_, static_cast<size_t>(length));
-        position_ += length;
-        return true;
-      }
       default:
-        fail(key_at, field.number,
-             "wire type " + std::to_string(field.wire_type) +
-                 (field.wire_type == 3 || field.wire_type == 4 ? " (a group: not used by these "
-                                                                 "messages)"
-                                                               : " does not exist"));
+        bad_wire_type(key_at, field.number, field.wire_type);
     }
   }
 
@@ -156,36 +147,81 @@ class ProtoReader {
   }
 
  private:
-  [[noreturn]] void fail(const char* at, uint32_t field, std::string problem) const {
+  enum class Problem { kKeyCutShort, kVarintCutShort, kLengthCutShort };
+
+  [[noreturn, gnu::cold, gnu::noinline]] void fail(const char* at, uint32_t field,
+                                                   std::string problem) const {
     throw ProtoDecodeError{offset_of(at), field, std::move(problem), message_type_};
   }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_key(const char* at, uint64_t key) const {
+    fail(at, 0,
+         (key >> 3) == 0 ? "field number 0 (not a valid field)"
+                         : "field number " + std::to_string(key >> 3) + " is out of range");
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void length_past_end(const char* at, uint32_t field,
+                                                              uint64_t length,
+                                                              uint64_t left) const {
+    fail(at, field,
+         "length " + std::to_string(length) + " runs past the end of the message (" +
+             std::to_string(left) + " bytes left)");
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void bad_wire_type(const char* at, uint32_t field,
+                                                            uint32_t wire_type) const {
+    fail(at, field,
+         "wire type " + std::to_string(wire_type) +
+             (wire_type == 3 || wire_type == 4 ? " (a group: not used by these messages)"
+                                               : " does not exist"));
+  }
 
-  uint64_t read_varint(uint32_t field, const char* cut_short) {
+  // A varint: one byte inline, longer ones out of line.
+  [[gnu::always_inline]] uint64_t read_varint(uint32_t field, Problem problem) {
     if (position_ != end_ && static_cast<unsigned char>(*position_) < 0x80) [[likely]]
       return static_cast<unsigned char>(*position_++);
+    return read_long_varint(field, problem);
+  }
+  [[gnu::noinline]] uint64_t read_long_varint(uint32_t field, Problem problem) {
     const char* start = position_;
     uint64_t value = 0;
+    if (end_ - position_ >= 10) {  // no end in reach: no bounds check per byte
+      for (int shift = 0; shift < 63; shift += 7) {
+        auto byte = static_cast<unsigned char>(*position_++);
+        value |= uint64_t{byte & 0x7Fu} << shift;
+        if ((byte & 0x80) == 0) return value;
+      }
+      auto last = static_cast<unsigned char>(*position_++);
+      if (last > 1) [[unlikely]]
+        fail(start, field, "varint longer than 64 bits");
+      return value | (uint64_t{last} << 63);
+    }
     for (int shift = 0; shift < 70; shift += 7) {
-      if (position_ == end_) fail(start, field, cut_short);
+      if (position_ == end_) [[unlikely]]
+        fail(start, field,
+             problem == Problem::kKeyCutShort      ? "the field's key is cut short"
+             : problem == Problem::kVarintCutShort ? "varint cut short by the end of the message"
+                                                   : "length cut short by the end of the message");
       auto byte = static_cast<unsigned char>(*position_++);
       // The tenth byte holds bit 63 only; anything more is not a 64-bit varint.
-      if (shift == 63 && byte > 1) fail(start, field, "varint longer than 64 bits");
+      if (shift == 63 && byte > 1) [[unlikely]]
+        fail(start, field, "varint longer than 64 bits");
       value |= uint64_t{byte & 0x7Fu} << shift;
       if ((byte & 0x80) == 0) return value;
     }
     fail(start, field, "varint longer than 64 bits");
   }
 
-  uint64_t read_fixed(uint32_t field, size_t bytes) {
-    if (static_cast<size_t>(end_ - position_) < bytes)
-      fail(position_, field,
-           std::string(bytes == 8 ? "fixed64" : "fixed32") + " cut short by the end of the " +
-               "message (" + std::to_string(end_ - position_) + " bytes left)");
+  [[gnu::always_inline]] uint64_t read_fixed(uint32_t field, size_t bytes) {
+    if (static_cast<size_t>(end_ - position_) < bytes) [[unlikely]]
+      fixed_cut_short(field, bytes);
     uint64_t value = 0;
     for (size_t i = 0; i < bytes; ++i)
       value |= uint64_t{static_cast<unsigned char>(position_[i])} << (8 * i);
     position_ += bytes;
     return value;
+  }
+  [[noreturn, gnu::cold, gnu::noinline]] void fixed_cut_short(uint32_t field, size_t bytes) const {
+    fail(position_, field,
+         std::string(bytes == 8 ? "fixed64" : "fixed32") + " cut short by the end of the " +
+             "message (" + std::to_string(end_ - position_) + " bytes left)");
   }
 
   const char* position_;

@@ -9,10 +9,21 @@
 //
 // Each reports bytes/s of its own output and slices/s (items). The Perfetto/Chrome JSON
 // ratio of slices/s is the figure docs/performance.md quotes.
+//
+// And the readers, each reading that trace as its writer wrote it:
+//
+//   BM_PerfettoRead             read_perfetto of the .pftrace
+//   BM_ChromeJsonReadSameTrace  read_chrome_json of the .json (the baseline: the reader a
+//                               trace for Perfetto UI went through before; its default
+//                               threads, two where the machine has two cores)
+//   BM_NativeReadSameTrace      read_native of the .opsight
+//
+// Each reports bytes/s of its own input and slices/s (items).
 // Run: build/release/src/io/opsight_io_benchmarks --benchmark_filter='SameTrace|Perfetto'
 #include <benchmark/benchmark.h>
 
 #include <string>
+#include <string_view>
 
 #include "io/io.hpp"
 #include "trace/trace.hpp"
@@ -83,5 +94,44 @@ void BM_WriteNativeSameTrace(benchmark::State& state) {
   write_benchmark<opsight::io::write_native>(state);
 }
 BENCHMARK(BM_WriteNativeSameTrace)->Unit(benchmark::kMillisecond);
+
+// `Write`'s output of the benchmark trace, made once, read by `Read` in each iteration.
+template <std::string (*Write)(const opsight::trace::Trace&),
+          opsight::io::ReadResult (*Read)(std::string_view)>
+void read_benchmark(benchmark::State& state) {
+  static const std::string input = Write(benchmark_trace());
+  size_t slices = 0;
+  for (auto _ : state) {
+    opsight::io::ReadResult result = Read(input);
+    if (!result.ok() || result.damage) {
+      state.SkipWithError("the input did not read whole");
+      return;
+    }
+    slices = result.trace.slices.size();
+    benchmark::DoNotOptimize(result.trace.slices.ts.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(input.size() * state.iterations()));
+  state.SetItemsProcessed(static_cast<int64_t>(slices * state.iterations()));
+  state.counters["input_mb"] = static_cast<double>(input.size()) / 1e6;
+}
+
+opsight::io::ReadResult read_chrome_json_default(std::string_view bytes) {
+  return opsight::io::read_chrome_json(bytes);
+}
+
+void BM_PerfettoRead(benchmark::State& state) {
+  read_benchmark<opsight::io::write_perfetto, opsight::io::read_perfetto>(state);
+}
+BENCHMARK(BM_PerfettoRead)->Unit(benchmark::kMillisecond);
+
+void BM_ChromeJsonReadSameTrace(benchmark::State& state) {
+  read_benchmark<opsight::io::write_chrome_json, read_chrome_json_default>(state);
+}
+BENCHMARK(BM_ChromeJsonReadSameTrace)->Unit(benchmark::kMillisecond);
+
+void BM_NativeReadSameTrace(benchmark::State& state) {
+  read_benchmark<opsight::io::write_native, opsight::io::read_native>(state);
+}
+BENCHMARK(BM_NativeReadSameTrace)->Unit(benchmark::kMillisecond);
 
 }  // namespace

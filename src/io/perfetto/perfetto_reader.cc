@@ -189,10 +189,16 @@ std::string describe(const ProtoDecodeError& error) {
   return text + ": " + problem;
 }
 
-void expect_wire_type(const ProtoReader& reader, const ProtoField& field, uint32_t wire_type) {
-  if (field.wire_type != wire_type)
-    reader.fail_field(field, "wire type " + std::to_string(field.wire_type) + ", expected " +
-                                 std::to_string(wire_type));
+[[noreturn, gnu::cold, gnu::noinline]] void wrong_wire_type(const ProtoReader& reader,
+                                                            const ProtoField& field,
+                                                            uint32_t wire_type) {
+  reader.fail_field(field, "wire type " + std::to_string(field.wire_type) + ", expected " +
+                               std::to_string(wire_type));
+}
+[[gnu::always_inline]] inline void expect_wire_type(const ProtoReader& reader,
+                                                    const ProtoField& field, uint32_t wire_type) {
+  if (field.wire_type != wire_type) [[unlikely]]
+    wrong_wire_type(reader, field, wire_type);
 }
 
 // Interned strings of one kind on one sequence, by iid: a vector for the small dense iids
@@ -369,6 +375,10 @@ class PerfettoReader {
       return std::move(result_);
     }
     choose_trace_clock();
+    // About half the events are begins, half ends (a guess: the columns then grow at most
+    // once, and memory reserved but never written is never touched).
+    trace().slices.reserve(track_event_packets_ / 2);
+    ends_.reserve(track_event_packets_ / 2);
     read_packets();
     if (packets_read_ == 0 && problem_) {
       result_.error = problem_;
@@ -400,7 +410,9 @@ class PerfettoReader {
         ProtoReader reader(packet.bytes, begin_, "TracePacket");
         ProtoField field;
         while (reader.next(field)) {
-          if (field.number == fields::packet::kTrackDescriptor) {
+          if (field.number == fields::packet::kTrackEvent) {
+            ++track_event_packets_;
+          } else if (field.number == fields::packet::kTrackDescriptor) {
             expect_wire_type(reader, field, wire::kWireLengthDelimited);
             scan_descriptor(field.bytes);
           } else if (field.number == fields::packet::kClockSnapshot) {
@@ -1954,6 +1966,7 @@ class PerfettoReader {
   uint64_t stop_offset_ = std::numeric_limits<uint64_t>::max();
   uint64_t packets_read_ = 0;
   uint64_t packets_seen_ = 0;
+  uint64_t track_event_packets_ = 0;
 
   std::unordered_map<uint64_t, Descriptor> descriptors_;
   std::vector<Snapshot> snapshots_;
