@@ -1,10 +1,10 @@
-// The opsight web UI: routes the URL's hash to a page and shows errors from the API as
-// text on the page.
+// The opsight web UI: routes the URL's hash to a page (router.ts's ROUTES, rendered by
+// PAGES below) and shows errors from the API as text on the page.
 
 import "./style.css";
 import { ApiError } from "./api";
 import { h } from "./dom";
-import { parseRoute, routeHref } from "./router";
+import { parseRoute, routeHref, type Route, type RoutedPage } from "./router";
 import { comparePage } from "./pages/compare";
 import { detailsPage } from "./pages/details";
 import { explainPage } from "./pages/explain";
@@ -18,6 +18,19 @@ const app = document.getElementById("app") as HTMLElement;
 const nav = document.getElementById("nav") as HTMLElement;
 nav.replaceChildren(h("a", { href: routeHref({ page: "runs" }) }, "Runs"), " ", h("a", { href: routeHref({ page: "explain" }), id: "nav-explain" }, "Explain runs"), " ", h("a", { href: routeHref({ page: "llm" }), id: "nav-llm" }, "LLM sweeps"));
 
+// Each routed page's renderer, given the page's root element and its route (parameters
+// and query); the type makes every page of ROUTES have one.
+const PAGES: Record<RoutedPage, (root: HTMLElement, route: Route) => Promise<void>> = {
+  runs: (root, route) => runsPage(root, route.query),
+  overview: (root, route) => overviewPage(root, route.run!, route.query),
+  timeline: (root, route) => timelinePage(root, route.run!, route.query),
+  tree: (root, route) => treePage(root, route.run!, route.query),
+  details: (root, route) => detailsPage(root, route.run!, route.query),
+  compare: (root, route) => comparePage(root, route.a!, route.b!),
+  explain: (root) => explainPage(root),
+  llm: (root, route) => llmPage(root, route.run),
+};
+
 let generation = 0;
 
 async function show(): Promise<void> {
@@ -29,15 +42,8 @@ async function show(): Promise<void> {
   document.body.dataset.page = route.page;
   delete document.body.dataset.ready;
   try {
-    if (route.page === "runs") await runsPage(root, route.query);
-    else if (route.page === "overview") await overviewPage(root, route.run!, route.query);
-    else if (route.page === "timeline") await timelinePage(root, route.run!, route.query);
-    else if (route.page === "tree") await treePage(root, route.run!, route.query);
-    else if (route.page === "details") await detailsPage(root, route.run!, route.query);
-    else if (route.page === "compare") await comparePage(root, route.a!, route.b!);
-    else if (route.page === "explain") await explainPage(root);
-    else if (route.page === "llm") await llmPage(root, route.run);
-    else root.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `No page at ${location.hash}`));
+    if (route.page === "not-found") root.replaceChildren(h("h1", {}, "Not found"), h("p", {}, `No page at ${location.hash}`));
+    else await PAGES[route.page](root, route);
   } catch (failure) {
     if (mine !== generation) return;
     const message = failure instanceof ApiError ? `${failure.status}: ${failure.message}` : String(failure);

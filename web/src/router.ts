@@ -1,18 +1,59 @@
 // The app's pages by URL (hash routing, so `opsight ui` serves one index.html and every
-// page can be linked to): #/runs, #/runs/REF, #/runs/REF/timeline, #/runs/REF/tree,
-// #/runs/REF/details,
-// #/compare/A/B, #/explain (the runs of `opsight explain` over time), #/llm and #/llm/SWEEP
-// (the sweeps of `opsight bench --generate`), each with optional ?key=value parameters (a timeline's window and the
-// selected slice, an overview's selected span name).
+// page can be linked to). ROUTES is the one table of them: each page's path pattern, whose
+// ":name" segments are the route's parameters (":name?" one that may be left out). Both
+// directions read it: parseRoute (URL to page and parameters, what main.ts renders) and
+// routeHref (page and parameters to URL, every link of the app). Each route takes optional
+// ?key=value parameters too (a timeline's window and selected slice, an overview's span).
+// Adding a page: a line here, its renderer in main.ts's PAGES (the compiler asks for it),
+// its module in pages/, and its section in docs/ui.md (docs/architecture.md, "Add a UI page").
 
-export type Page = "runs" | "overview" | "timeline" | "tree" | "details" | "compare" | "explain" | "llm" | "not-found";
+export const ROUTES = {
+  runs: "runs", // also the empty path: the app's home
+  overview: "runs/:run",
+  timeline: "runs/:run/timeline",
+  tree: "runs/:run/tree",
+  details: "runs/:run/details",
+  compare: "compare/:a/:b",
+  explain: "explain", // the runs of `opsight explain` over time
+  llm: "llm/:run?", // the sweeps of `opsight bench --generate`; :run is a sweep's id
+} as const;
 
-export interface Route {
-  page: Page;
-  run?: string; // the run reference of run pages (the sweep's id on the llm page)
-  a?: string; // compare
-  b?: string;
-  query: Record<string, string>;
+export type RoutedPage = keyof typeof ROUTES;
+export type Page = RoutedPage | "not-found";
+
+// The parameters any pattern names (the run reference of run pages; compare's two runs).
+export type ParamName = "run" | "a" | "b";
+
+export type Route = { page: Page; query: Record<string, string> } & Partial<Record<ParamName, string>>;
+
+interface Segment {
+  literal?: string;
+  param?: ParamName;
+  optional?: boolean;
+}
+
+function segmentsOf(pattern: string): Segment[] {
+  return pattern.split("/").map((part) => {
+    if (!part.startsWith(":")) return { literal: part };
+    const optional = part.endsWith("?");
+    return { param: (optional ? part.slice(1, -1) : part.slice(1)) as ParamName, optional };
+  });
+}
+
+const COMPILED = (Object.entries(ROUTES) as [RoutedPage, string][]).map(([page, pattern]) => ({ page, segments: segmentsOf(pattern) }));
+
+// The route's parameters if `parts` (the URL's decoded path segments) match `segments`.
+function match(segments: Segment[], parts: string[]): Partial<Record<ParamName, string>> | null {
+  const required = segments.filter((segment) => !segment.optional).length;
+  if (parts.length < required || parts.length > segments.length) return null;
+  const params: Partial<Record<ParamName, string>> = {};
+  for (let index = 0; index < parts.length; index += 1) {
+    const segment = segments[index];
+    if (segment.literal !== undefined) {
+      if (segment.literal !== parts[index]) return null;
+    } else params[segment.param!] = parts[index];
+  }
+  return params;
 }
 
 export function parseRoute(hash: string): Route {
@@ -20,16 +61,12 @@ export function parseRoute(hash: string): Route {
   const [pathPart, queryPart = ""] = text.split("?", 2);
   const query: Record<string, string> = {};
   for (const [key, value] of new URLSearchParams(queryPart)) query[key] = value;
-  const segments = pathPart.split("/").filter((segment) => segment !== "").map(decodeSegment);
-  if (segments.length === 0 || (segments.length === 1 && segments[0] === "runs"))
-    return { page: "runs", query };
-  if (segments[0] === "runs" && segments.length === 2) return { page: "overview", run: segments[1], query };
-  if (segments[0] === "runs" && segments.length === 3 && (segments[2] === "timeline" || segments[2] === "tree" || segments[2] === "details"))
-    return { page: segments[2], run: segments[1], query };
-  if (segments[0] === "explain" && segments.length === 1) return { page: "explain", query };
-  if (segments[0] === "llm" && segments.length <= 2) return { page: "llm", run: segments[1], query };
-  if (segments[0] === "compare" && segments.length === 3)
-    return { page: "compare", a: segments[1], b: segments[2], query };
+  const parts = pathPart.split("/").filter((segment) => segment !== "").map(decodeSegment);
+  if (parts.length === 0) return { page: "runs", query };
+  for (const { page, segments } of COMPILED) {
+    const params = match(segments, parts);
+    if (params) return { page, ...params, query };
+  }
   return { page: "not-found", query };
 }
 
@@ -41,17 +78,25 @@ function decodeSegment(segment: string): string {
   }
 }
 
-export function routeHref(route: Omit<Route, "query"> & { query?: Record<string, string | number | undefined> }): string {
-  const encode = encodeURIComponent;
-  let path = "#/runs";
-  if (route.page === "overview") path = `#/runs/${encode(route.run ?? "")}`;
-  if (route.page === "timeline" || route.page === "tree" || route.page === "details") path = `#/runs/${encode(route.run ?? "")}/${route.page}`;
-  if (route.page === "explain") path = "#/explain";
-  if (route.page === "llm") path = route.run ? `#/llm/${encode(route.run)}` : "#/llm";
-  if (route.page === "compare") path = `#/compare/${encode(route.a ?? "")}/${encode(route.b ?? "")}`;
+// The URL of a page: its pattern with the parameters filled in (an optional one left out
+// when not given), then the query's non-empty values. "not-found" links to the runs page.
+export function routeHref(
+  route: { page: Page; query?: Record<string, string | number | undefined> } & Partial<Record<ParamName, string>>,
+): string {
+  const segments = route.page === "not-found" ? segmentsOf(ROUTES.runs) : segmentsOf(ROUTES[route.page]);
+  const parts: string[] = [];
+  for (const segment of segments) {
+    if (segment.literal !== undefined) parts.push(segment.literal);
+    else {
+      const value = route[segment.param!];
+      if (segment.optional && !value) break;
+      parts.push(encodeURIComponent(value ?? ""));
+    }
+  }
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(route.query ?? {}))
     if (value !== undefined && value !== "") params.set(key, String(value));
   const search = params.toString();
+  const path = `#/${parts.join("/")}`;
   return search ? `${path}?${search}` : path;
 }
