@@ -2,10 +2,12 @@
 // $OPSIGHT_CLI), runs recorded into a throwaway store, the real `opsight ui` server on a
 // free port, and Debian's Chromium driven by playwright-core (nothing is downloaded:
 // PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 at install, the system's browser at run time).
+import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 
@@ -59,6 +61,40 @@ export async function openUi(env, problems, folder) {
       return status;
     },
   };
+}
+
+// The set-up every browser test file shares, as node:test hooks of the calling describe():
+// before its tests, an isolated world (`prefix` names its folder), `record(world)` to
+// record the file's own runs into its store (what it resolves to is kept as
+// session.recorded), then `opsight ui` on that store and a page opened on it; after them,
+// the browser closed, the server stopped (it must exit 0 on SIGINT), the folder removed,
+// and no dialog or uncaught page error (session.problems) may have happened. The returned
+// object is filled in by the time the tests run: { folder, env, ui, page, problems,
+// recorded }.
+export function uiSession(prefix, record = async () => undefined) {
+  const session = { folder: undefined, env: undefined, ui: undefined, page: undefined, problems: [], recorded: undefined };
+  let opened;
+  before(async () => {
+    const world = isolatedWorld(prefix);
+    session.folder = world.folder;
+    session.env = world.env;
+    try {
+      session.recorded = await record(world);
+    } catch (failure) {
+      removeFolder(world.folder);
+      throw failure;
+    }
+    opened = await openUi(world.env, session.problems, world.folder);
+    session.ui = opened.ui;
+    session.page = opened.page;
+  });
+  after(async () => {
+    if (!opened) return;
+    const status = await opened.close();
+    assert.equal(status, 0, "opsight ui stops on SIGINT with status 0");
+    assert.deepEqual(session.problems, [], "no dialog and no page error");
+  });
+  return session;
 }
 
 // Runs `opsight ARGS` with the test's store; returns stdout.
@@ -151,4 +187,24 @@ export async function navigate(page, hash) {
 
 export async function screenshot(page, name) {
   await page.screenshot({ path: join(artifacts, `${name}.png`), fullPage: false });
+}
+
+// Fails unless the page, at `width` × `height` (1,280 × 800 unless told), scrolls no wider
+// than its window (naming the elements that stick out); screenshots it as fit-NAME.png
+// first. The page keeps that size afterwards unless `restore` is given ({ width, height }).
+export async function assertFitsWindow(page, name, { width = 1280, height = 800, restore } = {}) {
+  await page.setViewportSize({ width, height });
+  await screenshot(page, `fit-${name}`);
+  const { scrollWidth, clientWidth, widest } = await page.evaluate(() => {
+    const root = document.documentElement;
+    const widest = [...document.querySelectorAll("main *")]
+      .map((element) => ({ element, right: element.getBoundingClientRect().right }))
+      .filter(({ right }) => right > root.clientWidth)
+      .sort((a, b) => b.right - a.right)
+      .slice(0, 3)
+      .map(({ element, right }) => `${element.tagName.toLowerCase()}${element.id ? `#${element.id}` : ""}.${element.className} ends at ${Math.round(right)}`);
+    return { scrollWidth: root.scrollWidth, clientWidth: root.clientWidth, widest };
+  });
+  if (restore) await page.setViewportSize(restore);
+  assert.ok(scrollWidth <= clientWidth, `${name} scrolls sideways at ${width} px: ${scrollWidth} > ${clientWidth}; ${widest.join("; ")}`);
 }

@@ -6,30 +6,26 @@
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
+import { before, describe, test } from "node:test";
 import {
   isolatedWorld,
   repository,
   launchBrowser,
   navigate,
   openPage,
-  openUi,
   removeFolder,
   reportJson,
   runOpsight,
   screenshot,
   startUi,
+  uiSession,
 } from "./harness.mjs";
 
 const HOSTILE = "<img src=x onerror=alert(1)>";
 
 describe("opsight ui in Chromium", () => {
-  let folder, env, session, page;
-  const problems = [];
-
-  before(async () => {
-    ({ folder, env } = isolatedWorld("opsight-ui-e2e-"));
-    // Two recordings of the demo model (runs 1 and 2), then the hostile trace (run 3).
+  // Two recordings of the demo model (runs 1 and 2), then the hostile trace (run 3).
+  const session = uiSession("opsight-ui-e2e-", async ({ folder, env }) => {
     for (const requests of ["4", "6"])
       runOpsight(["demo", "--requests", requests, "--bench-iterations", "0", "--output", join(folder, `demo${requests}`)], env, { cwd: folder });
     const events = [
@@ -38,14 +34,9 @@ describe("opsight ui in Chromium", () => {
     ];
     writeFileSync(join(folder, "hostile.json"), JSON.stringify({ traceEvents: events }));
     runOpsight(["save", join(folder, "hostile.json"), "--name", "<b>hostile</b>"], env);
-    session = await openUi(env, problems, folder);
-    ({ page } = session);
   });
-
-  after(async () => {
-    const status = await session?.close();
-    assert.equal(status, 0, "opsight ui stops on SIGINT with status 0");
-  });
+  let env, page, problems;
+  before(() => ({ env, page, problems } = session));
 
   test("the runs page lists, searches and selects runs", async () => {
     await navigate(page, "#/runs");
@@ -316,38 +307,34 @@ describe("opsight ui on a non-loopback address", () => {
 });
 
 describe("opsight ui on a GPU trace", () => {
-  test("a kernel's details name its launching call, operator, module and line", async () => {
-    const { folder, env } = isolatedWorld("opsight-ui-gpu-");
-    // torch.profiler's export of an MLP on CUDA (kernels, cudaLaunchKernel, ac2g flows).
-    runOpsight(["save", join(repository, "tests/data/pytorch_profiler_cuda_small.json"), "--name", "gpu"], env);
-    const problems = [];
-    const session = await openUi(env, problems, folder);
-    const { page } = session;
-    try {
-      await navigate(page, "#/runs/1/timeline");
-      await page.waitForSelector("canvas.timeline-canvas[data-complete=true]", { timeout: 30000 });
-      await page.fill("#timeline-search", "sm90_xmma_gemm");
-      await page.press("#timeline-search", "Enter");
-      await page.waitForSelector("#slice-launch", { timeout: 10000 });
-      const launch = await page.textContent("#slice-launch");
-      for (const part of ["cudaLaunchKernel", "aten::addmm", "nn.Module: Linear_", "torch/nn/modules/linear.py:125"])
-        assert.ok(launch.includes(part), `launched by names ${part}: ${launch}`);
-      await page.click("#slice-launch a.slice-link");
-      await page.waitForFunction(() => document.querySelector("#slice-name")?.textContent === "cudaLaunchKernel");
-      assert.equal(await page.locator("#slice-launch").count(), 0, "a CPU slice has no launch");
-      assert.ok((await page.textContent("#slice-parents")).includes("aten::addmm"));
+  // torch.profiler's export of an MLP on CUDA (kernels, cudaLaunchKernel, ac2g flows).
+  const session = uiSession("opsight-ui-gpu-", ({ env }) =>
+    runOpsight(["save", join(repository, "tests/data/pytorch_profiler_cuda_small.json"), "--name", "gpu"], env),
+  );
 
-      // The details page splits each inference between host and device, as the report does.
-      const split = reportJson(["report", join(repository, "tests/data/pytorch_profiler_cuda_small.json"), "--breakdown", "inference_step"], env).host_device;
-      await navigate(page, "#/runs/1/details?span=inference_step");
-      await page.waitForSelector("#host-device-table", { timeout: 10000 });
-      const labels = await page.locator("#host-device-table tbody tr td:first-child").allTextContents();
-      assert.deepEqual(labels, ["host (the span)", "launch overhead (CUDA API)", "synchronize (waiting for the GPU)", "GPU busy", "GPU idle gaps", "HtoD copies", "DtoH copies"]);
-      const heading = await page.textContent("#host-device-table >> xpath=preceding-sibling::h3[1]");
-      assert.ok(heading.includes(`${split.inferences_with_gpu_work} inferences with GPU work`), heading);
-      assert.deepEqual(problems, []);
-    } finally {
-      assert.equal(await session.close(), 0);
-    }
+  test("a kernel's details name its launching call, operator, module and line", async () => {
+    const { env, page } = session;
+    await navigate(page, "#/runs/1/timeline");
+    await page.waitForSelector("canvas.timeline-canvas[data-complete=true]", { timeout: 30000 });
+    await page.fill("#timeline-search", "sm90_xmma_gemm");
+    await page.press("#timeline-search", "Enter");
+    await page.waitForSelector("#slice-launch", { timeout: 10000 });
+    const launch = await page.textContent("#slice-launch");
+    for (const part of ["cudaLaunchKernel", "aten::addmm", "nn.Module: Linear_", "torch/nn/modules/linear.py:125"])
+      assert.ok(launch.includes(part), `launched by names ${part}: ${launch}`);
+    await page.click("#slice-launch a.slice-link");
+    await page.waitForFunction(() => document.querySelector("#slice-name")?.textContent === "cudaLaunchKernel");
+    assert.equal(await page.locator("#slice-launch").count(), 0, "a CPU slice has no launch");
+    assert.ok((await page.textContent("#slice-parents")).includes("aten::addmm"));
+
+    // The details page splits each inference between host and device, as the report does.
+    const split = reportJson(["report", join(repository, "tests/data/pytorch_profiler_cuda_small.json"), "--breakdown", "inference_step"], env).host_device;
+    await navigate(page, "#/runs/1/details?span=inference_step");
+    await page.waitForSelector("#host-device-table", { timeout: 10000 });
+    const labels = await page.locator("#host-device-table tbody tr td:first-child").allTextContents();
+    assert.deepEqual(labels, ["host (the span)", "launch overhead (CUDA API)", "synchronize (waiting for the GPU)", "GPU busy", "GPU idle gaps", "HtoD copies", "DtoH copies"]);
+    const heading = await page.textContent("#host-device-table >> xpath=preceding-sibling::h3[1]");
+    assert.ok(heading.includes(`${split.inferences_with_gpu_work} inferences with GPU work`), heading);
+    assert.deepEqual(session.problems, []);
   });
 });

@@ -7,16 +7,8 @@
 import assert from "node:assert/strict";
 import { copyFileSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
-import {
-  artifacts,
-  isolatedWorld,
-  navigate,
-  openUi,
-  reportJson,
-  repository,
-  runOpsight,
-} from "./harness.mjs";
+import { before, describe, test } from "node:test";
+import { artifacts, assertFitsWindow, navigate, reportJson, repository, runOpsight, uiSession } from "./harness.mjs";
 
 const HTML_NAME = "<b>checkpoint</b>";
 
@@ -26,12 +18,8 @@ async function shot(page, name, selector) {
 }
 
 describe("opsight ui: flows, instants, critical path, inferences, metrics, icicles, tags, explain", () => {
-  let folder, env, session, page;
-  const problems = [];
   const explained = [];
-
-  before(async () => {
-    ({ folder, env } = isolatedWorld("opsight-ui-features-"));
+  const session = uiSession("opsight-ui-features-", async ({ folder, env }) => {
     // Run 1: the demo model.
     runOpsight(["demo", "--requests", "6", "--bench-iterations", "0", "--output", join(folder, "demo")], env, { cwd: folder });
     // Run 2: a request handed from a thread to a worker and back (two flows), an instant on
@@ -71,14 +59,9 @@ describe("opsight ui: flows, instants, critical path, inferences, metrics, icicl
       runOpsight(["explain", ...targets, "--commit", commit, "--output", output], env, { cwd: folder });
       explained.push(JSON.parse(readFileSync(output, "utf8")));
     }
-    session = await openUi(env, problems, folder);
-    ({ page } = session);
   });
-
-  after(async () => {
-    const status = await session?.close();
-    assert.equal(status, 0, "opsight ui stops on SIGINT with status 0");
-  });
+  let env, page, problems;
+  before(() => ({ env, page, problems } = session));
 
   test("the timeline draws the run's flows as arrows and its instants as markers", async () => {
     await navigate(page, "#/runs/2/timeline");
@@ -229,6 +212,7 @@ describe("opsight ui: flows, instants, critical path, inferences, metrics, icicl
     const expected = explained.flatMap((result) => result.models.flatMap((model) => model.breaks.map((site) => site.reason)));
     assert.deepEqual([...reasons].sort(), [...expected].sort());
     await shot(page, "explain");
+    await assertFitsWindow(page, "explain-runs", { restore: { width: 1400, height: 900 } });
     assert.deepEqual(problems, [], "no dialog and no page error");
   });
 });

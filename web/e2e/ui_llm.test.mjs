@@ -6,15 +6,11 @@
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { after, before, describe, test } from "node:test";
-import { isolatedWorld, navigate, openUi, runOpsight, screenshot } from "./harness.mjs";
+import { before, describe, test } from "node:test";
+import { assertFitsWindow, navigate, runOpsight, screenshot, uiSession } from "./harness.mjs";
 
 describe("opsight ui: LLM sweeps", () => {
-  let folder, env, session, page, report;
-  const problems = [];
-
-  before(async () => {
-    ({ folder, env } = isolatedWorld("opsight-ui-llm-"));
+  const session = uiSession("opsight-ui-llm-", ({ folder, env }) => {
     const output = join(folder, "report.json");
     runOpsight(
       ["bench", "--generate", "random:gpt2", "--sweep", "concurrency=1,2", "--saturation", "0", "--requests", "4",
@@ -22,14 +18,10 @@ describe("opsight ui: LLM sweeps", () => {
       env,
       { cwd: folder, timeout: 300000 },
     );
-    report = JSON.parse(readFileSync(output, "utf8"));
-    session = await openUi(env, problems, folder);
-    page = session.page;
+    return JSON.parse(readFileSync(output, "utf8"));
   });
-
-  after(async () => {
-    if (session) await session.close();
-  });
+  let page, problems, report;
+  before(() => ({ page, problems, recorded: report } = session));
 
   test("the sweep is listed and its points sit side by side with the report's numbers", async () => {
     await navigate(page, "#/llm");
@@ -75,6 +67,9 @@ describe("opsight ui: LLM sweeps", () => {
     for (const lines of await figures.evaluateAll((canvases) => canvases.map((canvas) => Number(canvas.dataset.lines))))
       assert.equal(lines, 2);
     await screenshot(page, "llm-sweep");
+    await assertFitsWindow(page, "llm-sweep", { restore: { width: 1400, height: 900 } });
+    await navigate(page, "#/llm");
+    await assertFitsWindow(page, "llm-sweeps", { restore: { width: 1400, height: 900 } });
     assert.deepEqual(problems, []);
   });
 

@@ -121,13 +121,13 @@ export function drawInferenceBars(
   colors: string[],
   width = 900,
   height = 240,
-): { segments: BarSegment[]; barWidth: number; left: number; top: number } {
+): { segments: BarSegment[]; barWidth: number; left: number; top: number; plotWidth: number } {
   const context = prepare(canvas, width, height);
   const plotWidth = width - MARGIN.left - MARGIN.right;
   const plotHeight = height - MARGIN.top - MARGIN.bottom;
-  // Bars at most 48 px wide: a few inferences still look like bars.
-  const layout = layoutInferenceBars(inferences, Math.min(plotWidth, Math.max(1, inferences.length) * 48), plotHeight);
-  if (!context) return { ...layout, left: MARGIN.left, top: MARGIN.top };
+  // The bars share the whole plot's width, however few they are.
+  const layout = { ...layoutInferenceBars(inferences, plotWidth, plotHeight), left: MARGIN.left, top: MARGIN.top, plotWidth };
+  if (!context) return layout;
   const gap = layout.barWidth > 4 ? 1 : 0;
   for (const segment of layout.segments) {
     context.fillStyle = colors[segment.phase] ?? "#999";
@@ -138,7 +138,7 @@ export function drawInferenceBars(
   context.font = "10px system-ui, sans-serif";
   context.fillText(formatDuration(layout.highest), 4, MARGIN.top + 8);
   context.fillText("inferences in time order →", MARGIN.left, height - 10);
-  return { ...layout, left: MARGIN.left, top: MARGIN.top };
+  return layout;
 }
 
 // ---- A metric over time (the overview's metric charts) ---------------------------------

@@ -9,6 +9,7 @@ export interface Column<T> {
   value: (row: T) => number | string;
   render?: (row: T) => Child;
   numeric?: boolean;
+  className?: string; // on the column's header and cells ("name": a long name wraps, style.css)
 }
 
 export function sortableTable<T>(
@@ -26,7 +27,7 @@ export function sortableTable<T>(
       h(
         "th",
         {
-          class: column.numeric ? "numeric sortable" : "sortable",
+          class: [column.numeric ? "numeric sortable" : "sortable", column.className ?? ""].join(" ").trim(),
           on: {
             click: () => {
               descending = sortColumn === index ? !descending : !!column.numeric;
@@ -64,7 +65,7 @@ export function sortableTable<T>(
           tr.appendChild(
             h(
               "td",
-              { class: column.numeric ? "numeric" : "", data: column.numeric ? { value: String(value) } : undefined },
+              { class: [column.numeric ? "numeric" : "", column.className ?? ""].join(" ").trim(), data: column.numeric ? { value: String(value) } : undefined },
               column.render ? column.render(row) : String(value),
             ),
           );

@@ -26,7 +26,7 @@ export async function comparePage(root: HTMLElement, a: string, b: string): Prom
   });
   const table = sortableTable<CompareRow>(
     [
-      { title: "name", value: (row) => row.name },
+      { title: "name", value: (row) => row.name, className: "name" },
       { title: "verdict", value: (row) => row.verdict, render: (row) => h("span", { class: `verdict ${row.verdict.replace(/ /g, "-")}` }, row.verdict) },
       { title: "calls A", value: (row) => row.a?.count ?? 0, render: (row) => formatCount(row.a?.count ?? 0), numeric: true },
       { title: "calls B", value: (row) => row.b?.count ?? 0, render: (row) => formatCount(row.b?.count ?? 0), numeric: true },

@@ -77,7 +77,7 @@ export async function detailsPage(root: HTMLElement, run: string, query: Record<
   const operatorTable = operators.operators.length
     ? sortableTable<OperatorRow>(
         [
-          { title: "operator", value: (row) => row.name },
+          { title: "operator", value: (row) => row.name, className: "name" },
           { title: "category", value: (row) => row.category },
           { title: "count", value: (row) => row.count, render: (row) => formatCount(row.count), numeric: true },
           duration<OperatorRow>("self", (row) => row.self_ns),
@@ -130,7 +130,7 @@ export async function detailsPage(root: HTMLElement, run: string, query: Record<
   const legend = h("p", { class: "legend" }, ...breakdown.phases.map((phase) => h("span", {}, h("i", { style: { background: colorOf(phase.phase) } }), ` ${phase.phase} `)));
   const table = sortableTable<Breakdown["phases"][number]>(
     [
-      { title: "phase", value: (row) => row.phase },
+      { title: "phase", value: (row) => row.phase, className: "name" },
       { title: "in inferences", value: (row) => row.present_in, numeric: true },
       { title: "share of mean", value: (row) => row.share_of_mean, render: (row) => formatShare(row.share_of_mean), numeric: true },
       duration("mean", (row) => row.mean_ns),
@@ -172,8 +172,11 @@ function showInferences(holder: HTMLElement, run: string, answer: InferencesAnsw
   const shown = answer.inferences.length < answer.inference_count ? ` (the first ${formatCount(answer.inferences.length)})` : "";
   holder.replaceChildren(h("h3", {}, `Each inference${shown}`), canvas, tooltip);
   const colors = answer.phases.map((phase) => colorOf(phase));
-  const width = Math.max(600, Math.min(1200, (holder.parentElement?.clientWidth ?? 900) - 10));
+  // As wide as the page's content (the section is a block: its parent's width).
+  const width = Math.max(600, Math.floor(holder.getBoundingClientRect().width || 900));
   const layout = drawInferenceBars(canvas, answer.inferences, colors, width, 240);
+  canvas.dataset.plotWidth = String(layout.plotWidth);
+  canvas.dataset.barsWidth = String(layout.barWidth * answer.inferences.length);
   const indexAt = (event: MouseEvent) => {
     const index = Math.floor((event.offsetX - layout.left) / layout.barWidth);
     return index >= 0 && index < answer.inferences.length ? index : null;

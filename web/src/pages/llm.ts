@@ -126,7 +126,11 @@ function drawPareto(canvas: HTMLCanvasElement, points: SweepPoint[], width = 640
     context.fillStyle = "#c84646";
     context.fillRect(xOf(point.figures.ttft_p99_ns) - 4, y - 4, 8, 8);
     context.fillStyle = "#333";
-    context.fillText(`${point.key}=${point.value}`, xOf(point.figures.ttft_p99_ns) + 7, y + 4);
+    // The label right of its square, or left of it where it would leave the canvas.
+    const label = `${point.key}=${point.value}`;
+    const labelWidth = context.measureText(label).width;
+    const x = xOf(point.figures.ttft_p99_ns);
+    context.fillText(label, x + 7 + labelWidth <= width ? x + 7 : x - 7 - labelWidth, y + 4);
   }
   context.fillStyle = "#333";
   context.fillText(`${Math.round(maxY / 1.1)} tokens/s`, 4, MARGIN.top + 8);

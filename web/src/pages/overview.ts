@@ -1,13 +1,15 @@
 // A run's overview: its metadata (command, git, host, CPU, GPU, versions, tags), the
 // tracer's overhead and drops, the percentile summary (`opsight report --summary`'s JSON),
 // for the span name selected in it a latency histogram and CDF, and a chart over time of
-// every metric the run sampled (RSS, CPU, I/O, GPU counter tracks), with the minimum, mean,
-// maximum and last value of `opsight report --metrics`.
+// every metric the run sampled (RSS, CPU, I/O, GPU counter tracks), titled in words with
+// its unit (metric_names.ts), with the minimum, mean, maximum and last value of `opsight
+// report --metrics`.
 
 import { apiFetch, runPath, type RunDetail, type SummaryRow, type TimelineLayout } from "../api";
 import { drawCdf, drawHistogram, drawMetricChart, type HistogramBucket } from "../charts";
 import { h } from "../dom";
 import { formatBytes, formatCount, formatDuration, formatShare, formatUnixTime } from "../format";
+import { metricTitle } from "../metric_names";
 import { routeHref } from "../router";
 import { sortableTable } from "../table";
 
@@ -79,7 +81,7 @@ export async function overviewPage(root: HTMLElement, run: string, query: Record
   });
   const table = sortableTable<SummaryRow>(
     [
-      { title: "name", value: (row) => row.name },
+      { title: "name", value: (row) => row.name, className: "name" },
       { title: "count", value: (row) => row.count, render: (row) => formatCount(row.count), numeric: true },
       duration("total_ns"),
       duration("self_ns"),
@@ -138,7 +140,11 @@ async function showMetrics(holder: HTMLElement, run: string): Promise<void> {
     holder.replaceChildren(h("h2", {}, "Metrics over time"), h("p", { class: "hint" }, "This run sampled no metrics (opsight run samples RSS, CPU, I/O and GPU)."));
     return;
   }
-  const width = 440;
+  // As many charts side by side as fit at 380 px or more, sharing the page's width.
+  const available = Math.floor(holder.getBoundingClientRect().width) || 900;
+  const gap = 16;
+  const columns = Math.max(1, Math.floor((available + gap) / (380 + gap)));
+  const width = Math.max(300, Math.floor((available - gap * (columns - 1)) / columns));
   const resolution = Math.max(1, Math.ceil((layout.end_ns - layout.start_ns) / width));
   const figures = await Promise.all(
     counters.map(async ({ counter, pid }) => {
@@ -151,12 +157,19 @@ async function showMetrics(holder: HTMLElement, run: string): Promise<void> {
       const statistics = report.counters.find((row) => row.name === counter.name && row.pid === pid);
       const unit = statistics?.unit || counter.unit;
       const canvas = h("canvas", { class: "metric-chart" });
-      const caption = h("figcaption", {}, h("b", { class: "metric-name" }, counter.name), ` (pid ${pid})`);
+      const caption = h(
+        "figcaption",
+        {},
+        h("b", { class: "metric-name", title: counter.name }, metricTitle(counter.name, counter.unit)),
+        ` pid ${pid} `,
+        h("code", { class: "metric-key" }, counter.name),
+        h("br"),
+      );
       if (statistics)
         for (const key of ["min", "mean", "max", "last"] as const)
           caption.append(" ", h("span", { class: `metric-${key}`, data: { value: statistics[key] } }, `${key} ${formatMetric(statistics[key], unit)}`));
       drawMetricChart(canvas, answer.points, { start: layout.start_ns, end: layout.end_ns, min: counter.min, max: counter.max }, (value) => formatMetric(value, unit), width, 150);
-      return h("figure", { class: "metric", data: { name: counter.name, pid } }, canvas, caption);
+      return h("figure", { class: "metric", data: { name: counter.name, pid }, style: { width: `${width}px` } }, canvas, caption);
     }),
   );
   holder.replaceChildren(h("h2", {}, "Metrics over time"), h("div", { class: "charts" }, ...figures));

@@ -144,6 +144,7 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
           { title: "id", value: (run) => run.id ?? -1, render: (run) => run.ref, numeric: true },
           {
             title: "name",
+            className: "name",
             value: (run) => run.name,
             render: (run) => h("a", { href: routeHref({ page: "overview", run: run.ref }), class: "run-link" }, run.name || "(unnamed)"),
           },
@@ -152,10 +153,11 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
           { title: "slices", value: (run) => run.slices ?? 0, render: (run) => (run.slices !== undefined ? formatCount(run.slices) : ""), numeric: true },
           {
             title: "command",
+            className: "command",
             value: (run) => run.command ?? run.path ?? "",
             render: (run) => h("span", { class: "command", title: run.command ?? run.path ?? "" }, run.command ?? run.path ?? ""),
           },
-          { title: "tags", value: (run) => Object.entries(run.tags ?? {}).map(([k, v]) => `${k}=${v}`).join(" "), render: tagEditor },
+          { title: "tags", className: "tags", value: (run) => Object.entries(run.tags ?? {}).map(([k, v]) => `${k}=${v}`).join(" "), render: tagEditor },
           { title: "", value: () => "", render: removeButton },
         ],
         rows,
