@@ -776,6 +776,11 @@ class PerfettoReader {
   void read_defaults(std::string_view bytes, Sequence& seq) {
     ProtoReader reader(bytes, begin_, "TracePacketDefaults");
     ProtoField field;
+    // New defaults replace the old ones whole.
+    seq.has_clock = false;
+    seq.has_default_track = false;
+    seq.extra_counter_uuids.clear();
+    seq.extra_double_counter_uuids.clear();
     while (reader.next(field)) {
       if (field.number == fields::packet_defaults::kTimestampClockId) {
         expect_wire_type(reader, field, wire::kWireVarint);
@@ -785,8 +790,6 @@ class PerfettoReader {
         expect_wire_type(reader, field, wire::kWireLengthDelimited);
         ProtoReader inner(field.bytes, begin_, "TrackEventDefaults");
         ProtoField value;
-        seq.extra_counter_uuids.clear();
-        seq.extra_double_counter_uuids.clear();
         while (inner.next(value)) {
           if (value.number == fields::event_defaults::kTrackUuid) {
             expect_wire_type(inner, value, wire::kWireVarint);
