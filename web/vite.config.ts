@@ -5,7 +5,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   base: "./",
   build: { outDir: "dist", emptyOutDir: true, sourcemap: false, chunkSizeWarningLimit: 1024 },
-  // The metric names' test reads the recorder's source (src/collect/) to check its table.
-  server: { fs: { allow: [".", "../src/collect"] } },
+  // Tests read files outside web/: the metric names' test the recorder's source
+  // (src/collect/), the API types' test docs/ui-openapi.json.
+  server: { fs: { allow: [".", "../src/collect", "../docs"] } },
   test: { environment: "jsdom", include: ["src/**/*.test.ts"] },
 });

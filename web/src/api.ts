@@ -2,6 +2,8 @@
 // non-loopback address it prints a URL with ?token=...: the token is kept for the tab
 // (sessionStorage), taken out of the address bar, and sent with every call.
 
+import type { components } from "./api_types";
+
 export class ApiError extends Error {
   constructor(
     readonly status: number,
@@ -62,68 +64,15 @@ export function runPath(run: string, rest = ""): string {
 
 // ---- What the API answers (the subset the pages read) -----------------------------------
 
-export interface RunEntry {
-  ref: string;
-  kind: "run" | "file";
-  id?: number;
-  name: string;
-  created_unix_ns?: number;
-  command?: string;
-  duration_ns?: number;
-  slices?: number;
-  tags?: Record<string, string>;
-  path?: string;
-}
-
-export interface RunDetail extends RunEntry {
-  label: string;
-  uuid?: string;
-  git_commit?: string;
-  host?: string;
-  cpu?: string;
-  gpu?: string;
-  working_directory?: string;
-  versions?: Record<string, string>;
-  extra?: Record<string, string>;
-  damage: string[];
-  start_ns: number;
-  end_ns: number;
-  counts: Record<string, number>;
-  overhead: { overhead_ns: number; overhead_known: boolean; events_dropped: number; share: number; line: string };
-  recording: Record<string, string | number | boolean>;
-}
-
-export interface Statistics {
-  count: number;
-  total_ns: number;
-  min_ns: number;
-  mean_ns: number;
-  p50_ns: number;
-  p90_ns: number;
-  p95_ns: number;
-  p97_ns: number;
-  p99_ns: number;
-  p999_ns: number;
-  max_ns: number;
-  stddev_ns: number;
-  p75_ns?: number;
-}
-
-export interface SummaryRow extends Statistics {
-  name: string;
-  category: string;
-  self_ns: number;
-}
-
-export interface TreeNode extends Statistics {
-  name: string;
-  category: string;
-  depth: number;
-  parent: number | null;
-  self_ns: number;
-  calls_per_parent_call: number;
-  share_of_parent: number;
-}
+// Generated from docs/ui-openapi.json's schemas (api_types.ts, `npm run gen-types`).
+type Schemas = components["schemas"];
+export type RunEntry = Schemas["RunEntry"];
+export type RunsAnswer = Schemas["RunsAnswer"];
+export type RunDetail = Schemas["RunDetail"];
+export type Statistics = Schemas["Statistics"];
+export type SummaryRow = Schemas["SummaryRow"];
+export type TreeNode = Schemas["TreeNode"];
+export type MergedTree = Schemas["MergedTree"];
 
 export interface CompareRow {
   name: string;
@@ -144,44 +93,12 @@ export interface Comparison {
   tree: CompareRow[];
 }
 
-export interface TimelineTrack {
-  id: number;
-  tid: number;
-  name: string;
-  kind: string;
-  depth_count: number;
-  slice_count: number;
-}
-
-export interface CounterTrack {
-  id: number;
-  name: string;
-  unit: string;
-  sample_count: number;
-  min: number;
-  max: number;
-}
-
-export interface TimelineLayout {
-  label: string;
-  start_ns: number;
-  end_ns: number;
-  processes: { pid: number; name: string; labels: string[]; tracks: TimelineTrack[]; counters: CounterTrack[] }[];
-  instant_count?: number;
-  flow_count?: number;
-}
-
+export type TimelineTrack = Schemas["TimelineTrack"];
+export type CounterTrack = Schemas["CounterTrack"];
+export type TimelineLayout = Schemas["TimelineLayout"];
 // [start_ns, dur_ns, count, row, name index]
-export type TileItem = [number, number, number, number, number];
-
-export interface TileAnswer {
-  track: number;
-  start: number;
-  end: number;
-  resolution: number;
-  names: string[];
-  depths: TileItem[][];
-}
+export type TileItem = Schemas["TileItem"];
+export type TileAnswer = Schemas["TileAnswer"];
 
 export interface SliceSummary {
   row: number;

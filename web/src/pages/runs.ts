@@ -2,18 +2,11 @@
 // searchable by text, tag and date, sortable; a run can be tagged and untagged (PUT and
 // DELETE /api/runs/RUN/tags/KEY) and deleted; two checked runs open the comparison.
 
-import { apiFetch, runPath, type RunEntry } from "../api";
+import { apiFetch, runPath, type RunEntry, type RunsAnswer } from "../api";
 import { h } from "../dom";
 import { formatCount, formatDuration, formatUnixTime } from "../format";
 import { routeHref } from "../router";
 import { sortableTable } from "../table";
-
-interface RunsAnswer {
-  runs: RunEntry[];
-  files: RunEntry[];
-  store_path: string;
-  store_problem: string;
-}
 
 export async function runsPage(root: HTMLElement, query: Record<string, string>): Promise<void> {
   const search = h("input", { type: "search", placeholder: "search name, command, tag", value: query.q ?? "", id: "run-search" });
