@@ -31,6 +31,7 @@ const std::vector<RouteEntry>& route_entries() {
       {{"GET", "/api/runs/{run}/slices/{row}"}, handle_slice},
       {{"GET", "/api/runs/{run}/search"}, handle_search},
       {{"GET", "/api/runs/{run}/range"}, handle_range},
+      {{"GET", "/api/runs/{run}/area"}, handle_area},
       {{"GET", "/api/runs/{run}/marks"}, handle_marks},
       {{"GET", "/api/runs/{run}/critical_path_slices"}, handle_critical_path_slices},
       {{"GET", "/api/runs/{run}/inferences"}, handle_inferences},

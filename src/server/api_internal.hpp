@@ -96,6 +96,7 @@ ApiResponse handle_counters(ApiContext& context, const PathParams& path, const Q
 ApiResponse handle_slice(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_search(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_range(ApiContext& context, const PathParams& path, const QueryParams& query);
+ApiResponse handle_area(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_marks(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_critical_path_slices(ApiContext& context, const PathParams& path,
                                         const QueryParams& query);

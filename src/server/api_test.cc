@@ -203,6 +203,67 @@ TEST_F(ApiTest, ARangeSummarizesTheSlicesInsideIt) {
   expect_error(get("/api/runs/2/range", {{"start", "5"}}), 400, "'end'");
 }
 
+// Search: the exact total whatever the limit, pages from an offset in time order, args.
+TEST_F(ApiTest, SearchCountsEveryMatchPagesAndLooksInArgs) {
+  json all = get_json("/api/runs/2/search", {{"q", "infer"}});
+  ASSERT_EQ(all["total"], 20);
+  json page = get_json("/api/runs/2/search", {{"q", "infer"}, {"limit", "5"}, {"offset", "17"}});
+  EXPECT_EQ(page["total"], 20);  // exact, not the page's size
+  EXPECT_EQ(page["offset"], 17);
+  ASSERT_EQ(page["matches"].size(), 3u);  // the last three, in time order
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(page["matches"][i], all["matches"][17 + i]);
+  EXPECT_LT(all["matches"][0]["ts"].get<int64_t>(), all["matches"][1]["ts"].get<int64_t>());
+  EXPECT_EQ(get_json("/api/runs/2/search", {{"q", "infer"}, {"offset", "20"}})["matches"].size(),
+            0u);
+  // Plain text looks in arg values too: batch 7 and batch 17; a named arg, only its values.
+  EXPECT_EQ(get_json("/api/runs/2/search", {{"q", "7"}})["total"], 2);
+  json batch = get_json("/api/runs/2/search", {{"q", "arg:batch=17"}});
+  ASSERT_EQ(batch["total"], 1);
+  EXPECT_EQ(get_json("/api/runs/2/slices/" +
+                     std::to_string(batch["matches"][0]["row"].get<int>()))["args"]["batch"],
+            17);
+  EXPECT_EQ(get_json("/api/runs/2/search", {{"q", "arg:batch="}})["total"], 20);
+  EXPECT_EQ(get_json("/api/runs/2/search", {{"q", "name:7"}})["total"], 0);
+  expect_error(get("/api/runs/2/search", {{"q", "name:"}}), 400, "nothing to search");
+  expect_error(get("/api/runs/2/search", {{"q", "arg:=1"}}), 400, "KEY");
+  expect_error(get("/api/runs/2/search", {{"q", "x"}, {"offset", "-1"}}), 400, "'offset'");
+}
+
+// An area of the second run (each inference 3x: infer [1 ms, 4 ms), encode [1.00001 ms,
+// 2.50001 ms), decode [2.50002 ms, 3.25002 ms)): the range [2.4 ms, 2.6 ms) clips all three.
+TEST_F(ApiTest, AnAreaGivesClippedTimesPerTrackAndPerName) {
+  json area =
+      get_json("/api/runs/2/area", {{"start", "2400000"}, {"end", "2600000"}, {"tracks", "0"}});
+  EXPECT_EQ(area["duration_ns"], 200'000);
+  EXPECT_EQ(area["slice_count"], 3);
+  ASSERT_EQ(area["tracks"].size(), 1u);
+  EXPECT_EQ(area["tracks"][0]["track"], 0);
+  EXPECT_EQ(area["tracks"][0]["slice_count"], 3);
+  EXPECT_EQ(area["tracks"][0]["busy_ns"], 200'000);  // infer covers the whole range
+  ASSERT_EQ(area["names"].size(), 3u);
+  EXPECT_EQ(area["names"][0]["name"], "infer");
+  EXPECT_EQ(area["names"][0]["wall_ns"], 200'000);
+  EXPECT_EQ(area["names"][0]["self_ns"], 200'000 - 100'010 - 99'980);
+  EXPECT_EQ(area["names"][1]["name"], "encode");
+  EXPECT_EQ(area["names"][1]["wall_ns"], 100'010);  // [2.4 ms, 2.50001 ms)
+  EXPECT_EQ(area["names"][1]["self_ns"], 100'010);
+  EXPECT_EQ(area["names"][2]["name"], "decode");
+  EXPECT_EQ(area["names"][2]["wall_ns"], 99'980);  // [2.50002 ms, 2.6 ms)
+  EXPECT_EQ(area["names"][2]["average_ns"], 99'980.0);
+  // No tracks given: every track with slices; limit cuts the names, not name_count.
+  json whole =
+      get_json("/api/runs/2/area", {{"start", "0"}, {"end", "999999999999"}, {"limit", "1"}});
+  EXPECT_EQ(whole["slice_count"], 60);
+  EXPECT_EQ(whole["track_count"], 1);
+  EXPECT_EQ(whole["name_count"], 3);
+  EXPECT_EQ(whole["names"].size(), 1u);
+  expect_error(get("/api/runs/2/area", {{"start", "5"}, {"end", "4"}}), 400, "before start");
+  expect_error(get("/api/runs/2/area", {{"start", "0"}, {"end", "4"}, {"tracks", "0,x"}}), 400,
+               "'x' is not a track id");
+  expect_error(get("/api/runs/2/area", {{"start", "0"}, {"end", "4"}, {"tracks", "9"}}), 404,
+               "no track 9");
+}
+
 // A kernel's details name the call that launched it and the operator, module and source
 // line open there (a PyTorch-profiler trace of an MLP on CUDA, tests/data); a CPU slice has
 // no such block.

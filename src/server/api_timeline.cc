@@ -1,9 +1,10 @@
 // The API's timeline: /api/runs/{run}/timeline (processes, their tracks and counter
 // tracks), /tiles and /counters (a window at a resolution, from the TimelineIndex),
-// /slices/{row} (one slice: args, parent chain, flows), /search (slices by name) and
-// /range (per-name statistics of the slices inside a time range).
+// /slices/{row} (one slice: args, parent chain, flows), /search (slices by name or arg:
+// timeline_search.hpp), /range (per-name statistics of the slices inside a time range) and
+// /area (a time range on a set of tracks, per track and per name: timeline_area.hpp).
 #include <algorithm>
-#include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
@@ -11,6 +12,8 @@
 #include "analyze/distribution.hpp"
 #include "analyze/kernels.hpp"
 #include "server/api_internal.hpp"
+#include "server/timeline_area.hpp"
+#include "server/timeline_search.hpp"
 #include "trace/categories.hpp"
 
 namespace opsight::server {
@@ -72,12 +75,6 @@ nlohmann::json slice_summary_json(const trace::Trace& trace, trace::RowIndex row
           {"dur", trace.slices.dur[row]},
           {"track", trace.slices.track[row]},
           {"depth", trace.slices.depth[row]}};
-}
-
-std::string lowercase(std::string_view text) {
-  std::string lower(text);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower;
 }
 
 }  // namespace
@@ -287,22 +284,17 @@ ApiResponse handle_search(ApiContext& context, const PathParams& path, const Que
   const std::string text = query.required_string("q");
   if (text.size() > 1000) throw ApiError(400, "query parameter 'q' is longer than 1000 bytes");
   const auto limit = static_cast<size_t>(query.int_or("limit", 1000, 1, 100'000));
+  const auto offset = static_cast<uint64_t>(query.int_or("offset", 0, 0, kTimeMax));
+  std::string problem;
+  auto parsed = parse_slice_search(text, problem);
+  if (!parsed) throw ApiError(400, "query parameter 'q': " + problem);
   auto run = context.load_run(path.at(0));
   const trace::Trace& trace = run->trace();
-  const std::string needle = lowercase(text);
-  std::vector<bool> name_matches(trace.strings.size(), false);
-  for (trace::StringId id = 0; id < trace.strings.size(); ++id)
-    name_matches[id] = lowercase(trace.str(id)).find(needle) != std::string::npos;
-  std::vector<trace::RowIndex> rows;
-  for (trace::RowIndex row = 0; row < trace.slices.size(); ++row)
-    if (name_matches[trace.slices.name[row]]) rows.push_back(row);
-  const size_t total = rows.size();
-  std::stable_sort(rows.begin(), rows.end(),
-                   [&](auto a, auto b) { return trace.slices.ts[a] < trace.slices.ts[b]; });
-  if (rows.size() > limit) rows.resize(limit);
+  SliceSearchResult result = search_slices(trace, *parsed, offset, limit);
   nlohmann::json matches = nlohmann::json::array();
-  for (trace::RowIndex row : rows) matches.push_back(slice_summary_json(trace, row));
-  return json_response({{"q", text}, {"total", total}, {"matches", matches}});
+  for (trace::RowIndex row : result.rows) matches.push_back(slice_summary_json(trace, row));
+  return json_response(
+      {{"q", text}, {"total", result.total}, {"offset", offset}, {"matches", matches}});
 }
 
 }  // namespace opsight::server
@@ -354,6 +346,80 @@ ApiResponse handle_range(ApiContext& context, const PathParams& path, const Quer
                         {"end", end},
                         {"duration_ns", end - start},
                         {"slice_count", inside},
+                        {"name_count", name_count},
+                        {"names", names}});
+}
+
+namespace {
+
+// tracks=ID,ID,...: the area's tracks (absent or empty: every track with slices).
+std::vector<trace::TrackId> area_tracks(const QueryParams& query, const TimelineIndex& timeline,
+                                        const std::string& run_label) {
+  std::vector<trace::TrackId> tracks;
+  const std::string text = query.optional_string("tracks").value_or("");
+  if (text.empty()) {
+    for (trace::TrackId track = 0; track < timeline.track_count(); ++track)
+      if (timeline.slice_count(track) > 0) tracks.push_back(track);
+    return tracks;
+  }
+  size_t begin = 0;
+  while (begin <= text.size()) {
+    size_t comma = text.find(',', begin);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(begin, comma - begin);
+    uint64_t track = 0;
+    auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), track);
+    if (item.empty() || error != std::errc() || end != item.data() + item.size())
+      throw ApiError(400, "query parameter 'tracks': '" + item +
+                              "' is not a track id (give ids separated by commas)");
+    if (track >= timeline.track_count())
+      throw ApiError(404, "query parameter 'tracks': no track " + item + " in " + run_label +
+                              " (it has " + std::to_string(timeline.track_count()) + ")");
+    tracks.push_back(static_cast<trace::TrackId>(track));
+    begin = comma + 1;
+  }
+  return tracks;
+}
+
+}  // namespace
+
+ApiResponse handle_area(ApiContext& context, const PathParams& path, const QueryParams& query) {
+  const int64_t start = query.required_int("start", kTimeMin, kTimeMax);
+  const int64_t end = query.required_int("end", kTimeMin, kTimeMax);
+  if (end < start)
+    throw ApiError(400, "query parameters 'start' and 'end': end " + std::to_string(end) +
+                            " is before start " + std::to_string(start));
+  const auto limit = static_cast<size_t>(query.int_or("limit", 100, 1, 100'000));
+  auto run = context.load_run(path.at(0));
+  const trace::Trace& trace = run->trace();
+  AreaQuery area{start, end, area_tracks(query, run->timeline(), run->label())};
+  AreaSummary summary = summarize_area(trace, run->timeline(), area);
+  nlohmann::json tracks = nlohmann::json::array();
+  for (const AreaTrackRow& row : summary.tracks) {
+    const trace::Track& track = trace.tracks[row.track];
+    tracks.push_back({{"track", row.track},
+                      {"name", trace.track_label(row.track)},
+                      {"pid", track.pid},
+                      {"tid", track.tid},
+                      {"slice_count", row.slice_count},
+                      {"busy_ns", row.busy_ns}});
+  }
+  const size_t name_count = summary.names.size();
+  if (summary.names.size() > limit) summary.names.resize(limit);
+  nlohmann::json names = nlohmann::json::array();
+  for (const AreaNameRow& row : summary.names)
+    names.push_back({{"name", trace.str(row.name)},
+                     {"count", row.count},
+                     {"wall_ns", row.wall_ns},
+                     {"self_ns", row.self_ns},
+                     {"average_ns", static_cast<double>(row.wall_ns) /
+                                        static_cast<double>(std::max<uint64_t>(1, row.count))}});
+  return json_response({{"start", start},
+                        {"end", end},
+                        {"duration_ns", end - start},
+                        {"slice_count", summary.slice_count},
+                        {"track_count", summary.tracks.size()},
+                        {"tracks", tracks},
                         {"name_count", name_count},
                         {"names", names}});
 }

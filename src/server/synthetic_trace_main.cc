@@ -1,9 +1,11 @@
 // Writes a synthetic trace of N slices for the UI's scale benchmark (make bench-ui,
 // docs/performance.md): 4 processes' worth of threads (8 threads), each a sequence of
 // requests "request" > "infer" > operators "op0".."op15", 1-20 µs operators, a gap between
-// requests, and an RSS counter per thread sampled every 100 requests. Deterministic.
+// requests, and an RSS counter per thread sampled every 100 requests. Deterministic. With
+// --args, every operator carries two args, "seq" (its number on the thread) and "shape"
+// (one of 64 strings, "[N, 768]"), for the search's benchmark (docs/performance.md).
 //
-//   opsight_synthetic_trace SLICES OUTPUT.opsight
+//   opsight_synthetic_trace SLICES OUTPUT.opsight [--args]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -12,8 +14,9 @@
 #include "trace/trace.hpp"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: opsight_synthetic_trace SLICES OUTPUT.opsight\n");
+  const bool with_args = argc == 4 && std::string(argv[3]) == "--args";
+  if (argc != 3 && !with_args) {
+    std::fprintf(stderr, "usage: opsight_synthetic_trace SLICES OUTPUT.opsight [--args]\n");
     return 64;
   }
   const uint64_t wanted = std::strtoull(argv[1], nullptr, 10);
@@ -24,6 +27,9 @@ int main(int argc, char** argv) {
   opsight::trace::StringId operators[kOperators];
   for (int i = 0; i < kOperators; ++i) operators[i] = trace.intern("op" + std::to_string(i));
   opsight::trace::StringId category = trace.intern("synthetic");
+  opsight::trace::StringId seq = trace.intern("seq"), shape = trace.intern("shape");
+  opsight::trace::StringId shapes[64];
+  for (int i = 0; i < 64; ++i) shapes[i] = trace.intern("[" + std::to_string(i * 8) + ", 768]");
   trace.slices.reserve(wanted + 64);
   const uint64_t per_thread = wanted / kThreads;
   uint64_t state = 12345;
@@ -45,7 +51,13 @@ int main(int argc, char** argv) {
       int ops = 1 + static_cast<int>(next() % kOperators);
       for (int op = 0; op < ops; ++op) {
         int64_t dur = 1000 + static_cast<int64_t>(next() % 19'000);
-        trace.slices.add(op_at, dur, operators[op], category, track);
+        opsight::trace::RowIndex row = trace.slices.add(op_at, dur, operators[op], category, track);
+        if (with_args) {
+          trace.slice_args.add(
+              row, seq, opsight::trace::ArgValue::of_int(static_cast<int64_t>(written + op)));
+          trace.slice_args.add(row, shape,
+                               opsight::trace::ArgValue::of_string(shapes[(written + op) % 64]));
+        }
         op_at += dur + 200;
       }
       int64_t infer_end = op_at + 300;

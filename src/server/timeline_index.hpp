@@ -92,6 +92,11 @@ class TimelineIndex {
   uint32_t depth_count(trace::TrackId track) const;
   uint64_t slice_count(trace::TrackId track) const;
   uint64_t sample_count(uint32_t counter_track) const;
+  // The rows of one depth of a track, by start (a depth's slices are disjoint, so their
+  // ends are in order too).
+  const std::vector<trace::RowIndex>& depth_rows(trace::TrackId track, uint32_t depth) const {
+    return tracks_.at(track).at(depth).rows;
+  }
   // The widths of the levels kept for one depth of a track (0 for the slices), ascending.
   std::vector<int64_t> level_widths(trace::TrackId track, uint32_t depth) const;
   // Bytes the index holds beyond the trace (what the cache weighs).

@@ -1,0 +1,56 @@
+// The timeline's search: which slices of a trace match a text, how many there are (exact,
+// however few are returned), and the matches from any position on in time order, so that a
+// viewer can say "match k of N" and step to any k.
+//
+// The text's form (case-insensitive throughout; surrounding spaces ignored):
+//   TEXT            a slice whose name, or the value of any of its args, contains TEXT
+//   name:TEXT       a slice whose name contains TEXT
+//   arg:TEXT        a slice with an arg whose value contains TEXT
+//   arg:KEY=TEXT    a slice whose arg KEY (the whole key) has a value that contains TEXT;
+//                   arg:KEY= a slice that has the arg KEY, whatever its value
+// An arg's value is matched as the UI shows it: a string as it is, an integer in decimal,
+// a double in its shortest form (0.5, 1e-07), a bool as true or false.
+//
+// Cost: one pass over the string table (which strings contain the text) and one over the
+// slices (a name is one table lookup; args are read only when the query looks at them,
+// and numbers are formatted only when the text could be part of one); then, per track,
+// the matches are already in time order (a finalized trace orders each track's rows by
+// ts), so the page [offset, offset + limit) is found by a binary search on time across the
+// tracks and a merge of `limit` items, never by sorting all the matches.
+//
+// Thread-safety: free functions over a const trace; any number may run at once.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trace/trace.hpp"
+
+namespace opsight::server {
+
+struct SliceSearchQuery {
+  enum class Field : uint8_t { kNameOrArg, kName, kArg };
+  Field field = Field::kNameOrArg;
+  std::string text;      // lowercased; may be empty only with a key
+  std::string key;       // lowercased; used when has_key
+  bool has_key = false;  // arg:KEY=TEXT
+};
+
+// Parses a search text; on a malformed one returns nullopt and says why in `error`.
+std::optional<SliceSearchQuery> parse_slice_search(std::string_view text, std::string& error);
+
+struct SliceSearchResult {
+  uint64_t total = 0;                 // every match in the trace
+  std::vector<trace::RowIndex> rows;  // matches [offset, offset + limit) by (ts, row)
+};
+
+SliceSearchResult search_slices(const trace::Trace& trace, const SliceSearchQuery& query,
+                                uint64_t offset, size_t limit);
+
+// Whether `text` contains `lowercase_needle`, ignoring the case of ASCII letters.
+bool contains_ignoring_case(std::string_view text, std::string_view lowercase_needle);
+
+}  // namespace opsight::server
