@@ -604,14 +604,16 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Slices whose name contains a text (case-insensitive), by time */
+        /** Slices matching a text, by time (ts, then row): every match counted, a page returned. Plain text matches names and arg values; name:TEXT names only; arg:TEXT arg values only; arg:KEY=TEXT the value of the arg KEY (arg:KEY= any value); case-insensitive */
         get: {
             parameters: {
                 query: {
-                    /** @description Text (at most 1000 bytes) */
+                    /** @description Text (at most 1000 bytes): TEXT, name:TEXT, arg:TEXT or arg:KEY=TEXT */
                     q: string;
                     /** @description Matches returned, 1-100000 (default 1000) */
                     limit?: number;
+                    /** @description Index of the first match returned, in time order (default 0); past the last, no matches */
+                    offset?: number;
                 };
                 header?: never;
                 path: {
@@ -622,7 +624,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description {q, total, matches: [{row, name, ts, dur, track, depth}]} */
+                /** @description {q, total (every match, exact), offset, matches: [{row, name, ts, dur, track, depth}]} */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -757,6 +759,72 @@ export interface paths {
             requestBody?: never;
             responses: {
                 /** @description {start, end, duration_ns, slice_count, name_count, names: [{name, count, total_ns, min_ns, mean_ns, p50_ns, p99_ns, max_ns}]} */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": Record<string, never>;
+                    };
+                };
+                /** @description Refused: the body says what and where */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Refused: the body says what and where */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/runs/{run}/area": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An area of the timeline, a time range [start, end) on a set of tracks, per track and per name, clipped to the range (a slice partly inside counts its part inside), as Perfetto's Slices tab of an area selection */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Range start, ns */
+                    start: number;
+                    /** @description Range end, ns (>= start; exclusive) */
+                    end: number;
+                    /** @description Track ids separated by commas (absent or empty: every track with slices); an unknown id is 404 */
+                    tracks?: string;
+                    /** @description Names returned, 1-100000 (default 100), by wall time inside the range */
+                    limit?: number;
+                };
+                header?: never;
+                path: {
+                    /** @description A run reference or file:N */
+                    run: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description {start, end, duration_ns, slice_count, track_count, tracks: [{track, name, pid, tid, slice_count, busy_ns}], name_count, names: [{name, count, wall_ns, self_ns, average_ns}]} */
                 200: {
                     headers: {
                         [name: string]: unknown;
