@@ -481,6 +481,42 @@ TEST(PerfettoReader, InternedStringsAreScopedToTheirSequenceAndReset) {
   EXPECT_EQ(extra(read.trace, "packets_without_incremental_state"), "1");
 }
 
+TEST(PerfettoReader, NewDefaultsReplaceTheOldOnesWhole) {
+  PacketWriter writer;
+  writer.packet([](ProtoEncoder& e) { thread_descriptor(e, 1, 3, 4, "t"); });
+  auto defaults = [&](bool with_track) {
+    writer.packet([&](ProtoEncoder& e) {
+      e.varint_field(fields::packet::kTrustedPacketSequenceId, 2);
+      size_t packet_defaults = e.begin_message(fields::packet::kTracePacketDefaults);
+      e.varint_field(fields::packet_defaults::kTimestampClockId, fields::kBuiltinClockBoottime);
+      if (with_track) {
+        size_t event_defaults = e.begin_message(fields::packet_defaults::kTrackEventDefaults);
+        e.varint_field(fields::event_defaults::kTrackUuid, 1);
+        e.end_message(event_defaults);
+      }
+      e.end_message(packet_defaults);
+    });
+  };
+  auto instant = [&](uint64_t ts, std::string_view name) {
+    writer.packet([&](ProtoEncoder& e) {
+      e.varint_field(fields::packet::kTrustedPacketSequenceId, 2);
+      e.varint_field(fields::packet::kTimestamp, ts);
+      size_t event = e.begin_message(fields::packet::kTrackEvent);
+      e.varint_field(fields::event::kType, fields::event::kTypeInstant);
+      e.bytes_field(fields::event::kName, name);
+      e.end_message(event);
+    });
+  };
+  defaults(true);
+  instant(10, "on the default track");
+  defaults(false);
+  instant(20, "on no track");
+  ReadResult read = must_read(writer.bytes());
+  EXPECT_EQ(instant_lines(read.trace),
+            (std::vector<std::string>{"10 on the default track [] thread t "}));
+  EXPECT_EQ(extra(read.trace, "events_without_track"), "1");
+}
+
 TEST(PerfettoReader, LegacyThreadDescriptorsEventsAndFlowBindings) {
   PacketWriter writer;
   writer.packet([](ProtoEncoder& e) {
