@@ -82,6 +82,9 @@ describe(`opsight ui pages fit ${WIDTH} × ${HEIGHT}`, () => {
     await navigate(page, "#/runs/1");
     await page.waitForSelector("#latency canvas#cdf");
     await assertFits(page, "overview");
+    await navigate(page, "#/runs/4");
+    await page.waitForSelector("#latency canvas#cdf");
+    await assertFits(page, "overview-long-names");
     await navigate(page, "#/runs/3");
     await page.waitForSelector("#metrics figure.metric");
     await page.locator("#metrics").scrollIntoViewIfNeeded();
@@ -104,6 +107,10 @@ describe(`opsight ui pages fit ${WIDTH} × ${HEIGHT}`, () => {
     await page.waitForSelector("#inference-chart");
     await page.locator("#inference-bars").scrollIntoViewIfNeeded();
     await assertFits(page, "details");
+    await navigate(page, "#/runs/4/details?span=request");
+    await assertFits(page, "details-long-names");
+    await navigate(page, "#/runs/1/details?span=handle_request");
+    await page.waitForSelector("#inference-chart");
     const use = await page.$eval("#inference-chart", (canvas) => ({
       canvas: canvas.getBoundingClientRect().width,
       holder: canvas.parentElement.getBoundingClientRect().width,
