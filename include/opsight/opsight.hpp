@@ -175,6 +175,11 @@ namespace internal {
 // adds `nanoseconds` to the calling thread's tracer overhead, which the reports' overhead
 // line shows. Does nothing on a thread that never recorded.
 OPSIGHT_API void add_overhead_ns(double nanoseconds);
+// For front ends whose threads have names the recorder cannot see (Python's
+// threading.Thread.name): names the thread with system id `tid` (gettid), unless it was
+// named already (set_thread_name wins). A thread that has not recorded yet takes the name
+// when it first records (kept for at most 4,096 such threads).
+OPSIGHT_API void name_thread_if_unnamed(int64_t tid, std::string_view name);
 }  // namespace internal
 
 // A scoped span from a static call site; what OPSIGHT_SPAN expands to.

@@ -37,6 +37,7 @@ from ._session.flight_recorder import dump
 from ._session.profile import Profile, profile
 from ._session.switch import set_enabled as _set_enabled
 from .integrations.handoffs import HandoffIntegration as _HandoffIntegration
+from .integrations.thread_names import ThreadNameIntegration as _ThreadNameIntegration
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .integrations._integration import HttpIntegration as _HttpIntegration
 from .integrations.cuda import CudaIntegration as _CudaIntegration
@@ -161,6 +162,7 @@ def read_trace(path: str) -> Any:
 
 # The integrations take part in every session from here (opsight._session.integrations).
 _integrations.register(_HandoffIntegration())
+_integrations.register(_ThreadNameIntegration())
 _integrations.register(_TorchIntegration())
 _integrations.register(_OnnxRuntimeIntegration())
 _integrations.register(_HttpIntegration())

@@ -746,6 +746,14 @@ NB_MODULE(_native, m) {
   m.def("instant", [](std::string_view name) { opsight::instant(name); });
   m.def("counter", [](std::string_view name, double value) { opsight::counter(name, value); });
   m.def("set_thread_name", [](std::string_view name) { opsight::set_thread_name(name); });
+  m.def(
+      "name_thread_if_unnamed",
+      [](int64_t native_id, std::string_view name) {
+        opsight::internal::name_thread_if_unnamed(native_id, name);
+      },
+      nb::arg("native_id"), nb::arg("name"),
+      "Names the thread with this system id (threading.Thread.native_id) unless it named "
+      "itself; a thread that has not recorded yet takes the name when it does.");
   m.def("recording", [] { return opsight::recording(); });
   m.def(
       "sampled_out", [] { return opsight::sampled_out(); },

@@ -139,3 +139,45 @@ def test_switching_off_while_threads_run():
     assert 0 < len(frame) <= len(calls)
     assert not frame["unfinished"].any()
     assert (frame["depth"] == 0).all()
+
+
+def test_threads_carry_the_names_python_gave_them():
+    @opsight.trace
+    def job():
+        return threading.current_thread().name
+
+    started_before = threading.Event()
+    finish_before = threading.Event()
+
+    def waits_for_the_session():
+        started_before.set()
+        finish_before.wait()
+        job()
+
+    earlier = threading.Thread(target=waits_for_the_session, name="started-before-the-session")
+    earlier.start()
+    started_before.wait()
+    with opsight.profile() as prof:
+        job()  # the main thread
+        named = threading.Thread(target=job, name="prefetcher")
+        named.start()
+        named.join()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="pool") as pool:
+            pool_thread_name = pool.submit(lambda: (job(), threading.current_thread().name)[1]).result()
+        finish_before.set()
+        earlier.join()
+
+        def self_named():
+            opsight._native.set_thread_name("chosen by the thread")  # as a C++ library would
+            job()
+
+        chooser = threading.Thread(target=self_named, name="python-name")
+        chooser.start()
+        chooser.join()
+    jobs = prof.dataframe()
+    jobs = jobs[jobs["name"].str.endswith("job")]
+    assert sorted(jobs["thread"]) == sorted([
+        threading.main_thread().name, "prefetcher", pool_thread_name,
+        "started-before-the-session", "chosen by the thread"])
+    # After the session, Thread.start is the original again.
+    assert not hasattr(threading.Thread.start, "__opsight_thread_names__")

@@ -218,6 +218,24 @@ void set_thread_name(std::string_view name) {
   thread.name_changed = true;
 }
 
+void internal::name_thread_if_unnamed(int64_t tid, std::string_view name) {
+  constexpr size_t kMostPendingNames = 4096;
+  if (name.empty()) return;
+  record::Registry& reg = record::registry();
+  std::lock_guard lock(reg.mutex);
+  for (auto& thread : reg.threads) {
+    if (thread->tid != tid || !thread->alive) continue;
+    if (thread->name.empty()) {
+      thread->name = std::string(name);
+      thread->name_changed = true;
+    }
+    return;
+  }
+  if (reg.names_of_unregistered_threads.size() < kMostPendingNames ||
+      reg.names_of_unregistered_threads.contains(tid))
+    reg.names_of_unregistered_threads[tid] = std::string(name);
+}
+
 void internal::add_overhead_ns(double nanoseconds) {
   if (!(nanoseconds > 0) || record::t_thread_record == nullptr) return;
   double ticks = nanoseconds * record::session_ticks_per_second() / 1e9;

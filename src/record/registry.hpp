@@ -80,6 +80,10 @@ struct Registry {
   uint64_t exited_events_dropped = 0;
   uint32_t next_thread_index = 0;
 
+  // Names given by tid (internal::name_thread_if_unnamed) to threads not registered yet;
+  // taken by register_thread.
+  std::unordered_map<int64_t, std::string> names_of_unregistered_threads;
+
   std::vector<NameEntry> names;                        // id = index + 1
   std::unordered_map<std::string, uint32_t> name_ids;  // key: category + '\0' + name
 

@@ -67,6 +67,12 @@ ThreadRecord& register_thread(Registry& reg) {
   auto record = std::make_unique<ThreadRecord>();
   record->index = reg.next_thread_index++;
   record->tid = current_tid();
+  if (auto named = reg.names_of_unregistered_threads.find(record->tid);
+      named != reg.names_of_unregistered_threads.end()) {
+    record->name = std::move(named->second);
+    record->name_changed = true;
+    reg.names_of_unregistered_threads.erase(named);
+  }
   record->writer = &internal::t_writer;
   ThreadRecord& result = *record;
   reg.threads.push_back(std::move(record));

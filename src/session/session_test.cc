@@ -166,6 +166,53 @@ TEST(Session, ManyThreadsEachKeepEveryEventAndTheirNames) {
   EXPECT_EQ(trace.run.events_dropped, 0u);
 }
 
+// A front end (Python's threading) names threads by their system id: a thread that
+// recorded already takes the name at once, one that has not yet takes it when it does,
+// and a name the thread gave itself is kept.
+TEST(Session, FrontEndsNameThreadsByTheirIdUnlessTheyNamedThemselves) {
+  Trace trace = record_in_memory([] {
+    std::atomic<int64_t> started_tid{0};
+    std::atomic<bool> named{false};
+    std::thread recorded_first([&] {
+      OPSIGHT_SPAN("before the name");
+      started_tid = static_cast<int64_t>(::gettid());
+      while (!named) std::this_thread::yield();
+      OPSIGHT_SPAN("after the name");
+    });
+    while (started_tid == 0) std::this_thread::yield();
+    opsight::internal::name_thread_if_unnamed(started_tid, "prefetcher");
+    named = true;
+    recorded_first.join();
+
+    std::atomic<int64_t> waiting_tid{0};
+    std::atomic<bool> go{false};
+    std::thread named_before_recording([&] {
+      waiting_tid = static_cast<int64_t>(::gettid());
+      while (!go) std::this_thread::yield();
+      OPSIGHT_SPAN("pool job");
+    });
+    while (waiting_tid == 0) std::this_thread::yield();
+    opsight::internal::name_thread_if_unnamed(waiting_tid, "ThreadPoolExecutor-0_0");
+    go = true;
+    named_before_recording.join();
+
+    std::thread self_named([] {
+      opsight::set_thread_name("decoder");
+      OPSIGHT_SPAN("decode");
+      opsight::internal::name_thread_if_unnamed(static_cast<int64_t>(::gettid()), "Thread-3");
+    });
+    self_named.join();
+  });
+  std::map<std::string, std::string> track_of_span;
+  for (size_t row = 0; row < trace.slices.size(); ++row)
+    track_of_span[std::string(trace.str(trace.slices.name[row]))] =
+        std::string(trace.str(trace.tracks[trace.slices.track[row]].name));
+  EXPECT_EQ(track_of_span["after the name"], "prefetcher");
+  EXPECT_EQ(track_of_span["before the name"], "prefetcher");  // one track, one name
+  EXPECT_EQ(track_of_span["pool job"], "ThreadPoolExecutor-0_0");
+  EXPECT_EQ(track_of_span["decode"], "decoder");
+}
+
 TEST(Session, PauseLeavesAGapAndOpenSpansStillEnd) {
   Trace trace = record_in_memory([] {});  // warm up registration paths
   opsight::Session session(opsight::SessionOptions{});
