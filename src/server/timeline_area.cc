@@ -15,6 +15,8 @@ struct AreaSlice {
   int64_t self_ns;
 };
 
+constexpr size_t kDenseNameLimit = size_t{1} << 20;
+
 struct NameTotals {
   uint64_t count = 0;
   int64_t wall_ns = 0;
@@ -28,10 +30,15 @@ AreaSummary summarize_area(const trace::Trace& trace, const TimelineIndex& index
   AreaSummary summary;
   const auto& slices = trace.slices;
   const int64_t start = query.start_ns, end = query.end_ns;
+  // Totals per name: in a table by string id when the trace has few strings (one lookup
+  // per slice), else in a hash map.
+  const bool dense = trace.strings.size() <= kDenseNameLimit;
+  std::vector<NameTotals> by_name_id(dense ? trace.strings.size() : 0);
   std::unordered_map<trace::StringId, NameTotals> by_name;
   auto add_to_names = [&](const std::vector<AreaSlice>& depth) {
     for (const AreaSlice& slice : depth) {
-      NameTotals& totals = by_name[slices.name[slice.row]];
+      const trace::StringId name = slices.name[slice.row];
+      NameTotals& totals = dense ? by_name_id[name] : by_name[name];
       ++totals.count;
       totals.wall_ns += slice.clipped_ns;
       totals.self_ns += std::max<int64_t>(0, slice.self_ns);
@@ -77,6 +84,8 @@ AreaSummary summarize_area(const trace::Trace& trace, const TimelineIndex& index
     summary.slice_count += track_row.slice_count;
     summary.tracks.push_back(track_row);
   }
+  for (trace::StringId name = 0; name < by_name_id.size(); ++name)
+    if (by_name_id[name].count > 0) by_name[name] = by_name_id[name];
   summary.names.reserve(by_name.size());
   for (const auto& [name, totals] : by_name)
     summary.names.push_back({name, totals.count, totals.wall_ns, totals.self_ns});

@@ -34,13 +34,21 @@ bool starts_with_ignoring_case(std::string_view text, std::string_view lowercase
   return true;
 }
 
-// Could `needle` be part of a number as the UI writes it (digits, sign, point, exponent,
-// inf, nan)? If not, numeric args are never formatted.
-bool could_be_in_a_number(std::string_view needle) {
-  return std::all_of(needle.begin(), needle.end(), [](char c) {
-    return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'i' ||
-           c == 'n' || c == 'f' || c == 'a';
-  });
+// The needle as a number, when the whole of it is one (what numeric args are compared to).
+std::optional<double> number_of(std::string_view needle) {
+  double value = 0;
+  auto [end, error] = std::from_chars(needle.data(), needle.data() + needle.size(), value);
+  if (needle.empty() || error != std::errc() || end != needle.data() + needle.size())
+    return std::nullopt;
+  return value;
+}
+
+std::optional<int64_t> integer_of(std::string_view needle) {
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(needle.data(), needle.data() + needle.size(), value);
+  if (needle.empty() || error != std::errc() || end != needle.data() + needle.size())
+    return std::nullopt;
+  return value;
 }
 
 // Per string id: whether the string contains the needle (or, for keys, equals it).
@@ -67,9 +75,10 @@ class SliceMatcher {
       : trace_(trace), query_(query) {
     if (!query.text.empty()) text_ids_ = strings_containing(trace.strings, query.text);
     if (query.has_key) key_ids_ = strings_equal(trace.strings, query.key);
-    numeric_ = could_be_in_a_number(query.text);
-    true_matches_ = std::string_view("true").find(query.text) != std::string_view::npos;
-    false_matches_ = std::string_view("false").find(query.text) != std::string_view::npos;
+    integer_ = integer_of(query.text);
+    number_ = number_of(query.text);
+    true_matches_ = query.text == "true";
+    false_matches_ = query.text == "false";
     look_at_names_ = query.field != SliceSearchQuery::Field::kArg;
     look_at_args_ = query.field != SliceSearchQuery::Field::kName && trace.slice_args.size() > 0 &&
                     trace.slices.args_begin.size() == trace.slices.size() + 1;
@@ -94,19 +103,11 @@ class SliceMatcher {
         return text_ids_[value.string_value] != 0;
       case trace::ArgType::kBool:
         return value.int_value != 0 ? true_matches_ : false_matches_;
-      case trace::ArgType::kInt: {
-        if (!numeric_) return false;
-        char buffer[32];
-        auto written = std::to_chars(buffer, buffer + sizeof(buffer), value.int_value);
-        return std::string_view(buffer, written.ptr - buffer).find(query_.text) !=
-               std::string_view::npos;
-      }
-      case trace::ArgType::kDouble: {
-        if (!numeric_) return false;
-        char buffer[64];
-        auto written = std::to_chars(buffer, buffer + sizeof(buffer), value.double_value);
-        return contains_ignoring_case(std::string_view(buffer, written.ptr - buffer), query_.text);
-      }
+      case trace::ArgType::kInt:
+        return integer_ ? value.int_value == *integer_
+                        : number_ && static_cast<double>(value.int_value) == *number_;
+      case trace::ArgType::kDouble:
+        return number_ && value.double_value == *number_;
     }
     return false;
   }
@@ -115,7 +116,9 @@ class SliceMatcher {
   const SliceSearchQuery& query_;
   std::vector<uint8_t> text_ids_;
   std::vector<uint8_t> key_ids_;
-  bool numeric_ = false, true_matches_ = false, false_matches_ = false;
+  std::optional<int64_t> integer_;
+  std::optional<double> number_;
+  bool true_matches_ = false, false_matches_ = false;
   bool look_at_names_ = true, look_at_args_ = true;
 };
 

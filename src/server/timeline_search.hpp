@@ -6,14 +6,16 @@
 //   TEXT            a slice whose name, or the value of any of its args, contains TEXT
 //   name:TEXT       a slice whose name contains TEXT
 //   arg:TEXT        a slice with an arg whose value contains TEXT
-//   arg:KEY=TEXT    a slice whose arg KEY (the whole key) has a value that contains TEXT;
+//   arg:KEY=TEXT    a slice whose arg KEY (the whole key) has a value that matches TEXT;
 //                   arg:KEY= a slice that has the arg KEY, whatever its value
-// An arg's value is matched as the UI shows it: a string as it is, an integer in decimal,
-// a double in its shortest form (0.5, 1e-07), a bool as true or false.
+// A string value matches when it contains TEXT; a number when TEXT is that number (4242,
+// 0.5, 1e-7: equal, not a part of its digits), a bool when TEXT is true or false. (Equality
+// keeps numbers from being formatted: a substring test of every number made a search of
+// 10M slices with 18M args take 250-380 ms; see docs/performance.md.)
 //
 // Cost: one pass over the string table (which strings contain the text) and one over the
-// slices (a name is one table lookup; args are read only when the query looks at them,
-// and numbers are formatted only when the text could be part of one); then, per track,
+// slices (a name is one table lookup; args are read only when the query looks at them, a
+// string value one table lookup, a number one comparison); then, per track,
 // the matches are already in time order (a finalized trace orders each track's rows by
 // ts), so the page [offset, offset + limit) is found by a binary search on time across the
 // tracks and a merge of `limit` items, never by sorting all the matches.

@@ -88,12 +88,16 @@ TEST(TimelineSearch, NamesAndArgValuesMatchAsTheUiShowsThem) {
   EXPECT_EQ(names_found(trace, "name:128"), (Names{"copy 128"}));
   EXPECT_EQ(names_found(trace, "arg:128"), (Names{"Gemm"}));
   EXPECT_EQ(names_found(trace, "GEMM"), (Names{"Gemm"}));
-  EXPECT_EQ(names_found(trace, "23"), (Names{"Gemm"}));   // an int in decimal
-  EXPECT_EQ(names_found(trace, "0.5"), (Names{"relu"}));  // a double, shortest
-  EXPECT_EQ(names_found(trace, "true"), (Names{"relu"}));
+  EXPECT_EQ(names_found(trace, "1234"), (Names{"Gemm"}));    // an int: equal
+  EXPECT_EQ(names_found(trace, "23"), (Names{}));            // not a part of its digits
+  EXPECT_EQ(names_found(trace, "1234.0"), (Names{"Gemm"}));  // the same number
+  EXPECT_EQ(names_found(trace, "0.5"), (Names{"relu"}));     // a double
+  EXPECT_EQ(names_found(trace, "5e-1"), (Names{"relu"}));
+  EXPECT_EQ(names_found(trace, "TRUE"), (Names{"relu"}));
   EXPECT_EQ(names_found(trace, "fals"), (Names{}));
   EXPECT_EQ(names_found(trace, "arg:seq="), (Names{"Gemm", "copy 128"}));  // has the key
-  EXPECT_EQ(names_found(trace, "arg:seq=9"), (Names{"copy 128"}));
+  EXPECT_EQ(names_found(trace, "arg:seq=99"), (Names{"copy 128"}));
+  EXPECT_EQ(names_found(trace, "arg:seq=9"), (Names{}));
   EXPECT_EQ(names_found(trace, "arg:shape=64"), (Names{"Gemm"}));  // keys ignore case too
   EXPECT_EQ(names_found(trace, "arg:sha=64"), (Names{}));          // the whole key
   EXPECT_EQ(names_found(trace, "arg:scale=128"), (Names{}));       // another arg's value
