@@ -11,7 +11,7 @@
 // A string value matches when it contains TEXT; a number when TEXT is that number (4242,
 // 0.5, 1e-7: equal, not a part of its digits), a bool when TEXT is true or false. (Equality
 // keeps numbers from being formatted: a substring test of every number made a search of
-// 10M slices with 18M args take 250-380 ms; see docs/performance.md.)
+// 10M slices with 16M args take 250-380 ms; see docs/performance.md.)
 //
 // Cost: one pass over the string table (which strings contain the text) and one over the
 // slices (a name is one table lookup; args are read only when the query looks at them, a

@@ -5,8 +5,12 @@
 // zooms; the value shown on hover over a counter is the recorded sample held at that time
 // (the API's points at full resolution); short asyncio tasks share a few rows; a link
 // restores everything set (window, scroll, search and its current match, selection,
-// range, pinned and folded tracks, filter, switches) and the URL is left as it was; folded
-// tracks stay folded after a reload. Screenshots go to web/test-artifacts/.
+// range and its area's tracks, pinned and folded tracks, filter, switches) and the URL is
+// left as it was; folded tracks stay folded after a reload. On a second run (a Chrome JSON
+// trace of 2,500 steps with args, saved here): the search says "k of N" with N exact past
+// the first page of matches, steps back from the first match to the last one, finds args;
+// an area (shift+drag over one track's rows) shows per-track and per-name numbers equal to
+// the API's, and a link restores them. Screenshots go to web/test-artifacts/.
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -84,6 +88,8 @@ function timelineState() {
     highlighted: view.highlightRows.size,
     sliceName: document.querySelector("#slice-name")?.textContent ?? null,
     rangeShown: document.querySelector("#range-duration")?.dataset.value ?? null,
+    areaTracks: document.querySelector("#range-duration")?.dataset.tracks ?? null,
+    areaNames: [...document.querySelectorAll("#area-names tbody tr")].map((row) => row.textContent),
   };
 }
 
@@ -122,9 +128,32 @@ async function rowPoint(page, key, x) {
   return { x: box.x + x, y: box.y + y };
 }
 
+// A Chrome JSON trace: two threads of 1,250 steps each (80 µs, args seq and shape), the
+// first thread's with an op inside (30 µs, arg kind gemm or relu, half each).
+function stepsTrace() {
+  const events = [];
+  for (let thread = 1; thread <= 2; thread += 1)
+    for (let i = 0; i < 1250; i += 1) {
+      const seq = (thread - 1) * 1250 + i;
+      const ts = 1000 + i * 100 + thread * 7;
+      events.push({ name: "step", ph: "X", ts, dur: 80, pid: 1, tid: thread, args: { seq, shape: "[8, 768]" } });
+      if (thread === 1) events.push({ name: "op", ph: "X", ts: ts + 10, dur: 30, pid: 1, tid: 1, args: { kind: i % 2 ? "relu" : "gemm" } });
+    }
+  return JSON.stringify({ traceEvents: events });
+}
+
 describe("opsight ui: the timeline's reading, tracks and links", () => {
   let folder, env, session, page;
   const problems = [];
+  let stepsRun = null;
+  // The steps trace saved in the store (once); its run reference.
+  async function saveSteps() {
+    if (stepsRun) return stepsRun;
+    writeFileSync(join(folder, "steps.json"), stepsTrace());
+    runOpsight(["save", join(folder, "steps.json"), "--name", "steps"], env);
+    stepsRun = "steps";
+    return stepsRun;
+  }
 
   before(async () => {
     ({ folder, env } = isolatedWorld("opsight-ui-timeline-"));
@@ -255,7 +284,7 @@ describe("opsight ui: the timeline's reading, tracks and links", () => {
     await page.waitForTimeout(400); // the URL follows the window within 200 ms
     const state = await page.evaluate(timelineState);
     const link = await page.evaluate(() => location.hash);
-    for (const key of ["start=", "end=", "y=", "slice=", "q=decode_shard", "match=2", "rs=", "re=", "pin=", "fold=", "tracks=a", "flows=0", "critical=1"])
+    for (const key of ["start=", "end=", "y=", "slice=", "q=decode_shard", "match=2", "rs=", "re=", "area=", "pin=", "fold=", "tracks=a", "flows=0", "critical=1"])
       assert.ok(link.includes(key), `the link holds ${key}: ${link}`);
     assert.ok(state.scroll > 0 && state.range && state.selected !== null, JSON.stringify(state));
     await screenshot(page, "timeline-link-made");
@@ -295,5 +324,76 @@ describe("opsight ui: the timeline's reading, tracks and links", () => {
     const again = await rowPoint(page, processKey, 40);
     await page.mouse.click(again.x, again.y);
     await page.waitForFunction((count) => window.opsightTimeline.layout.rows.length === count, rowsBefore.length);
+  });
+
+  test("the search counts every match, steps past its first page and finds args", async () => {
+    const run = await saveSteps();
+    await openTimeline(page, `#/runs/${run}/timeline`);
+    await page.fill("#timeline-search", "step");
+    await page.press("#timeline-search", "Enter");
+    await page.waitForFunction(() => document.querySelector("#search-status").textContent === "1 of 2500");
+    // Back from the first match: the last one, from a page fetched for it.
+    await page.click("#search-previous");
+    await page.waitForFunction(() => document.querySelector("#search-status").textContent === "2500 of 2500");
+    const last = await page.evaluate(async (ref) => (await (await fetch(`api/runs/${ref}/search?q=step&offset=2499&limit=1`)).json()).matches[0], run);
+    await page.waitForFunction((row) => window.opsightTimeline.selectedRow === row, last.row);
+    assert.equal(await page.textContent("#slice-name"), "step");
+    await page.waitForFunction(() => location.hash.includes("match=2499"));
+    // An arg's value, by key: one step; plain text finds names and arg values.
+    await page.fill("#timeline-search", "arg:seq=1234");
+    await page.press("#timeline-search", "Enter");
+    await page.waitForFunction(() => document.querySelector("#search-status").textContent === "1 of 1");
+    await page.waitForSelector("#slice-details .args");
+    assert.ok((await page.textContent("#slice-details .args")).includes("1234"));
+    await page.fill("#timeline-search", "gemm");
+    await page.press("#timeline-search", "Enter");
+    await page.waitForFunction(() => document.querySelector("#search-status").textContent === "1 of 625");
+    await screenshot(page, "timeline-search-args");
+  });
+
+  test("an area shows per track and per name what the API says, and a link restores it", async () => {
+    const run = await saveSteps();
+    await openTimeline(page, `#/runs/${run}/timeline`);
+    const box = await page.locator("canvas.timeline-canvas").boundingBox();
+    await page.focus("canvas.timeline-canvas");
+    for (let i = 0; i < 6; i += 1) await page.keyboard.press("w"); // a few dozen steps wide
+    const first = await page.evaluate(() => window.opsightTimeline.layout.rows.find((row) => row.kind === "track"));
+    const top = await rowPoint(page, first.key, 0);
+    // Shift+drag inside the first thread's rows (its two depths): the area is that track.
+    await page.keyboard.down("Shift");
+    await page.mouse.move(box.x + 420, top.y);
+    await page.mouse.down();
+    await page.mouse.move(box.x + 900, top.y + 18, { steps: 5 });
+    await page.mouse.up();
+    await page.keyboard.up("Shift");
+    await page.waitForSelector("#area-names tbody tr");
+    assert.equal(await page.evaluate(() => document.querySelector("canvas.timeline-canvas").dataset.area), String(first.track.id));
+    await page.waitForFunction(() => location.hash.includes("area="));
+    const query = Object.fromEntries(new URLSearchParams(await page.evaluate(() => location.hash.split("?")[1])));
+    assert.equal(query.area, String(first.track.id));
+    const api = await page.evaluate(
+      async ([ref, start, end, tracks]) => (await (await fetch(`api/runs/${ref}/area?start=${start}&end=${end}&tracks=${tracks}&limit=50`)).json()),
+      [run, query.rs, query.re, query.area],
+    );
+    assert.ok(api.slice_count > 10, `${api.slice_count} slices in the area`);
+    const cells = (selector) =>
+      page.evaluate((rowsSelector) => [...document.querySelectorAll(rowsSelector)].map((row) => [...row.cells].map((cell) => cell.dataset.value ?? cell.textContent)), selector);
+    assert.deepEqual(
+      await cells("#area-names tbody tr"),
+      api.names.map((row) => [row.name, String(row.count), String(row.wall_ns), String(row.self_ns), String(row.average_ns)]),
+      "per name: count, wall, self, average as the API gives them",
+    );
+    const trackCells = await cells("#area-tracks tbody tr");
+    assert.deepEqual(trackCells.map((row) => row.slice(0, 3)), api.tracks.map((row) => [row.name, String(row.slice_count), String(row.busy_ns)]));
+    assert.deepEqual(api.names.map((row) => row.name).sort(), ["op", "step"], "only the first thread's slices");
+    await screenshot(page, "timeline-area");
+
+    const link = await page.evaluate(() => location.hash);
+    await page.reload();
+    await page.waitForSelector("canvas.timeline-canvas[data-restored=true]", { timeout: 30000 });
+    await page.waitForSelector("#area-names tbody tr");
+    assert.equal(await page.evaluate(() => location.hash), link);
+    assert.deepEqual(await cells("#area-names tbody tr"), api.names.map((row) => [row.name, String(row.count), String(row.wall_ns), String(row.self_ns), String(row.average_ns)]));
+    assert.equal(await page.evaluate(() => window.opsightTimeline.areaTracks && [...window.opsightTimeline.areaTracks].join(",")), query.area);
   });
 });

@@ -1,10 +1,13 @@
-// The timeline page: the canvas (timeline/timeline_view.ts), a search by name with next
-// and previous, a filter of the tracks by name, and the details of the selected slice
-// (args, self time, parent chain, flows), or of a range marked with shift+drag (per-name
-// statistics of the slices inside it), or of an instant clicked; switches for the flows'
+// The timeline page: the canvas (timeline/timeline_view.ts), a search of names and args
+// ("k of N" with N exact; next and previous step through every match, a page of them
+// fetched at a time), a filter of the tracks by name, and the details of the selected
+// slice (args, self time, parent chain, flows), or of an area marked with shift+drag (a
+// time range on the tracks the drag crossed: per track and per name, clipped to the range,
+// as Perfetto's "Slices" tab; then the per-name statistics of the slices wholly inside the
+// range on every track), or of an instant clicked; switches for the flows'
 // arrows, the instants' markers and the critical path's outlines. Everything set here is
 // in the URL (timeline/url_state.ts: window, scroll, selection, search and its current
-// match, range, pinned and folded tracks, track filter, switches) and a link restores it
+// match, range and its area's tracks, pinned and folded tracks, track filter, switches) and a link restores it
 // as it was: the URL is not rewritten while a link is being restored.
 
 import { apiFetch, runPath, type CriticalPathSlices, type GpuLaunch, type MarksAnswer, type SliceDetail, type SliceSummary, type TileAnswer, type TimelineLayout } from "../api";
@@ -24,6 +27,24 @@ interface RangeAnswer {
   names: { name: string; count: number; total_ns: number; p50_ns: number; max_ns: number }[];
 }
 
+interface AreaAnswer {
+  duration_ns: number;
+  slice_count: number;
+  track_count: number;
+  tracks: { track: number; name: string; pid: number; tid: number; slice_count: number; busy_ns: number }[];
+  name_count: number;
+  names: { name: string; count: number; wall_ns: number; self_ns: number; average_ns: number }[];
+}
+
+interface SearchAnswer {
+  total: number;
+  offset: number;
+  matches: SliceSummary[];
+}
+
+// Matches fetched at a time (the search's page).
+const SEARCH_PAGE = 1000;
+
 declare global {
   interface Window {
     opsightTimeline?: TimelineView;
@@ -33,7 +54,7 @@ declare global {
 export async function timelinePage(root: HTMLElement, run: string, query: Record<string, string>): Promise<void> {
   const layout = await apiFetch<TimelineLayout>(runPath(run, "/timeline"));
   const details = h("aside", { id: "slice-details", class: "details" }, h("p", { class: "hint" }, "Click a span for its details."));
-  const searchBox = h("input", { type: "search", placeholder: "search spans by name", id: "timeline-search", value: query.q ?? "" });
+  const searchBox = h("input", { type: "search", placeholder: "search names, args", title: "text: names and arg values; name:TEXT names only; arg:TEXT arg values only; arg:KEY=TEXT the arg KEY's value (arg:KEY= any value)", id: "timeline-search", value: query.q ?? "" });
   const searchStatus = h("span", { id: "search-status" });
   const previous = h("button", { id: "search-previous" }, "◀ previous");
   const next = h("button", { id: "search-next" }, "next ▶");
@@ -62,7 +83,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       h(
         "span",
         { class: "hint", id: "timeline-keys" },
-        "wheel scrolls tracks, ctrl+wheel or W/S zoom, A/D or drag pan, shift+drag measures; click a header or ▸ to fold, the pin to pin a track on top",
+        "wheel scrolls tracks, ctrl+wheel or W/S zoom, A/D or drag pan, shift+drag marks an area (from the ruler: every track); click a header or ▸ to fold, the pin to pin a track on top",
       ),
     ),
     h("div", { class: "timeline-page" }, holder, details),
@@ -104,10 +125,11 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
     sources,
     {
       onSelect: (row) => void showSlice(row),
-      onRange: (start, end) => {
+      onRange: (start, end, tracks) => {
         url.range = [start, end];
+        url.area = tracks;
         updateUrl();
-        void showRange(start, end);
+        void showRange(start, end, tracks);
       },
       onInstant: (instant) => showInstant(instant),
       onWindowChange: (start, end) => {
@@ -224,28 +246,66 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
   }
   criticalBox.addEventListener("change", () => void showCritical(criticalBox.checked));
 
-  async function showRange(start: number, end: number): Promise<void> {
-    const range = await apiFetch<RangeAnswer>(runPath(run, "/range"), { start, end, limit: 30 });
-    const rows = range.names.map((row) =>
+  // An area: per track and per name inside the range (/area, clipped), then the per-name
+  // statistics of the slices wholly inside the range on every track (/range).
+  async function showRange(start: number, end: number, tracks: number[] | null): Promise<void> {
+    // (A drag over counters only crosses no slice track: an empty area, not every track.)
+    const noArea: AreaAnswer = { duration_ns: end - start, slice_count: 0, track_count: 0, tracks: [], name_count: 0, names: [] };
+    const [area, range] = await Promise.all([
+      tracks && !tracks.length ? noArea : apiFetch<AreaAnswer>(runPath(run, "/area"), { start, end, limit: 50, tracks: tracks ? tracks.join(",") : undefined }),
+      apiFetch<RangeAnswer>(runPath(run, "/range"), { start, end, limit: 30 }),
+    ]);
+    const numeric = (value: number, text: string) => h("td", { class: "numeric", data: { value } }, text);
+    const share = (part: number) => (area.duration_ns > 0 ? `${((100 * part) / area.duration_ns).toFixed(1)}%` : "");
+    const trackRows = area.tracks.map((row) =>
+      h(
+        "tr",
+        { data: { track: row.track } },
+        h("td", { class: "name" }, row.name),
+        numeric(row.slice_count, String(row.slice_count)),
+        numeric(row.busy_ns, formatDuration(row.busy_ns)),
+        h("td", { class: "numeric" }, share(row.busy_ns)),
+      ),
+    );
+    const nameRows = area.names.map((row) =>
       h(
         "tr",
         {},
-        h("td", {}, row.name),
-        h("td", { class: "numeric", data: { value: row.count } }, String(row.count)),
-        h("td", { class: "numeric", data: { value: row.total_ns } }, formatDuration(row.total_ns)),
+        h("td", { class: "name" }, row.name),
+        numeric(row.count, String(row.count)),
+        numeric(row.wall_ns, formatDuration(row.wall_ns)),
+        numeric(row.self_ns, formatDuration(row.self_ns)),
+        numeric(row.average_ns, formatDuration(row.average_ns)),
+      ),
+    );
+    const rangeRows = range.names.map((row) =>
+      h(
+        "tr",
+        {},
+        h("td", { class: "name" }, row.name),
+        numeric(row.count, String(row.count)),
+        numeric(row.total_ns, formatDuration(row.total_ns)),
         h("td", { class: "numeric" }, formatDuration(row.p50_ns)),
         h("td", { class: "numeric" }, formatDuration(row.max_ns)),
       ),
     );
+    const header = (...names: string[]) => h("thead", {}, h("tr", {}, ...names.map((name, index) => h("th", index ? { class: "numeric" } : {}, name))));
+    const trackWord = tracks ? `${area.track_count} track${area.track_count === 1 ? "" : "s"}` : `all ${area.track_count} tracks`;
     details.replaceChildren(
-      h("h2", { id: "range-title" }, "Range"),
-      h("p", { id: "range-duration", data: { value: range.duration_ns } }, `${formatDuration(range.duration_ns)}: ${range.slice_count} slices wholly inside, ${range.name_count} names`),
+      h("h2", { id: "range-title" }, "Area"),
       h(
-        "table",
-        { class: "data", id: "range-table" },
-        h("thead", {}, h("tr", {}, h("th", {}, "name"), h("th", { class: "numeric" }, "count"), h("th", { class: "numeric" }, "total"), h("th", { class: "numeric" }, "p50"), h("th", { class: "numeric" }, "max"))),
-        h("tbody", {}, ...rows),
+        "p",
+        { id: "range-duration", data: { value: range.duration_ns, tracks: tracks ? tracks.join(",") : "all" } },
+        `${formatDuration(range.duration_ns)} on ${trackWord}: ${area.slice_count} slices touch it (their parts inside count), ${area.name_count} names`,
       ),
+      h("h3", {}, "per track"),
+      h("table", { class: "data area", id: "area-tracks" }, header("track", "slices", "busy", "share"), h("tbody", {}, ...trackRows)),
+      h("h3", {}, "per name"),
+      h("table", { class: "data area", id: "area-names" }, header("name", "count", "wall", "self", "avg"), h("tbody", {}, ...nameRows)),
+      area.name_count > area.names.length ? h("p", { class: "hint" }, `the ${area.names.length} longest of ${area.name_count} names`) : "",
+      h("h3", {}, "wholly inside the range, every track"),
+      h("p", { class: "hint", id: "range-counts" }, `${range.slice_count} slices, ${range.name_count} names`),
+      h("table", { class: "data area", id: "range-table" }, header("name", "count", "total", "p50", "max"), h("tbody", {}, ...rangeRows)),
     );
   }
 
@@ -254,45 +314,72 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
     await showSlice(target.row);
   }
 
-  let matches: SliceSummary[] = [];
+  // The search: `total` matches (exact), of which the page [pageOffset, pageOffset +
+  // page.length) is held; `current` is the global index of the current match (-1: none).
+  let total = 0;
+  let page: SliceSummary[] = [];
+  let pageOffset = 0;
   let current = -1;
-  // Finds the spans named like the search box and highlights them. `restore`: a link's
-  // current match; `jump`: show the current match (the first when none was restored), as
-  // a search typed here does; a link with a window keeps its window.
+  let searched = "";
+  async function loadPage(text: string, offset: number): Promise<void> {
+    const answer = await apiFetch<SearchAnswer>(runPath(run, "/search"), { q: text, limit: SEARCH_PAGE, offset });
+    total = answer.total;
+    page = answer.matches;
+    pageOffset = answer.offset;
+    view.highlight(page.map((match) => match.row));
+  }
+  // Finds the spans matching the search box and highlights them (the page held). `restore`:
+  // a link's current match; `jump`: show the current match (the first when none was
+  // restored), as a search typed here does; a link with a window keeps its window.
   async function search(restore: number | null, jump: boolean): Promise<void> {
     const text = searchBox.value.trim();
     url.search = text;
     url.match = null;
     updateUrl();
+    searched = text;
+    total = 0;
+    page = [];
+    current = -1;
+    delete searchStatus.dataset.match;
     if (!text) {
-      matches = [];
       view.highlight([]);
       searchStatus.textContent = "";
+      searchStatus.dataset.total = "0";
       return;
     }
-    const answer = await apiFetch<{ total: number; matches: SliceSummary[] }>(runPath(run, "/search"), { q: text, limit: 1000 });
-    matches = answer.matches;
-    current = -1;
-    view.highlight(matches.map((match) => match.row));
-    searchStatus.textContent = answer.total > matches.length ? `${answer.total} matches (first ${matches.length})` : `${answer.total} matches`;
-    if (!matches.length) return;
+    try {
+      await loadPage(text, restore !== null ? Math.floor(restore / SEARCH_PAGE) * SEARCH_PAGE : 0);
+    } catch (error) {
+      view.highlight([]);
+      searchStatus.textContent = error instanceof Error ? error.message : String(error);
+      return;
+    }
+    if (total > 0 && restore !== null && restore >= total) await loadPage(text, Math.floor((total - 1) / SEARCH_PAGE) * SEARCH_PAGE);
+    searchStatus.dataset.total = String(total);
+    searchStatus.textContent = `${total} matches`;
+    if (!total) return;
     if (restore !== null) {
-      current = Math.min(restore, matches.length - 1);
+      current = Math.min(restore, total - 1);
       url.match = current;
       showPosition();
-      if (jump) await focusSlice(matches[current]);
+      if (jump) await focusSlice(await matchAt(current));
     } else if (jump) await step(1);
   }
+  // The match at a global index, fetching its page when another is held.
+  async function matchAt(index: number): Promise<SliceSummary> {
+    if (index < pageOffset || index >= pageOffset + page.length) await loadPage(searched, Math.floor(index / SEARCH_PAGE) * SEARCH_PAGE);
+    return page[index - pageOffset];
+  }
   function showPosition(): void {
-    searchStatus.textContent = `${current + 1} of ${matches.length}`;
+    searchStatus.textContent = `${current + 1} of ${total}`;
     searchStatus.dataset.match = String(current);
   }
   async function step(direction: number): Promise<void> {
-    if (!matches.length) return;
-    current = (current + direction + matches.length) % matches.length;
+    if (!total) return;
+    current = (current + direction + total) % total;
     url.match = current;
     showPosition();
-    await focusSlice(matches[current]);
+    await focusSlice(await matchAt(current));
   }
   searchBox.addEventListener("keyup", (event) => {
     if (event.key === "Enter") void search(null, true);
@@ -305,8 +392,8 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
   if (initial.slice !== null) await showSlice(initial.slice);
   if (criticalBox.checked) await showCritical(true);
   if (initial.range) {
-    view.setRange(initial.range);
-    await showRange(initial.range[0], initial.range[1]);
+    view.setRange(initial.range, initial.area);
+    await showRange(initial.range[0], initial.range[1], initial.area);
   }
   if (initial.window) view.showExactly(initial.window[0], initial.window[1]);
   window.clearTimeout(urlTimer);

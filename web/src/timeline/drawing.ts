@@ -15,7 +15,7 @@
 import { formatDuration } from "../format";
 import { counterUnit, counterValueAt, formatCounterValue, stepOutline } from "./counters";
 import { elide, TextMeasure } from "./elide";
-import { colorOf, DEPTH_HEIGHT, LABEL_WIDTH, mergedColorOf, PIN_BUTTON, RULER_HEIGHT, type Row } from "./layout";
+import { colorOf, DEPTH_HEIGHT, LABEL_WIDTH, mergedColorOf, PIN_BUTTON, RULER_HEIGHT, tracksOfRow, type Row } from "./layout";
 import { flowArrow, marksCover, marksWindow, trackDepthMiddle, trackTop } from "./overlays";
 import { rulerTicks } from "./ruler";
 import type { TimelineView } from "./timeline_view";
@@ -519,8 +519,28 @@ class FramePainter {
     context.beginPath();
     context.rect(LABEL_WIDTH, 0, this.width - LABEL_WIDTH, this.height);
     context.clip();
-    context.fillStyle = "rgba(40, 100, 220, 0.12)";
-    context.fillRect(x0, RULER_HEIGHT, x1 - x0, this.height - RULER_HEIGHT);
+    const area = this.view.areaTracks;
+    if (!area) {
+      context.fillStyle = "rgba(40, 100, 220, 0.12)";
+      context.fillRect(x0, RULER_HEIGHT, x1 - x0, this.height - RULER_HEIGHT);
+    } else {
+      // An area: the range shaded lightly, its tracks' rows darker and outlined.
+      context.fillStyle = "rgba(40, 100, 220, 0.05)";
+      context.fillRect(x0, RULER_HEIGHT, x1 - x0, this.height - RULER_HEIGHT);
+      const view = this.view;
+      const pinnedBottom = RULER_HEIGHT + view.layout.pinnedHeight;
+      for (const row of view.layout.rows) {
+        if (!tracksOfRow(view.timeline, row).some((track) => area.has(track))) continue;
+        const top = Math.max(view.screenY(row.y), row.pinned ? RULER_HEIGHT : pinnedBottom);
+        const bottom = Math.min(view.screenY(row.y) + row.height, this.height);
+        if (bottom <= top) continue;
+        context.fillStyle = "rgba(40, 100, 220, 0.2)";
+        context.fillRect(x0, top, x1 - x0, bottom - top);
+        context.strokeStyle = "rgba(24, 69, 160, 0.8)";
+        context.lineWidth = 1;
+        context.strokeRect(x0 + 0.5, top + 0.5, Math.max(0, x1 - x0 - 1), bottom - top - 1);
+      }
+    }
     context.fillStyle = "#1845a0";
     context.fillRect(x0, 0, 1, this.height);
     context.fillRect(x1, 0, 1, this.height);

@@ -3,7 +3,8 @@
 //   shift+wheel, a sideways wheel or a drag: pan; W/S: zoom in/out; A/D: pan (held keys keep
 //   going, at a pace set by time, not by key repeats);
 //   click: select the slice under the mouse (or name an instant's marker); shift+drag: mark
-//   a range (its exact duration is shown on the ruler);
+//   an area, the time range dragged over (its exact duration is shown on the ruler) on the
+//   tracks whose rows the drag crossed (from the ruler down: every track), as in Perfetto;
 //   in the label column: a click on a process's or group's header folds or unfolds it, on a
 //   track's triangle folds it to its top depth, on the pin pins it to the top (or unpins).
 // Moving the mouse over the tracks shows the time line and the counters' values there.
@@ -51,6 +52,8 @@ export class TimelineInput {
       if (dragFrom.range) {
         const time = view.viewport.timeAt(event.offsetX - LABEL_WIDTH);
         view.range = [time, time];
+        const tracks = view.tracksBetween(event.offsetY, event.offsetY);
+        view.areaTracks = tracks ? new Set(tracks) : null;
       }
     });
     canvas.addEventListener("mousemove", (event) => {
@@ -61,6 +64,8 @@ export class TimelineInput {
       if (dragFrom.labels) return;
       if (dragFrom.range && view.range) {
         view.range = [view.range[0], view.viewport.timeAt(event.offsetX - LABEL_WIDTH)];
+        const tracks = view.tracksBetween(dragFrom.y, event.offsetY);
+        view.areaTracks = tracks ? new Set(tracks) : null;
         view.requestFrame();
         return;
       }
@@ -76,7 +81,10 @@ export class TimelineInput {
       if (dragFrom.range && view.range) {
         view.canvas.dataset.range = String(view.rangeDuration() ?? "");
         const [start, end] = view.absoluteRange()!;
-        view.events.onRange(start, end);
+        const tracks = view.tracksBetween(dragFrom.y, event.offsetY);
+        view.areaTracks = tracks ? new Set(tracks) : null;
+        view.canvas.dataset.area = tracks ? tracks.join(",") : "all";
+        view.events.onRange(start, end, tracks);
       }
       dragFrom = null;
     });

@@ -242,3 +242,20 @@ export function colorOf(name: string): string {
 export function mergedColorOf(name: string): string {
   return colorOf(name).replace("55%, 62%", "45%, 78%");
 }
+
+// The slice tracks a row stands for (what an area drawn over it takes in): a track row its
+// track, packed task lanes theirs, a folded process's or group's header every track under
+// it; an open header and a counter row none (their tracks have rows of their own, counters
+// have no slices).
+export function tracksOfRow(layout: TimelineLayout, row: Row): number[] {
+  if (row.kind === "track") return [row.track.id];
+  if (row.kind === "packed") return row.tracks.map((track) => track.id);
+  if (row.kind === "counter" || !row.collapsed) return [];
+  const [, pid, what, tid] = row.key.split(":");
+  const process = layout.processes.find((candidate) => String(candidate.pid) === pid);
+  if (!process) return [];
+  if (row.kind === "process") return process.tracks.map((track) => track.id);
+  if (what === "lanes") return process.tracks.filter((track) => track.kind === "lane" && String(track.tid) === tid).map((track) => track.id);
+  if (what === "async") return process.tracks.filter((track) => track.kind === "async").map((track) => track.id);
+  return [];
+}

@@ -1,7 +1,7 @@
 // The timeline's canvas and its state: the time window (viewport.ts), the vertical scroll,
 // the tracks' layout under the user's choices (layout.ts: collapsed, pinned, filtered), the
-// tiles held (tile_cache.ts), the selection, search highlights, the marked range, the
-// critical path's rows, the flows and instants of the window, the mouse's hover. It
+// tiles held (tile_cache.ts), the selection, search highlights, the marked range and the
+// tracks of its area (the rows a shift+drag crossed), the critical path's rows, the flows and instants of the window, the mouse's hover. It
 // schedules frames; drawing.ts draws them and input.ts turns the mouse and keyboard into
 // calls of the methods here. The ruler is drawn at the canvas's top and the tracks scroll
 // under it inside the canvas, so it never leaves the screen.
@@ -13,7 +13,7 @@ import type { CounterPoint } from "./counters";
 import { drawFrame, type InstantHit, type SliceHit } from "./drawing";
 import { TimelineInput } from "./input";
 import { extentOfTile, wholeTraceLevel, type Extent } from "./lanes";
-import { LABEL_WIDTH, layoutRows, RULER_HEIGHT, type Layout, type Row } from "./layout";
+import { LABEL_WIDTH, layoutRows, RULER_HEIGHT, tracksOfRow, type Layout, type Row } from "./layout";
 import { TileCache } from "./tile_cache";
 import { Viewport } from "./viewport";
 
@@ -34,7 +34,7 @@ export interface TimelineSources {
 
 export interface TimelineEvents {
   onSelect: (row: number) => void;
-  onRange: (start: number, end: number) => void; // absolute ns, start <= end
+  onRange: (start: number, end: number, tracks: number[] | null) => void; // absolute ns, start <= end; tracks: the area's (null: every track)
   onWindowChange: (start: number, end: number) => void;
   onInstant?: (instant: InstantHit) => void;
   onTracksChange?: (choices: { collapsed: string[]; pinned: string[] }) => void;
@@ -64,6 +64,7 @@ export class TimelineView {
   selectedRow: number | null = null;
   highlightRows = new Set<number>();
   range: [number, number] | null = null; // relative to the origin
+  areaTracks: Set<number> | null = null; // the range's tracks (null: every track)
   criticalRows: Set<number> | null = null;
   hover: { x: number; y: number } | null = null;
   marks: MarksAnswer | null = null;
@@ -172,6 +173,26 @@ export class TimelineView {
     return null;
   }
 
+  // The slice tracks of the rows that a vertical span of the canvas crosses (a drag's), in
+  // the layout's order (layout.ts, tracksOfRow); null (every track) when the span starts on
+  // the ruler.
+  tracksBetween(y0: number, y1: number): number[] | null {
+    if (Math.min(y0, y1) < RULER_HEIGHT) return null;
+    const low = Math.min(y0, y1);
+    const high = Math.max(y0, y1);
+    const pinnedBottom = RULER_HEIGHT + this.layout.pinnedHeight;
+    const tracks: number[] = [];
+    for (const row of this.layout.rows) {
+      let top = this.screenY(row.y);
+      let bottom = top + row.height;
+      if (!row.pinned) top = Math.max(top, pinnedBottom); // under the pinned section: hidden
+      bottom = Math.min(bottom, this.height);
+      if (top >= bottom || bottom <= low || top > high) continue;
+      for (const track of tracksOfRow(this.timeline, row)) if (!tracks.includes(track)) tracks.push(track);
+    }
+    return tracks;
+  }
+
   // ---- tracks: collapse, pin, filter --------------------------------------------------
 
   private computeLayout(): Layout {
@@ -224,9 +245,11 @@ export class TimelineView {
     this.requestFrame();
   }
 
-  // Marks an absolute time range (null: none).
-  setRange(range: [number, number] | null): void {
+  // Marks an absolute time range (null: none) on these tracks (null: every track).
+  setRange(range: [number, number] | null, tracks: number[] | null = null): void {
     this.range = range ? [range[0] - this.origin, range[1] - this.origin] : null;
+    this.areaTracks = range && tracks ? new Set(tracks) : null;
+    this.canvas.dataset.area = tracks ? tracks.join(",") : "all";
     this.canvas.dataset.range = String(this.rangeDuration() ?? "");
     this.requestFrame();
   }

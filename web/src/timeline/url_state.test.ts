@@ -10,6 +10,7 @@ describe("timeline URL state", () => {
       search: "encoder layer",
       match: 3,
       range: [1000, 250000],
+      area: [3, 0, 12],
       pinned: ["t:3", "c:0"],
       collapsed: ["p:11", "g:11:lanes:5", "t:7"],
       trackFilter: "worker",
@@ -33,6 +34,12 @@ describe("timeline URL state", () => {
     const state = decodeUrlState({ match: "2", start: "10", end: "5" });
     expect(state.match).toBeNull();
     expect(state.window).toBeNull();
+  });
+
+  it("keeps an area's tracks only with a range, and drops ids that are not", () => {
+    expect(decodeUrlState({ area: "1,2" }).area).toBeNull();
+    expect(decodeUrlState({ rs: "1", re: "2", area: "4,x,-1,7" }).area).toEqual([4, 7]);
+    expect(decodeUrlState({ rs: "1", re: "2", area: "" }).area).toBeNull();
   });
 
   it("orders a range given backwards", () => {

@@ -1,7 +1,7 @@
 // Everything a user set on the timeline, as the page's URL parameters and back, so a link
 // restores exactly what its author saw: the window (absolute ns), the vertical scroll, the
-// selected slice, the search and which of its matches is current, the marked range, the
-// pinned and collapsed tracks (by row key, see layout.ts), the track filter and the three
+// selected slice, the search and which of its matches is current, the marked range and the
+// tracks of its area (none: every track), the pinned and collapsed tracks (by row key, see layout.ts), the track filter and the three
 // switches. Defaults are left out of the URL; decode(encode(state)) equals state.
 
 export interface TimelineUrlState {
@@ -11,6 +11,7 @@ export interface TimelineUrlState {
   search: string; // q=
   match: number | null; // match= (0-based index into the search's matches)
   range: [number, number] | null; // rs=, re= (absolute ns)
+  area: number[] | null; // area=ID,ID (the range's tracks; null: every track)
   pinned: string[]; // pin=KEY,KEY
   collapsed: string[]; // fold=KEY,KEY
   trackFilter: string; // tracks=
@@ -27,6 +28,7 @@ export function defaultUrlState(): TimelineUrlState {
     search: "",
     match: null,
     range: null,
+    area: null,
     pinned: [],
     collapsed: [],
     trackFilter: "",
@@ -59,6 +61,10 @@ export function decodeUrlState(query: Record<string, string>): TimelineUrlState 
   const rangeStart = integer(query.rs);
   const rangeEnd = integer(query.re);
   if (rangeStart !== null && rangeEnd !== null) state.range = [Math.min(rangeStart, rangeEnd), Math.max(rangeStart, rangeEnd)];
+  if (state.range && query.area) {
+    const tracks = keyList(query.area).map(Number).filter((id) => Number.isInteger(id) && id >= 0);
+    state.area = tracks.length ? tracks : null;
+  }
   state.pinned = keyList(query.pin);
   state.collapsed = keyList(query.fold);
   state.trackFilter = query.tracks ?? "";
@@ -83,6 +89,7 @@ export function encodeUrlState(state: TimelineUrlState): Record<string, string> 
   if (state.range) {
     query.rs = String(Math.round(state.range[0]));
     query.re = String(Math.round(state.range[1]));
+    if (state.area) query.area = state.area.join(",");
   }
   if (state.pinned.length) query.pin = state.pinned.join(",");
   if (state.collapsed.length) query.fold = state.collapsed.join(",");
