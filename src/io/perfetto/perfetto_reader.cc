@@ -36,12 +36,14 @@
 //     pointer as "0x..." text; nested values, dicts and arrays as JSON text;
 //   - flow_ids / terminating_flow_ids (and the older varint fields, and a legacy event's
 //     bind_id) -> flows, in time order: each event that names an id is joined to the last
-//     one that did, a terminating id ends the chain.
+//     one that did, a terminating id ends the chain; a terminating id met before any start
+//     (a flow back in time, which opsight's model allows and its writer writes) is joined
+//     to the start that comes later.
 // Timestamps are converted to the trace's clock (the snapshots' primary_trace_clock, else
 // BOOTTIME, Perfetto's default) through the clock snapshots, including the SDK's
 // sequence-scoped incremental clocks; a clock with no snapshot to the trace clock is taken
 // as it is (counted). When a snapshot has REALTIME and the trace clock, run.unix_offset_ns
-// is set.
+// is set. Event times are clamped to [0, 2^62] ns, so that no later sum overflows.
 //
 // Damage: the first malformed packet ends the read; the packets before it are kept and
 // ReadResult::damage names the byte and field (an error when nothing came before it).
