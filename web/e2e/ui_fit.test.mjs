@@ -121,6 +121,13 @@ describe(`opsight ui pages fit ${WIDTH} × ${HEIGHT}`, () => {
     assert.ok(use.bars >= use.plot * 0.95, `the bars fill the plot: ${JSON.stringify(use)}`);
   });
 
+  test("the call tree fits, long names wrapped, every row open", async () => {
+    await navigate(page, "#/runs/4/tree");
+    await page.waitForSelector("#tree-table");
+    await page.click("#tree-expand-all");
+    await assertFits(page, "tree-long-names");
+  });
+
   test("the compare, explain and LLM pages fit", async () => {
     await navigate(page, "#/compare/1/2");
     await page.waitForSelector("table");

@@ -4,6 +4,7 @@
 // nested); a click zooms into a node. Colours come from the name, or from the node's own
 // colour (the differential flame graph of the compare page: slower red, faster blue).
 
+import { elide, TextMeasure } from "../timeline/elide";
 import { colorOf } from "../timeline/layout";
 
 export interface FlameNode {
@@ -86,6 +87,7 @@ export function drawFlameGraph(canvas: HTMLCanvasElement, nodes: FlameNode[], op
   context.setTransform(ratio, 0, 0, ratio, 0, 0);
   context.font = "11px system-ui, sans-serif";
   context.textBaseline = "middle";
+  const measure = new TextMeasure(context).measure;
   for (const frame of frames) {
     if (frame.width < 0.5) continue;
     const node = nodes[frame.index];
@@ -93,7 +95,7 @@ export function drawFlameGraph(canvas: HTMLCanvasElement, nodes: FlameNode[], op
     context.fillRect(frame.x, top(frame.depth), Math.max(0.5, frame.width - 1), ROW - 1);
     if (frame.width > 30) {
       context.fillStyle = "#111";
-      context.fillText(node.name, frame.x + 3, top(frame.depth) + ROW / 2, frame.width - 6);
+      context.fillText(elide(node.name, frame.width - 6, measure), frame.x + 3, top(frame.depth) + ROW / 2);
     }
   }
   canvas.dataset.focus = options.focus === null ? "" : String(options.focus);
