@@ -139,7 +139,8 @@ class PerfettoWriter {
     auto [earliest, latest] = trace_.time_bounds();
     static_cast<void>(latest);
     time_shift_ = earliest < 0 ? -earliest : 0;
-    out_.reserve(kFlushBytes + 4096);
+    // A small trace gets a small buffer (a fuzzer writes thousands a second).
+    out_.reserve(std::min(kFlushBytes + 4096, estimated_bytes(trace_)));
     assign_uuids();
     index_flows();
     write_sequence_start(earliest);
