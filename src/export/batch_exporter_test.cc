@@ -508,4 +508,119 @@ TEST(MetricsEndpoint, GivesTheGenAiHistogramsOfTheRequestsThatEnded) {
   std::filesystem::remove_all(folder);
 }
 
+// The scraper's Accept header picks the format: OpenMetrics when it asks for it at least as
+// much as for the Prometheus text (Prometheus 2.x's and 3.x's default headers do).
+TEST(MetricsEndpoint, AcceptHeaderChoosesOpenMetricsOrPrometheusText) {
+  using opsight::exporting::exposition_format_for;
+  using opsight::exporting::ExpositionFormat;
+  constexpr auto kOpenMetrics = ExpositionFormat::kOpenMetrics;
+  constexpr auto kText = ExpositionFormat::kPrometheusText;
+  EXPECT_EQ(exposition_format_for(""), kText);
+  EXPECT_EQ(exposition_format_for("*/*"), kText);
+  EXPECT_EQ(exposition_format_for("text/plain;version=0.0.4"), kText);
+  EXPECT_EQ(exposition_format_for("application/openmetrics-text"), kOpenMetrics);
+  // Prometheus 2.42's default
+  EXPECT_EQ(exposition_format_for("application/openmetrics-text;version=1.0.0,application/"
+                                  "openmetrics-text;version=0.0.1;q=0.75,text/"
+                                  "plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+            kOpenMetrics);
+  // Prometheus 3's default (protobuf first, which opsight does not serve)
+  EXPECT_EQ(exposition_format_for(
+                "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;"
+                "encoding=delimited;q=0.5,application/openmetrics-text;version=1.0.0;q=0.4,"
+                "application/openmetrics-text;version=0.0.1;q=0.3,text/plain;version=0.0.4;q=0.2,"
+                "*/*;q=0.1"),
+            kOpenMetrics);
+  EXPECT_EQ(exposition_format_for("Application/OpenMetrics-Text; Version=1.0.0; Q=0.9"),
+            kOpenMetrics);
+  EXPECT_EQ(exposition_format_for("text/plain;version=0.0.4,application/openmetrics-text;q=0.5"),
+            kText);
+  EXPECT_EQ(exposition_format_for("application/openmetrics-text;q=0"), kText);
+  EXPECT_EQ(exposition_format_for("application/openmetrics-text;version=2.0.0"), kText);
+}
+
+// A small run's whole OpenMetrics exposition, every line: two spans of one name in two
+// buckets, each bucket's exemplar the span's trace id (the run's) and span id (as the file
+// reader, hence every span exporter, gives it), its duration and its end (Unix seconds);
+// counters' families without _total; # EOF. Over HTTP, the Accept header decides the format
+// and the content type.
+TEST(MetricsEndpoint, OpenMetricsWithExemplarsOfTheSpansTraceAndSpanIds) {
+  auto folder = std::filesystem::temp_directory_path() /
+                ("opsight-metrics-openmetrics-" + std::to_string(getpid()));
+  std::filesystem::create_directories(folder);
+  opsight::trace::Trace trace;
+  trace.run.pid = 7;
+  trace.run.trace_id = {0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+  trace.run.unix_offset_ns = 1'700'000'000'000'000'000;
+  trace.run.has_unix_offset = true;
+  auto track = trace.thread_track(7, 7);
+  trace.slices.add(100, 50'000, trace.intern("step"), 0, track);         // 50 µs
+  trace.slices.add(100'000, 3'000'000, trace.intern("step"), 0, track);  // 3 ms
+  trace.finalize();
+  std::string bytes = opsight::io::write_native(trace);
+  std::FILE* out = std::fopen((folder / "trace.1.opsight").c_str(), "wb");
+  std::fwrite(bytes.data(), 1, bytes.size(), out);
+  std::fclose(out);
+  opsight::io::ReadResult read = opsight::io::read_native(bytes);
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read.trace.slices.size(), 2u);
+  std::string fast_id = opsight::trace::span_id_to_hex(read.trace.slices.span_id[0]);
+  std::string slow_id = opsight::trace::span_id_to_hex(read.trace.slices.span_id[1]);
+  ASSERT_NE(fast_id, slow_id);
+  std::string exemplar = " # {trace_id=\"0123456789abcdeffedcba9876543210\",span_id=\"";
+  std::string expected =
+      "# HELP opsight_span_duration_seconds Duration of the spans opsight recorded, per span "
+      "name.\n"
+      "# TYPE opsight_span_duration_seconds histogram\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"1e-05\"} 0\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.0001\"} 1" +
+      exemplar + fast_id +
+      "\"} 5e-05 1700000000.000050100\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.00025\"} 1\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.0005\"} 1\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.001\"} 1\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.0025\"} 1\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.005\"} 2" +
+      exemplar + slow_id +
+      "\"} 0.003 1700000000.003100000\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.01\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.025\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.05\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.1\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.25\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.5\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"1\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"2.5\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"5\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"10\"} 2\n"
+      "opsight_span_duration_seconds_bucket{span=\"step\",le=\"+Inf\"} 2\n"
+      "opsight_span_duration_seconds_sum{span=\"step\"} 0.00305\n"
+      "opsight_span_duration_seconds_count{span=\"step\"} 2\n"
+      "# HELP opsight_events_dropped Events the tracer dropped at its memory bound.\n"
+      "# TYPE opsight_events_dropped counter\n"
+      "opsight_events_dropped_total 0\n"
+      "# EOF\n";
+  opsight::exporting::MetricsEndpoint endpoint(folder.string(), "trace.", ".opsight");
+  ASSERT_EQ(endpoint.start("127.0.0.1", 0), "");
+  httplib::Client client("127.0.0.1", endpoint.port());
+  auto openmetrics = client.Get(
+      "/metrics", {{"Accept", "application/openmetrics-text;version=1.0.0,text/plain;q=0.5"}});
+  ASSERT_TRUE(openmetrics);
+  EXPECT_EQ(openmetrics->get_header_value("Content-Type"),
+            "application/openmetrics-text; version=1.0.0; charset=utf-8");
+  EXPECT_EQ(openmetrics->body, expected);
+  auto text = client.Get("/metrics");  // no Accept header: the Prometheus text, no exemplar
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(text->body.find(" # {"), std::string::npos) << text->body;
+  EXPECT_EQ(text->body.find("# EOF"), std::string::npos);
+  EXPECT_NE(text->body.find("# TYPE opsight_events_dropped_total counter\n"
+                            "opsight_events_dropped_total 0\n"),
+            std::string::npos);
+  EXPECT_NE(text->body.find("opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.005\"} 2\n"),
+            std::string::npos);
+  endpoint.stop();
+  std::filesystem::remove_all(folder);
+}
+
 }  // namespace

@@ -20,7 +20,7 @@ MetricsEndpoint::MetricsEndpoint(std::string directory, std::string prefix, std:
 
 MetricsEndpoint::~MetricsEndpoint() { stop(); }
 
-std::string MetricsEndpoint::scrape() {
+std::string MetricsEndpoint::scrape_as(ExpositionFormat format) {
   std::lock_guard lock(mutex_);
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(directory_, error)) {
@@ -32,8 +32,13 @@ std::string MetricsEndpoint::scrape() {
     if (!known) tails_.push_back(std::make_unique<io::NativeTail>(path));
   }
   io::TailVisitor visitor;
+  const io::NativeTail* polled = nullptr;  // the tail whose spans the visitor is given
   visitor.on_span = [&](const io::EndedSpan& span) {
-    metrics_.add_span(span.name, span.duration_ns);
+    // The span's trace as the live span exporter gives it: the remote one it joined, else
+    // the run's (read from the file before its spans).
+    SpanOrigin origin{span.trace_id == trace::TraceId{} ? polled->trace_id() : span.trace_id,
+                      span.span_id, span.end_unix_ns};
+    metrics_.add_span(span.name, span.duration_ns, origin);
     if (span.name == kGenAiChunkSpan && span.parent_span_id != 0) {
       // Kept until its request ends; a file whose requests never end cannot grow this past
       // a bound (the oldest are then dropped all at once).
@@ -55,19 +60,24 @@ std::string MetricsEndpoint::scrape() {
   };
   uint64_t dropped = 0;
   for (auto& tail : tails_) {
+    polled = tail.get();
     tail->poll(visitor);
     dropped += tail->events_dropped();
   }
   metrics_.events_dropped = dropped;
-  return prometheus_exposition(metrics_);
+  return prometheus_exposition(metrics_, format);
 }
 
 std::string MetricsEndpoint::start(const std::string& host, int port) {
   if (server_) return "already serving";
   server_ = std::make_unique<Server>();
-  server_->http.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
-    response.set_content(scrape(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  server_->http.Get(
+      "/metrics", [this](const httplib::Request& request, httplib::Response& response) {
+        ExpositionFormat format = exposition_format_for(request.get_header_value("Accept"));
+        response.set_content(scrape_as(format), std::string(format == ExpositionFormat::kOpenMetrics
+                                                                ? kOpenMetricsContentType
+                                                                : kPrometheusTextContentType));
+      });
   bool bound = port == 0 ? (port_ = server_->http.bind_to_any_port(host)) > 0
                          : server_->http.bind_to_port(host, port);
   if (!bound) {

@@ -2,7 +2,9 @@
 // follows every file matching the pattern in the run's folder (new processes' files too)
 // from where the last scrape stopped (io::NativeTail), adds the spans that ended since to
 // the histograms (a gen_ai.request span to the GenAI ones too), and answers with
-// prometheus_exposition(). The traced processes do no
+// prometheus_exposition(), in OpenMetrics (with exemplars: each bucket's latest span, by
+// its trace and span ids) when the scraper's Accept header asks for it. The traced
+// processes do no
 // work for it: they only write their files, as they do anyway; the endpoint runs in the
 // process that watches them (`opsight run --export prometheus=:9464`).
 //
@@ -38,7 +40,8 @@ class MetricsEndpoint {
   void stop();
 
   // Reads what the files have gained and renders the metrics (what a scrape answers).
-  std::string scrape();
+  std::string scrape() { return scrape_as(ExpositionFormat::kPrometheusText); }
+  std::string scrape_as(ExpositionFormat format);
 
  private:
   struct Server;

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -38,6 +40,38 @@ void append_number(std::string& out, double value) {
 void family_header(std::string& out, std::string_view name, std::string_view type,
                    std::string_view help) {
   fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+// ` # {trace_id="...",span_id="..."} value timestamp` after a bucket's count (OpenMetrics
+// exemplar; its label set is 63 characters, under the format's limit of 128).
+void append_exemplar(std::string& out, const Exemplar& exemplar) {
+  if (exemplar.span_id == 0) return;
+  out += " # {trace_id=\"";
+  out += exemplar.trace_id.to_hex();
+  out += "\",span_id=\"";
+  out += trace::span_id_to_hex(exemplar.span_id);
+  out += "\"} ";
+  append_number(out, exemplar.value_seconds);
+  int64_t seconds = exemplar.end_unix_ns / 1'000'000'000;
+  int64_t nanoseconds = exemplar.end_unix_ns % 1'000'000'000;
+  if (nanoseconds < 0) {
+    nanoseconds += 1'000'000'000;
+    --seconds;
+  }
+  fmt::format_to(std::back_inserter(out), " {}.{:09}", seconds, nanoseconds);
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+bool equals_ignoring_case(std::string_view left, std::string_view right) {
+  return std::equal(left.begin(), left.end(), right.begin(), right.end(), [](char a, char b) {
+    return std::tolower(static_cast<unsigned char>(a)) ==
+           std::tolower(static_cast<unsigned char>(b));
+  });
 }
 
 // OpenTelemetry's GenAI metrics (semantic conventions, gen-ai-metrics.md): each one's
@@ -199,7 +233,7 @@ void MetricsSnapshot::add_gen_ai_request(const GenAiRequest& request,
               static_cast<double>(std::max<int64_t>(0, duration)) * 1e-9);
 }
 
-void DurationHistogram::add(int64_t duration_ns) {
+void DurationHistogram::add(int64_t duration_ns, const SpanOrigin& origin) {
   double seconds = static_cast<double>(std::max<int64_t>(0, duration_ns)) * 1e-9;
   size_t bucket = static_cast<size_t>(
       std::lower_bound(std::begin(kDurationBuckets), std::end(kDurationBuckets), seconds) -
@@ -207,12 +241,52 @@ void DurationHistogram::add(int64_t duration_ns) {
   if (bucket < kDurationBucketCount) ++buckets[bucket];
   ++count;
   sum_seconds += seconds;
+  if (origin.span_id != 0 && origin.trace_id != trace::TraceId{})
+    exemplars[bucket] = {origin.trace_id, origin.span_id, seconds, origin.end_unix_ns};
 }
 
-void MetricsSnapshot::add_span(std::string_view name, int64_t duration_ns) {
+void MetricsSnapshot::add_span(std::string_view name, int64_t duration_ns,
+                               const SpanOrigin& origin) {
   auto it = spans.find(name);
   if (it == spans.end()) it = spans.emplace(std::string(name), DurationHistogram{}).first;
-  it->second.add(duration_ns);
+  it->second.add(duration_ns, origin);
+}
+
+ExpositionFormat exposition_format_for(std::string_view accept) {
+  double openmetrics_quality = 0, text_quality = 0;  // the best q-value of each
+  while (!accept.empty()) {
+    size_t comma = accept.find(',');
+    std::string_view range = accept.substr(0, comma);
+    accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
+    size_t semicolon = range.find(';');
+    std::string_view media_type = trim(range.substr(0, semicolon));
+    double quality = 1;
+    std::string_view version;
+    while (semicolon != std::string_view::npos) {
+      range = range.substr(semicolon + 1);
+      semicolon = range.find(';');
+      std::string_view parameter = trim(range.substr(0, semicolon));
+      size_t equals = parameter.find('=');
+      if (equals == std::string_view::npos) continue;
+      std::string_view key = trim(parameter.substr(0, equals));
+      std::string_view value = trim(parameter.substr(equals + 1));
+      if (equals_ignoring_case(key, "q"))
+        quality = std::strtod(std::string(value).c_str(), nullptr);
+      else if (equals_ignoring_case(key, "version"))
+        version = value;
+    }
+    if (equals_ignoring_case(media_type, "application/openmetrics-text")) {
+      if (version.empty() || version == "1.0.0" || version == "0.0.1")
+        openmetrics_quality = std::max(openmetrics_quality, quality);
+    } else if (equals_ignoring_case(media_type, "text/plain") ||
+               equals_ignoring_case(media_type, "text/*") ||
+               equals_ignoring_case(media_type, "*/*")) {
+      text_quality = std::max(text_quality, quality);
+    }
+  }
+  return openmetrics_quality > 0 && openmetrics_quality >= text_quality
+             ? ExpositionFormat::kOpenMetrics
+             : ExpositionFormat::kPrometheusText;
 }
 
 std::string prometheus_name(std::string_view text) {
@@ -276,7 +350,8 @@ MetricsSnapshot metrics_of(const trace::Trace& trace) {
   return metrics;
 }
 
-std::string prometheus_exposition(const MetricsSnapshot& metrics) {
+std::string prometheus_exposition(const MetricsSnapshot& metrics, ExpositionFormat format) {
+  const bool openmetrics = format == ExpositionFormat::kOpenMetrics;
   std::string out;
   if (!metrics.spans.empty()) {
     family_header(out, "opsight_span_duration_seconds", "histogram",
@@ -290,11 +365,15 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics) {
         fmt::format_to(std::back_inserter(out),
                        "opsight_span_duration_seconds_bucket{{span=\"{}\",le=\"", label);
         append_number(out, kDurationBuckets[i]);
-        fmt::format_to(std::back_inserter(out), "\"}} {}\n", cumulative);
+        fmt::format_to(std::back_inserter(out), "\"}} {}", cumulative);
+        if (openmetrics) append_exemplar(out, histogram.exemplars[i]);
+        out += '\n';
       }
       fmt::format_to(std::back_inserter(out),
-                     "opsight_span_duration_seconds_bucket{{span=\"{}\",le=\"+Inf\"}} {}\n", label,
+                     "opsight_span_duration_seconds_bucket{{span=\"{}\",le=\"+Inf\"}} {}", label,
                      histogram.count);
+      if (openmetrics) append_exemplar(out, histogram.exemplars[kDurationBucketCount]);
+      out += '\n';
       fmt::format_to(std::back_inserter(out), "opsight_span_duration_seconds_sum{{span=\"{}\"}} ",
                      label);
       append_number(out, histogram.sum_seconds);
@@ -338,8 +417,9 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics) {
     series("_count", 0, false);
     fmt::format_to(std::back_inserter(out), " {}\n", histogram.count);
   }
+  // `name` ends in _total: OpenMetrics names the family without it, its sample with it.
   auto counter = [&](std::string_view name, std::string_view help, double value) {
-    family_header(out, name, "counter", help);
+    family_header(out, openmetrics ? name.substr(0, name.size() - 6) : name, "counter", help);
     out += name;
     out += ' ';
     append_number(out, value);
@@ -370,6 +450,7 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics) {
       out += '\n';
     }
   }
+  if (openmetrics) out += "# EOF\n";
   return out;
 }
 

@@ -26,6 +26,14 @@
 // Every family has HELP and TYPE lines; names and label values are escaped as the format
 // requires, so `promtool check metrics` accepts the output.
 //
+// The same snapshot also renders in OpenMetrics 1.0 (what a scraper gets when its Accept
+// header asks for application/openmetrics-text: exposition_format_for): counter families
+// are named without `_total` (their sample keeps it), the text ends with `# EOF`, and each
+// bucket of opsight_span_duration_seconds carries an exemplar: the last span observed in
+// that bucket, as `# {trace_id="<32 hex>",span_id="<16 hex>"} <seconds> <unix end time>`
+// (the ids the span exporters give it), which links a slow bucket to its trace. Keeping an
+// exemplar is a fixed slot per bucket overwritten by each span: no allocation per span.
+//
 // Thread-safety: MetricsSnapshot is a plain value (one writer); the functions keep no state.
 #pragma once
 
@@ -47,11 +55,29 @@ inline constexpr double kDurationBuckets[] = {1e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.
                                               0.5,  1.0,  2.5,    5.0,  10.0};
 inline constexpr size_t kDurationBucketCount = std::size(kDurationBuckets);
 
+// One observation kept to stand for its bucket (an OpenMetrics exemplar): the span it came
+// from, by the ids its trace exporters give it.
+struct Exemplar {
+  trace::TraceId trace_id;
+  uint64_t span_id = 0;  // 0: no exemplar
+  double value_seconds = 0;
+  int64_t end_unix_ns = 0;  // when the span ended (the exemplar's timestamp)
+};
+
+// The span a duration came from (for its bucket's exemplar); span_id 0: not known.
+struct SpanOrigin {
+  trace::TraceId trace_id;
+  uint64_t span_id = 0;
+  int64_t end_unix_ns = 0;
+};
+
 struct DurationHistogram {
   uint64_t buckets[kDurationBucketCount] = {};  // per bucket, not cumulative
   uint64_t count = 0;
   double sum_seconds = 0;
-  void add(int64_t duration_ns);
+  // The latest observation per bucket (+Inf's last), when its span is known.
+  Exemplar exemplars[kDurationBucketCount + 1] = {};
+  void add(int64_t duration_ns, const SpanOrigin& origin = {});
 };
 
 // One finished `gen_ai.request` span, as the GenAI metrics read it: filled attribute by
@@ -94,7 +120,7 @@ struct MetricsSnapshot {
   // The GenAI histograms by (metric, label text): see add_gen_ai_request.
   std::map<std::pair<int, std::string>, BucketHistogram> gen_ai;
 
-  void add_span(std::string_view name, int64_t duration_ns);
+  void add_span(std::string_view name, int64_t duration_ns, const SpanOrigin& origin = {});
   // Adds a finished gen_ai.request span to the GenAI histograms (the header says which);
   // `chunk_ns`: the durations of its gen_ai.inter_token children (the times between chunks).
   void add_gen_ai_request(const GenAiRequest& request, std::span<const int64_t> chunk_ns = {});
@@ -104,7 +130,22 @@ struct MetricsSnapshot {
 };
 
 MetricsSnapshot metrics_of(const trace::Trace& trace);
-std::string prometheus_exposition(const MetricsSnapshot& metrics);
+
+enum class ExpositionFormat { kPrometheusText, kOpenMetrics };
+inline constexpr std::string_view kPrometheusTextContentType =
+    "text/plain; version=0.0.4; charset=utf-8";
+inline constexpr std::string_view kOpenMetricsContentType =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+// The format a scraper asks for with its Accept header: OpenMetrics when it names
+// application/openmetrics-text (version 1.0.0, 0.0.1 or none) with a q-value above zero and
+// not below that of text/plain (or */*); else the Prometheus text (an empty header too).
+ExpositionFormat exposition_format_for(std::string_view accept);
+
+std::string prometheus_exposition(const MetricsSnapshot& metrics,
+                                  ExpositionFormat format = ExpositionFormat::kPrometheusText);
+inline std::string openmetrics_exposition(const MetricsSnapshot& metrics) {
+  return prometheus_exposition(metrics, ExpositionFormat::kOpenMetrics);
+}
 inline std::string prometheus_exposition(const trace::Trace& trace) {
   return prometheus_exposition(metrics_of(trace));
 }
