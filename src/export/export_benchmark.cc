@@ -7,13 +7,42 @@
 // export_trace builds it once per export. (BM_EncodeLokiJson also decides the trace's
 // streams, once per iteration, as export_trace does once per Loki target.)
 // The trace: 100k spans over 4 threads, nested 4 deep, two arguments each.
+// The live /metrics endpoint's two costs (metrics_endpoint.hpp), exemplars against none:
+//   BM_AddSpansToHistograms/0 (the baseline: durations only), /1 (each span's trace and span
+//   id kept as its bucket's exemplar)                    spans/s, allocations per span
+//   BM_RenderMetrics/0 (the Prometheus text, the baseline), /1 (OpenMetrics with an exemplar
+//   on every bucket)                                     one scrape of 200 span names
 #include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
 
 #include "export/http_sender.hpp"
 #include "export/loki_encoder.hpp"
 #include "export/otlp_encoder.hpp"
+#include "export/prometheus_text.hpp"
 #include "export/zipkin_encoder.hpp"
 #include "io/io.hpp"
+
+namespace {
+
+std::atomic<uint64_t> allocations{0};  // operator new calls, for allocations per span
+
+}  // namespace
+
+// Replacing the global operator new and delete (malloc and free underneath) counts the
+// allocations; GCC takes the pairing of the replacements for a mismatch, hence the pragma.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+void* operator new(size_t size) {
+  allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* memory = std::malloc(size == 0 ? 1 : size)) return memory;
+  throw std::bad_alloc();
+}
+void operator delete(void* memory) noexcept { std::free(memory); }
+void operator delete(void* memory, size_t) noexcept { std::free(memory); }
+#pragma GCC diagnostic pop
 
 namespace {
 
@@ -122,5 +151,69 @@ void BM_WritePerfettoBaseline(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * trace.slices.size()));
 }
 BENCHMARK(BM_WritePerfettoBaseline)->Unit(benchmark::kMillisecond);
+
+constexpr opsight::trace::TraceId kBenchTraceId{0x0123456789abcdefULL, 0xfedcba9876543210ULL};
+
+// The endpoint's work per ended span: its duration into its name's histogram, and with
+// argument 1 its trace and span id into the bucket's exemplar slot. One snapshot for the
+// whole run, as the endpoint keeps one.
+void BM_AddSpansToHistograms(benchmark::State& state) {
+  const auto& trace = sample();
+  const bool with_exemplars = state.range(0) == 1;
+  std::vector<std::string_view> names(trace.slices.size());
+  for (size_t row = 0; row < trace.slices.size(); ++row)
+    names[row] = trace.str(trace.slices.name[row]);
+  opsight::exporting::MetricsSnapshot metrics;
+  uint64_t allocations_before = 0;
+  bool first = true;
+  for (auto _ : state) {
+    for (size_t row = 0; row < trace.slices.size(); ++row) {
+      int64_t duration = trace.slices.dur[row];
+      opsight::exporting::SpanOrigin origin;
+      if (with_exemplars)
+        origin = {kBenchTraceId, trace.slices.span_id[row],
+                  trace.run.unix_offset_ns + trace.slices.ts[row] + duration};
+      metrics.add_span(names[row], duration, origin);
+    }
+    if (first) {  // the first pass creates the histograms: not counted
+      allocations_before = allocations.load(std::memory_order_relaxed);
+      first = false;
+    }
+  }
+  uint64_t spans_after_first = (state.iterations() - 1) * trace.slices.size();
+  state.counters["allocations_per_span"] =
+      spans_after_first == 0
+          ? 0.0
+          : static_cast<double>(allocations.load(std::memory_order_relaxed) - allocations_before) /
+                static_cast<double>(spans_after_first);
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * trace.slices.size()));
+}
+BENCHMARK(BM_AddSpansToHistograms)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// One scrape's rendering: 200 span names, every bucket holding spans (and, with argument 1,
+// rendered as OpenMetrics, an exemplar each).
+void BM_RenderMetrics(benchmark::State& state) {
+  const bool openmetrics = state.range(0) == 1;
+  opsight::exporting::MetricsSnapshot metrics;
+  for (int name = 0; name < 200; ++name) {
+    std::string span_name = "module.layer" + std::to_string(name) + ".forward";
+    for (int64_t duration = 5'000; duration < 20'000'000'000; duration = duration * 3 / 2)
+      metrics.add_span(span_name, duration,
+                       {kBenchTraceId, static_cast<uint64_t>(duration + name),
+                        1'700'000'000'000'000'000 + duration});
+  }
+  metrics.overhead_seconds = 0.25;
+  metrics.traced_seconds = 10;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string text = opsight::exporting::prometheus_exposition(
+        metrics, openmetrics ? opsight::exporting::ExpositionFormat::kOpenMetrics
+                             : opsight::exporting::ExpositionFormat::kPrometheusText);
+    bytes += text.size();
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+}
+BENCHMARK(BM_RenderMetrics)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
