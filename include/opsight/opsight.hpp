@@ -178,8 +178,11 @@ OPSIGHT_API void add_overhead_ns(double nanoseconds);
 // For front ends whose threads have names the recorder cannot see (Python's
 // threading.Thread.name): names the thread with system id `tid` (gettid), unless it was
 // named already (set_thread_name wins). A thread that has not recorded yet takes the name
-// when it first records (kept for at most 4,096 such threads).
+// when it first records; such names are kept until forget_unclaimed_thread_name(tid) or
+// the session's end, for at most 4,096 threads.
 OPSIGHT_API void name_thread_if_unnamed(int64_t tid, std::string_view name);
+// The thread `tid` is ending: a name it never took is dropped (its id may be reused).
+OPSIGHT_API void forget_unclaimed_thread_name(int64_t tid);
 }  // namespace internal
 
 // A scoped span from a static call site; what OPSIGHT_SPAN expands to.
@@ -257,7 +260,7 @@ struct SessionOptions {
   // within about 1% of an untraced one: docs/performance.md). A unit is a root span (the
   // first span a thread or async track begins with none open) or, when `sample_root` is
   // set, a span of that name ("category:NAME": of that category) begun outside a unit,
-  // with everything under it.
+  // with everything under it. 0 records no unit at all (OpenTelemetry's `always_off`).
   // The run info says the policy and how many units were seen and recorded
   // ("sampling", "sampling_units", "sampling_units_recorded"); reports state it.
   double sample_rate = 1.0;

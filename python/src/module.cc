@@ -754,6 +754,10 @@ NB_MODULE(_native, m) {
       nb::arg("native_id"), nb::arg("name"),
       "Names the thread with this system id (threading.Thread.native_id) unless it named "
       "itself; a thread that has not recorded yet takes the name when it does.");
+  m.def(
+      "forget_unclaimed_thread_name",
+      [](int64_t native_id) { opsight::internal::forget_unclaimed_thread_name(native_id); },
+      nb::arg("native_id"), "The thread is ending: a name it never took is dropped.");
   m.def("recording", [] { return opsight::recording(); });
   m.def(
       "sampled_out", [] { return opsight::sampled_out(); },

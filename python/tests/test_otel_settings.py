@@ -535,9 +535,11 @@ for i in range(100):
     ({"OTEL_TRACES_SAMPLER": "parentbased_always_on"}, 100),
     ({"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.1",
       "OPSIGHT_SAMPLE": "0.5"}, 50),  # opsight's own setting (--sample) wins
-    ({"OTEL_TRACES_SAMPLER": "always_off"}, 100),  # reported, ignored
+    ({"OTEL_TRACES_SAMPLER": "always_off"}, 0),
+    ({"OTEL_TRACES_SAMPLER": "parentbased_always_off"}, 0),
+    ({"OTEL_TRACES_SAMPLER": "jaeger_remote"}, 100),  # reported, ignored
 ], ids=["unset", "traceidratio", "parentbased_traceidratio", "parentbased_always_on",
-        "OPSIGHT_SAMPLE wins", "always_off"])
+        "OPSIGHT_SAMPLE wins", "always_off", "parentbased_always_off", "jaeger_remote"])
 def test_otel_traces_sampler_maps_onto_sampling_by_unit(tmp_path, environment, units):
     script = tmp_path / "sampled.py"
     script.write_text(SAMPLED_PROGRAM)
@@ -553,8 +555,8 @@ def test_otel_traces_sampler_maps_onto_sampling_by_unit(tmp_path, environment, u
     assert done.returncode == 0, done.stderr
     names = opsight.load(output).trace.slice_columns()["name"]
     assert (names.count("unit"), names.count("inside")) == (units, units), done.stderr
-    if environment.get("OTEL_TRACES_SAMPLER") == "always_off":
-        assert "ignoring OTEL_TRACES_SAMPLER='always_off'" in done.stderr
+    if environment.get("OTEL_TRACES_SAMPLER") == "jaeger_remote":
+        assert "ignoring OTEL_TRACES_SAMPLER='jaeger_remote'" in done.stderr
 
 
 # ---- the exit bound ---------------------------------------------------------------------

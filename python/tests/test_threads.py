@@ -179,5 +179,5 @@ def test_threads_carry_the_names_python_gave_them():
     assert sorted(jobs["thread"]) == sorted([
         threading.main_thread().name, "prefetcher", pool_thread_name,
         "started-before-the-session", "chosen by the thread"])
-    # After the session, Thread.start is the original again.
-    assert not hasattr(threading.Thread.start, "__opsight_thread_names__")
+    # After the session, Thread._bootstrap_inner is the original again.
+    assert not hasattr(threading.Thread._bootstrap_inner, "__opsight_thread_names__")

@@ -236,6 +236,12 @@ void internal::name_thread_if_unnamed(int64_t tid, std::string_view name) {
     reg.names_of_unregistered_threads[tid] = std::string(name);
 }
 
+void internal::forget_unclaimed_thread_name(int64_t tid) {
+  record::Registry& reg = record::registry();
+  std::lock_guard lock(reg.mutex);
+  reg.names_of_unregistered_threads.erase(tid);
+}
+
 void internal::add_overhead_ns(double nanoseconds) {
   if (!(nanoseconds > 0) || record::t_thread_record == nullptr) return;
   double ticks = nanoseconds * record::session_ticks_per_second() / 1e9;

@@ -293,6 +293,7 @@ StopResult stop_recording() {
     reg.session_running.store(false);
     dropped = reg.events_dropped();
     std::erase_if(reg.threads, [](const auto& thread) { return !thread->alive; });
+    reg.names_of_unregistered_threads.clear();  // handed over again at the next start
   }
   delete g_writer;
   g_writer = nullptr;

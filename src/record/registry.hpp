@@ -81,7 +81,7 @@ struct Registry {
   uint32_t next_thread_index = 0;
 
   // Names given by tid (internal::name_thread_if_unnamed) to threads not registered yet;
-  // taken by register_thread.
+  // taken by register_thread, dropped by forget_unclaimed_thread_name and at session end.
   std::unordered_map<int64_t, std::string> names_of_unregistered_threads;
 
   std::vector<NameEntry> names;                        // id = index + 1

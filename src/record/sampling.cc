@@ -162,7 +162,10 @@ void configure(double rate, const std::string& root, bool operators_only) {
   Policy policy;
   double clamped = std::max(rate, 1e-9);
   double one_in = 1.0 / clamped;
-  if (std::abs(one_in - std::round(one_in)) < 1e-9) {  // "1 in N": exact
+  if (!(rate > 0.0)) {  // always off: ceil((k+1)·0) > ceil(k·0) never holds
+    policy.numerator = 0;
+    policy.denominator = 1;
+  } else if (std::abs(one_in - std::round(one_in)) < 1e-9) {  // "1 in N": exact
     policy.numerator = 1;
     policy.denominator = static_cast<uint64_t>(std::llround(one_in));
   } else {
@@ -174,8 +177,9 @@ void configure(double rate, const std::string& root, bool operators_only) {
     policy.root_category = root.substr(kCategoryPrefix.size());
   else
     policy.root_name = root;
-  std::string share = policy.numerator == 1 ? "1 in " + std::to_string(policy.denominator)
-                                            : std::to_string(clamped);
+  std::string share = policy.numerator == 0   ? std::string("none (always off)")
+                      : policy.numerator == 1 ? "1 in " + std::to_string(policy.denominator)
+                                              : std::to_string(clamped);
   policy.operators_only = operators_only;
   policy.text =
       (operators_only ? "operators in " : "") + share + " of " +

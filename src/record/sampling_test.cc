@@ -72,6 +72,26 @@ TEST(Sampling, OneInFourRootSpansAreKeptWithEverythingUnderThem) {
   EXPECT_EQ(info(trace, "sampling_units_recorded"), "25");
 }
 
+// Rate 0 (OpenTelemetry's always_off): no unit is recorded, the first included.
+TEST(Sampling, RateZeroRecordsNoUnit) {
+  opsight::NameId root = opsight::register_name("request");
+  opsight::NameId child = opsight::register_name("step");
+  Trace trace = opsight::record::testing::record_and_read(
+      [&] {
+        for (int unit = 0; unit < 10; ++unit) {
+          ASSERT_TRUE(opsight::begin(root));
+          EXPECT_FALSE(opsight::recording()) << unit;
+          EXPECT_FALSE(opsight::begin(child));
+          opsight::end();
+        }
+      },
+      sampling(0.0));
+  EXPECT_TRUE(trace.slices.size() == 0);
+  EXPECT_EQ(info(trace, "sampling"), "none (always off) of root spans");
+  EXPECT_EQ(info(trace, "sampling_units"), "10");
+  EXPECT_EQ(info(trace, "sampling_units_recorded"), "0");
+}
+
 TEST(Sampling, ANamedRootSamplesOnlyItsSpansAndWhatIsOutsideIsKept) {
   opsight::NameId server = opsight::register_name("serve forever");
   opsight::NameId request = opsight::register_name("handle_request");

@@ -167,8 +167,8 @@ TEST(Session, ManyThreadsEachKeepEveryEventAndTheirNames) {
 }
 
 // A front end (Python's threading) names threads by their system id: a thread that
-// recorded already takes the name at once, one that has not yet takes it when it does,
-// and a name the thread gave itself is kept.
+// recorded already takes the name at once, one that has not yet takes it when it does
+// (unless the name was dropped first), and a name the thread gave itself is kept.
 TEST(Session, FrontEndsNameThreadsByTheirIdUnlessTheyNamedThemselves) {
   Trace trace = record_in_memory([] {
     std::atomic<int64_t> started_tid{0};
@@ -196,6 +196,19 @@ TEST(Session, FrontEndsNameThreadsByTheirIdUnlessTheyNamedThemselves) {
     go = true;
     named_before_recording.join();
 
+    std::atomic<int64_t> forgotten_tid{0};
+    std::atomic<bool> forgotten{false};
+    std::thread name_forgotten([&] {
+      forgotten_tid = static_cast<int64_t>(::gettid());
+      while (!forgotten) std::this_thread::yield();
+      OPSIGHT_SPAN("after its name was dropped");
+    });
+    while (forgotten_tid == 0) std::this_thread::yield();
+    opsight::internal::name_thread_if_unnamed(forgotten_tid, "stale");
+    opsight::internal::forget_unclaimed_thread_name(forgotten_tid);
+    forgotten = true;
+    name_forgotten.join();
+
     std::thread self_named([] {
       opsight::set_thread_name("decoder");
       OPSIGHT_SPAN("decode");
@@ -211,6 +224,7 @@ TEST(Session, FrontEndsNameThreadsByTheirIdUnlessTheyNamedThemselves) {
   EXPECT_EQ(track_of_span["before the name"], "prefetcher");  // one track, one name
   EXPECT_EQ(track_of_span["pool job"], "ThreadPoolExecutor-0_0");
   EXPECT_EQ(track_of_span["decode"], "decoder");
+  EXPECT_NE(track_of_span["after its name was dropped"], "stale");
 }
 
 TEST(Session, PauseLeavesAGapAndOpenSpansStillEnd) {

@@ -27,8 +27,11 @@ Without ``OPSIGHT_SAMPLE``, OpenTelemetry's ``OTEL_TRACES_SAMPLER`` (and
 units. A unit is still opsight's (a root span or a request), its decision still exact (one
 in every 1/rate, not a hash of its trace id) and a caller's sampled flag still decides for
 the request it sends, as the parent-based samplers do. ``always_off`` and
-``parentbased_always_off`` (record nothing) and other samplers are reported and ignored:
-``OTEL_SDK_DISABLED=true`` stops the export, not recording.
+``parentbased_always_off`` record no unit of their own (a span outside every unit opens
+one, so nothing at all but the requests a caller's ``traceparent`` says are sampled: every
+sampler is parent-based in opsight); the run info still counts the units seen. Other
+samplers (``jaeger_remote``, ``xray``...) are reported and
+ignored: ``OTEL_SDK_DISABLED=true`` stops the export, not recording.
 """
 
 from __future__ import annotations
@@ -110,7 +113,8 @@ def scope_from_environment() -> bool:
 
 #: OTEL_TRACES_SAMPLER values that map onto sampling by unit: whether they take a ratio.
 _OTEL_SAMPLERS = {"always_on": False, "parentbased_always_on": False, "traceidratio": True,
-                  "parentbased_traceidratio": True}
+                  "parentbased_traceidratio": True, "always_off": False,
+                  "parentbased_always_off": False}
 
 
 def otel_sampler_rate() -> float:
@@ -123,11 +127,11 @@ def otel_sampler_rate() -> float:
         return 1.0
     if sampler not in _OTEL_SAMPLERS:
         print(f"opsight: ignoring OTEL_TRACES_SAMPLER={sampler!r}: opsight maps always_on, "
-              "traceidratio and their parentbased_ forms onto its sampling by unit; every "
-              "unit is recorded", file=sys.stderr)
+              "always_off, traceidratio and their parentbased_ forms onto its sampling by "
+              "unit; every unit is recorded", file=sys.stderr)
         return 1.0
     if not _OTEL_SAMPLERS[sampler]:
-        return 1.0
+        return 0.0 if sampler.endswith("always_off") else 1.0
     argument = os.environ.get("OTEL_TRACES_SAMPLER_ARG", "").strip() or "1.0"
     try:
         return parse_sample_rate(argument, "OTEL_TRACES_SAMPLER_ARG")

@@ -4,11 +4,13 @@ The recorder knows a thread by its system id; the name a Python program gives a 
 (``threading.Thread(name="prefetcher")``, ``ThreadPoolExecutor-0_0``, ``MainThread``) lives
 only in the ``threading`` module. While a session records, this integration hands each
 Python thread's name to the core by its native id: the threads alive when the session
-starts, and each thread started during it (``threading.Thread.start`` is wrapped while the
-session runs, as the hand-off hooks are). A name the thread gave itself through
-the core (C++ ``OPSIGHT_THREAD_NAME``, ``opsight::set_thread_name``) wins; a thread renamed later
-keeps the name it had when it was handed over. Cost: one call into the core per thread
-started, none per event.
+starts, and each thread started during it, from the thread itself before its ``run``
+(``threading.Thread._bootstrap_inner`` is wrapped while the session runs, as the hand-off
+hooks are), so that even a thread that ends at once is named; a name the thread never used
+is dropped when it ends. A name the thread gave itself through the core (C++
+``OPSIGHT_THREAD_NAME``, ``opsight::set_thread_name``) wins; a thread renamed later keeps
+the name it had when it was handed over. Cost: two calls into the core per thread started,
+none per event.
 """
 
 from __future__ import annotations
@@ -23,22 +25,19 @@ from .._session.integrations import Integration
 _MARK = "__opsight_thread_names__"
 
 
-def _hand_over(thread: threading.Thread) -> None:
-    native_id = getattr(thread, "native_id", None)
-    if native_id is not None and thread.name:
-        _native.name_thread_if_unnamed(native_id, thread.name)
-
-
-def _named_start(original: Callable) -> Callable:
+def _named_bootstrap(original: Callable) -> Callable:
     @functools.wraps(original)
-    def start(self, *args, **kwargs):
-        result = original(self, *args, **kwargs)  # returns once the thread runs: native_id set
-        if _native.recording():
-            _hand_over(self)
-        return result
+    def _bootstrap_inner(self, *args, **kwargs):
+        native_id = threading.get_native_id()
+        if self.name:
+            _native.name_thread_if_unnamed(native_id, self.name)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _native.forget_unclaimed_thread_name(native_id)
 
-    setattr(start, _MARK, original)
-    return start
+    setattr(_bootstrap_inner, _MARK, original)
+    return _bootstrap_inner
 
 
 class ThreadNameIntegration(Integration):
@@ -48,16 +47,18 @@ class ThreadNameIntegration(Integration):
 
     def on_start(self) -> None:
         for thread in threading.enumerate():
-            _hand_over(thread)
-        current = threading.Thread.__dict__.get("start")
+            native_id = getattr(thread, "native_id", None)
+            if native_id is not None and thread.name:
+                _native.name_thread_if_unnamed(native_id, thread.name)
+        current = threading.Thread.__dict__.get("_bootstrap_inner")
         if current is not None and not hasattr(current, _MARK):
-            threading.Thread.start = _named_start(current)
+            threading.Thread._bootstrap_inner = _named_bootstrap(current)
 
     def on_stop(self) -> None:
-        current = threading.Thread.__dict__.get("start")
+        current = threading.Thread.__dict__.get("_bootstrap_inner")
         original = getattr(current, _MARK, None)
         if original is not None:
-            threading.Thread.start = original
+            threading.Thread._bootstrap_inner = original
 
 
 __all__ = ["ThreadNameIntegration"]
