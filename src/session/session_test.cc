@@ -285,8 +285,8 @@ TEST(Session, WritesNativeAndChromeFiles) {
     EXPECT_EQ(count_by_name(result.trace)["leaf"], 10u) << name;
     EXPECT_FALSE(std::filesystem::exists(path + ".opsight.tmp"));
   }
-  // Perfetto output is converted at stop like Chrome JSON; it is written, not read back:
-  // its bytes are a Trace whose first field is a packet, with "leaf" interned once.
+  // Perfetto output is converted at stop like Chrome JSON: its bytes are a Trace whose
+  // first field is a packet, with "leaf" interned once.
   std::string perfetto_path = (directory / "run.pftrace").string();
   {
     opsight::Session session(perfetto_path);

@@ -128,8 +128,8 @@ class Recording:
 def _stream_path(output: str | None) -> str | None:
     """Where the native session writes for ``output``: the file itself (``.opsight``; a
     ``.json`` the core converts at stop), or a native file beside a Perfetto file, which
-    :meth:`Recording.stop` converts (a Perfetto file cannot be read back to add the
-    integrations' events)."""
+    :meth:`Recording.stop` converts once the integrations' events are added (the native
+    file keeps what a .pftrace does not: span ids, unfinished flags, overhead)."""
     if output is not None and output.endswith((".pftrace", ".perfetto-trace")):
         return output + ".opsight.tmp"
     return output
