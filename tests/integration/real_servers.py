@@ -591,6 +591,16 @@ class Prometheus(Server):
         return poll(f"prometheus result for {promql!r}", lambda: self.query(promql), timeout,
                     interval=0.25)
 
+    def query_exemplars(self, promql: str, start: float, end: float) -> list[dict]:
+        """``/api/v1/query_exemplars``'s ``data`` between the Unix times ``start`` and
+        ``end``: a list of {"seriesLabels": {...}, "exemplars": [{"labels": {...}, "value",
+        "timestamp"}]} (kept only with ``features=["exemplar-storage"]``)."""
+        answer = get_json(f"{self.url}/api/v1/query_exemplars?" + urllib.parse.urlencode(
+            {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}"}))
+        if answer.get("status") != "success":
+            raise ServerError(f"prometheus exemplars of {promql!r}: {answer}")
+        return answer["data"] or []
+
     def targets(self) -> list[dict]:
         """The active scrape targets (``/api/v1/targets``), with health and lastError."""
         return get_json(f"{self.url}/api/v1/targets")["data"]["activeTargets"]
@@ -610,10 +620,11 @@ def _scrape_config(job: str, target: str, interval: str) -> str:
 
 @contextlib.contextmanager
 def prometheus(scrape_targets: list[str] = (), scrape_interval: str = "1s", job: str = "opsight",
-               start_timeout: float = 60.0) -> Iterator[Prometheus]:
+               start_timeout: float = 60.0, features: list[str] = ()) -> Iterator[Prometheus]:
     """Prometheus (Debian's) scraping each of ``scrape_targets`` ("host:port", path
     /metrics, or a full URL) every ``scrape_interval``; one job per target, named ``job``
-    (``job_2``, ``job_3``... for the others). TSDB in the temporary folder."""
+    (``job_2``, ``job_3``... for the others). TSDB in the temporary folder. ``features``:
+    its --enable-feature flags (e.g. "exemplar-storage")."""
     binary = installed_file("prometheus", PROMETHEUS_BINARY)
     server = Prometheus("prometheus", _workdir("prometheus"))
     with _running(server):
@@ -628,7 +639,8 @@ def prometheus(scrape_targets: list[str] = (), scrape_interval: str = "1s", job:
         server.start([binary, f"--config.file={config}",
                       f"--storage.tsdb.path={server.workdir / 'data'}",
                       f"--web.listen-address=127.0.0.1:{server.port}",
-                      "--web.enable-remote-write-receiver", "--log.level=info"])
+                      "--web.enable-remote-write-receiver", "--log.level=info",
+                      *[f"--enable-feature={feature}" for feature in features]])
         server.wait_ready(server.http_ready(f"{server.url}/-/ready"), start_timeout)
         yield server
 

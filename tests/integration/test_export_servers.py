@@ -18,8 +18,8 @@ import time
 import pytest
 
 from real_servers import (TcpGate, attributes_dict, jaeger_server, otlp_spans,  # noqa: F401
-                          prometheus, promtool_check_metrics, pushgateway_server, require_modules,
-                          zipkin_server)
+                          poll, prometheus, promtool_check_metrics, pushgateway_server,
+                          require_modules, zipkin_server)
 
 import opsight._native as native
 
@@ -268,6 +268,102 @@ def test_live_metrics_are_scraped_by_prometheus_while_the_program_runs(tmp_path)
             _, stderr = run.communicate(timeout=60)
         assert run.returncode == 0, stderr
         assert f"live metrics on http://127.0.0.1:{port}/metrics" in stderr
+
+
+EXEMPLAR_PROGRAM = textwrap.dedent("""
+    import os, sys, time, opsight
+    for i in range(40):  # fast and slow steps: exemplars in several buckets
+        with opsight.span("step", index=i):
+            time.sleep(0.0005 if i % 2 else 0.02)
+    print("done", flush=True)
+    deadline = time.monotonic() + 60  # still running until the test has seen the steps
+    while not os.path.exists(sys.argv[1]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+""")
+
+OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+
+
+def test_live_openmetrics_exemplars_in_prometheus_are_the_runs_spans(tmp_path):
+    """Prometheus with exemplar storage scrapes ``opsight run --export prometheus=...``'s
+    live /metrics (it asks for OpenMetrics); /api/v1/query_exemplars then gives, per bucket
+    of the step histogram, a trace id and span id that are a step span's in the run's trace
+    (the ids the span exporters give it), with that span's duration as the value, inside the
+    bucket. promtool lints both formats as served."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = tmp_path / "exemplars.py"
+    script.write_text(EXEMPLAR_PROGRAM)
+    output = tmp_path / "exemplars.opsight"
+    began = time.time()
+    with prometheus(scrape_targets=[f"127.0.0.1:{port}"], job="exemplars",
+                    features=["exemplar-storage"]) as server:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+             str(output), "--export", f"prometheus=127.0.0.1:{port}", "--", sys.executable,
+             str(script), str(tmp_path / "release")], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            assert run.stdout.readline() == "done\n"
+            server.wait_for('opsight_span_duration_seconds_count{span="step"} == 40', timeout=30)
+            exemplars = poll("exemplars of the step histogram", lambda: [
+                series for series in server.query_exemplars(
+                    'opsight_span_duration_seconds_bucket{span="step"}', began - 60,
+                    time.time() + 60) if series["exemplars"]], timeout=20)
+            served = {}
+            for accept in (OPENMETRICS, None):
+                request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics",
+                                                 headers={"Accept": accept} if accept else {})
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    served[accept] = (response.headers["Content-Type"], response.read().decode())
+            assert run.poll() is None  # seen live
+        finally:
+            (tmp_path / "release").touch()
+            _, stderr = run.communicate(timeout=60)
+        assert run.returncode == 0, stderr
+
+    trace = native.read_trace(str(output))
+    columns = trace.slice_columns()
+    steps = {(trace_id, span_id): (end - start) * 1e-9 for trace_id, span_id, name, start, end in
+             zip(columns["trace_id"], columns["span_id"], columns["name"], columns["start"],
+                 columns["end"]) if name == "step"}
+    assert len(steps) == 40
+    buckets = set()
+    for series in exemplars:
+        assert series["seriesLabels"]["span"] == "step"
+        upper = float(series["seriesLabels"]["le"])
+        for exemplar in series["exemplars"]:
+            key = (exemplar["labels"]["trace_id"], exemplar["labels"]["span_id"])
+            assert key in steps, (key, sorted(steps)[:3])
+            # the span's duration (the live reader's and the merged trace's times may round
+            # a clock tick apart: a few ns)
+            assert float(exemplar["value"]) == pytest.approx(steps[key], abs=1e-7)
+            assert float(exemplar["value"]) <= upper
+            buckets.add(upper)
+    assert len(buckets) >= 2  # the fast steps' bucket and the slow steps'
+
+    content_type, text = served[OPENMETRICS]
+    assert content_type == "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    assert text.endswith("# EOF\n")
+    assert ' # {trace_id="' in text
+    assert "# TYPE opsight_events_dropped counter\nopsight_events_dropped_total 0\n" in text
+    content_type, text = served[None]
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# EOF" not in text and " # {" not in text
+    # promtool parses it (exit 3: lint complaints only); its one complaint is about the
+    # process samplers' gauges named *_per_s (abbreviated units), not about these families.
+    linted = promtool_check_metrics(text)
+    assert linted.returncode in (0, 3), linted
+    assert all(line.endswith("should not contain abbreviated units")
+               for line in (linted.stdout + linted.stderr).splitlines()), linted
+    # promtool (2.42) parses only the Prometheus text: the OpenMetrics text stops it at the
+    # first exemplar (exit 1, "text format parsing error ... expected integer as timestamp").
+    linted = promtool_check_metrics(served[OPENMETRICS][1])
+    assert linted.returncode == 1 and "parsing error" in linted.stderr, linted
 
 
 STREAMED_PROGRAM = textwrap.dedent("""
