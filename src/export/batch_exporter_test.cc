@@ -466,6 +466,7 @@ TEST(MetricsEndpoint, GivesTheGenAiHistogramsOfTheRequestsThatEnded) {
   std::filesystem::create_directories(folder);
   opsight::trace::Trace trace;
   trace.run.pid = 7;
+  trace.run.trace_id = {0x0123456789abcdefULL, 0xfedcba9876543210ULL};
   auto track = trace.thread_track(7, 7);
   auto request = trace.intern("gen_ai.request");
   auto add = [&](int64_t start, int64_t duration, bool client) {
@@ -505,6 +506,21 @@ TEST(MetricsEndpoint, GivesTheGenAiHistogramsOfTheRequestsThatEnded) {
         "gen_ai_client_token_usage_sum" + labels + ",gen_ai_token_type=\"output\"} 6\n"})
     EXPECT_NE(text.find(line), std::string::npos) << line << "\n" << text;
   EXPECT_EQ(endpoint.scrape(), text);  // scraped again: nothing counted twice
+  // In OpenMetrics, a GenAI bucket's exemplar is its request span (the client's is row 0),
+  // with the observed value: the request's 0.1 s, the time between chunks' 0.03 s.
+  opsight::io::ReadResult read = opsight::io::read_native(bytes);
+  ASSERT_TRUE(read.ok());
+  ASSERT_EQ(read.trace.str(read.trace.slices.name[0]), "gen_ai.request");
+  std::string exemplar = "} 1 # {trace_id=\"0123456789abcdeffedcba9876543210\",span_id=\"" +
+                         opsight::trace::span_id_to_hex(read.trace.slices.span_id[0]) + "\"} ";
+  std::string openmetrics = endpoint.scrape_as(opsight::exporting::ExpositionFormat::kOpenMetrics);
+  for (const std::string& line :
+       {"\ngen_ai_client_operation_duration_seconds_bucket" + labels + ",le=\"0.16\"" + exemplar +
+            "0.1 ",
+        "\ngen_ai_client_operation_time_per_output_chunk_seconds_bucket" + labels + ",le=\"0.04\"" +
+            exemplar + "0.03",
+        "\ngen_ai_client_operation_duration_seconds_bucket" + labels + ",le=\"0.08\"} 0\n"})
+    EXPECT_NE(openmetrics.find(line), std::string::npos) << line << "\n" << openmetrics;
   std::filesystem::remove_all(folder);
 }
 

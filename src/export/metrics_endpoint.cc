@@ -53,7 +53,8 @@ std::string MetricsEndpoint::scrape_as(ExpositionFormat format) {
     request.duration_seconds = static_cast<double>(span.duration_ns) * 1e-9;
     for (const io::TailArg& arg : *span.args) request.set(arg.key, arg.value, arg.text);
     metrics_.add_gen_ai_request(
-        request, chunks ? std::span<const int64_t>(chunks.mapped()) : std::span<const int64_t>());
+        request, chunks ? std::span<const int64_t>(chunks.mapped()) : std::span<const int64_t>(),
+        origin);
   };
   visitor.on_counter = [&](std::string_view counter, int64_t pid, double value) {
     metrics_.set_counter(counter, pid, value);

@@ -189,7 +189,9 @@ void GenAiRequest::set(std::string_view key, const trace::ArgValue& value, std::
 }
 
 void MetricsSnapshot::add_gen_ai_request(const GenAiRequest& request,
-                                         std::span<const int64_t> chunk_ns) {
+                                         std::span<const int64_t> chunk_ns,
+                                         const SpanOrigin& origin) {
+  const bool with_exemplar = origin.span_id != 0 && origin.trace_id != trace::TraceId{};
   std::string labels;  // in the order of the label names, as Prometheus sorts them
   std::string port = request.server_port >= 0 ? std::to_string(request.server_port) : "";
   auto labels_of = [&](bool with_error, std::string_view token_type) {
@@ -206,10 +208,15 @@ void MetricsSnapshot::add_gen_ai_request(const GenAiRequest& request,
   auto observe = [&](int metric, const std::string& label_text, double value) {
     BucketHistogram& histogram = gen_ai[{metric, label_text}];
     std::span<const double> bounds = kGenAiMetrics[metric].bounds;
-    if (histogram.buckets.empty()) histogram.buckets.resize(bounds.size());
+    if (histogram.buckets.empty()) {
+      histogram.buckets.resize(bounds.size());
+      histogram.exemplars.resize(bounds.size() + 1);
+    }
     size_t bucket =
         static_cast<size_t>(std::lower_bound(bounds.begin(), bounds.end(), value) - bounds.begin());
     if (bucket < bounds.size()) ++histogram.buckets[bucket];
+    if (with_exemplar)
+      histogram.exemplars[bucket] = {origin.trace_id, origin.span_id, value, origin.end_unix_ns};
     ++histogram.count;
     histogram.sum += value;
   };
@@ -406,10 +413,14 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics, ExpositionForm
     for (size_t i = 0; i < metric.bounds.size(); ++i) {
       cumulative += histogram.buckets[i];
       series("_bucket", metric.bounds[i], true);
-      fmt::format_to(std::back_inserter(out), " {}\n", cumulative);
+      fmt::format_to(std::back_inserter(out), " {}", cumulative);
+      if (openmetrics) append_exemplar(out, histogram.exemplars[i]);
+      out += '\n';
     }
     series("_bucket", std::numeric_limits<double>::infinity(), true);
-    fmt::format_to(std::back_inserter(out), " {}\n", histogram.count);
+    fmt::format_to(std::back_inserter(out), " {}", histogram.count);
+    if (openmetrics) append_exemplar(out, histogram.exemplars[metric.bounds.size()]);
+    out += '\n';
     series("_sum", 0, false);
     out += ' ';
     append_number(out, histogram.sum);

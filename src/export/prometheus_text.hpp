@@ -29,10 +29,11 @@
 // The same snapshot also renders in OpenMetrics 1.0 (what a scraper gets when its Accept
 // header asks for application/openmetrics-text: exposition_format_for): counter families
 // are named without `_total` (their sample keeps it), the text ends with `# EOF`, and each
-// bucket of opsight_span_duration_seconds carries an exemplar: the last span observed in
-// that bucket, as `# {trace_id="<32 hex>",span_id="<16 hex>"} <seconds> <unix end time>`
-// (the ids the span exporters give it), which links a slow bucket to its trace. Keeping an
-// exemplar is a fixed slot per bucket overwritten by each span: no allocation per span.
+// bucket of opsight_span_duration_seconds (and of the GenAI histograms: the request span)
+// carries an exemplar: the last span observed in that bucket, as `# {trace_id="<32
+// hex>",span_id="<16 hex>"} <seconds> <unix end time>` (the ids the span exporters give it), which
+// links a slow bucket to its trace. Keeping an exemplar is a fixed slot per bucket overwritten by
+// each span: no allocation per span.
 //
 // Thread-safety: MetricsSnapshot is a plain value (one writer); the functions keep no state.
 #pragma once
@@ -107,6 +108,9 @@ struct BucketHistogram {
   std::vector<uint64_t> buckets;  // per bucket, not cumulative
   uint64_t count = 0;
   double sum = 0;
+  // The latest observation per bucket (+Inf's last), its request span's; sized once, with
+  // `buckets`.
+  std::vector<Exemplar> exemplars;
 };
 
 struct MetricsSnapshot {
@@ -122,8 +126,10 @@ struct MetricsSnapshot {
 
   void add_span(std::string_view name, int64_t duration_ns, const SpanOrigin& origin = {});
   // Adds a finished gen_ai.request span to the GenAI histograms (the header says which);
-  // `chunk_ns`: the durations of its gen_ai.inter_token children (the times between chunks).
-  void add_gen_ai_request(const GenAiRequest& request, std::span<const int64_t> chunk_ns = {});
+  // `chunk_ns`: the durations of its gen_ai.inter_token children (the times between chunks);
+  // `origin`: the request span, the exemplar of every bucket it adds to.
+  void add_gen_ai_request(const GenAiRequest& request, std::span<const int64_t> chunk_ns = {},
+                          const SpanOrigin& origin = {});
   void set_counter(std::string_view name, int64_t pid, double value) {
     counters[{std::string(name), pid}] = value;
   }
