@@ -261,7 +261,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       h(
         "tr",
         { data: { track: row.track } },
-        h("td", { class: "name" }, row.name),
+        h("td", { class: "name", title: row.name }, row.name),
         numeric(row.slice_count, String(row.slice_count)),
         numeric(row.busy_ns, formatDuration(row.busy_ns)),
         h("td", { class: "numeric" }, share(row.busy_ns)),
@@ -271,7 +271,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       h(
         "tr",
         {},
-        h("td", { class: "name" }, row.name),
+        h("td", { class: "name", title: row.name }, row.name),
         numeric(row.count, String(row.count)),
         numeric(row.wall_ns, formatDuration(row.wall_ns)),
         numeric(row.self_ns, formatDuration(row.self_ns)),
@@ -282,7 +282,7 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
       h(
         "tr",
         {},
-        h("td", { class: "name" }, row.name),
+        h("td", { class: "name", title: row.name }, row.name),
         numeric(row.count, String(row.count)),
         numeric(row.total_ns, formatDuration(row.total_ns)),
         h("td", { class: "numeric" }, formatDuration(row.p50_ns)),
