@@ -127,6 +127,15 @@ int64_t QueryParams::required_int(const std::string& name, int64_t min, int64_t 
   return parse_int(name, required_string(name), min, max);
 }
 
+TimeRange QueryParams::required_time_range() const {
+  TimeRange range{required_int("start", kQueryTimeMin, kQueryTimeMax),
+                  required_int("end", kQueryTimeMin, kQueryTimeMax)};
+  if (range.end_ns < range.start_ns)
+    throw ApiError(400, "query parameters 'start' and 'end': end " + std::to_string(range.end_ns) +
+                            " is before start " + std::to_string(range.start_ns));
+  return range;
+}
+
 int64_t QueryParams::int_or(const std::string& name, int64_t fallback, int64_t min,
                             int64_t max) const {
   auto value = optional_string(name);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,17 @@ class ApiError : public std::runtime_error {
   int status_;
 };
 
+// Times a query may name (ns on the trace's clock): a quarter of int64's range each way,
+// so that differences and sums of two of them never overflow.
+inline constexpr int64_t kQueryTimeMin = std::numeric_limits<int64_t>::min() / 4;
+inline constexpr int64_t kQueryTimeMax = std::numeric_limits<int64_t>::max() / 4;
+
+// A time range a request names by "start" and "end".
+struct TimeRange {
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
 // The query parameters of one request, read with checks: a missing required parameter or
 // a value of the wrong form raises ApiError 400 naming the parameter and the value.
 class QueryParams {
@@ -39,6 +51,8 @@ class QueryParams {
   std::string required_string(const std::string& name) const;
   int64_t required_int(const std::string& name, int64_t min, int64_t max) const;
   int64_t int_or(const std::string& name, int64_t fallback, int64_t min, int64_t max) const;
+  // "start" and "end", both required, within kQueryTime{Min,Max}, end not before start.
+  TimeRange required_time_range() const;
 
  private:
   int64_t parse_int(const std::string& name, const std::string& text, int64_t min,

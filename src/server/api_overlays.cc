@@ -14,9 +14,6 @@
 namespace opsight::server {
 namespace {
 
-constexpr int64_t kTimeMin = std::numeric_limits<int64_t>::min() / 4;
-constexpr int64_t kTimeMax = std::numeric_limits<int64_t>::max() / 4;
-
 const char* scope_name(trace::InstantScope scope) {
   switch (scope) {
     case trace::InstantScope::kThread:
@@ -32,11 +29,7 @@ const char* scope_name(trace::InstantScope scope) {
 }  // namespace
 
 ApiResponse handle_marks(ApiContext& context, const PathParams& path, const QueryParams& query) {
-  const int64_t start = query.required_int("start", kTimeMin, kTimeMax);
-  const int64_t end = query.required_int("end", kTimeMin, kTimeMax);
-  if (end < start)
-    throw ApiError(400, "query parameters 'start' and 'end': end " + std::to_string(end) +
-                            " is before start " + std::to_string(start));
+  const auto [start, end] = query.required_time_range();
   const auto limit = static_cast<size_t>(query.int_or("limit", 5000, 1, 100'000));
   auto run = context.load_run(path.at(0));
   const trace::Trace& trace = run->trace();

@@ -21,20 +21,14 @@ namespace {
 
 // The most pixels a tile may span: a window wider than this at its resolution is refused.
 constexpr int64_t kMaxTilePixels = 1 << 16;
-constexpr int64_t kTimeMin = std::numeric_limits<int64_t>::min() / 4;
-constexpr int64_t kTimeMax = std::numeric_limits<int64_t>::max() / 4;
 
 struct Window {
   int64_t start_ns, end_ns, ns_per_pixel;
 };
 
 Window window_of(const QueryParams& query) {
-  Window window{query.required_int("start", kTimeMin, kTimeMax),
-                query.required_int("end", kTimeMin, kTimeMax),
-                query.required_int("resolution", 1, kTimeMax)};
-  if (window.end_ns < window.start_ns)
-    throw ApiError(400, "query parameters 'start' and 'end': end " + std::to_string(window.end_ns) +
-                            " is before start " + std::to_string(window.start_ns));
+  const auto [start, end] = query.required_time_range();
+  Window window{start, end, query.required_int("resolution", 1, kQueryTimeMax)};
   if ((window.end_ns - window.start_ns) / window.ns_per_pixel > kMaxTilePixels)
     throw ApiError(400, "the window spans more than " + std::to_string(kMaxTilePixels) +
                             " pixels at this resolution: ask for a coarser 'resolution'");
@@ -284,7 +278,7 @@ ApiResponse handle_search(ApiContext& context, const PathParams& path, const Que
   const std::string text = query.required_string("q");
   if (text.size() > 1000) throw ApiError(400, "query parameter 'q' is longer than 1000 bytes");
   const auto limit = static_cast<size_t>(query.int_or("limit", 1000, 1, 100'000));
-  const auto offset = static_cast<uint64_t>(query.int_or("offset", 0, 0, kTimeMax));
+  const auto offset = static_cast<uint64_t>(query.int_or("offset", 0, 0, kQueryTimeMax));
   std::string problem;
   auto parsed = parse_slice_search(text, problem);
   if (!parsed) throw ApiError(400, "query parameter 'q': " + problem);
@@ -302,11 +296,7 @@ ApiResponse handle_search(ApiContext& context, const PathParams& path, const Que
 namespace opsight::server {
 
 ApiResponse handle_range(ApiContext& context, const PathParams& path, const QueryParams& query) {
-  const int64_t start = query.required_int("start", kTimeMin, kTimeMax);
-  const int64_t end = query.required_int("end", kTimeMin, kTimeMax);
-  if (end < start)
-    throw ApiError(400, "query parameters 'start' and 'end': end " + std::to_string(end) +
-                            " is before start " + std::to_string(start));
+  const auto [start, end] = query.required_time_range();
   const auto limit = static_cast<size_t>(query.int_or("limit", 50, 1, 100'000));
   auto run = context.load_run(path.at(0));
   const trace::Trace& trace = run->trace();
@@ -384,11 +374,7 @@ std::vector<trace::TrackId> area_tracks(const QueryParams& query, const Timeline
 }  // namespace
 
 ApiResponse handle_area(ApiContext& context, const PathParams& path, const QueryParams& query) {
-  const int64_t start = query.required_int("start", kTimeMin, kTimeMax);
-  const int64_t end = query.required_int("end", kTimeMin, kTimeMax);
-  if (end < start)
-    throw ApiError(400, "query parameters 'start' and 'end': end " + std::to_string(end) +
-                            " is before start " + std::to_string(start));
+  const auto [start, end] = query.required_time_range();
   const auto limit = static_cast<size_t>(query.int_or("limit", 100, 1, 100'000));
   auto run = context.load_run(path.at(0));
   const trace::Trace& trace = run->trace();
