@@ -49,6 +49,7 @@
 #include "io/io.hpp"
 #include "trace/trace.hpp"
 #include "wire/json_escape.hpp"
+#include "wire/json_numbers.hpp"
 
 namespace opsight::io {
 namespace {
@@ -165,54 +166,13 @@ class ChromeJsonWriter {
     out_.push_back('"');
   }
 
-  void append_int(int64_t value) {
-    fmt::format_int formatted(value);
-    out_.append(formatted.data(), formatted.data() + formatted.size());
-  }
-
-  void append_uint(uint64_t value) {
-    fmt::format_int formatted(value);
-    out_.append(formatted.data(), formatted.data() + formatted.size());
-  }
-
-  // Nanoseconds as microseconds with exactly three decimals.
-  void append_micros(int64_t nanos) {
-    uint64_t magnitude =
-        nanos < 0 ? 0 - static_cast<uint64_t>(nanos) : static_cast<uint64_t>(nanos);
-    if (nanos < 0) out_.push_back('-');
-    append_uint(magnitude / 1000);
-    auto fraction = static_cast<unsigned>(magnitude % 1000);
-    char digits[4] = {'.', static_cast<char>('0' + fraction / 100),
-                      static_cast<char>('0' + fraction / 10 % 10),
-                      static_cast<char>('0' + fraction % 10)};
-    out_.append(digits, digits + 4);
-  }
-
-  // Shortest round-trip form, always with a '.' or an exponent so it reads back as a
-  // double; JSON has no NaN or infinity, so those become strings.
-  void append_double(double value) {
-    if (std::isnan(value)) {
-      raw(std::string_view("\"NaN\""));
-      return;
-    }
-    if (std::isinf(value)) {
-      raw(value > 0 ? std::string_view("\"Infinity\"") : std::string_view("\"-Infinity\""));
-      return;
-    }
-    size_t start = out_.size();
-    fmt::format_to(std::back_inserter(out_), "{}", value);
-    std::string_view written(out_.data() + start, out_.size() - start);
-    if (written.find_first_of(".e") == std::string_view::npos) raw(std::string_view(".0"));
-  }
-
-  void append_hex64(uint64_t value) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    char digits[18];
-    digits[0] = '"';
-    for (int i = 0; i < 16; ++i) digits[1 + i] = kHex[(value >> (60 - 4 * i)) & 0xF];
-    digits[17] = '"';
-    out_.append(digits, digits + 18);
-  }
+  // Numbers without a format string to parse (wire/json_numbers.hpp, shared with the
+  // streaming converter).
+  void append_int(int64_t value) { wire::append_json_integer(out_, value); }
+  void append_uint(uint64_t value) { wire::append_json_unsigned(out_, value); }
+  void append_micros(int64_t nanos) { wire::append_json_micros(out_, nanos); }
+  void append_double(double value) { wire::append_json_double(out_, value); }
+  void append_hex64(uint64_t value) { wire::append_json_quoted_hex64(out_, value); }
 
   void append_arg_value(const trace::ArgValue& value) {
     switch (value.type) {

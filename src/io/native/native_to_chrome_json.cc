@@ -23,6 +23,7 @@
 #include "io/native/native_tail.hpp"
 #include "opsight/internal/native_layout.hpp"
 #include "wire/json_escape.hpp"
+#include "wire/json_numbers.hpp"
 
 namespace opsight::io {
 
@@ -76,42 +77,12 @@ class JsonEvents {
 
   void raw(std::string_view text) { out_.append(text); }
   void quoted(std::string_view text) { wire::append_json_string(out_, text); }
-  // Numbers without a format string to parse (fmt::format_int, fixed digits): the
-  // converter writes several per event.
-  void integer(int64_t value) {
-    fmt::format_int digits(value);
-    out_.append(digits.data(), digits.size());
-  }
-  void micros(int64_t nanos) {
-    const uint64_t magnitude =
-        nanos < 0 ? 0 - static_cast<uint64_t>(nanos) : static_cast<uint64_t>(nanos);
-    if (nanos < 0) out_.push_back('-');
-    fmt::format_int whole(magnitude / 1000);
-    out_.append(whole.data(), whole.size());
-    const auto fraction = static_cast<unsigned>(magnitude % 1000);
-    const char digits[4] = {'.', static_cast<char>('0' + fraction / 100),
-                            static_cast<char>('0' + fraction / 10 % 10),
-                            static_cast<char>('0' + fraction % 10)};
-    out_.append(digits, 4);
-  }
-  void hex64(uint64_t value) {
-    static constexpr char kHex[] = "0123456789abcdef";
-    char digits[18];
-    digits[0] = '"';
-    for (int i = 0; i < 16; ++i) digits[1 + i] = kHex[(value >> (60 - 4 * i)) & 0xF];
-    digits[17] = '"';
-    out_.append(digits, 18);
-  }
-  void number(double value) {
-    if (!std::isfinite(value)) {
-      raw(std::isnan(value) ? "\"NaN\"" : value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-      return;
-    }
-    const size_t start = out_.size();
-    fmt::format_to(std::back_inserter(out_), "{}", value);
-    if (std::string_view(out_).substr(start).find_first_of(".e") == std::string_view::npos)
-      raw(".0");
-  }
+  // Numbers without a format string to parse (wire/json_numbers.hpp): the converter writes
+  // several per event.
+  void integer(int64_t value) { wire::append_json_integer(out_, value); }
+  void micros(int64_t nanos) { wire::append_json_micros(out_, nanos); }
+  void hex64(uint64_t value) { wire::append_json_quoted_hex64(out_, value); }
+  void number(double value) { wire::append_json_double(out_, value); }
   void args(const std::vector<TailArg>& args, bool first) {
     for (const TailArg& arg : args) {
       if (!first) out_.push_back(',');
