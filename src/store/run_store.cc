@@ -270,12 +270,18 @@ std::optional<std::string> decompress_file(const std::string& path, uint64_t exp
   return problem;
 }
 
-struct CompressedTrace {
+// What RunStore::add keeps of a trace: the run_traces row's codec and data (the zstd bytes
+// of a small trace, or the name of the file a large one is kept in), the native size and
+// what it takes on disk.
+struct StoredTrace {
+  std::string_view codec = kTraceCodec;
   std::string data;
   uint64_t raw_bytes = 0;
+  uint64_t stored_bytes = 0;
+  bool in_file() const { return codec == kFileCodec; }
 };
 
-std::optional<std::string> compress(std::string_view bytes, CompressedTrace* out) {
+std::optional<std::string> compress(std::string_view bytes, StoredTrace* out) {
   ZSTD_CCtx* context = ZSTD_createCCtx();
   if (context == nullptr) return "cannot compress the trace: out of memory";
   ZSTD_CCtx_setParameter(context, ZSTD_c_compressionLevel, kCompressionLevel);
@@ -288,7 +294,9 @@ std::optional<std::string> compress(std::string_view bytes, CompressedTrace* out
   if (ZSTD_isError(written))
     return std::string("cannot compress the trace: ") + ZSTD_getErrorName(written);
   out->data.resize(written);
+  out->codec = kTraceCodec;
   out->raw_bytes = bytes.size();
+  out->stored_bytes = written;
   return std::nullopt;
 }
 
@@ -532,11 +540,9 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   record.uuid = new_uuid();
   // The slow part, outside the lock and the write transaction: a large trace streams to
   // its file (1 MiB in memory at a time), a small one is written and compressed in memory.
-  CompressedTrace compressed;
-  std::string trace_file;  // set: the trace is kept as this file of traces_folder()
-  uint64_t stored_file_bytes = 0;
+  StoredTrace stored;
   if (estimated_native_bytes(trace) >= file_threshold_bytes_) {
-    trace_file = record.uuid + ".opsight.zst";
+    const std::string trace_file = record.uuid + ".opsight.zst";
     std::error_code ignored;
     std::filesystem::create_directories(traces_folder(), ignored);
     ::chmod(traces_folder().c_str(), 0700);
@@ -552,12 +558,13 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
     if (!whole && !problem) problem = file_path + ": cannot write";
     if (problem) return Result<RunRecord>::failure(*problem);
     std::error_code size_error;
-    compressed.raw_bytes = sink.raw_bytes();
-    stored_file_bytes = std::filesystem::file_size(file_path, size_error);
-    compressed.data = trace_file;
+    stored.codec = kFileCodec;
+    stored.data = trace_file;
+    stored.raw_bytes = sink.raw_bytes();
+    stored.stored_bytes = std::filesystem::file_size(file_path, size_error);
   } else {
     std::string native = io::write_native(trace);
-    if (auto problem = compress(native, &compressed))
+    if (auto problem = compress(native, &stored))
       return Result<RunRecord>::failure(path_ + ": " + *problem);
   }
   // A file written for a run the database then refused is removed again.
@@ -567,7 +574,7 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
     ~FileGuard() {
       if (!path.empty() && !keep) ::unlink(path.c_str());
     }
-  } file_guard{trace_file.empty() ? std::string() : traces_folder() + "/" + trace_file};
+  } file_guard{stored.in_file() ? traces_folder() + "/" + stored.data : std::string()};
 
   record.created_unix_ns = unix_now_ns();
   record.trace_start_unix_ns = trace.run.start_unix_ns;
@@ -576,8 +583,8 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   auto [first, last] = trace.time_bounds();
   record.duration_ns = last - first;
   record.source_format = trace.run.source_format;
-  record.trace_bytes = compressed.raw_bytes;
-  record.stored_bytes = trace_file.empty() ? compressed.data.size() : stored_file_bytes;
+  record.trace_bytes = stored.raw_bytes;
+  record.stored_bytes = stored.stored_bytes;
 
   std::lock_guard lock(mutex_);
   Connection connection(database_);
@@ -626,9 +633,8 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   }
   {
     Statement insert(database_, "INSERT INTO run_traces (run_id, codec, data) VALUES (?, ?, ?)");
-    std::string codec(trace_file.empty() ? kTraceCodec : kFileCodec);
-    if (!insert.ok() || !insert.bind_all(record.id, codec) ||
-        !insert.bind_blob(3, compressed.data) || insert.step() != SQLITE_DONE)
+    if (!insert.ok() || !insert.bind_all(record.id, std::string(stored.codec)) ||
+        !insert.bind_blob(3, stored.data) || insert.step() != SQLITE_DONE)
       return fail("cannot save the run's trace");
   }
   if (!connection.exec("COMMIT")) return fail("cannot save the run");
