@@ -56,6 +56,24 @@ def test_breaks_are_counted_at_the_users_source_lines_and_outputs_match_eager():
     assert result.compile_peak_bytes is not None and result.compile_peak_bytes >= 0
 
 
+def test_the_compile_memory_sampler_sees_a_peak_that_is_gone_by_the_end():
+    """compile_peak_bytes comes from a sampling thread: a buffer allocated, held and freed
+    inside the block is seen only if the thread samples (a dead sampler reads 0 here, as
+    the end's reading is back down)."""
+    import time
+
+    from opsight.explain.analyze import _ResidentPeak
+
+    held_bytes = 64 << 20
+    with _ResidentPeak(interval_s=0.002) as memory:
+        buffer = bytearray(held_bytes)
+        buffer[::4096] = b"x" * len(buffer[::4096])  # touch every page: resident
+        time.sleep(0.1)
+        del buffer
+    assert memory.peak_above_start is not None
+    assert memory.peak_above_start >= held_bytes * 0.9, memory.peak_above_start
+
+
 def test_a_model_that_raises_is_a_failed_result_not_an_exception():
     def broken(x):
         raise ValueError("shape mismatch")

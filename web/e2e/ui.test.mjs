@@ -76,6 +76,8 @@ describe("opsight ui in Chromium", () => {
     const overhead = await page.$eval("#overhead", (element) => ({ ns: Number(element.dataset.overheadNs), dropped: Number(element.dataset.dropped), text: element.textContent }));
     const table = reportJson(["report", "1", "--table"], env);
     assert.equal(overhead.dropped, table.events_dropped);
+    assert.equal(overhead.ns, table.overhead_ns, "the overhead shown is the report's");
+    assert.ok(table.overhead_ns > 0, "a recorded run has a tracer overhead");
     assert.match(overhead.text, /^tracer overhead: /);
     await page.click("#summary-table tbody tr:nth-child(2)");
     await page.waitForFunction((name) => document.querySelector("#latency-name")?.textContent === name, shown[1].name);
