@@ -252,10 +252,13 @@ SendResult HttpSender::send(std::string_view body) {
     result.message = (tls ? "TLS with " : "no answer from ") + endpoint_.origin() + " (" +
                      httplib::to_string(error) + " error" +
                      (tls ? "; permanent: not retried)" : ")");
-    // An answer that is not HTTP/1: once, see whether the port speaks HTTP/2 only.
-    if (error == httplib::Error::Read && !checked_for_http2_) {
-      checked_for_http2_ = true;
-      if (answers_only_http2(endpoint_, std::min(options_.timeout_s, 2.0))) {
+    // An answer that is not HTTP/1, or a connection closed while the body was still being
+    // written (an HTTP/2-only server closes once it has read a request line that is not
+    // its preface, so which of the two the client sees is a matter of timing): see whether
+    // the port speaks HTTP/2 only, twice at most.
+    if ((error == httplib::Error::Read || error == httplib::Error::Write) && http2_checks_ < 2) {
+      ++http2_checks_;
+      if (answers_only_http2(endpoint_, std::min(options_.timeout_s, 5.0))) {
         result.outcome = SendResult::Outcome::kFailed;
         result.message = endpoint_.origin() +
                          " answers in HTTP/2 only, as an OTLP/gRPC port does (OTLP/HTTP is "

@@ -114,7 +114,7 @@ class HttpSender : public BatchSender {
   Endpoint endpoint_;
   HttpSenderOptions options_;
   std::unique_ptr<Client> client_;
-  bool checked_for_http2_ = false;  // answers_only_http2 asked once, on the first unreadable answer
+  int http2_checks_ = 0;  // answers_only_http2 asked on an unreadable or cut-off answer
 };
 
 }  // namespace opsight::exporting
