@@ -896,10 +896,12 @@ def kafka(start_timeout: float = 120.0) -> Iterator[Kafka]:
         jvm = [java, "-Xms128m", "-Xmx768m", f"-Dlog4j2.configurationFile={log4j}",
                "-Djava.awt.headless=true", "-cp", classpath]
         # A cluster id is 16 random bytes in URL-safe base64 without padding (Kafka's Uuid).
+        # URL-safe base64 may begin with "-": given as its own argument, the tool's parser
+        # took such an id for an option (CI saw it), so it goes as --cluster-id=ID.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         with open(server.log_path, "ab") as log:
             formatted = subprocess.run(
-                [*jvm, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
+                [*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c",
                  str(properties)], cwd=server.workdir, stdout=log, stderr=subprocess.STDOUT,
                 timeout=start_timeout)
         if formatted.returncode != 0:
