@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <tuple>
 
+#include "export/grpc_sender.hpp"
 #include "export/kafka_sender.hpp"
 #include "export/loki_encoder.hpp"
 #include "export/otlp_encoder.hpp"
@@ -163,6 +164,8 @@ std::string ExportTarget::label() const {
       return "otlp";
     case ExportKind::kOtlpJson:
       return "otlp-json";
+    case ExportKind::kOtlpGrpc:
+      return "otlp-grpc";
     case ExportKind::kZipkin:
       return "zipkin";
     case ExportKind::kPushgateway:
@@ -195,17 +198,46 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
     if (error) *error = "export target '" + hide_user_info(spec) + "': " + why;
     return std::nullopt;
   };
-  if (kind == "otlp" || kind == "otlp-json" || kind == "otlp-protobuf") {
+  if (kind == "otlp" || kind == "otlp-json" || kind == "otlp-protobuf" || kind == "otlp-grpc") {
     std::string_view protocol = env_or_empty(environment, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL");
     if (protocol.empty()) protocol = env_or_empty(environment, "OTEL_EXPORTER_OTLP_PROTOCOL");
     if (kind == "otlp" && !protocol.empty() && protocol != "http/protobuf" &&
-        protocol != "http/json")
+        protocol != "http/json" && protocol != "grpc")
       return fail("OTEL_EXPORTER_OTLP_PROTOCOL '" + std::string(protocol) +
-                  "' is not supported (opsight speaks http/protobuf and http/json)");
+                  "' is not supported (opsight speaks grpc, http/protobuf and http/json)");
     bool json = kind == "otlp-json" || (kind == "otlp" && protocol == "http/json");
-    target.kind = json ? ExportKind::kOtlpJson : ExportKind::kOtlpProtobuf;
+    bool grpc = kind == "otlp-grpc" || (kind == "otlp" && protocol == "grpc");
+    target.kind = grpc   ? ExportKind::kOtlpGrpc
+                  : json ? ExportKind::kOtlpJson
+                         : ExportKind::kOtlpProtobuf;
+    if (grpc && !grpc_available()) {
+      std::string why;
+      make_grpc_sender({}, &why);
+      return fail(why);
+    }
     default_path = "/v1/traces";
-    if (url_text.empty()) {
+    if (grpc) {
+      // gRPC's endpoint is an address, never a path: the general variable is used as is.
+      default_path = "/";
+      if (url_text.empty())
+        url_text = env_or_empty(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+      if (url_text.empty()) url_text = env_or_empty(environment, "OTEL_EXPORTER_OTLP_ENDPOINT");
+      if (url_text.empty()) url_text = "http://localhost:4317";
+      if (url_text.find("://") == std::string::npos) {
+        // host:port without a scheme: TLS unless ..._INSECURE is true (the specification).
+        const char* insecure_name = "OTEL_EXPORTER_OTLP_TRACES_INSECURE";
+        std::string insecure(env_or_empty(environment, insecure_name));
+        if (insecure.empty()) {
+          insecure_name = "OTEL_EXPORTER_OTLP_INSECURE";
+          insecure = env_or_empty(environment, insecure_name);
+        }
+        for (char& character : insecure)
+          character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
+        if (!insecure.empty() && insecure != "true" && insecure != "false")
+          return fail(std::string(insecure_name) + " '" + insecure + "' is not true or false");
+        url_text = (insecure == "true" ? "http://" : "https://") + url_text;
+      }
+    } else if (url_text.empty()) {
       if (auto traces = env_or_empty(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
           !traces.empty()) {
         url_text = std::string(traces);
@@ -283,6 +315,25 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
       return fail(
           "mutual TLS needs both OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and "
           "OTEL_EXPORTER_OTLP_CLIENT_KEY (or their TRACES_ forms)");
+    if (grpc) {
+      // gRPC metadata keys are lowercase [0-9a-z_.-]; values printable ASCII.
+      for (auto& [key, value] : target.headers) {
+        for (char& character : key)
+          character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
+        bool key_ok = !key.empty() && key.rfind("grpc-", 0) != 0;
+        for (char character : key)
+          key_ok = key_ok && ((character >= 'a' && character <= 'z') ||
+                              (character >= '0' && character <= '9') || character == '_' ||
+                              character == '.' || character == '-');
+        if (!key_ok)
+          return fail("OTEL_EXPORTER_OTLP_HEADERS: '" + key +
+                      "' cannot be gRPC metadata (lowercase 0-9 a-z _ . -, not grpc-...)");
+        for (char character : value)
+          if (character < 0x20 || character > 0x7E)
+            return fail("OTEL_EXPORTER_OTLP_HEADERS: the value of '" + key +
+                        "' is not printable ASCII, as gRPC metadata must be");
+      }
+    }
   } else if (kind == "zipkin") {
     target.kind = ExportKind::kZipkin;
     default_path = "/api/v2/spans";
@@ -300,12 +351,22 @@ std::optional<ExportTarget> parse_export_target(std::string_view spec,
     if (url_text.empty()) url_text = "http://localhost:3100/loki/api/v1/push";
   } else {
     return fail("unknown kind '" + std::string(kind) +
-                "' (otlp, otlp-json, otlp-protobuf, zipkin, pushgateway, kafka or loki)");
+                "' (otlp, otlp-json, otlp-protobuf, otlp-grpc, zipkin, pushgateway, kafka or "
+                "loki)");
   }
   std::string endpoint_error;
   auto endpoint = parse_endpoint(url_text, default_path, &endpoint_error);
   if (!endpoint) return fail(endpoint_error);
   target.endpoint = std::move(*endpoint);
+  if (target.kind == ExportKind::kOtlpGrpc) {
+    if (target.endpoint.path != "/")
+      return fail("a gRPC endpoint is host and port only; '" + target.endpoint.path +
+                  "' is a path (OTLP/HTTP's; gRPC's method is fixed)");
+    if (!target.endpoint.user_info.empty())
+      return fail(
+          "gRPC sends no user:password from the URL; give it as a header "
+          "(OTEL_EXPORTER_OTLP_HEADERS=authorization=Basic ...)");
+  }
   if (target.kind == ExportKind::kLoki) {
     // Loki's multi-tenancy header, and basic authentication kept off the command line.
     if (auto tenant = env_or_empty(environment, "OPSIGHT_LOKI_TENANT"); !tenant.empty())
@@ -406,7 +467,8 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
     case ExportKind::kLoki:
       options.content_type = "application/json";
       break;
-    case ExportKind::kKafka:  // not HTTP: make_sender makes its producer
+    case ExportKind::kKafka:     // not HTTP: make_sender makes its producer
+    case ExportKind::kOtlpGrpc:  // not HTTP: make_sender makes its channel
       break;
     case ExportKind::kPushgateway:
       options.content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -430,6 +492,23 @@ std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& targe
 
 std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s,
                                          std::string_view opsight_version) {
+  if (target.kind == ExportKind::kOtlpGrpc) {
+    GrpcSenderOptions options;
+    options.address = target.endpoint.host.find(':') != std::string::npos
+                          ? "[" + target.endpoint.host + "]:" + std::to_string(target.endpoint.port)
+                          : target.endpoint.host + ":" + std::to_string(target.endpoint.port);
+    options.tls = target.endpoint.scheme == "https";
+    options.ca_certificate_path = target.ca_certificate_path;
+    options.client_certificate_path = target.client_certificate_path;
+    options.client_key_path = target.client_key_path;
+    options.headers = target.headers;
+    options.gzip = target.gzip;
+    options.timeout_s = target.timeout_s > 0 ? target.timeout_s : timeout_s;
+    options.user_agent = grpc_user_agent_for(opsight_version);
+    std::string error;
+    if (auto sender = make_grpc_sender(options, &error)) return sender;
+    return std::make_unique<FailingSender>("otlp-grpc " + target.endpoint.origin(), error);
+  }
   if (target.kind != ExportKind::kKafka)
     return make_http_sender(target, timeout_s, opsight_version);
   KafkaSenderOptions options;
@@ -490,6 +569,7 @@ void encode_batches(const SpanView& view, std::span<const trace::RowIndex> rows,
         encoded.key = view.trace_id(batch_rows.front()).to_hex();
         break;
       case ExportKind::kOtlpProtobuf:
+      case ExportKind::kOtlpGrpc:
       case ExportKind::kPushgateway:  // metrics, not spans: callers send those themselves
         encoded.body = encode_otlp_protobuf(view, batch_rows);
         break;

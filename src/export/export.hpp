@@ -15,6 +15,15 @@
 //                        ..._CLIENT_KEY. A signal-specific (TRACES_) variable wins over
 //                        the general one.
 //   otlp-json=URL, otlp-protobuf=URL   the same with the body format fixed
+//   otlp-grpc[=URL]      OTLP over gRPC (grpc_sender.hpp; also `otlp` when
+//                        OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL is grpc): the same protobuf
+//                        request, the same variables, with gRPC's meanings: the endpoint
+//                        (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT,
+//                        else http://localhost:4317) is used as is, without a path; http://
+//                        is plaintext, https:// TLS, and a scheme-less host:port is TLS
+//                        unless OTEL_EXPORTER_OTLP_[TRACES_]INSECURE is true; headers are
+//                        metadata (lowercased); gzip is gRPC's compression; the timeout is
+//                        each call's deadline.
 //   zipkin[=URL]         Zipkin v2 JSON; default http://localhost:9411/api/v2/spans
 //   pushgateway=URL      the trace's metrics (prometheus_text.hpp) PUT to a Pushgateway
 //                        under /metrics/job/opsight/instance/<host> unless URL has a path
@@ -57,7 +66,7 @@
 
 namespace opsight::exporting {
 
-enum class ExportKind { kOtlpProtobuf, kOtlpJson, kZipkin, kPushgateway, kKafka, kLoki };
+enum class ExportKind { kOtlpProtobuf, kOtlpJson, kOtlpGrpc, kZipkin, kPushgateway, kKafka, kLoki };
 
 // Where Kafka messages go (kind kKafka; `endpoint` is unused then).
 struct KafkaDestination {
@@ -76,7 +85,8 @@ struct ExportTarget {
   // _CLIENT_CERTIFICATE with _CLIENT_KEY (mutual TLS); empty: unset.
   std::string ca_certificate_path, client_certificate_path, client_key_path;
   KafkaDestination kafka;
-  std::string label() const;  // "otlp", "otlp-json", "zipkin", "pushgateway", "kafka", "loki"
+  // "otlp", "otlp-json", "otlp-grpc", "zipkin", "pushgateway", "kafka", "loki"
+  std::string label() const;
 };
 
 // Reads an environment variable (nullptr when unset); tests pass their own.

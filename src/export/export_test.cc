@@ -675,9 +675,9 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
   EXPECT_NE(error.find("port '99999'"), std::string::npos) << error;
   EXPECT_FALSE(opsight::exporting::parse_export_target("pushgateway", none, &error));
   EXPECT_NE(error.find("needs its URL"), std::string::npos) << error;
-  auto grpc = environment_of({{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}});
-  EXPECT_FALSE(opsight::exporting::parse_export_target("otlp", grpc, &error));
-  EXPECT_NE(error.find("'grpc' is not supported"), std::string::npos) << error;
+  auto thrift = environment_of({{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/thrift"}});
+  EXPECT_FALSE(opsight::exporting::parse_export_target("otlp", thrift, &error));
+  EXPECT_NE(error.find("'http/thrift' is not supported"), std::string::npos) << error;
 }
 
 // OTEL_EXPORTER_OTLP_COMPRESSION and _TIMEOUT, the signal-specific variable winning over
