@@ -7,23 +7,40 @@
 // export_trace builds it once per export. (BM_EncodeLokiJson also decides the trace's
 // streams, once per iteration, as export_trace does once per Loki target.)
 // The trace: 100k spans over 4 threads, nested 4 deep, two arguments each.
+// Encoding and sending, one sender on this thread, to a server in this process on
+// 127.0.0.1 that answers every request at once (so the server's cost is in the figure too):
+//   BM_EncodeAndSendOtlp/0 OTLP/HTTP protobuf (HttpSender, cpp-httplib's server),
+//   /1 OTLP/gRPC (the gRPC sender, grpc++'s callback generic server), /2 and /3 the same
+//   gzip-compressed                                                     spans/s
 // The live /metrics endpoint's two costs (metrics_endpoint.hpp), exemplars against none:
 //   BM_AddSpansToHistograms/0 (the baseline: durations only), /1 (each span's trace and span
 //   id kept as its bucket's exemplar)                    spans/s, allocations per span
 //   BM_RenderMetrics/0 (the Prometheus text, the baseline), /1 (OpenMetrics with an exemplar
 //   on every bucket)                                     one scrape of 200 span names
 #include <benchmark/benchmark.h>
+#include <httplib.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
+#include <thread>
 
+#include "export/export.hpp"
+#include "export/grpc_sender.hpp"
 #include "export/http_sender.hpp"
 #include "export/loki_encoder.hpp"
 #include "export/otlp_encoder.hpp"
 #include "export/prometheus_text.hpp"
 #include "export/zipkin_encoder.hpp"
 #include "io/io.hpp"
+
+#if OPSIGHT_WITH_GRPC
+#include <grpcpp/generic/async_generic_service.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server.h>
+#include <grpcpp/server_builder.h>
+#endif
 
 namespace {
 
@@ -140,6 +157,99 @@ void BM_EncodeLokiJson(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
 }
 BENCHMARK(BM_EncodeLokiJson)->Unit(benchmark::kMillisecond);
+
+#if OPSIGHT_WITH_GRPC
+// A gRPC server that answers every call with an empty message (an
+// ExportTraceServiceResponse with no partial success).
+class AnsweringGrpcServer {
+ public:
+  AnsweringGrpcServer() {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterCallbackGenericService(&service_);
+    server_ = builder.BuildAndStart();
+  }
+  ~AnsweringGrpcServer() { server_->Shutdown(); }
+  int port() const { return port_; }
+
+ private:
+  class Reactor : public grpc::ServerGenericBidiReactor {
+   public:
+    Reactor() { StartRead(&request_); }
+    void OnReadDone(bool ok) override {
+      if (!ok) return Finish(grpc::Status(grpc::StatusCode::INTERNAL, "no request"));
+      grpc::Slice empty("", 0);
+      response_ = grpc::ByteBuffer(&empty, 1);  // a default ByteBuffer is no message
+      StartWriteAndFinish(&response_, grpc::WriteOptions(), grpc::Status::OK);
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    grpc::ByteBuffer request_, response_;
+  };
+  class Service : public grpc::CallbackGenericService {
+    grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+      return new Reactor();
+    }
+  };
+  Service service_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+#endif
+
+void BM_EncodeAndSendOtlp(benchmark::State& state) {
+  bool grpc = state.range(0) % 2 == 1, gzip = state.range(0) >= 2;
+  const auto& trace = sample();
+  httplib::Server http_server;
+  std::thread http_thread;
+  std::unique_ptr<opsight::exporting::BatchSender> sender;
+  opsight::exporting::ExportTarget target;
+  target.gzip = gzip;
+#if OPSIGHT_WITH_GRPC
+  std::unique_ptr<AnsweringGrpcServer> grpc_server;
+#endif
+  if (grpc) {
+#if OPSIGHT_WITH_GRPC
+    grpc_server = std::make_unique<AnsweringGrpcServer>();
+    target.kind = opsight::exporting::ExportKind::kOtlpGrpc;
+    target.endpoint.host = "127.0.0.1";
+    target.endpoint.port = grpc_server->port();
+#else
+    state.SkipWithError("built without gRPC");
+    return;
+#endif
+  } else {
+    http_server.Post("/v1/traces", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content("", "application/x-protobuf");
+    });
+    int port = http_server.bind_to_any_port("127.0.0.1");
+    http_thread = std::thread([&] { http_server.listen_after_bind(); });
+    while (!http_server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    target.endpoint.host = "127.0.0.1";
+    target.endpoint.port = port;
+    target.endpoint.path = "/v1/traces";
+  }
+  sender = opsight::exporting::make_sender(target, 10);
+  uint64_t failed = 0;
+  for (auto _ : state) {
+    opsight::exporting::SpanView view(trace, {});
+    auto rows = view.rows();
+    for (size_t begin = 0; begin < rows.size(); begin += 512) {
+      std::string body = opsight::exporting::encode_otlp_protobuf(
+          view, rows.subspan(begin, std::min<size_t>(512, rows.size() - begin)));
+      if (sender->send(body).outcome != opsight::exporting::SendResult::Outcome::kSent) ++failed;
+    }
+  }
+  if (failed > 0) state.SkipWithError("a batch was not sent");
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * trace.slices.size()));
+  sender.reset();
+  if (http_thread.joinable()) {
+    http_server.stop();
+    http_thread.join();
+  }
+}
+BENCHMARK(BM_EncodeAndSendOtlp)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The baseline: the same trace written as Perfetto protobuf.
 void BM_WritePerfettoBaseline(benchmark::State& state) {
