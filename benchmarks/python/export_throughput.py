@@ -17,10 +17,12 @@ exporter: the collector's receiving cost alone). Rounds are interleaved and the 
 are medians. Jaeger's receiver must count every span
 (``otelcol_receiver_accepted_spans_total``), or the row says so. The collector shares the
 machine's cores with the sender. ``--compressions none,gzip`` sends each case both plain and
-gzip-compressed (``OTEL_EXPORTER_OTLP_COMPRESSION``), interleaved in the same rounds.
+gzip-compressed (``OTEL_EXPORTER_OTLP_COMPRESSION``), and ``--protocols http,grpc`` both
+over OTLP/HTTP and over OTLP/gRPC (Jaeger's gRPC receiver; "MB sent" is then the bodies
+before gRPC's own compression), interleaved in the same rounds.
 
     .venv/bin/python benchmarks/python/export_throughput.py [--requests 100000] [--rounds 3]
-        [--batch-sizes 512,2048,4096] [--compressions none[,gzip]]
+        [--batch-sizes 512,2048,4096] [--compressions none[,gzip]] [--protocols http[,grpc]]
 """
 
 from __future__ import annotations
@@ -62,14 +64,15 @@ SHAPES = {"one trace": "0", "a trace per request": "1"}
 BATCH_SIZES = (512, 2048, 4096)
 
 
-def export_once(path: Path, jaeger, batch: int, compression: str) -> dict:
+def export_once(path: Path, jaeger, batch: int, compression: str, protocol: str) -> dict:
     before = jaeger.accepted_spans()
     environment = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     environment["OTEL_EXPORTER_OTLP_COMPRESSION"] = compression
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "opsight", "export", str(path), "--to",
-         f"otlp={jaeger.otlp_http_endpoint}", "--batch-size", str(batch), "--format", "json"],
+         f"otlp-grpc=http://{jaeger.otlp_grpc_endpoint}" if protocol == "grpc"
+         else f"otlp={jaeger.otlp_http_endpoint}", "--batch-size", str(batch), "--format", "json"],
         capture_output=True, text=True, timeout=600, env=environment)
     whole = time.perf_counter() - start
     if done.returncode != 0:
@@ -88,7 +91,10 @@ def main() -> int:
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)))
     parser.add_argument("--compressions", default="none",
                         help="comma list of OTEL_EXPORTER_OTLP_COMPRESSION values: none, gzip")
+    parser.add_argument("--protocols", default="http",
+                        help="comma list of OTLP transports: http (protobuf), grpc")
     options = parser.parse_args()
+    protocols = [name.strip() for name in options.protocols.split(",")]
     batch_sizes = [int(size) for size in options.batch_sizes.split(",")]
     compressions = [name.strip() for name in options.compressions.split(",")]
     with (tempfile.TemporaryDirectory() as folder, real_servers.jaeger() as storing,
@@ -102,26 +108,29 @@ def main() -> int:
             subprocess.run([sys.executable, str(script), str(options.requests), flag,
                             str(paths[shape])], check=True, timeout=600,
                            env={**os.environ, "OPSIGHT_HOME": folder})
-        cases = [(collector, shape, batch, compression) for collector in jaegers
-                 for shape in SHAPES for batch in batch_sizes for compression in compressions]
-        results: dict[tuple[str, str, int, str], list[dict]] = {case: [] for case in cases}
+        cases = [(collector, shape, batch, compression, protocol) for collector in jaegers
+                 for shape in SHAPES for batch in batch_sizes for compression in compressions
+                 for protocol in protocols]
+        results: dict[tuple, list[dict]] = {case: [] for case in cases}
         for round_index in range(options.rounds):
             order = cases if round_index % 2 == 0 else list(reversed(cases))
-            for collector, shape, batch, compression in order:
-                results[(collector, shape, batch, compression)].append(
-                    export_once(paths[shape], jaegers[collector], batch, compression))
+            for collector, shape, batch, compression, protocol in order:
+                results[(collector, shape, batch, compression, protocol)].append(
+                    export_once(paths[shape], jaegers[collector], batch, compression, protocol))
     spans = results[cases[0]][0]["spans"]
-    print(f"opsight export of {spans:,} spans to Jaeger v2 (OTLP/HTTP protobuf, 2 requests in "
+    print(f"opsight export of {spans:,} spans to Jaeger v2 (OTLP protobuf, 2 requests in "
           f"flight), {options.rounds} interleaved rounds, medians")
-    print(f"{'Jaeger':<14} {'run':<22} {'batch':>6} {'body':>5} {'MB sent':>8} {'whole s':>8} "
+    print(f"{'Jaeger':<14} {'run':<22} {'batch':>6} {'via':>4} {'body':>5} {'MB sent':>8} "
+          f"{'whole s':>8} "
           f"{'sending s':>10} {'spans/s whole':>14} {'spans/s sending':>16} {'all accepted':>13}")
-    for collector, shape, batch, compression in cases:
-        rows = results[(collector, shape, batch, compression)]
+    for collector, shape, batch, compression, protocol in cases:
+        rows = results[(collector, shape, batch, compression, protocol)]
         whole = statistics.median(row["whole_s"] for row in rows)
         sending = statistics.median(row["sending_s"] for row in rows)
         megabytes = statistics.median(row["bytes"] for row in rows) / 1e6
         complete = all(row["sent"] == row["spans"] == row["accepted"] for row in rows)
-        print(f"{collector:<14} {shape:<22} {batch:>6} {compression:>5} {megabytes:>8.1f} "
+        print(f"{collector:<14} {shape:<22} {batch:>6} {protocol:>4} {compression:>5} "
+              f"{megabytes:>8.1f} "
               f"{whole:>8.2f} {sending:>10.2f} {spans / whole:>14,.0f} {spans / sending:>16,.0f} "
               f"{'yes' if complete else 'NO':>13}")
     return 0

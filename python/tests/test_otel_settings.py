@@ -240,17 +240,22 @@ def _opsight_run(tmp_path, arguments: list[str], **environment: str):
     (["--export", "otlp=http//x"], {}, "not a URL"),
     (["--export", "bogus=x"], {}, "unknown kind 'bogus'"),
     (["--export", "kafka=127.0.0.1:9?securty.protocol=SSL"], {}, "securty.protocol"),
-    (["--export", "otlp"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, "'grpc' is not supported"),
+    (["--export", "otlp"], {"OTEL_EXPORTER_OTLP_PROTOCOL": "http/thrift"},
+     "'http/thrift' is not supported"),
+    (["--export", "otlp-grpc=http://x:4318/v1/traces"], {}, "'/v1/traces' is a path"),
     (["--export", "otlp"], {"OTEL_EXPORTER_OTLP_COMPRESSION": "br"}, "'br' is not gzip or none"),
     (["--export", "otlp"], {"OTEL_BSP_SCHEDULE_DELAY": "5s"}, "OTEL_BSP_SCHEDULE_DELAY '5s'"),
     ([], {"OPSIGHT_EXPORT": "zipkin=ftp://x"}, "scheme 'ftp'"),
-], ids=["url", "kind", "kafka property", "grpc", "compression", "bsp", "OPSIGHT_EXPORT"])
+], ids=["url", "kind", "kafka property", "protocol", "grpc path", "compression", "bsp",
+        "OPSIGHT_EXPORT"])
 def test_a_bad_target_is_refused_before_the_program_starts(tmp_path, live, arguments,
                                                            environment, named):
     done, ran = _opsight_run(tmp_path, [*(["--export-live"] if live else []), *arguments],
                              **environment)
     if named == "securty.protocol" and "built without Kafka support" in done.stderr:
         named = "built without Kafka support"
+    if named == "'/v1/traces' is a path" and "without OTLP/gRPC support" in done.stderr:
+        named = "without OTLP/gRPC support"
     assert done.returncode == 64, done.stderr
     assert not ran, "the program ran"
     assert named in done.stderr and "(the program was not started)" in done.stderr, done.stderr

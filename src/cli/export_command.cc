@@ -21,14 +21,16 @@ ExportCommand::ExportCommand(CLI::App& app) {
       ->add_option("traces", traces_, "Trace file(s) or runs of the store (an id, latest, a name)")
       ->required();
   command_
-      ->add_option("--to", targets_,
-                   "Where: otlp[=URL], otlp-json=URL, otlp-protobuf=URL, zipkin[=URL], "
-                   "pushgateway=URL, kafka[=BROKER[,BROKER...]][?topic=NAME&PROPERTY=VALUE...] "
-                   "(one message per batch: OTLP protobuf keyed by trace id; other query "
-                   "parameters are librdkafka properties, e.g. security.protocol=SASL_SSL), "
-                   "loki[=URL] (push API, one line per span; default path /loki/api/v1/push). "
-                   "Repeat for several; otlp without a URL reads OTEL_EXPORTER_OTLP_ENDPOINT; "
-                   "docs/export.md")
+      ->add_option(
+          "--to", targets_,
+          "Where: otlp[=URL], otlp-json=URL, otlp-protobuf=URL, otlp-grpc[=URL] (OTLP/gRPC; "
+          "default http://localhost:4317), zipkin[=URL], "
+          "pushgateway=URL, kafka[=BROKER[,BROKER...]][?topic=NAME&PROPERTY=VALUE...] "
+          "(one message per batch: OTLP protobuf keyed by trace id; other query "
+          "parameters are librdkafka properties, e.g. security.protocol=SASL_SSL), "
+          "loki[=URL] (push API, one line per span; default path /loki/api/v1/push). "
+          "Repeat for several; otlp without a URL reads OTEL_EXPORTER_OTLP_ENDPOINT; "
+          "docs/export.md")
       ->required();
   command_->add_option("--service", service_,
                        "service.name (default: OTEL_SERVICE_NAME, else the program's name)");

@@ -137,7 +137,7 @@ def _run_parser() -> ArgumentParser:
                              "~/.opsight/runs.db)")
     parser.add_argument("--export", action="append", default=[], metavar="KIND[=URL]",
                         help="send the run's trace when the program ends: otlp[=URL], "
-                             "otlp-json=URL, zipkin[=URL], pushgateway=URL, "
+                             "otlp-json=URL, otlp-grpc[=URL], zipkin[=URL], pushgateway=URL, "
                              "kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]; or "
                              "serve live metrics while it runs: prometheus=[HOST:]PORT "
                              "(repeatable; default: $OPSIGHT_EXPORT; docs/export.md)")

@@ -5,6 +5,8 @@ and ``OPSIGHT_EXPORT`` go through, so they read targets and report results alike
 A target is one of (docs/export.md):
 
 - ``otlp[=URL]``, ``otlp-json=URL``, ``otlp-protobuf=URL``: OpenTelemetry over HTTP;
+- ``otlp-grpc[=URL]`` (or ``otlp`` with ``OTEL_EXPORTER_OTLP_PROTOCOL=grpc``): OpenTelemetry
+  over gRPC (default ``http://localhost:4317``; builds with grpc++ only);
 - ``zipkin[=URL]``: Zipkin v2 JSON;
 - ``pushgateway=URL``: the trace's metrics, PUT to a Prometheus Pushgateway;
 - ``kafka[=BROKER[,BROKER...]][?topic=NAME&PROPERTY=VALUE...]``: one Kafka message per

@@ -26,8 +26,8 @@ _TOP_LEVEL_KEYS = ("targets", "version", "export")
 #: The kinds an export target starts with (src/export/export.hpp; ``prometheus`` is
 #: ``opsight run``'s live /metrics endpoint). A targets file's ``export:`` section and
 #: ``OPSIGHT_EXPORT`` name the same kinds.
-EXPORT_KINDS = ("otlp", "otlp-json", "otlp-protobuf", "zipkin", "pushgateway", "prometheus",
-                "kafka", "loki")
+EXPORT_KINDS = ("otlp", "otlp-json", "otlp-protobuf", "otlp-grpc", "zipkin", "pushgateway",
+                "prometheus", "kafka", "loki")
 
 
 _SUPPORTED_VERSION = 1
