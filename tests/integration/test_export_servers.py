@@ -76,10 +76,11 @@ def expected_spans(trace) -> dict[str, dict]:
     return spans
 
 
-@pytest.mark.parametrize("protocol", ["otlp", "otlp-json"])
+@pytest.mark.parametrize("protocol", ["otlp", "otlp-json", "otlp-grpc"])
 def test_jaeger_returns_every_span_as_recorded(tmp_path, jaeger_server, protocol):
-    trace, done = run_traced(tmp_path, f"{protocol}={jaeger_server.otlp_http_endpoint}",
-                             service=f"svc-{protocol}")
+    endpoint = (f"http://{jaeger_server.otlp_grpc_endpoint}" if protocol == "otlp-grpc"
+                else jaeger_server.otlp_http_endpoint)  # gRPC: Jaeger's OTLP gRPC receiver
+    trace, done = run_traced(tmp_path, f"{protocol}={endpoint}", service=f"svc-{protocol}")
     assert "dropped" not in done.stderr, done.stderr
     expected = expected_spans(trace)
     info = trace.run_info()
@@ -139,6 +140,107 @@ def test_a_grpc_port_given_as_otlp_http_is_named_and_not_retried(tmp_path, jaege
     report = json.loads(done.stdout)[0]
     assert report["dropped"] == trace.run_info()["slices"] and report["retries"] == 0, report
     assert "answers in HTTP/2 only, as an OTLP/gRPC port does" in report["error"], report
+
+
+def export_stored(tmp_path, target: str, timeout: float, environment: dict | None = None,
+                  **popen) -> subprocess.CompletedProcess:
+    """``opsight export`` of the run ``run_traced`` wrote, to ``target``, with only the
+    ``OTEL_*`` variables ``environment`` gives; the JSON report on stdout."""
+    variables = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    variables.update(environment or {})
+    return subprocess.run(
+        [sys.executable, "-m", "opsight", "export", str(tmp_path / "run.opsight"), "--to",
+         target, "--timeout", str(timeout), "--format", "json"],
+        capture_output=True, text=True, timeout=120, env=variables, **popen)
+
+
+def test_grpc_from_the_otel_variables_with_gzip_a_header_and_insecure(tmp_path, jaeger_server):
+    """`otlp` with OTEL_EXPORTER_OTLP_PROTOCOL=grpc, a scheme-less endpoint made plaintext by
+    OTEL_EXPORTER_OTLP_INSECURE, gzip (gRPC's compression) and a header (metadata): Jaeger's
+    gRPC receiver takes every span and they come back whole."""
+    trace, _ = run_traced(tmp_path)
+    before = jaeger_server.accepted_spans()
+    done = export_stored(tmp_path, "otlp", 20, {
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger_server.otlp_grpc_endpoint,  # no scheme
+        "OTEL_EXPORTER_OTLP_INSECURE": "true",
+        "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+        "OTEL_EXPORTER_OTLP_HEADERS": "X-Tenant=ml-team"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)[0]
+    spans = trace.run_info()["slices"]
+    assert report["sent"] == spans and report["dropped"] == 0, report
+    assert report["target"].startswith("otlp-grpc http://127.0.0.1:"), report
+    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"], min_spans=spans))
+    assert sorted(span["spanId"] for span in got) == sorted(expected_spans(trace))
+    assert jaeger_server.accepted_spans() - before >= spans
+    # Without INSECURE a scheme-less endpoint is TLS, which this plaintext port refuses:
+    # permanent, named, not minutes of retries.
+    done = export_stored(tmp_path, "otlp", 20, {
+        "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+        "OTEL_EXPORTER_OTLP_ENDPOINT": jaeger_server.otlp_grpc_endpoint})
+    assert done.returncode == 1
+    report = json.loads(done.stdout)[0]
+    assert report["target"].startswith("otlp-grpc https://"), report
+    assert report["dropped"] == spans and "gRPC UNAVAILABLE" in report["error"], report
+
+
+def test_grpc_to_a_dead_port_costs_a_bounded_wait_and_counted_drops(tmp_path):
+    import socket
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    trace, _ = run_traced(tmp_path)
+    start = time.monotonic()
+    done = export_stored(tmp_path, f"otlp-grpc=http://127.0.0.1:{port}", 2)
+    assert done.returncode == 1
+    assert time.monotonic() - start < 10
+    report = json.loads(done.stdout)[0]
+    assert report["sent"] == 0 and report["dropped"] == report["spans"] == trace.run_info()["slices"]
+    assert report["retries"] >= 1, report  # UNAVAILABLE is retried until the time runs out
+    assert "gRPC UNAVAILABLE" in report["error"], report
+
+
+def test_grpc_unavailable_is_retried_until_the_collector_answers(tmp_path, jaeger_server):
+    """The collector's gRPC port refuses connections (a gate in front of Jaeger, closed) for
+    the first seconds: the calls end UNAVAILABLE, the batch exporter backs off and calls
+    again, and once the gate opens every span reaches Jaeger, none dropped."""
+    trace, _ = run_traced(tmp_path)
+    gate = TcpGate(jaeger_server.otlp_grpc_port)
+    export = subprocess.Popen(
+        [sys.executable, "-m", "opsight", "export", str(tmp_path / "run.opsight"), "--to",
+         f"otlp-grpc={gate.url}", "--timeout", "30", "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={key: value for key, value in os.environ.items() if not key.startswith("OTEL_")})
+    try:
+        time.sleep(2)
+        assert export.poll() is None, export.communicate()  # still retrying
+        gate.open()
+        stdout, stderr = export.communicate(timeout=60)
+    finally:
+        gate.close()
+        if export.poll() is None:
+            export.kill()
+    assert export.returncode == 0, stderr
+    report = json.loads(stdout)[0]
+    spans = trace.run_info()["slices"]
+    assert report["sent"] == spans and report["dropped"] == 0, report
+    assert report["retries"] >= 1, report
+    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"], min_spans=spans))
+    assert len(got) == spans
+
+
+def test_an_otlp_http_port_given_as_grpc_is_named_and_not_retried(tmp_path, jaeger_server):
+    trace, _ = run_traced(tmp_path)
+    start = time.monotonic()
+    done = export_stored(tmp_path, f"otlp-grpc=http://127.0.0.1:{jaeger_server.otlp_http_port}",
+                         20)
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - start < 10
+    report = json.loads(done.stdout)[0]
+    assert report["dropped"] == trace.run_info()["slices"] and report["retries"] == 0, report
+    assert "gRPC" in report["error"], report
 
 
 def test_zipkin_returns_every_span_in_microseconds(tmp_path, zipkin_server):
