@@ -282,6 +282,8 @@ class Jaeger(Server):
     # Where received spans go: "jaeger_storage_exporter" (stored, queryable) or "nop"
     # (received, decoded and counted, then discarded: the receiver's cost alone).
     traces_exporter: str = "jaeger_storage_exporter"
+    # The OTLP gRPC receiver's TLS settings, as YAML lines under its `grpc:` (empty: plaintext).
+    otlp_grpc_tls: str = ""
 
     def launch(self, start_timeout: float = 60.0) -> None:
         """Starts the server on its ports and waits until it takes spans and queries."""
@@ -495,6 +497,7 @@ receivers:
     protocols:
       grpc:
         endpoint: 127.0.0.1:{otlp_grpc_port}
+{otlp_grpc_tls}
       http:
         endpoint: 127.0.0.1:{otlp_http_port}
 exporters:
@@ -505,13 +508,22 @@ exporters:
 
 
 @contextlib.contextmanager
-def jaeger(start_timeout: float = 60.0, store: bool = True) -> Iterator[Jaeger]:
+def jaeger(start_timeout: float = 60.0, store: bool = True,
+           grpc_tls: tuple[str, str, str | None] | None = None) -> Iterator[Jaeger]:
     """Jaeger v2 (``cmd/jaeger``) with the configuration above on six free ports; with
-    ``store=False`` it discards what it receives (the ``nop`` exporter)."""
+    ``store=False`` it discards what it receives (the ``nop`` exporter). ``grpc_tls``
+    (certificate, key, client CA or None: PEM files) serves its OTLP gRPC receiver over TLS,
+    requiring a client certificate that CA signed when one is given (mutual TLS)."""
     binary = installed_file("jaeger", CACHE / "jaeger" / "jaeger")
     server = Jaeger("jaeger", _workdir("jaeger"))
     server.binary = binary
     server.traces_exporter = "jaeger_storage_exporter" if store else "nop"
+    if grpc_tls is not None:
+        certificate, key, client_ca = grpc_tls
+        lines = ["        tls:", f"          cert_file: {certificate}", f"          key_file: {key}"]
+        if client_ca:
+            lines.append(f"          client_ca_file: {client_ca}")
+        server.otlp_grpc_tls = "\n".join(lines)
     with _running(server):
         (server.otlp_grpc_port, server.otlp_http_port, server.query_port,
          server.query_grpc_port, server.health_port, server.metrics_port) = free_ports(6)

@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from real_servers import (TcpGate, attributes_dict, jaeger_server, otlp_spans,  # noqa: F401
-                          poll, prometheus, promtool_check_metrics, pushgateway_server,
-                          require_modules, zipkin_server)
+from real_servers import (TcpGate, attributes_dict, jaeger, jaeger_server,  # noqa: F401
+                          otlp_spans, poll, prometheus, promtool_check_metrics,
+                          pushgateway_server, require_modules, zipkin_server)
 
 import opsight._native as native
 
@@ -241,6 +241,53 @@ def test_an_otlp_http_port_given_as_grpc_is_named_and_not_retried(tmp_path, jaeg
     report = json.loads(done.stdout)[0]
     assert report["dropped"] == trace.run_info()["slices"] and report["retries"] == 0, report
     assert "gRPC" in report["error"], report
+
+
+def _certificate(tmp_path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and its key (PEM files), made by openssl."""
+    import shutil
+
+    if shutil.which("openssl") is None:
+        pytest.skip("the openssl command (Debian package openssl) makes the test certificates")
+    key, certificate = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                           "1", "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
+                           "-keyout", str(key), "-out", str(certificate)],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    return str(certificate), str(key)
+
+
+def test_grpc_over_tls_and_mutual_tls_to_a_real_jaeger(tmp_path):
+    """Jaeger's OTLP gRPC receiver over TLS with a self-signed certificate that requires a
+    client certificate: the system's CAs refuse the server (permanent, named), the server
+    refuses a client without a certificate, and with OTEL_EXPORTER_OTLP_CERTIFICATE,
+    _CLIENT_CERTIFICATE and _CLIENT_KEY every span arrives."""
+    server_certificate, server_key = _certificate(tmp_path, "server")
+    client_certificate, client_key = _certificate(tmp_path, "client")
+    trace, _ = run_traced(tmp_path)
+    spans = trace.run_info()["slices"]
+    with jaeger(grpc_tls=(server_certificate, server_key, client_certificate)) as server:
+        target = f"otlp-grpc=https://{server.otlp_grpc_endpoint}"
+        start = time.monotonic()
+        untrusted = export_stored(tmp_path, target, 10)
+        assert untrusted.returncode == 1
+        assert time.monotonic() - start < 8  # not retried until the time runs out
+        report = json.loads(untrusted.stdout)[0]
+        assert report["dropped"] == spans and "permanent" in report["error"], report
+        no_client = export_stored(tmp_path, target, 3,
+                                  {"OTEL_EXPORTER_OTLP_CERTIFICATE": server_certificate})
+        assert no_client.returncode == 1
+        assert json.loads(no_client.stdout)[0]["dropped"] == spans
+        mutual = export_stored(tmp_path, target, 10, {
+            "OTEL_EXPORTER_OTLP_CERTIFICATE": server_certificate,
+            "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": client_certificate,
+            "OTEL_EXPORTER_OTLP_CLIENT_KEY": client_key})
+        assert mutual.returncode == 0, mutual.stderr
+        report = json.loads(mutual.stdout)[0]
+        assert report["sent"] == spans and report["dropped"] == 0, report
+        got = otlp_spans(server.get_trace(trace.run_info()["trace_id"], min_spans=spans))
+        assert sorted(span["spanId"] for span in got) == sorted(expected_spans(trace))
 
 
 def test_zipkin_returns_every_span_in_microseconds(tmp_path, zipkin_server):
