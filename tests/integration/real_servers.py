@@ -518,6 +518,7 @@ def jaeger(start_timeout: float = 60.0, store: bool = True,
     server = Jaeger("jaeger", _workdir("jaeger"))
     server.binary = binary
     server.traces_exporter = "jaeger_storage_exporter" if store else "nop"
+    server.otlp_grpc_tls = ""  # an instance attribute: the configuration reads vars(self)
     if grpc_tls is not None:
         certificate, key, client_ca = grpc_tls
         lines = ["        tls:", f"          cert_file: {certificate}", f"          key_file: {key}"]
