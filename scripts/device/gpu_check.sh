@@ -36,7 +36,7 @@ export CPATH=$PREFIX/usr/include${CPATH:+:$CPATH}
 
 step "configure and build the core's CUDA and session tests"
 cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DOPSIGHT_WITH_CUDA=ON \
-  -DOPSIGHT_WITH_BENCHMARKS=OFF -DOPSIGHT_WITH_KAFKA=OFF -DCMAKE_PREFIX_PATH="$PREFIX/usr" > "$OUT/configure.log" 2>&1 \
+  -DOPSIGHT_WITH_BENCHMARKS=OFF -DOPSIGHT_WITH_KAFKA=OFF -DOPSIGHT_WITH_GRPC=OFF -DCMAKE_PREFIX_PATH="$PREFIX/usr" > "$OUT/configure.log" 2>&1 \
   || { tail -30 "$OUT/configure.log"; exit 3; }
 cmake --build build/gpu -j "$(nproc)" --target opsight_cuda_tests opsight_session_tests > "$OUT/build.log" 2>&1 \
   || { tail -40 "$OUT/build.log"; exit 3; }
@@ -46,7 +46,7 @@ build/gpu/src/session/opsight_session_tests --gtest_filter='*Gpu*' 2>&1 | tail -
 step "install the Python package (scikit-build-core, CUPTI collector on)"
 python3 -m venv --system-site-packages build/gpu-venv
 build/gpu-venv/bin/python -m pip install -q --no-build-isolation --no-deps \
-  -Ccmake.define.OPSIGHT_WITH_CUDA=ON -Ccmake.define.OPSIGHT_WITH_KAFKA=OFF \
+  -Ccmake.define.OPSIGHT_WITH_CUDA=ON -Ccmake.define.OPSIGHT_WITH_KAFKA=OFF -Ccmake.define.OPSIGHT_WITH_GRPC=OFF \
   -Ccmake.define.CMAKE_PREFIX_PATH="$PREFIX/usr" -Cbuild-dir=build/gpu-python . > "$OUT/pip.log" 2>&1 \
   || { tail -40 "$OUT/pip.log"; exit 4; }
 
