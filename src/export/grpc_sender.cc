@@ -10,6 +10,7 @@
 
 #if OPSIGHT_WITH_GRPC
 #include <grpc/compression.h>
+#include <grpc/support/log.h>
 #include <grpcpp/channel.h>
 #include <grpcpp/client_context.h>
 #include <grpcpp/create_channel.h>
@@ -21,7 +22,9 @@
 #include <grpcpp/support/status.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
+#include <mutex>
 #endif
 
 namespace opsight::exporting {
@@ -220,6 +223,16 @@ class GrpcSender : public BatchSender {
 bool grpc_available() { return true; }
 
 std::unique_ptr<BatchSender> make_grpc_sender(GrpcSenderOptions options, std::string* error) {
+  // grpc logs its errors (a refused TLS handshake...) to stderr, the traced program's; each
+  // one also ends up in SendResult::message. Kept quiet unless the user asks grpc to speak
+  // (GRPC_VERBOSITY or GRPC_TRACE set), as librdkafka's logs are unless `debug` is set.
+  // Process-wide: a program linking this same libgrpc gets it too (Python's grpcio carries
+  // its own). gpr_set_log_function is grpc 1.51's (Debian 12); later grpc logs through absl.
+  static std::once_flag quiet_logs;
+  std::call_once(quiet_logs, [] {
+    if (std::getenv("GRPC_VERBOSITY") == nullptr && std::getenv("GRPC_TRACE") == nullptr)
+      gpr_set_log_function([](gpr_log_func_args*) {});
+  });
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (options.tls) {
     grpc::SslCredentialsOptions tls;

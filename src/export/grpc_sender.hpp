@@ -27,6 +27,8 @@
 // grpc_available() is false and make_grpc_sender() says how to get it. The status sorting
 // (grpc_send_result) and RetryInfo's reading are built either way, for their tests.
 //
+// grpc's own log lines are kept off stderr unless GRPC_VERBOSITY or GRPC_TRACE is set.
+//
 // Thread-safety: one GrpcSender per thread (BatchExporter's sender thread owns its own);
 // the free functions are thread-safe.
 #pragma once
