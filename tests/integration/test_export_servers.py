@@ -275,6 +275,8 @@ def test_grpc_over_tls_and_mutual_tls_to_a_real_jaeger(tmp_path):
         assert time.monotonic() - start < 8  # not retried until the time runs out
         report = json.loads(untrusted.stdout)[0]
         assert report["dropped"] == spans and "permanent" in report["error"], report
+        # grpc's own log line about it stays off stderr: opsight's message says it.
+        assert "ssl_transport_security" not in untrusted.stderr, untrusted.stderr
         no_client = export_stored(tmp_path, target, 3,
                                   {"OTEL_EXPORTER_OTLP_CERTIFICATE": server_certificate})
         assert no_client.returncode == 1
@@ -530,24 +532,28 @@ STREAMED_PROGRAM = textwrap.dedent("""
 """)
 
 
-def test_spans_stream_to_jaeger_while_the_program_runs(tmp_path, jaeger_server):
+@pytest.mark.parametrize("protocol", ["otlp", "otlp-grpc"])
+def test_spans_stream_to_jaeger_while_the_program_runs(tmp_path, jaeger_server, protocol):
+    endpoint = (f"http://{jaeger_server.otlp_grpc_endpoint}" if protocol == "otlp-grpc"
+                else jaeger_server.otlp_http_endpoint)
+    service = f"live-{protocol}"
     script = tmp_path / "streamed.py"
     script.write_text(STREAMED_PROGRAM)
     output = tmp_path / "streamed.opsight"
     run = subprocess.Popen(
         [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
-         str(output), "--export-live", "--export", f"otlp={jaeger_server.otlp_http_endpoint}",
-         "--service", "live-svc", "--", sys.executable, str(script), str(tmp_path / "release")],
+         str(output), "--export-live", "--export", f"{protocol}={endpoint}",
+         "--service", service, "--", sys.executable, str(script), str(tmp_path / "release")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert run.stdout.readline() == "done\n"
         # The program is still running: its first 31 spans are in Jaeger already.
         for _ in range(100):
             services = jaeger_server.services()
-            if "live-svc" in services:
+            if service in services:
                 break
             time.sleep(0.1)
-        assert "live-svc" in jaeger_server.services()
+        assert service in jaeger_server.services()
         assert run.poll() is None
     finally:
         (tmp_path / "release").touch()
