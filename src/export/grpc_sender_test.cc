@@ -142,6 +142,19 @@ TEST(OtlpGrpcTarget, EndpointVariablesAreUsedAsIsAndAPathIsRefused) {
   EXPECT_EQ(error.find("secret"), std::string::npos) << error;
 }
 
+TEST(OtlpGrpcTarget, TheSenderDialsHostAndPortAnIpv6HostInBrackets) {
+  if (!opsight::exporting::grpc_available()) GTEST_SKIP() << "built without gRPC";
+  std::string error;
+  auto target = parse("otlp-grpc=http://[::1]:14317", {}, &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_EQ(opsight::exporting::make_sender(*target, 5)->describe(),
+            "otlp-grpc http://[::1]:14317");
+  target = parse("otlp-grpc=https://collector", {}, &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_EQ(opsight::exporting::make_sender(*target, 5)->describe(),
+            "otlp-grpc https://collector:443");
+}
+
 TEST(OtlpGrpcTarget, InsecureDecidesOnlyForAnEndpointWithoutAScheme) {
   if (!opsight::exporting::grpc_available()) GTEST_SKIP() << "built without gRPC";
   std::string error;
