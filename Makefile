@@ -10,15 +10,25 @@ FUZZ_SECONDS ?= 30
 VENV := .venv
 CTEST := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
-.PHONY: demo test setup-build setup-test build web install asan-test tsan-test fuzz-test python-test web-test bench bench-python bench-ui format format-check clean
+.PHONY: demo test sanitizer-suites python-web-suites setup-build setup-test build web install asan-test tsan-test fuzz-test python-test web-test bench bench-python bench-ui format format-check clean
 
 demo: install
 	$(VENV)/bin/opsight demo
 
+# After the release suites, two independent chains at once: the sanitizer and fuzz builds
+# (compiling, at low priority: nice) beside the Python and browser suites (which spend much
+# of their time waiting on servers and subprocesses). Each chain's output is printed whole
+# when it ends (--output-sync), so the two never interleave.
 test: setup-test format-check install
 	$(CTEST) --test-dir build/release
-	$(MAKE) asan-test tsan-test fuzz-test python-test web-test
+	$(MAKE) -j 2 --output-sync=target sanitizer-suites python-web-suites
 	@echo "make test: all suites passed"
+
+sanitizer-suites:
+	nice -n 15 $(MAKE) -j 1 asan-test tsan-test fuzz-test
+
+python-web-suites:
+	$(MAKE) -j 1 python-test web-test
 
 setup-build:
 	scripts/setup.sh build
@@ -43,11 +53,15 @@ web:
 	cd web && npm run --silent build
 
 # The C++ library, headers, CMake package and demo program under .venv/ (for C++ users),
-# then the Python package (pip install ., built with scikit-build-core in build/python/,
-# with the built web UI as opsight/web/), whose console script is .venv/bin/opsight.
+# then the Python package (pip install ., with the built web UI as opsight/web/), whose
+# console script is .venv/bin/opsight. The core is compiled once: scikit-build-core builds
+# the package in build/release itself, with the release preset's build type and options, so
+# it adds only the Python modules (the release preset puts the install directories back).
+PIP_REUSE_RELEASE := -C build-dir=build/release -C cmake.build-type=RelWithDebInfo \
+  -C cmake.define.OPSIGHT_WITH_TESTS=ON -C cmake.define.OPSIGHT_WITH_BENCHMARKS=ON
 install: build web
 	cmake --install build/release --prefix $(VENV) --component Unspecified > /dev/null
-	$(VENV)/bin/python -m pip install -q --no-build-isolation .
+	$(VENV)/bin/python -m pip install -q --no-build-isolation $(PIP_REUSE_RELEASE) .
 	@echo "installed $(VENV)/bin/opsight and the opsight Python package"
 
 # ASan+UBSan over every C++ test.
