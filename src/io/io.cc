@@ -151,7 +151,9 @@ namespace {
 class MappedFile {
  public:
   // nullopt for what cannot be mapped (pipes, /proc files, an empty file): read instead.
-  static std::optional<MappedFile> open(const std::string& path) {
+  // `random_access`: only some pages will be read (a time window through the native
+  // index): no read-ahead of the whole file.
+  static std::optional<MappedFile> open(const std::string& path, bool random_access = false) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
     struct stat info {};
@@ -160,8 +162,12 @@ class MappedFile {
       auto size = static_cast<size_t>(info.st_size);
       void* address = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
       if (address != MAP_FAILED) {
-        ::madvise(address, size, MADV_SEQUENTIAL);
-        ::madvise(address, size, MADV_WILLNEED);
+        if (random_access) {
+          ::madvise(address, size, MADV_RANDOM);
+        } else {
+          ::madvise(address, size, MADV_SEQUENTIAL);
+          ::madvise(address, size, MADV_WILLNEED);
+        }
         mapped.emplace(static_cast<const char*>(address), size);
       }
     }
@@ -233,6 +239,24 @@ ReadResult read_trace_file(const std::string& path) {
   if (!mapped) return read_chrome_json(bytes);
   return chrome_json::read_chrome_json_dropping_input(
       bytes, [&](const char* done) { mapped->drop_before(done); });
+}
+
+ReadResult read_trace_file(const std::string& path, const TimeWindow& window) {
+  std::optional<MappedFile> mapped = MappedFile::open(path, /*random_access=*/true);
+  if (mapped && format_from_content(mapped->bytes().substr(0, 64)) == FileFormat::kNative)
+    return read_native(mapped->bytes(), window);  // only the pages the window needs
+  mapped.reset();
+  ReadResult result = read_trace_file(path);
+  if (result.ok()) {
+    int64_t start = result.trace.time_bounds().first;
+    auto plus = [](int64_t a, int64_t b) {
+      int64_t sum = 0;
+      return __builtin_add_overflow(a, b, &sum) ? (b > 0 ? INT64_MAX : INT64_MIN) : sum;
+    };
+    trace::keep_time_window(result.trace, plus(start, window.from_ns), plus(start, window.to_ns),
+                            trace::WindowRule::kOverlaps);
+  }
+  return result;
 }
 
 ReadFilesResult read_trace_files(const std::vector<std::string>& paths) {

@@ -95,6 +95,20 @@ class FileSink final : public ByteSink {
 // Native .opsight (layout: docs/native-format.md, constants:
 // include/opsight/internal/native_layout.hpp).
 ReadResult read_native(std::string_view bytes);
+// A time window of a trace: [from_ns, to_ns] in ns from the trace's first event (as the
+// reports count time).
+struct TimeWindow {
+  int64_t from_ns = 0;
+  int64_t to_ns = 0;
+};
+// read_native(bytes) cut to `window` (trace::keep_time_window's kOverlaps rule: the spans
+// that overlap it, the instants and counter samples inside it), decoding only the chunks
+// the window needs: the file's time index tells which (docs/native-format.md, "Time
+// index"). A file without an index (a process killed mid-session, a file older than the
+// index) or whose index does not check out is indexed by a scan of its chunks first. The
+// run metadata says which: "native_index" is "read" or "rebuilt by a scan: <why>", and
+// "window_chunks_read" counts the kEvents chunks decoded.
+ReadResult read_native(std::string_view bytes, const TimeWindow& window);
 std::string write_native(const trace::Trace& trace);
 // The same into a sink, a chunk at a time. Returns false when the sink refused bytes.
 bool write_native(const trace::Trace& trace, ByteSink& sink);
@@ -148,6 +162,9 @@ bool write_perfetto(const trace::Trace& trace, ByteSink& sink);
 // mapped, not copied (a Chrome JSON file's pages leave memory as its events are merged);
 // anything else (a pipe) is read with read_file_bytes.
 ReadResult read_trace_file(const std::string& path);
+// The same cut to `window` (see read_native(bytes, window)): a native file reads only the
+// chunks the window needs; other formats are read whole, then cut.
+ReadResult read_trace_file(const std::string& path, const TimeWindow& window);
 
 // Several trace files read and merged into one trace, in the order given (see
 // trace::append_trace): the files the processes of one run wrote, one each.

@@ -32,7 +32,7 @@ std::vector<ChunkType> chunk_types(std::string_view bytes) {
   return types;
 }
 
-TEST(Recorder, StreamStartsWithHeaderAndEndsWithStats) {
+TEST(Recorder, StreamStartsWithHeaderAndEndsWithStatsThenTheIndex) {
   auto sink = std::make_unique<opsight::record::MemorySink>();
   ASSERT_FALSE(opsight::record::start_recording([&](std::string*) { return std::move(sink); }, {})
                    .has_value());
@@ -47,7 +47,12 @@ TEST(Recorder, StreamStartsWithHeaderAndEndsWithStats) {
   auto types = chunk_types(bytes);
   ASSERT_FALSE(types.empty());
   EXPECT_EQ(types.front(), ChunkType::kRunInfo);
-  EXPECT_EQ(types.back(), ChunkType::kStats);
+  // The footer, then the time index of every chunk before it and the trailer that points
+  // at it (docs/native-format.md, "Time index").
+  ASSERT_GE(types.size(), 3u);
+  EXPECT_EQ(types[types.size() - 3], ChunkType::kStats);
+  EXPECT_EQ(types[types.size() - 2], ChunkType::kIndex);
+  EXPECT_EQ(types.back(), ChunkType::kIndexTrailer);
   EXPECT_NE(std::find(types.begin(), types.end(), ChunkType::kEvents), types.end());
   EXPECT_NE(std::find(types.begin(), types.end(), ChunkType::kNames), types.end());
 }

@@ -157,6 +157,9 @@ void RingSink::take(std::string_view bytes, Round& round) {
       case format::ChunkType::kDropsSoFar:
         latest_stats_.assign(payload);
         break;
+      case format::ChunkType::kIndex:  // its offsets are the stream's, not a snapshot's
+      case format::ChunkType::kIndexTrailer:
+        break;
       default:  // run info, names, threads, and kinds a newer writer adds
         metadata_.append(chunk);
         stats_.metadata_bytes = metadata_.size();

@@ -139,6 +139,8 @@ void StreamWriter::run(StreamWriter* writer, const std::shared_ptr<ThreadShared>
 }
 
 void StreamWriter::write_out(std::string& bytes) {
+  index_.add_chunks(bytes, bytes_written_);
+  bytes_written_ += bytes.size();
   if (!bytes.empty() && sink_ && !error_ && !sink_->write(bytes)) error_ = sink_->error();
   bytes.clear();
 }
@@ -208,6 +210,7 @@ void StreamWriter::drain(bool final_round) {
     EventsPiece piece;
     piece.slots = reinterpret_cast<const char*>(chunk->slots + chunk->flushed);
     piece.bytes = size_t{count} * sizeof(format::Slot);
+    piece.thread_index = thread->index;
     format::EventsHeader events{thread->index, count, thread->slots_streamed};
     format::ChunkHeader header = format::make_chunk_header(
         format::ChunkType::kEvents, static_cast<uint32_t>(sizeof(events) + piece.bytes),
@@ -276,6 +279,24 @@ void StreamWriter::drain(bool final_round) {
       drops_written_ = dropped;
     }
   }
+
+  // The index learns where each chunk lands; the last round ends the file with it.
+  uint64_t position = bytes_written_;
+  index_.add_chunks(out, position);
+  position += out.size();
+  for (const EventsPiece& piece : events_pieces_) {
+    index_.add_events(position, piece.thread_index, piece.slots,
+                      static_cast<uint32_t>(piece.bytes / sizeof(format::Slot)));
+    position += sizeof(piece.header) + piece.bytes;
+  }
+  index_.add_chunks(tail, position);
+  position += tail.size();
+  if (final_round) {
+    size_t before = tail.size();
+    index_.append_index(tail, position);
+    position += tail.size() - before;
+  }
+  bytes_written_ = position;
 
   pieces_.clear();
   pieces_.push_back(out);

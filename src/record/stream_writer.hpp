@@ -2,7 +2,9 @@
 // thread: every flush interval (or when a chunk is handed over) it drains full chunks and
 // the committed part of live ones, and appends kNames, kThread, kEvents and kClockSync
 // chunks, and kDropsSoFar when events were dropped since the last round. finish() does a
-// last round and appends the kStats footer.
+// last round and appends the kStats footer, then the time index of every chunk it wrote
+// (kIndex and its trailer: docs/native-format.md, "Time index"), built as the chunks go
+// out on the writer's thread, never on the recording threads.
 //
 // Thread-safety: constructed, notified and finished from the session's owner; the drain
 // runs on the writer's own thread and takes the registry lock only to snapshot. finish()
@@ -22,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "format/chunk_index.hpp"
 #include "record/recorder.hpp"
 #include "record/registry.hpp"
 
@@ -75,9 +78,12 @@ class StreamWriter {
     char header[32];
     const char* slots;
     size_t bytes;
+    uint32_t thread_index;
   };
   std::vector<EventsPiece> events_pieces_;
   std::vector<std::string_view> pieces_;
+  format::IndexBuilder index_;  // every chunk written so far, for the index at the end
+  uint64_t bytes_written_ = 0;  // the file offset of the next chunk
 
   std::shared_ptr<ThreadShared> shared_ = std::make_shared<ThreadShared>();
   std::thread thread_;

@@ -521,10 +521,18 @@ void append_trace(Trace& into, const Trace& from);
 // Additions saturate at the int64 limits.
 void shift_timestamps(Trace& trace, int64_t offset_ns);
 
-// Removes the slices, instants and counter samples that start before begin_ns or after
-// end_ns, with their args, then finalizes again (the nesting of what is kept is computed
-// anew). For a foreign profile that covers more than a recording: ONNX Runtime profiles a
-// session from its creation, opsight only while a profile runs. Tracks and processes stay.
-void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns);
+// Which slices a time window keeps: those that start inside it (a foreign profile cut to a
+// recording), or those that overlap it (begin_ns <= end and ts <= end_ns: what a time
+// window of a trace shows; a slice's parents overlap it too, so nesting is kept whole).
+enum class WindowRule : uint8_t { kStartsInside, kOverlaps };
+
+// Removes the slices outside the window (by `rule`), and the instants and counter samples
+// before begin_ns or after end_ns, with their args, then finalizes again (the nesting of
+// what is kept is computed anew). For a foreign profile that covers more than a recording:
+// ONNX Runtime profiles a session from its creation, opsight only while a profile runs;
+// with kOverlaps, for a time window of a trace (`opsight report --window`). Tracks and
+// processes stay.
+void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns,
+                      WindowRule rule = WindowRule::kStartsInside);
 
 }  // namespace opsight::trace

@@ -324,8 +324,14 @@ void shift_timestamps(Trace& trace, int64_t offset_ns) {
                                    : saturating_add(trace.run.unix_offset_ns, -offset_ns);
 }
 
-void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns) {
+void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns, WindowRule rule) {
   auto inside = [&](int64_t ts) { return ts >= begin_ns && ts <= end_ns; };
+  auto keep_slice = [&](int64_t ts, int64_t dur) {
+    if (rule == WindowRule::kStartsInside) return inside(ts);
+    int64_t end = 0;
+    if (__builtin_add_overflow(ts, dur, &end)) end = INT64_MAX;
+    return ts <= end_ns && end >= begin_ns;
+  };
   // Keeps the args whose owner row is kept, with the owner renumbered.
   auto keep_args = [](ArgTable& args, const std::vector<RowIndex>& new_row) {
     ArgTable kept;
@@ -341,7 +347,7 @@ void keep_time_window(Trace& trace, int64_t begin_ns, int64_t end_ns) {
   std::vector<RowIndex> new_slice_row(slices.size(), kNoRow);
   SliceTable kept_slices;
   for (RowIndex row = 0; row < slices.size(); ++row)
-    if (inside(slices.ts[row]))
+    if (keep_slice(slices.ts[row], slices.dur[row]))
       new_slice_row[row] =
           kept_slices.add(slices.ts[row], slices.dur[row], slices.name[row], slices.category[row],
                           slices.track[row], slices.flags[row], slices.span_id[row]);

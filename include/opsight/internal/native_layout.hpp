@@ -31,14 +31,16 @@ struct FileHeader {
 static_assert(sizeof(FileHeader) == 16);
 
 enum class ChunkType : uint32_t {
-  kRunInfo = 1,     // key/value strings: "host", "command_line", "pid", ...
-  kClockSync = 2,   // ClockSync records: pairs of (ticks, monotonic ns, realtime ns)
-  kNames = 3,       // NameRecord entries: interned span names with category and source
-  kThread = 4,      // ThreadRecord: a thread's index, pid, tid and name
-  kEvents = 5,      // EventsHeader then 16-byte Slots of one thread, in time order
-  kStats = 6,       // the footer: ThreadStats per thread and the session's totals
-  kDropsSoFar = 7,  // kStats's payload, written mid-session whenever drops grew, so a file
-                    // cut short (SIGKILL) still reports the drops up to its last flush
+  kRunInfo = 1,       // key/value strings: "host", "command_line", "pid", ...
+  kClockSync = 2,     // ClockSync records: pairs of (ticks, monotonic ns, realtime ns)
+  kNames = 3,         // NameRecord entries: interned span names with category and source
+  kThread = 4,        // ThreadRecord: a thread's index, pid, tid and name
+  kEvents = 5,        // EventsHeader then 16-byte Slots of one thread, in time order
+  kStats = 6,         // the footer: ThreadStats per thread and the session's totals
+  kDropsSoFar = 7,    // kStats's payload, written mid-session whenever drops grew, so a file
+                      // cut short (SIGKILL) still reports the drops up to its last flush
+  kIndex = 8,         // IndexHeader then IndexEntry per chunk before it: the time index
+  kIndexTrailer = 9,  // IndexTrailer: the file's last 32 bytes, pointing at its kIndex chunk
 };
 
 struct ChunkHeader {
@@ -224,5 +226,55 @@ struct ThreadStats {
   uint64_t slow_path_ticks;  // measured time in the recorder's slow paths
 };
 static_assert(sizeof(ThreadStats) == 32);
+
+// The time index (chunk types 8 and 9, written at the end of a file by every writer; older
+// readers skip both). kIndex's payload is an IndexHeader then entry_count IndexEntry, one
+// per chunk before it, in file order; the file ends with a kIndexTrailer chunk (32 bytes in
+// all) holding the kIndex chunk's offset, so a reader finds the index with one read from the
+// end. A file without them (a process killed mid-session, a file from before the index) is
+// indexed by a scan. docs/native-format.md, "Time index".
+inline constexpr uint32_t kIndexVersion = 1;
+struct IndexHeader {
+  uint32_t index_version;  // kIndexVersion: a reader ignores an index of another version
+  uint32_t entry_bytes;    // sizeof(IndexEntry); later versions may grow an entry
+  uint64_t entry_count;
+};
+static_assert(sizeof(IndexHeader) == 16);
+
+// IndexEntry::flags.
+enum IndexFlags : uint32_t {
+  // The thread's state is empty where this kEvents chunk begins: no span open on it, never
+  // switched tracks, no instant that args could still attach to, no flow waiting for the
+  // next begin. A windowed read may start decoding the thread here.
+  kIndexCleanStart = 1,
+  kIndexHasTicksBefore = 2,  // ticks_before holds the thread's previous timed event
+  kIndexHasAsync = 4,        // the chunk holds async begins or ends (or flows bound to them)
+  kIndexHasSpans = 8,        // the chunk holds a begin or an instant (the thread has a track)
+};
+
+struct IndexEntry {
+  uint64_t offset;        // of the chunk's header
+  uint32_t type;          // ChunkType
+  uint32_t thread_index;  // kEvents: EventsHeader::thread_index; else 0
+  // kEvents: the earliest and latest ticks of the chunk's timed events (min > max: none).
+  uint64_t min_ticks;
+  uint64_t max_ticks;
+  // kEvents, what decoding the thread from this chunk needs from the chunks before it: the
+  // ticks of its last timed event (packed ticks' reference), its begins and async begins
+  // so far (derived span ids).
+  uint64_t ticks_before;
+  uint64_t begins_before;
+  uint64_t async_begins_before;
+  uint32_t event_count;  // kEvents: events (not payload slots), stale ones left out
+  uint32_t flags;        // IndexFlags
+};
+static_assert(sizeof(IndexEntry) == 64);
+
+inline constexpr char kIndexTrailerMagic[8] = {'O', 'P', 'S', 'I', 'N', 'D', 'E', 'X'};
+struct IndexTrailer {
+  uint64_t index_offset;  // of the kIndex chunk's header
+  char magic[8];          // kIndexTrailerMagic
+};
+static_assert(sizeof(IndexTrailer) == 16);
 
 }  // namespace opsight::format

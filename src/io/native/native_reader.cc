@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "format/chunk_codec.hpp"
+#include "format/chunk_index.hpp"
 #include "io/io.hpp"
 #include "io/native/derived_span_id.hpp"
 #include "io/native/slot_decoder.hpp"
@@ -106,21 +107,9 @@ class NativeDecoder {
       : file_(file), done_before_(std::move(done_before)) {}
 
   ReadResult decode() {
-    if (file_.size() < sizeof(format::FileHeader) ||
-        std::memcmp(file_.data(), format::kFileMagic, sizeof(format::kFileMagic)) != 0) {
-      result_.error =
-          Diagnostic{file_.empty() ? "file is empty" : "not an opsight file (bad magic)", 0, true};
-      return std::move(result_);
-    }
+    if (!check_header()) return std::move(result_);
     format::FileHeader header;
     std::memcpy(&header, file_.data(), sizeof(header));
-    if (header.version > format::kFormatVersion) {
-      result_.error = Diagnostic{"opsight format version " + std::to_string(header.version) +
-                                     " is newer than this reader (" +
-                                     std::to_string(format::kFormatVersion) + ")",
-                                 8, true};
-      return std::move(result_);
-    }
     uint64_t offset = std::max<uint64_t>(header.header_bytes, sizeof(format::FileHeader));
     std::vector<format::ChunkView> event_chunks;
     bool saw_stats = false;
@@ -133,32 +122,10 @@ class NativeDecoder {
       }
       uint64_t chunk_offset = offset;
       offset = chunk->payload_offset + chunk->payload.size();
-      switch (chunk->type) {
-        case format::ChunkType::kRunInfo:
-          read_run_info(*chunk, chunk_offset);
-          break;
-        case format::ChunkType::kClockSync:
-          read_clock_sync(*chunk);
-          break;
-        case format::ChunkType::kNames:
-          read_names(*chunk, chunk_offset);
-          break;
-        case format::ChunkType::kThread:
-          read_thread(*chunk, chunk_offset);
-          break;
-        case format::ChunkType::kEvents:
-          event_chunks.push_back(*chunk);
-          break;
-        case format::ChunkType::kStats:
-          read_stats(*chunk);
-          saw_stats = true;
-          break;
-        case format::ChunkType::kDropsSoFar:  // the latest counts until the footer comes
-          read_stats(*chunk);
-          break;
-        default:
-          break;  // a chunk type from a newer writer: skip it
-      }
+      if (chunk->type == format::ChunkType::kEvents)
+        event_chunks.push_back(*chunk);
+      else
+        read_other_chunk(*chunk, chunk_offset, saw_stats);
     }
     if (!saw_stats && !result_.damage)
       damage(offset, "the recording has no end (the process stopped before the session did)");
@@ -176,12 +143,7 @@ class NativeDecoder {
     build_async_slices(trace_end_ns);
     apply_async_track_layout();
     build_flows();
-    for (auto [key, count] :
-         {std::pair{"unmatched_async_ends", unmatched_async_ends_},
-          std::pair{"flow_ends_without_span", flow_ends_without_span_ + flows_into_next_unbound_},
-          std::pair{"trace_contexts_without_span", contexts_without_span_},
-          std::pair{"layout_entries_ignored", layout_entries_ignored_}})
-      if (count > 0) result_.trace.run.extra.emplace_back(key, std::to_string(count));
+    note_counts();
     trace::Trace& trace = result_.trace;
     trace.run.complete = saw_stats && !result_.damage;
     trace.run.source_format = "opsight";
@@ -190,7 +152,278 @@ class NativeDecoder {
     return std::move(result_);
   }
 
+  // The chunks of `index` needed for `window` (ns from the trace's first event): every chunk
+  // but the kEvents ones; of those, per thread, the run of chunks from the last one where
+  // the thread's state is empty (kIndexCleanStart) at or before the first chunk that
+  // overlaps the window, up to the next such chunk after the last one that overlaps it, so
+  // that every span overlapping the window is read whole, with its begin's name, args,
+  // parent and id; and the async events of the other chunks (they pair across threads).
+  // What is read is then cut to the window by trace::keep_time_window's overlap rule, so
+  // the result equals the whole file read and cut (docs/native-format.md, "Time index").
+  // Returns false, having read nothing of the model, when a chunk is not what the index
+  // says (the caller then rebuilds the index by a scan).
+  bool decode_window(const std::vector<format::IndexEntry>& index, const TimeWindow& window,
+                     const std::string& index_note, std::optional<Diagnostic> scan_damage) {
+    if (!check_header()) return true;
+    bool saw_stats = false;
+    for (const format::IndexEntry& entry : index) {
+      if (entry.type == static_cast<uint32_t>(format::ChunkType::kEvents)) continue;
+      std::string problem;
+      auto chunk = format::read_chunk(file_, entry.offset, &problem);
+      if (!chunk || static_cast<uint32_t>(chunk->type) != entry.type) return false;
+      read_other_chunk(*chunk, entry.offset, saw_stats);
+    }
+    if (scan_damage) result_.damage = scan_damage;
+    if (!saw_stats && !result_.damage)
+      damage(file_.size(), "the recording has no end (the process stopped before the session did)");
+    fit_clock();
+
+    // The window in ns on the file's clock.
+    uint64_t first_ticks = std::numeric_limits<uint64_t>::max();
+    for (const format::IndexEntry& entry : index)
+      if (is_timed_events(entry)) first_ticks = std::min(first_ticks, entry.min_ticks);
+    std::vector<uint8_t> decode(index.size(), 0);  // 1: whole, 2: async events only
+    std::unordered_map<uint32_t, uint64_t> max_ticks_of_thread;
+    std::unordered_map<uint32_t, uint64_t> events_of_thread;
+    std::unordered_map<uint32_t, bool> thread_has_spans;
+    uint64_t chunks_read = 0;
+    if (first_ticks != std::numeric_limits<uint64_t>::max()) {
+      const int64_t start_ns = to_ns(first_ticks);
+      const int64_t window_from = saturating_add(start_ns, window.from_ns);
+      const int64_t window_to = saturating_add(start_ns, window.to_ns);
+      std::unordered_map<uint32_t, std::vector<size_t>> chunks_of_thread;
+      for (size_t i = 0; i < index.size(); ++i)
+        if (index[i].type == static_cast<uint32_t>(format::ChunkType::kEvents))
+          chunks_of_thread[index[i].thread_index].push_back(i);
+      for (auto& [thread, chunks] : chunks_of_thread) {
+        // Each chunk covers its events' times and, unless the thread's state is empty where
+        // it begins, the gap back to the thread's previous events (a span open across it).
+        size_t first = chunks.size(), last = 0;
+        bool has_previous = false;
+        int64_t previous_high = 0;
+        for (size_t k = 0; k < chunks.size(); ++k) {
+          const format::IndexEntry& entry = index[chunks[k]];
+          events_of_thread[thread] += entry.event_count;
+          if (entry.flags & format::kIndexHasSpans) thread_has_spans[thread] = true;
+          bool timed = is_timed_events(entry);
+          if (timed)
+            max_ticks_of_thread[thread] = std::max(max_ticks_of_thread[thread], entry.max_ticks);
+          int64_t low = timed ? to_ns(entry.min_ticks) : previous_high;
+          if (!(entry.flags & format::kIndexCleanStart) && has_previous)
+            low = std::min(low, previous_high);
+          int64_t high = timed ? to_ns(entry.max_ticks) : low;
+          if (has_previous) high = std::max(high, previous_high);
+          if (low <= window_to && high >= window_from && (timed || has_previous)) {
+            first = std::min(first, k);
+            last = k;
+          }
+          if (timed || has_previous) {
+            previous_high = high;
+            has_previous = true;
+          }
+        }
+        if (first == chunks.size()) continue;
+        size_t begin = first;
+        while (begin > 0 && !(index[chunks[begin]].flags & format::kIndexCleanStart)) --begin;
+        size_t end = last + 1;
+        while (end < chunks.size() && !(index[chunks[end]].flags & format::kIndexCleanStart)) ++end;
+        for (size_t k = begin; k < end; ++k) decode[chunks[k]] = 1;
+      }
+      for (size_t i = 0; i < index.size(); ++i)
+        if (decode[i] == 0 && (index[i].flags & format::kIndexHasAsync) &&
+            index[i].type == static_cast<uint32_t>(format::ChunkType::kEvents))
+          decode[i] = 2;
+      // The chunks, in file order: a thread's run of whole chunks starts from the index's
+      // account of the chunks before it.
+      std::unordered_map<uint32_t, size_t> previous_whole;  // the thread's last whole chunk
+      for (size_t i = 0; i < index.size(); ++i) {
+        if (decode[i] == 0) continue;
+        const format::IndexEntry& entry = index[i];
+        std::string problem;
+        auto chunk = format::read_chunk(file_, entry.offset, &problem);
+        if (!chunk || chunk->type != format::ChunkType::kEvents ||
+            chunk->payload.size() < sizeof(format::EventsHeader))
+          return false;
+        format::EventsHeader header;
+        std::memcpy(&header, chunk->payload.data(), sizeof(header));
+        if (header.thread_index != entry.thread_index) return false;
+        ++chunks_read;
+        ThreadState& state = thread_state(entry.thread_index);
+        if (decode[i] == 1) {
+          auto previous = previous_whole.find(entry.thread_index);
+          bool continues = previous != previous_whole.end() && previous->second + 1 == i;
+          if (!continues) {
+            for (size_t k = i; k-- > 0;) {
+              if (index[k].type == static_cast<uint32_t>(format::ChunkType::kEvents) &&
+                  index[k].thread_index == entry.thread_index) {
+                continues = decode[k] == 1;
+                break;
+              }
+            }
+          }
+          if (!continues) state.slots = slot_state_before(entry);
+          previous_whole[entry.thread_index] = i;
+          decode_events(*chunk);
+        } else {
+          decode_async_events(*chunk, entry);
+        }
+      }
+    }
+    // What the index knows of the chunks left unread: each thread's last time, its event
+    // count and whether it has a track of its own, as the whole file gives them.
+    for (auto& [thread, ticks] : max_ticks_of_thread) {
+      ThreadState& state = thread_state(thread);
+      if (!syncs_.empty() && ticks < base_ticks_) continue;
+      state.last_ns = std::max(state.last_ns, to_ns(ticks));
+    }
+    for (auto& [thread, events] : events_of_thread) thread_state(thread).events = events;
+    for (auto& [thread, has_spans] : thread_has_spans)
+      if (has_spans) {
+        ThreadState& state = thread_state(thread);
+        track_of(state, state.lanes[0]);
+      }
+    finish_threads();
+    int64_t trace_end_ns = 0;
+    for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
+    build_async_slices(trace_end_ns);
+    apply_async_track_layout();
+    build_flows();
+    note_counts();
+    trace::Trace& trace = result_.trace;
+    trace.run.complete = saw_stats && !result_.damage;
+    trace.run.source_format = "opsight";
+    trace.nesting_filled_by_reader = true;
+    trace.finalize();
+    trace.run.extra.emplace_back("native_index", index_note);
+    trace.run.extra.emplace_back("window_chunks_read", std::to_string(chunks_read));
+    if (first_ticks != std::numeric_limits<uint64_t>::max()) {
+      const int64_t start_ns = to_ns(first_ticks);
+      trace::keep_time_window(trace, saturating_add(start_ns, window.from_ns),
+                              saturating_add(start_ns, window.to_ns), trace::WindowRule::kOverlaps);
+    }
+    return true;
+  }
+
+  ReadResult take_result() { return std::move(result_); }
+
  private:
+  static bool is_timed_events(const format::IndexEntry& entry) {
+    return entry.type == static_cast<uint32_t>(format::ChunkType::kEvents) &&
+           entry.min_ticks <= entry.max_ticks;
+  }
+
+  static int64_t saturating_add(int64_t a, int64_t b) {
+    int64_t sum = 0;
+    if (__builtin_add_overflow(a, b, &sum))
+      return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+    return sum;
+  }
+
+  // The decoder's state for a thread at the start of the chunk `entry` describes.
+  native::ThreadSlotState slot_state_before(const format::IndexEntry& entry) const {
+    native::ThreadSlotState slots;
+    slots.has_last_ticks = (entry.flags & format::kIndexHasTicksBefore) != 0;
+    slots.last_ticks = slots.has_last_ticks ? entry.ticks_before : 0;
+    slots.skipping_stale =
+        slots.has_last_ticks && !syncs_.empty() && entry.ticks_before < base_ticks_;
+    slots.begins = entry.begins_before;
+    slots.async_begins = entry.async_begins_before;
+    return slots;
+  }
+
+  // Only the async begins and ends of a chunk (and flows bound to them), which pair across
+  // threads: a window read takes them from chunks it does not otherwise decode.
+  void decode_async_events(const format::ChunkView& chunk, const format::IndexEntry& entry) {
+    format::EventsHeader header;
+    std::memcpy(&header, chunk.payload.data(), sizeof(header));
+    uint32_t slots = static_cast<uint32_t>(std::min<size_t>(
+        header.slot_count, (chunk.payload.size() - sizeof(header)) / sizeof(Slot)));
+    ThreadState& state = thread_state(header.thread_index);
+    native::ThreadSlotState slot_state = slot_state_before(entry);
+    native::SlotFileContext file{header.thread_index, !syncs_.empty(), base_ticks_, span_salt()};
+    native::decode_slots(chunk.payload.data() + sizeof(header), slots, slot_state, file,
+                         [&](const native::SlotEvent& event) {
+                           if (event.malformed) return;
+                           switch (event.kind) {
+                             case SlotKind::kBegin:
+                             case SlotKind::kEnd:
+                             case SlotKind::kInstant:
+                             case SlotKind::kCounter:
+                               state.last_ns = std::max(state.last_ns, to_ns(event.ticks));
+                               return;
+                             case SlotKind::kAsyncBegin:
+                             case SlotKind::kAsyncEnd: {
+                               int64_t ns = to_ns(event.ticks);
+                               state.last_ns = std::max(state.last_ns, ns);
+                               add_async_event(state, event, ns);
+                               return;
+                             }
+                             case SlotKind::kFlow:
+                               if (event.detail & format::kFlowOnAsyncBegin)
+                                 bind_flow(state, state.lanes[0], event);
+                               return;
+                             default:
+                               return;
+                           }
+                         });
+  }
+
+  // Checks the file header; false (with result_.error set) when it is not a file to read.
+  bool check_header() {
+    if (file_.size() < sizeof(format::FileHeader) ||
+        std::memcmp(file_.data(), format::kFileMagic, sizeof(format::kFileMagic)) != 0) {
+      result_.error =
+          Diagnostic{file_.empty() ? "file is empty" : "not an opsight file (bad magic)", 0, true};
+      return false;
+    }
+    format::FileHeader header;
+    std::memcpy(&header, file_.data(), sizeof(header));
+    if (header.version > format::kFormatVersion) {
+      result_.error = Diagnostic{"opsight format version " + std::to_string(header.version) +
+                                     " is newer than this reader (" +
+                                     std::to_string(format::kFormatVersion) + ")",
+                                 8, true};
+      return false;
+    }
+    return true;
+  }
+
+  // A chunk other than kEvents, read as it comes (unknown types are skipped).
+  void read_other_chunk(const format::ChunkView& chunk, uint64_t chunk_offset, bool& saw_stats) {
+    switch (chunk.type) {
+      case format::ChunkType::kRunInfo:
+        read_run_info(chunk, chunk_offset);
+        break;
+      case format::ChunkType::kClockSync:
+        read_clock_sync(chunk);
+        break;
+      case format::ChunkType::kNames:
+        read_names(chunk, chunk_offset);
+        break;
+      case format::ChunkType::kThread:
+        read_thread(chunk, chunk_offset);
+        break;
+      case format::ChunkType::kStats:
+        read_stats(chunk);
+        saw_stats = true;
+        break;
+      case format::ChunkType::kDropsSoFar:  // the latest counts until the footer comes
+        read_stats(chunk);
+        break;
+      default:
+        break;  // the index, or a chunk type from a newer writer: skip it
+    }
+  }
+
+  void note_counts() {
+    for (auto [key, count] :
+         {std::pair{"unmatched_async_ends", unmatched_async_ends_},
+          std::pair{"flow_ends_without_span", flow_ends_without_span_ + flows_into_next_unbound_},
+          std::pair{"trace_contexts_without_span", contexts_without_span_},
+          std::pair{"layout_entries_ignored", layout_entries_ignored_}})
+      if (count > 0) result_.trace.run.extra.emplace_back(key, std::to_string(count));
+  }
+
   // Keeps the earliest problem: everything before it was read.
   void damage(uint64_t offset, std::string message) {
     if (!result_.damage || offset < result_.damage->byte_offset)
@@ -1002,6 +1235,58 @@ class NativeDecoder {
 }  // namespace
 
 ReadResult read_native(std::string_view bytes) { return NativeDecoder(bytes).decode(); }
+
+// The index of a file that has none (or a damaged one), by a walk over its chunks: each
+// chunk's header and checksum, and the slot headers of kEvents chunks (no names, no model).
+static std::optional<std::vector<format::IndexEntry>> scan_native_index(
+    std::string_view bytes, std::optional<Diagnostic>* damage) {
+  if (bytes.size() < sizeof(format::FileHeader) ||
+      std::memcmp(bytes.data(), format::kFileMagic, sizeof(format::kFileMagic)) != 0)
+    return std::nullopt;
+  format::FileHeader header;
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  uint64_t offset = std::max<uint64_t>(header.header_bytes, sizeof(format::FileHeader));
+  format::IndexBuilder builder;
+  while (offset < bytes.size()) {
+    std::string problem;
+    auto chunk = format::read_chunk(bytes, offset, &problem);
+    if (!chunk) {
+      if (damage)
+        *damage =
+            Diagnostic{problem + "; the " + std::to_string(offset) + " bytes before it were read",
+                       offset, true};
+      break;
+    }
+    if (chunk->type == format::ChunkType::kEvents &&
+        chunk->payload.size() >= sizeof(format::EventsHeader)) {
+      format::EventsHeader events;
+      std::memcpy(&events, chunk->payload.data(), sizeof(events));
+      uint32_t slots = static_cast<uint32_t>(std::min<size_t>(
+          events.slot_count, (chunk->payload.size() - sizeof(events)) / sizeof(Slot)));
+      builder.add_events(offset, events.thread_index, chunk->payload.data() + sizeof(events),
+                         slots);
+    } else {
+      builder.add_other(offset, chunk->type, chunk->payload);
+    }
+    offset = chunk->payload_offset + chunk->payload.size();
+  }
+  return builder.entries();
+}
+
+ReadResult read_native(std::string_view bytes, const TimeWindow& window) {
+  std::string problem;
+  if (auto index = format::read_index(bytes, &problem)) {
+    NativeDecoder decoder(bytes);
+    if (decoder.decode_window(*index, window, "read", std::nullopt)) return decoder.take_result();
+    problem = "the index does not match the file's chunks";
+  }
+  std::optional<Diagnostic> damage;
+  auto scanned = scan_native_index(bytes, &damage);
+  if (!scanned) return NativeDecoder(bytes).decode();  // not an opsight file: its error
+  NativeDecoder decoder(bytes);
+  decoder.decode_window(*scanned, window, "rebuilt by a scan: " + problem, damage);
+  return decoder.take_result();
+}
 
 ReadResult read_native_dropping_input(std::string_view bytes,
                                       const std::function<void(const char*)>& done_before) {

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "format/chunk_codec.hpp"
+#include "format/chunk_index.hpp"
 #include "io/io.hpp"
 #include "io/native/derived_span_id.hpp"
 
@@ -36,18 +37,36 @@ uint64_t slot_word(uint32_t id, SlotKind kind, uint8_t arg_type = 0, uint16_t ex
 
 // Where the writer's chunks go: a buffer, handed to a sink (when there is one) whenever it
 // passes 1 MiB at the end of an Events chunk, so that a write holds that much, not the
-// whole file. Only the Events encoder hands over: every other chunk is small.
+// whole file. Only the Events encoder hands over: every other chunk is small. The time
+// index learns each chunk at the end of an Events chunk too, while its bytes are in cache.
 struct NativeOutput {
   std::string bytes;
   ByteSink* sink = nullptr;
   bool refused = false;  // the sink refused bytes: what follows is dropped
+  format::IndexBuilder index;
+  uint64_t base = 0;   // the file offset of bytes[0]
+  size_t indexed = 0;  // bytes before this are in the index
 
+  void index_new_chunks() {
+    index.add_chunks(std::string_view(bytes).substr(indexed), base + indexed);
+    indexed = bytes.size();
+  }
   void hand_over_if_large() {
+    if (bytes.size() - indexed >= (size_t{1} << 20)) index_new_chunks();
     if (sink && bytes.size() >= (size_t{1} << 20)) hand_over();
   }
   void hand_over() {
+    index_new_chunks();
     if (!refused && !sink->write(bytes)) refused = true;
+    base += bytes.size();
     bytes.clear();
+    indexed = 0;
+  }
+  // The index of every chunk so far and its trailer: the file's end.
+  void append_index() {
+    index_new_chunks();
+    index.append_index(bytes, base + bytes.size());
+    indexed = bytes.size();
   }
 };
 
@@ -513,6 +532,7 @@ void write_native_to(const trace::Trace& trace, NativeOutput& output) {
       out, format::SessionStats{ticks_of(last_ns), stats.size(), run.events_dropped, 0.0});
   for (const auto& entry : stats) format::append_pod(out, entry);
   format::end_chunk(out, header, format::ChunkType::kStats);
+  output.append_index();
 }
 
 }  // namespace
