@@ -50,9 +50,11 @@ def clean_environment(**extra: str) -> dict[str, str]:
     return environment
 
 
-#: What the suite must have: ``make test`` sets ``OPSIGHT_REQUIRE=torch,onnxruntime,pandas``
-#: (the packages its setup installs), so that a test needing one of them fails when it is
-#: missing instead of skipping; without the variable such a test skips, saying why (-rs).
+#: What the suite must have: ``make test`` sets ``OPSIGHT_REQUIRE`` to the Makefile's list of
+#: what its setup installs (Python packages, servers, commands), so that a test needing one of
+#: them fails when it is missing instead of skipping; without the variable such a test skips,
+#: saying why (-rs). Every name a test passes to ``require`` or ``require_command`` belongs in
+#: that list.
 REQUIRED = {name.strip() for name in os.environ.get("OPSIGHT_REQUIRE", "").split(",")
             if name.strip()}
 
@@ -69,6 +71,18 @@ def require(module_name: str):
                         f"{error}", pytrace=False)
         pytest.skip(f"{module_name} is not installed ({error}); OPSIGHT_REQUIRE={module_name} "
                     "makes this a failure", allow_module_level=True)
+
+
+def require_command(command: str, package: str) -> str:
+    """The path of ``command``; when it is not on PATH, fails the test if ``OPSIGHT_REQUIRE``
+    names it, else skips saying which Debian ``package`` brings it."""
+    path = shutil.which(command)
+    if path is None:
+        message = f"the {command} command is not installed (Debian package {package})"
+        if command in REQUIRED:
+            pytest.fail(f"{message} but OPSIGHT_REQUIRE names it", pytrace=False)
+        pytest.skip(f"{message}; OPSIGHT_REQUIRE={command} makes this a failure")
+    return path
 
 
 def write(directory: Path, name: str, text: str) -> Path:

@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-opsight = pytest.importorskip("opsight")
-from opsight._session.export import parse_targets  # noqa: E402 (after the skip)
+import opsight
+from opsight._session.export import parse_targets
 
 
 def test_targets_split_on_commas_semicolons_and_spaces():

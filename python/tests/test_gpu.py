@@ -13,9 +13,8 @@ import subprocess
 
 import pytest
 
+import opsight
 from conftest import OPSIGHT, PYTHON, clean_environment, require
-
-opsight = require("opsight")
 
 
 def _driver_present() -> bool:

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-opsight = pytest.importorskip("opsight")
+import opsight
+from conftest import require, require_command
 
 
 class _Receiver:
@@ -88,8 +89,6 @@ def _trace(tmp_path, spans: int = 5):
 
 def _span_count(body: bytes) -> int:
     """Spans in an OTLP ExportTraceServiceRequest (protobuf), read with opentelemetry-proto."""
-    from conftest import require
-
     require("opentelemetry.proto")
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest)
@@ -181,8 +180,6 @@ def test_a_permanent_error_is_named_and_not_retried(tmp_path, receiver, otel_fre
 def test_a_partial_success_counts_the_rejected_spans_as_dropped(tmp_path, otel_free):
     """A collector that takes each batch but rejects 2 of its spans (an OTLP partial
     success, as opentelemetry-proto encodes it): 2 per batch are dropped, with its reason."""
-    from conftest import require
-
     require("opentelemetry.proto")
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTracePartialSuccess, ExportTraceServiceResponse)
@@ -323,11 +320,9 @@ def test_the_schedule_delay_holds_a_partial_live_batch(tmp_path, receiver):
 def test_a_certificate_the_check_refuses_is_named_and_not_retried(tmp_path, otel_free):
     """An https receiver whose self-signed certificate no CA vouches for: the handshake is
     refused once, named, and not retried (retrying cannot mend a configuration)."""
-    import shutil
     import ssl
 
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command (Debian package openssl) makes the test certificate")
+    require_command("openssl", "openssl")  # makes the test certificate
     key, certificate = tmp_path / "key.pem", tmp_path / "cert.pem"
     made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
                            "1", "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out",
@@ -397,10 +392,7 @@ def test_a_port_that_answers_only_http2_is_named_and_not_retried(tmp_path, otel_
 
 def _certificate(tmp_path, name: str) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 and its key (PEM files), made by openssl."""
-    import shutil
-
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command (Debian package openssl) makes the test certificates")
+    require_command("openssl", "openssl")  # makes the test certificates
     key, certificate = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
     made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
                            "1", "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",

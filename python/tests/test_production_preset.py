@@ -10,7 +10,7 @@ import pytest
 import opsight._native as _native
 from opsight._session import preset
 
-from conftest import PYTHON, opsight_run, run, write
+from conftest import PYTHON, opsight_run, require, run, write
 
 APP = """
     import torch
@@ -34,7 +34,7 @@ def names(path):
 
 
 def test_the_production_preset_records_every_request_and_the_operators_of_a_sample(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     write(tmp_path, "app.py", APP)
     result = opsight_run(["--production", "-o", "run.opsight", "--no-store", "--report",
                           "summary", "--", PYTHON, "app.py"], tmp_path, timeout=120)
@@ -54,7 +54,7 @@ def test_the_production_preset_records_every_request_and_the_operators_of_a_samp
 
 
 def test_an_explicit_option_wins_over_the_preset(tmp_path):
-    pytest.importorskip("torch")
+    require("torch")
     write(tmp_path, "app.py", APP)
     result = opsight_run(["--production", "--sample", "1/50", "--ring", "30s", "--sample-ms",
                           "0", "-o", "run.opsight", "--no-store", "--report", "none", "--",

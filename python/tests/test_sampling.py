@@ -18,6 +18,8 @@ import opsight
 from opsight import _native, propagation
 from opsight._session.sampling import parse_sample_rate, parse_sample_root
 
+from conftest import require
+
 
 @opsight.trace
 def handle_request(index: int) -> int:
@@ -143,7 +145,7 @@ def test_a_child_process_started_in_a_unit_left_out_is_left_out_too(tmp_path):
 
 
 def test_torch_builds_no_record_function_inside_a_unit_left_out():
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     import opsight.torch  # noqa: F401
 
     x = torch.ones(4)
@@ -163,7 +165,7 @@ def test_torch_builds_no_record_function_inside_a_unit_left_out():
 
 
 def test_operators_that_are_roots_are_sampled_with_the_operators_they_call():
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     import opsight.torch
 
     x = torch.ones(4, 4)
@@ -224,7 +226,7 @@ def test_opsight_run_samples_the_program_it_runs(tmp_path):
 
 
 def test_the_operators_scope_keeps_every_span_and_the_operators_of_a_sample():
-    torch = pytest.importorskip("torch")
+    torch = require("torch")
     import opsight.torch  # noqa: F401
 
     x = torch.ones(4)

@@ -164,6 +164,19 @@ def missing(name: str, detail: str) -> None:
     pytest.skip(f"{message}; OPSIGHT_REQUIRE={name} makes this a failure")
 
 
+def require_command(command: str, package: str) -> str:
+    """The path of ``command``; when it is not on PATH, fails the test if ``OPSIGHT_REQUIRE``
+    names it, else skips saying which Debian ``package`` brings it (scripts/setup.sh test
+    installs it)."""
+    path = shutil.which(command)
+    if path is None:
+        message = f"the {command} command is not installed (Debian package {package})"
+        if command in REQUIRED:
+            pytest.fail(f"{message} but OPSIGHT_REQUIRE names it", pytrace=False)
+        pytest.skip(f"{message}; OPSIGHT_REQUIRE={command} makes this a failure")
+    return path
+
+
 def installed_file(name: str, path: Path) -> Path:
     """``path`` when it is there, else skips or fails (``missing``)."""
     if not path.exists():

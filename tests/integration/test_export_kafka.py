@@ -184,8 +184,7 @@ def test_opsight_run_exports_a_python_program_through_opsight_export(kafka_serve
     """The path an unchanged program takes: OPSIGHT_EXPORT (a broker list: its comma stays
     in the Kafka target) read by `opsight run`, the merged run sent at the end."""
     opsight_command = pathlib.Path(sys.executable).with_name("opsight")
-    if not opsight_command.is_file():
-        pytest.skip(f"{opsight_command} is not installed (make install)")
+    assert opsight_command.is_file(), f"{opsight_command} is not installed: run `make install`"
     program = tmp_path / "program.py"
     program.write_text("import opsight\n"
                        "with opsight.span('outer'):\n"

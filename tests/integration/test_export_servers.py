@@ -19,7 +19,8 @@ import pytest
 
 from real_servers import (TcpGate, attributes_dict, jaeger, jaeger_server,  # noqa: F401
                           otlp_spans, poll, prometheus, promtool_check_metrics,
-                          pushgateway_server, require_modules, zipkin_server)
+                          pushgateway_server, require_command, require_modules,
+                          zipkin_server)
 
 import opsight._native as native
 
@@ -245,10 +246,7 @@ def test_an_otlp_http_port_given_as_grpc_is_named_and_not_retried(tmp_path, jaeg
 
 def _certificate(tmp_path, name: str) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 and its key (PEM files), made by openssl."""
-    import shutil
-
-    if shutil.which("openssl") is None:
-        pytest.skip("the openssl command (Debian package openssl) makes the test certificates")
+    require_command("openssl", "openssl")
     key, certificate = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
     made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
                            "1", "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
