@@ -219,7 +219,8 @@ def test_an_eager_task_takes_its_flow_while_create_task_runs_it(tmp_path: Path) 
     if not hasattr(asyncio, "eager_task_factory"):
         import pytest
 
-        pytest.skip(f"asyncio.eager_task_factory needs Python 3.12 (this is {sys.version.split()[0]})")
+        pytest.skip("eager tasks (asyncio.eager_task_factory) need Python 3.12, as docs/python.md "
+                    f"says (this is {sys.version.split()[0]})")
 
     @opsight.trace
     async def handler() -> None:
