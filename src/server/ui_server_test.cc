@@ -293,7 +293,9 @@ TEST_F(UiServerTest, ParallelRequestsEachGetTheirAnswer) {
 }
 
 // docs/ui-openapi.json documents every route the server has, and nothing else; each
-// documented GET answers on the real server (not "no API route").
+// documented GET answers on the real server (not "no API route"). Every operation with its
+// own method, its statuses and the shapes of its answers against the schemas:
+// tests/integration/test_ui_openapi.py.
 TEST_F(UiServerTest, TheOpenApiFileNamesTheServersRoutes) {
   std::ifstream file(std::string(OPSIGHT_SOURCE_DIR) + "/docs/ui-openapi.json");
   ASSERT_TRUE(file) << "docs/ui-openapi.json is missing";
