@@ -24,6 +24,11 @@ void IndexBuilder::add_events(uint64_t offset, uint32_t thread_index, const char
   if (thread.open_spans == 0 && !thread.switched_tracks && !thread.after_instant &&
       !thread.into_next_waiting)
     entry.flags |= kIndexCleanStart;
+  auto note_empty_state = [&] {
+    if (thread.open_spans == 0 && !thread.switched_tracks && !thread.into_next_waiting)
+      entry.flags |= kIndexResumable;
+  };
+  note_empty_state();
   // The slot decoder's walk (src/io/native/slot_decoder.hpp), keeping only what the index
   // needs: which events are stale, the full ticks of packed ones, and the thread's nesting.
   uint32_t index = 0;
@@ -78,6 +83,7 @@ void IndexBuilder::add_events(uint64_t offset, uint32_t thread_index, const char
       case SlotKind::kEnd:
         if (thread.open_spans > 0) --thread.open_spans;
         thread.after_instant = false;
+        note_empty_state();
         break;
       case SlotKind::kInstant:
       case SlotKind::kInstantNamed:

@@ -250,6 +250,11 @@ enum IndexFlags : uint32_t {
   kIndexHasTicksBefore = 2,  // ticks_before holds the thread's previous timed event
   kIndexHasAsync = 4,        // the chunk holds async begins or ends (or flows bound to them)
   kIndexHasSpans = 8,        // the chunk holds a begin or an instant (the thread has a track)
+  // The thread's state is empty somewhere in this kEvents chunk (at its start, or after an
+  // end): no span open, never switched tracks, no flow waiting for the next begin. A windowed
+  // read may start decoding the thread at this chunk with an empty state (what was open at
+  // its start ends before that point), and may stop after it (what was open before ends).
+  kIndexResumable = 16,
 };
 
 struct IndexEntry {

@@ -223,10 +223,20 @@ class NativeDecoder {
           }
         }
         if (first == chunks.size()) continue;
+        // From the last chunk at or before the first one overlapping the window where the
+        // thread's state is empty at some point (the spans open at the window's start all
+        // began after it), through the first such chunk after the last one overlapping it
+        // (the spans open at the window's end all end before that point).
+        // (The first overlapping chunk itself only when its start is empty: a point inside
+        // it may lie after the window's start.)
         size_t begin = first;
-        while (begin > 0 && !(index[chunks[begin]].flags & format::kIndexCleanStart)) --begin;
+        if (!(index[chunks[first]].flags & format::kIndexCleanStart) && first > 0) {
+          begin = first - 1;
+          while (begin > 0 && !(index[chunks[begin]].flags & format::kIndexResumable)) --begin;
+        }
         size_t end = last + 1;
-        while (end < chunks.size() && !(index[chunks[end]].flags & format::kIndexCleanStart)) ++end;
+        while (end < chunks.size() && !(index[chunks[end]].flags & format::kIndexResumable)) ++end;
+        end = std::min(end + 1, chunks.size());
         for (size_t k = begin; k < end; ++k) decode[chunks[k]] = 1;
       }
       for (size_t i = 0; i < index.size(); ++i)
@@ -282,12 +292,16 @@ class NativeDecoder {
         ThreadState& state = thread_state(thread);
         track_of(state, state.lanes[0]);
       }
+    // A run that starts inside spans begun before it meets their ends, arguments and
+    // flows without them: not the file's problems, so not counted.
+    unmatched_ends_ = orphan_args_ = contexts_without_span_ = flow_ends_without_span_ = 0;
     finish_threads();
     int64_t trace_end_ns = 0;
     for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
     build_async_slices(trace_end_ns);
     apply_async_track_layout();
     build_flows();
+    flow_ends_without_span_ = 0;
     note_counts();
     trace::Trace& trace = result_.trace;
     trace.run.complete = saw_stats && !result_.damage;
