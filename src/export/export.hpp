@@ -61,22 +61,26 @@
 
 #include "export/batch_exporter.hpp"
 #include "export/http_sender.hpp"
+#include "export/sink.hpp"
 #include "export/span_view.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::exporting {
 
-enum class ExportKind { kOtlpProtobuf, kOtlpJson, kOtlpGrpc, kZipkin, kPushgateway, kKafka, kLoki };
+// OTLP/HTTP with protobuf bodies: the sink of a default-constructed target.
+const SinkDescription* default_sink();
 
-// Where Kafka messages go (kind kKafka; `endpoint` is unused then).
+// Where Kafka messages go (the kafka sink; `endpoint` is unused then).
 struct KafkaDestination {
   std::string brokers;  // "host:port[,host:port...]"
   std::string topic;
   std::vector<std::pair<std::string, std::string>> properties;  // librdkafka's, in order
 };
 
+// One place to send a trace to: its sink (sink.hpp: what it is called, how its batches are
+// encoded and sent) and what the target's spec and the environment said of it.
 struct ExportTarget {
-  ExportKind kind = ExportKind::kOtlpProtobuf;
+  const SinkDescription* sink = default_sink();
   Endpoint endpoint;
   std::vector<std::pair<std::string, std::string>> headers;
   bool gzip = false;     // OTLP bodies gzip-compressed (OTEL_EXPORTER_OTLP_COMPRESSION)
@@ -85,15 +89,14 @@ struct ExportTarget {
   // _CLIENT_CERTIFICATE with _CLIENT_KEY (mutual TLS); empty: unset.
   std::string ca_certificate_path, client_certificate_path, client_key_path;
   KafkaDestination kafka;
-  // "otlp", "otlp-json", "otlp-grpc", "zipkin", "pushgateway", "kafka", "loki"
-  std::string label() const;
+  // The sink's name: "otlp", "otlp-json", "otlp-grpc", "zipkin", "pushgateway", ...
+  std::string label() const { return std::string(sink->name); }
 };
 
-// Reads an environment variable (nullptr when unset); tests pass their own.
-using Environment = std::function<const char*(const char*)>;
 Environment process_environment();
 
-// Parses "kind[=URL]"; nullopt with `error` naming what is wrong.
+// Parses "kind[=URL]" (the kinds and their syntax: sinks() in sink.hpp, listed above);
+// nullopt with `error` naming what is wrong.
 std::optional<ExportTarget> parse_export_target(std::string_view spec,
                                                 const Environment& environment, std::string* error);
 
@@ -152,17 +155,18 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
 std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double timeout_s,
                                               std::string_view opsight_version = {});
 
-// Encodes `rows` of `view` for `target`'s kind: one EncodedBatch per batch of at most
+// Encodes `rows` of `view` for `target`'s sink: one EncodedBatch per batch of at most
 // `batch_spans` spans, handed to `emit` in order (export_trace and LiveSpanExporter send
-// through it). A Kafka batch holds spans of one trace and carries that trace's id as its
-// key; Loki's streams are decided over the whole view. Not for a Pushgateway (metrics).
+// through it). A sink that wants one trace per batch (Kafka) gets the rows grouped by
+// trace, and no batch crosses from one trace to the next. Only for sinks of spans.
 void encode_batches(const SpanView& view, std::span<const trace::RowIndex> rows,
                     const ExportTarget& target, size_t batch_spans,
                     const std::function<void(EncodedBatch)>& emit);
 
-// The sender a target uses: make_http_sender's, or a Kafka producer. A Kafka producer that
-// librdkafka refuses to create gives a sender that fails every batch with the reason, so
-// that the spans are counted as dropped and the report says why.
+// The sender a target uses: its sink's (a Kafka producer, a gRPC channel), else
+// make_http_sender's. A producer or channel that cannot be made gives a sender that fails
+// every batch with the reason, so that the spans are counted as dropped and the report
+// says why.
 std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s,
                                          std::string_view opsight_version = {});
 

@@ -27,12 +27,13 @@
 #include <thread>
 
 #include "export/export.hpp"
-#include "export/grpc_sender.hpp"
 #include "export/http_sender.hpp"
-#include "export/loki_encoder.hpp"
-#include "export/otlp_encoder.hpp"
-#include "export/prometheus_text.hpp"
-#include "export/zipkin_encoder.hpp"
+#include "export/loki/loki_encoder.hpp"
+#include "export/otlp/grpc_sender.hpp"
+#include "export/otlp/otlp_encoder.hpp"
+#include "export/otlp/otlp_sinks.hpp"
+#include "export/prometheus/prometheus_text.hpp"
+#include "export/zipkin/zipkin_encoder.hpp"
 #include "io/io.hpp"
 
 #if OPSIGHT_WITH_GRPC
@@ -212,7 +213,7 @@ void BM_EncodeAndSendOtlp(benchmark::State& state) {
   if (grpc) {
 #if OPSIGHT_WITH_GRPC
     grpc_server = std::make_unique<AnsweringGrpcServer>();
-    target.kind = opsight::exporting::ExportKind::kOtlpGrpc;
+    target.sink = &opsight::exporting::otlp::grpc_sink();
     target.endpoint.host = "127.0.0.1";
     target.endpoint.port = grpc_server->port();
 #else

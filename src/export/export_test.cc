@@ -15,16 +15,15 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "export/loki_encoder.hpp"
-#include "export/otlp_encoder.hpp"
-#include "export/otlp_fields.hpp"
-#include "export/prometheus_text.hpp"
-#include "export/zipkin_encoder.hpp"
+#include "export/loki/loki_encoder.hpp"
+#include "export/otlp/otlp_encoder.hpp"
+#include "export/otlp/otlp_fields.hpp"
+#include "export/prometheus/prometheus_text.hpp"
+#include "export/zipkin/zipkin_encoder.hpp"
 #include "wire/proto_decoder_for_tests.hpp"
 
 namespace {
 
-using opsight::exporting::ExportKind;
 using opsight::exporting::ResourceOptions;
 using opsight::exporting::SpanView;
 using opsight::trace::ArgValue;
@@ -641,7 +640,7 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
   auto none = environment_of({});
   auto otlp = opsight::exporting::parse_export_target("otlp=http://127.0.0.1:4318", none, &error);
   ASSERT_TRUE(otlp) << error;
-  EXPECT_EQ(otlp->kind, ExportKind::kOtlpProtobuf);
+  EXPECT_EQ(otlp->label(), "otlp");
   EXPECT_EQ(otlp->endpoint.url(), "http://127.0.0.1:4318/v1/traces");
   auto defaulted = opsight::exporting::parse_export_target("otlp", none, &error);
   EXPECT_EQ(defaulted->endpoint.url(), "http://localhost:4318/v1/traces");
@@ -652,7 +651,7 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
                              {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-team=infra"}});
   auto from_env = opsight::exporting::parse_export_target("otlp", env, &error);
   ASSERT_TRUE(from_env) << error;
-  EXPECT_EQ(from_env->kind, ExportKind::kOtlpJson);
+  EXPECT_EQ(from_env->label(), "otlp-json");
   EXPECT_EQ(from_env->endpoint.url(), "http://collector:4318/v1/traces");
   EXPECT_EQ(from_env->headers, (std::vector<std::pair<std::string, std::string>>{
                                    {"api-key", "secret one"}, {"x-team", "infra"}}));
@@ -812,7 +811,7 @@ TEST(ExportTargets, LokiUrlsAndTheirDefaultPath) {
   auto none = environment_of({});
   auto defaulted = opsight::exporting::parse_export_target("loki", none, &error);
   ASSERT_TRUE(defaulted) << error;
-  EXPECT_EQ(defaulted->kind, ExportKind::kLoki);
+  EXPECT_EQ(defaulted->label(), "loki");
   EXPECT_EQ(defaulted->label(), "loki");
   EXPECT_EQ(defaulted->endpoint.url(), "http://localhost:3100/loki/api/v1/push");
   auto bare = opsight::exporting::parse_export_target("loki=http://logs:3100", none, &error);
@@ -830,7 +829,7 @@ TEST(ExportTargets, KafkaBrokersTopicAndLibrdkafkaProperties) {
   auto none = environment_of({});
   auto defaulted = opsight::exporting::parse_export_target("kafka", none, &error);
   ASSERT_TRUE(defaulted) << error;
-  EXPECT_EQ(defaulted->kind, ExportKind::kKafka);
+  EXPECT_EQ(defaulted->label(), "kafka");
   EXPECT_EQ(defaulted->label(), "kafka");
   EXPECT_EQ(defaulted->kafka.brokers, "localhost:9092");
   EXPECT_EQ(defaulted->kafka.topic, "otlp_spans");

@@ -9,7 +9,7 @@
 #include <charconv>
 #include <cstdlib>
 
-#include "export/otlp_encoder.hpp"
+#include "export/otlp/otlp_encoder.hpp"
 #include "export/span_view.hpp"  // percent_decode
 
 namespace opsight::exporting {

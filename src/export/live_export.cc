@@ -146,7 +146,8 @@ void LiveSpanExporter::send(Batch& batch) {
   auto rows = view.rows();
   for (size_t i = 0; i < targets_.size(); ++i) {
     const ExportTarget& target = targets_[i];
-    if (target.kind == ExportKind::kPushgateway) continue;  // metrics: at the end, or live /metrics
+    if (target.sink->payload != SinkPayload::kSpans)
+      continue;  // metrics: at the end, or live /metrics
     encode_batches(view, rows, target, options_.batch_spans, [&](EncodedBatch encoded) {
       wait_for_room(*exporters_[i], encoded.body.size());
       exporters_[i]->offer(std::move(encoded));  // still full: past stop()'s deadline

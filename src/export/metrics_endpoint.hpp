@@ -21,7 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "export/prometheus_text.hpp"
+#include "export/prometheus/prometheus_text.hpp"
 #include "io/native/native_tail.hpp"
 
 namespace opsight::exporting {

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "export/export.hpp"
-#include "export/loki_encoder.hpp"
-#include "export/prometheus_text.hpp"
+#include "export/loki/loki_encoder.hpp"
+#include "export/prometheus/prometheus_text.hpp"
 
 namespace opsight::exporting {
 

@@ -7,7 +7,7 @@
 // encoder's bytes, the metadata and User-Agent arrive, a partial success is counted, an
 // UNAVAILABLE is retried through BatchExporter. The proof against a real collector is
 // tests/integration/test_export_servers.py (Jaeger's OTLP gRPC receiver).
-#include "export/grpc_sender.hpp"
+#include "export/otlp/grpc_sender.hpp"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 #include "export/batch_exporter.hpp"
 #include "export/export.hpp"
-#include "export/otlp_fields.hpp"
+#include "export/otlp/otlp_fields.hpp"
 #include "wire/proto_encoder.hpp"
 
 #if OPSIGHT_WITH_GRPC
@@ -32,7 +32,6 @@
 
 namespace {
 
-using opsight::exporting::ExportKind;
 using opsight::exporting::ExportTarget;
 using opsight::exporting::SendResult;
 
@@ -92,13 +91,13 @@ TEST(OtlpGrpcTarget, DefaultEndpointIsPort4317WithoutAPath) {
     GTEST_SKIP() << "built without gRPC";
   }
   ASSERT_TRUE(target) << error;
-  EXPECT_EQ(target->kind, ExportKind::kOtlpGrpc);
+  EXPECT_EQ(target->label(), "otlp-grpc");
   EXPECT_EQ(target->label(), "otlp-grpc");
   EXPECT_EQ(target->endpoint.url(), "http://localhost:4317/");
   // OTEL_EXPORTER_OTLP_PROTOCOL=grpc turns the plain `otlp` kind into gRPC.
   target = parse("otlp", {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}, &error);
   ASSERT_TRUE(target) << error;
-  EXPECT_EQ(target->kind, ExportKind::kOtlpGrpc);
+  EXPECT_EQ(target->label(), "otlp-grpc");
   EXPECT_EQ(target->endpoint.port, 4317);
   // The signal-specific protocol wins over the general one, either way.
   target = parse("otlp",
@@ -106,7 +105,7 @@ TEST(OtlpGrpcTarget, DefaultEndpointIsPort4317WithoutAPath) {
                   {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"}},
                  &error);
   ASSERT_TRUE(target) << error;
-  EXPECT_EQ(target->kind, ExportKind::kOtlpProtobuf);
+  EXPECT_EQ(target->label(), "otlp");
   EXPECT_EQ(target->endpoint.url(), "http://localhost:4318/v1/traces");
   EXPECT_FALSE(parse("otlp", {{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/thrift"}}, &error));
   EXPECT_NE(error.find("opsight speaks grpc, http/protobuf and http/json"), std::string::npos)

@@ -1,11 +1,11 @@
-#include "export/otlp_encoder.hpp"
+#include "export/otlp/otlp_encoder.hpp"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <vector>
 
-#include "export/otlp_fields.hpp"
+#include "export/otlp/otlp_fields.hpp"
 #include "wire/json_escape.hpp"
 #include "wire/proto_encoder.hpp"
 

@@ -1,11 +1,11 @@
-#include "export/grpc_sender.hpp"
+#include "export/otlp/grpc_sender.hpp"
 
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "export/otlp_encoder.hpp"
+#include "export/otlp/otlp_encoder.hpp"
 #include "wire/proto_decoder.hpp"
 
 #if OPSIGHT_WITH_GRPC

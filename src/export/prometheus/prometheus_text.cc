@@ -1,4 +1,4 @@
-#include "export/prometheus_text.hpp"
+#include "export/prometheus/prometheus_text.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "export/zipkin_encoder.hpp"
+#include "export/zipkin/zipkin_encoder.hpp"
 
 #include <fmt/format.h>
 

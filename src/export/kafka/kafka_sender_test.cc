@@ -4,7 +4,7 @@
 // down is retried and then delivered through BatchExporter; an authorization error, a
 // message too large are failures); sends and shutdown stay bounded in time when no broker
 // answers. The proof against a real broker is tests/integration/test_export_kafka.py.
-#include "export/kafka_sender.hpp"
+#include "export/kafka/kafka_sender.hpp"
 
 #include <gtest/gtest.h>
 #include <librdkafka/rdkafka.h>
@@ -20,7 +20,7 @@
 
 #include "export/batch_exporter.hpp"
 #include "export/export.hpp"
-#include "export/otlp_fields.hpp"
+#include "export/otlp/otlp_fields.hpp"
 #include "wire/proto_decoder_for_tests.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "export/kafka_sender.hpp"
+#include "export/kafka/kafka_sender.hpp"
 
 #if OPSIGHT_WITH_KAFKA
 #include <librdkafka/rdkafka.h>

@@ -1,4 +1,4 @@
-#include "export/loki_encoder.hpp"
+#include "export/loki/loki_encoder.hpp"
 
 #include <fmt/format.h>
 

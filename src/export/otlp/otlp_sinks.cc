@@ -1,0 +1,262 @@
+#include "export/otlp/otlp_sinks.hpp"
+
+#include <cctype>
+#include <cstdio>
+
+#include "export/export.hpp"
+#include "export/otlp/grpc_sender.hpp"
+#include "export/otlp/otlp_encoder.hpp"
+
+namespace opsight::exporting::otlp {
+
+namespace {
+
+// The signal's own variable first, then the general one (the specification's order).
+std::string_view setting(const Environment& environment, const char* traces_name,
+                         const char* general_name, const char** name_used) {
+  std::string_view value = environment_value(environment, traces_name);
+  *name_used = traces_name;
+  if (value.empty()) {
+    value = environment_value(environment, general_name);
+    *name_used = general_name;
+  }
+  return value;
+}
+
+// gRPC's endpoint is an address, never a path: the variables are used as they are, and a
+// scheme-less host:port is TLS unless ..._INSECURE is true (the specification).
+std::optional<std::string> grpc_url(const Environment& environment, std::string& url) {
+  if (url.empty()) url = environment_value(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+  if (url.empty()) url = environment_value(environment, "OTEL_EXPORTER_OTLP_ENDPOINT");
+  if (url.empty()) url = "http://localhost:4317";
+  if (url.find("://") != std::string::npos) return std::nullopt;
+  const char* name = nullptr;
+  std::string insecure(setting(environment, "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+                               "OTEL_EXPORTER_OTLP_INSECURE", &name));
+  for (char& character : insecure)
+    character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
+  if (!insecure.empty() && insecure != "true" && insecure != "false")
+    return std::string(name) + " '" + insecure + "' is not true or false";
+  url = (insecure == "true" ? "http://" : "https://") + url;
+  return std::nullopt;
+}
+
+// OTLP/HTTP: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT +
+// /v1/traces, else the default; a URL given without a path gets /v1/traces.
+std::string http_url(const Environment& environment, std::string url, std::string* default_path) {
+  *default_path = "/v1/traces";
+  if (!url.empty()) return url;
+  if (auto traces = environment_value(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+      !traces.empty()) {
+    *default_path = "/";
+    return std::string(traces);
+  }
+  if (auto base = environment_value(environment, "OTEL_EXPORTER_OTLP_ENDPOINT"); !base.empty()) {
+    std::string joined(base);
+    while (!joined.empty() && joined.back() == '/') joined.pop_back();
+    return joined + "/v1/traces";
+  }
+  return "http://localhost:4318/v1/traces";
+}
+
+// Compression, timeout and TLS files, each checked now rather than at the first request.
+std::optional<std::string> read_settings(const Environment& environment, ExportTarget& target) {
+  const char* name = nullptr;
+  std::string_view compression = setting(environment, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+                                         "OTEL_EXPORTER_OTLP_COMPRESSION", &name);
+  if (compression == "gzip")
+    target.gzip = true;
+  else if (!compression.empty() && compression != "none")
+    return std::string(name) + " '" + std::string(compression) + "' is not gzip or none";
+  std::string_view timeout = setting(environment, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+                                     "OTEL_EXPORTER_OTLP_TIMEOUT", &name);
+  if (!timeout.empty()) {
+    auto milliseconds = parse_whole_number(timeout);
+    if (!milliseconds || *milliseconds == 0)
+      return std::string(name) + " '" + std::string(timeout) +
+             "' is not a positive whole number of milliseconds";
+    target.timeout_s = static_cast<double>(*milliseconds) / 1000.0;
+  }
+  struct TlsFile {
+    const char* traces_name;
+    const char* general_name;
+    std::string* path;
+  };
+  for (const TlsFile& file :
+       {TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                &target.ca_certificate_path},
+        TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &target.client_certificate_path},
+        TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+                &target.client_key_path}}) {
+    std::string_view path = setting(environment, file.traces_name, file.general_name, &name);
+    if (path.empty()) continue;
+    *file.path = std::string(path);
+    if (std::FILE* opened = std::fopen(file.path->c_str(), "rb"))
+      std::fclose(opened);
+    else
+      return std::string(name) + " '" + *file.path + "': cannot be read";
+  }
+  if (target.client_certificate_path.empty() != target.client_key_path.empty())
+    return "mutual TLS needs both OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and "
+           "OTEL_EXPORTER_OTLP_CLIENT_KEY (or their TRACES_ forms)";
+  return std::nullopt;
+}
+
+// gRPC metadata keys are lowercase [0-9a-z_.-] (not grpc-...); values printable ASCII.
+std::optional<std::string> check_grpc_metadata(ExportTarget& target) {
+  for (auto& [key, value] : target.headers) {
+    for (char& character : key)
+      character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
+    bool key_ok = !key.empty() && key.rfind("grpc-", 0) != 0;
+    for (char character : key)
+      key_ok = key_ok &&
+               ((character >= 'a' && character <= 'z') || (character >= '0' && character <= '9') ||
+                character == '_' || character == '.' || character == '-');
+    if (!key_ok)
+      return "OTEL_EXPORTER_OTLP_HEADERS: '" + key +
+             "' cannot be gRPC metadata (lowercase 0-9 a-z _ . -, not grpc-...)";
+    for (char character : value)
+      if (character < 0x20 || character > 0x7E)
+        return "OTEL_EXPORTER_OTLP_HEADERS: the value of '" + key +
+               "' is not printable ASCII, as gRPC metadata must be";
+  }
+  if (target.endpoint.path != "/")
+    return "a gRPC endpoint is host and port only; '" + target.endpoint.path +
+           "' is a path (OTLP/HTTP's; gRPC's method is fixed)";
+  if (!target.endpoint.user_info.empty())
+    return "gRPC sends no user:password from the URL; give it as a header "
+           "(OTEL_EXPORTER_OTLP_HEADERS=authorization=Basic ...)";
+  return std::nullopt;
+}
+
+std::optional<std::string> parse(std::string_view spelling, std::string_view rest,
+                                 const Environment& environment, ExportTarget& target) {
+  std::string_view protocol = environment_value(environment, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL");
+  if (protocol.empty()) protocol = environment_value(environment, "OTEL_EXPORTER_OTLP_PROTOCOL");
+  if (spelling == "otlp" && !protocol.empty() && protocol != "http/protobuf" &&
+      protocol != "http/json" && protocol != "grpc")
+    return "OTEL_EXPORTER_OTLP_PROTOCOL '" + std::string(protocol) +
+           "' is not supported (opsight speaks grpc, http/protobuf and http/json)";
+  bool json = spelling == "otlp-json" || (spelling == "otlp" && protocol == "http/json");
+  bool grpc = spelling == "otlp-grpc" || (spelling == "otlp" && protocol == "grpc");
+  target.sink = grpc ? &grpc_sink() : json ? &json_sink() : &protobuf_sink();
+  if (grpc && !grpc_available()) {
+    std::string why;
+    make_grpc_sender({}, &why);
+    return why;
+  }
+  std::string url(rest), default_path = "/";
+  if (grpc) {
+    if (auto why = grpc_url(environment, url)) return why;
+  } else {
+    url = http_url(environment, std::move(url), &default_path);
+  }
+  std::vector<std::string> header_errors;
+  for (const char* variable : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
+    // An entry, not a structured binding: clang 14 cannot capture those in a lambda.
+    for (auto& entry :
+         parse_key_value_list(environment_value(environment, variable), &header_errors)) {
+      const std::string& key = entry.first;
+      std::erase_if(target.headers, [&](const auto& header) { return header.first == key; });
+      target.headers.emplace_back(key, entry.second);
+    }
+  }
+  if (!header_errors.empty()) return "OTEL_EXPORTER_OTLP_HEADERS: " + header_errors.front();
+  if (auto why = read_settings(environment, target)) return why;
+  if (auto why = set_http_endpoint(target, url, default_path)) return why;
+  if (grpc) return check_grpc_metadata(target);
+  return std::nullopt;
+}
+
+class ProtobufEncoder : public SpanBatchEncoder {
+ public:
+  explicit ProtobufEncoder(const SpanView& view) : view_(view) {}
+  void encode(std::span<const trace::RowIndex> rows, EncodedBatch& out) override {
+    out.body = encode_otlp_protobuf(view_, rows);
+  }
+
+ private:
+  const SpanView& view_;
+};
+
+class JsonEncoder : public SpanBatchEncoder {
+ public:
+  explicit JsonEncoder(const SpanView& view) : view_(view) {}
+  void encode(std::span<const trace::RowIndex> rows, EncodedBatch& out) override {
+    out.body = encode_otlp_json(view_, rows);
+  }
+
+ private:
+  const SpanView& view_;
+};
+
+std::unique_ptr<BatchSender> make_channel(const ExportTarget& target, double timeout_s,
+                                          std::string_view opsight_version) {
+  GrpcSenderOptions options;
+  const Endpoint& endpoint = target.endpoint;
+  options.address = endpoint.host.find(':') != std::string::npos
+                        ? "[" + endpoint.host + "]:" + std::to_string(endpoint.port)
+                        : endpoint.host + ":" + std::to_string(endpoint.port);
+  options.tls = endpoint.scheme == "https";
+  options.ca_certificate_path = target.ca_certificate_path;
+  options.client_certificate_path = target.client_certificate_path;
+  options.client_key_path = target.client_key_path;
+  options.headers = target.headers;
+  options.gzip = target.gzip;
+  options.timeout_s = target.timeout_s > 0 ? target.timeout_s : timeout_s;
+  options.user_agent = grpc_user_agent_for(opsight_version);
+  std::string error;
+  if (auto sender = make_grpc_sender(options, &error)) return sender;
+  return make_failing_sender("otlp-grpc " + endpoint.origin(), error);
+}
+
+}  // namespace
+
+const SinkDescription& protobuf_sink() {
+  static const SinkDescription description{
+      .name = "otlp",
+      .aliases = {"otlp-protobuf"},
+      .syntax = "otlp[=URL]",
+      .summary =
+          "OTLP/HTTP, protobuf (JSON or gRPC when OTEL_EXPORTER_OTLP_PROTOCOL says so); "
+          "default http://localhost:4318/v1/traces",
+      .parse = parse,
+      .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
+        return std::make_unique<ProtobufEncoder>(view);
+      },
+      .http_content_type = "application/x-protobuf",
+      .reads_otlp_partial_success = true,
+  };
+  return description;
+}
+
+const SinkDescription& json_sink() {
+  static const SinkDescription description{
+      .name = "otlp-json",
+      .syntax = "otlp-json[=URL]",
+      .summary = "OTLP/HTTP, JSON; default http://localhost:4318/v1/traces",
+      .parse = parse,
+      .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
+        return std::make_unique<JsonEncoder>(view);
+      },
+      .http_content_type = "application/json",
+  };
+  return description;
+}
+
+const SinkDescription& grpc_sink() {
+  static const SinkDescription description{
+      .name = "otlp-grpc",
+      .syntax = "otlp-grpc[=URL]",
+      .summary = "OTLP/gRPC (TraceService/Export); default http://localhost:4317",
+      .parse = parse,
+      .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
+        return std::make_unique<ProtobufEncoder>(view);
+      },
+      .make_sender = make_channel,
+  };
+  return description;
+}
+
+}  // namespace opsight::exporting::otlp
