@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,8 +29,10 @@
 #include "cli/export_command.hpp"
 #include "cli/output.hpp"
 #include "cli/store_commands.hpp"
+#include "cli/time_window.hpp"
 #include "cli/ui_command.hpp"
 #include "io/io.hpp"
+#include "io/trace_formats.hpp"
 #include "opsight/exit_codes.hpp"
 #include "opsight/opsight.hpp"
 #include "report/report.hpp"
@@ -68,6 +71,57 @@ std::optional<opsight::trace::Trace> load_trace(const std::string& path, bool* d
   return load_traces({path}, damaged);
 }
 
+// The traces cut to `window` (--window): one trace file is read through its time index
+// (a native file decodes only the chunks the window needs); several files, or a run of the
+// store, are read whole, merged, then cut. Says so when a native file had no index.
+std::optional<opsight::trace::Trace> load_traces_in_window(const std::vector<std::string>& paths,
+                                                           const opsight::io::TimeWindow& window,
+                                                           bool* damaged) {
+  std::error_code error;
+  if (paths.size() == 1 && std::filesystem::is_regular_file(paths[0], error)) {
+    opsight::io::ReadResult result = opsight::io::read_trace_file(paths[0], window);
+    if (!result.ok()) {
+      print_error(result.error->to_string(paths[0]));
+      return std::nullopt;
+    }
+    if (result.damage) {
+      *damaged = true;
+      std::fprintf(stderr, "opsight: warning: %s (showing what was read before it)\n",
+                   result.damage->to_string(paths[0]).c_str());
+    }
+    for (const auto& [key, value] : result.trace.run.extra)
+      if (key == "native_index" && value != "read")
+        std::fprintf(stderr, "opsight: note: %s: no usable time index (%s)\n", paths[0].c_str(),
+                     value.c_str());
+    return std::move(result.trace);
+  }
+  std::optional<opsight::trace::Trace> trace;
+  if (paths.size() == 1) {
+    opsight::store::LoadedTrace loaded = opsight::store::load_trace_argument(paths[0]);
+    if (!loaded.ok()) {
+      print_error(*loaded.error);
+      return std::nullopt;
+    }
+    for (const std::string& damage : loaded.damage) {
+      *damaged = true;
+      std::fprintf(stderr, "opsight: warning: %s (showing what was read before it)\n",
+                   damage.c_str());
+    }
+    trace = std::move(loaded.trace);
+  } else {
+    trace = load_traces(paths, damaged);
+  }
+  if (!trace) return trace;
+  int64_t start = trace->time_bounds().first;
+  auto plus = [](int64_t a, int64_t b) {
+    int64_t sum = 0;
+    return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<int64_t>::max() : sum;
+  };
+  opsight::trace::keep_time_window(*trace, plus(start, window.from_ns), plus(start, window.to_ns),
+                                   opsight::trace::WindowRule::kOverlaps);
+  return trace;
+}
+
 // What report headers call the input: the file's name, or the files' names.
 std::string source_name_of(const std::vector<std::string>& paths) {
   auto name = [](const std::string& path) {
@@ -93,6 +147,7 @@ struct ReportCommand {
   size_t limit = 0;
   size_t max_roots = 20;
   size_t max_depth = 0;
+  std::string window;  // --window FROM:TO
 };
 
 int run_report(const ReportCommand& command) {
@@ -130,10 +185,21 @@ int run_report(const ReportCommand& command) {
     print_error("--format " + command.format + " takes one view: choose one of " + flags);
     return kExitUsage;
   }
+  std::optional<opsight::io::TimeWindow> window;
+  if (!command.window.empty()) {
+    std::string problem;
+    window = opsight::cli::parse_time_window(command.window, &problem);
+    if (!window) {
+      print_error(problem);
+      return kExitUsage;
+    }
+  }
   bool damaged = false;
   auto load_start = std::chrono::steady_clock::now();
   std::optional<opsight::trace::Trace> trace;
-  if (command.files.size() == 1) {
+  if (window) {
+    trace = load_traces_in_window(command.files, *window, &damaged);
+  } else if (command.files.size() == 1) {
     // A file or a run of the store ("latest", an id, a name): store/trace_source.hpp decides.
     opsight::store::LoadedTrace loaded = opsight::store::load_trace_argument(command.files[0]);
     if (!loaded.ok()) {
@@ -203,16 +269,32 @@ int run_streamed_convert(const std::string& input, const std::string& output) {
 }
 
 // `files`: the inputs, then the output. `stream`: auto, on or off (--stream).
-int run_convert(std::vector<std::string> files, const std::string& stream) {
+int run_convert(std::vector<std::string> files, const std::string& stream,
+                const std::string& window_text) {
   if (files.size() < 2) {
     print_error("convert needs an input and an output file (see opsight convert --help)");
     return kExitUsage;
+  }
+  std::optional<opsight::io::TimeWindow> window;
+  if (!window_text.empty()) {
+    std::string problem;
+    window = opsight::cli::parse_time_window(window_text, &problem);
+    if (!window) {
+      print_error(problem);
+      return kExitUsage;
+    }
+    if (stream == "on") {
+      print_error(
+          "--window and --stream on do not go together (a window is read through the "
+          "file's time index, not streamed)");
+      return kExitUsage;
+    }
   }
   std::string output = files.back();
   files.pop_back();
   auto output_format = opsight::io::format_from_path(output);
   if (!output_format) {
-    print_error(output + ": unknown output format (use .opsight, .json or .pftrace)");
+    print_error(opsight::io::unknown_output_format(output));
     return kExitUsage;
   }
   // One native file to Chrome JSON streams when asked, or by default when it is large.
@@ -223,7 +305,7 @@ int run_convert(std::vector<std::string> files, const std::string& stream) {
     print_error("--stream on converts one .opsight file to .json");
     return kExitUsage;
   }
-  if (can_stream && stream != "off") {
+  if (can_stream && stream != "off" && !window) {
     std::error_code error;
     const auto size = std::filesystem::file_size(files[0], error);
     constexpr uintmax_t kStreamFrom = uintmax_t{1} << 30;
@@ -231,7 +313,8 @@ int run_convert(std::vector<std::string> files, const std::string& stream) {
       return run_streamed_convert(files[0], output);
   }
   bool damaged = false;
-  auto trace = load_traces(files, &damaged);
+  auto trace =
+      window ? load_traces_in_window(files, *window, &damaged) : load_traces(files, &damaged);
   if (!trace) return kExitError;
   if (auto problem = opsight::io::write_trace_file(*trace, output)) {
     print_error(*problem);
@@ -385,6 +468,11 @@ int main(int argc, char** argv) {
       ->add_option("--depth", report.max_depth,
                    "Tree: show N levels under each root, fold deeper spans into a count (0: all)")
       ->capture_default_str();
+  report_command->add_option(
+      "--window", report.window,
+      "Only FROM:TO of the trace, in time from its first event (units ns, us, ms, s; e.g. "
+      "2.5s:3s): the spans that overlap it, the instants and samples inside it; a .opsight "
+      "file decodes only the chunks the window needs");
 
   std::vector<std::string> convert_files;
   auto* convert_command = app.add_subcommand(
@@ -392,8 +480,9 @@ int main(int argc, char** argv) {
       "Convert between .opsight, Chrome JSON (.json) and Perfetto protobuf (.pftrace), by "
       "extension: opsight convert INPUT... OUTPUT; several inputs are merged into one output");
   convert_command
-      ->add_option("files", convert_files,
-                   "Input trace(s), then the output file (.opsight, .json or .pftrace)")
+      ->add_option(
+          "files", convert_files,
+          "Input trace(s), then the output file (" + opsight::io::written_extensions() + ")")
       ->required()
       ->expected(2, CLI::detail::expected_max_vector_size);
   std::string convert_stream = "auto";
@@ -403,6 +492,11 @@ int main(int argc, char** argv) {
                    "completes (flows left out, counted): auto (inputs of 1 GiB or more), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
+  std::string convert_window;
+  convert_command->add_option(
+      "--window", convert_window,
+      "Convert only FROM:TO of the trace, in time from its first event (units ns, us, ms, s; "
+      "e.g. 2.5s:3s): the spans that overlap it, the instants and samples inside it");
 
   std::string demo_prefix = "opsight-demo";
   int demo_iterations = 5;
@@ -437,7 +531,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*report_command) return run_report(report);
-    if (*convert_command) return run_convert(convert_files, convert_stream);
+    if (*convert_command) return run_convert(convert_files, convert_stream, convert_window);
     if (*demo_command) return run_demo(demo_prefix, demo_iterations);
     if (auto status = store_commands.run()) return *status;
     if (auto status = compare_command.run()) return *status;

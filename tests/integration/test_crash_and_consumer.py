@@ -61,6 +61,34 @@ def test_sigkill_leaves_a_file_readable_up_to_its_last_whole_chunk(opsight_cli, 
     assert rows["inner"]["min_ns"] >= 0
 
 
+def test_a_killed_recording_reads_through_a_window_by_a_rebuilt_index(opsight_cli, build_program,
+                                                                        tmp_path):
+    # SIGKILL leaves no time index (it is written at stop): `--window` rebuilds it by a scan,
+    # says so, and shows the spans of the window only (docs/native-format.md, "Time index").
+    program = build_program("opsight_record_until_killed")
+    output = tmp_path / "killed.opsight"
+    env = dict(os.environ, OPSIGHT_OUTPUT=str(output))
+    run_then_kill(program, env, outer_spans=200, linger_s=0.3)
+
+    whole = opsight_cli("report", output, "--summary", "--format", "json")
+    part = opsight_cli("report", output, "--window", "0:20ms", "--summary", "--format", "json")
+    assert part.returncode == 2, part.stderr  # damaged (no end) but readable, as the whole
+    assert "no usable time index (rebuilt by a scan" in part.stderr, part.stderr
+    whole_rows = {row["name"]: row for row in json.loads(whole.stdout)}
+    part_rows = {row["name"]: row for row in json.loads(part.stdout)}
+    assert 0 < part_rows["inner"]["count"] < whole_rows["inner"]["count"]
+
+    converted = tmp_path / "window.json"
+    result = opsight_cli("convert", output, converted, "--window", "5ms:10ms")
+    assert result.returncode == 2, result.stderr
+    assert json.loads(converted.read_text())["traceEvents"]
+
+    bad = opsight_cli("report", output, "--window", "20ms")
+    assert bad.returncode == 64 and "--window 20ms: expected FROM:TO" in bad.stderr, bad.stderr
+    bad = opsight_cli("report", output, "--window", "2:3s")
+    assert bad.returncode == 64 and "needs a unit" in bad.stderr, bad.stderr
+
+
 def test_a_killed_process_that_dropped_events_leaves_a_file_that_counts_them(opsight_cli, build_program,
                                                                             tmp_path):
     # The output is a pipe drained at about 6 MB/s, a slow disk: the spinning main thread
