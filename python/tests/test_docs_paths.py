@@ -9,6 +9,7 @@ repository (under the row's folder when there is one)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import re
 import subprocess
@@ -65,12 +66,22 @@ def _is_path(token: str) -> bool:
     return token.endswith(FILE_SUFFIXES)
 
 
+def _exists(candidate: Path, stem: bool) -> bool:
+    """``candidate`` exists, or (``stem``: a C++ unit named without its extension, as
+    ``zipkin/zipkin_encoder``) a file ``candidate.*`` does."""
+    if candidate.exists():
+        return True
+    return stem and candidate.parent.is_dir() and any(
+        path.is_file() for path in candidate.parent.glob(glob.escape(candidate.name) + ".*"))
+
+
 def _resolves(token: str, context: list[Path], document: Path) -> bool:
     path = token.rstrip("/")
+    stem = not token.endswith("/") and "/" in path and "." not in path.rsplit("/", 1)[1]
     for base in [document.parent, *context, *(ROOT / base for base in BASES)]:
-        if (base / path).exists():
+        if _exists(base / path, stem):
             return True
-    if "/" not in path:  # a bare file name: somewhere (under the row's folder, if any)
+    if "/" not in path:  # a bare file name: somewhere (under the block's folders, if any)
         found = _tracked_names().get(path, [])
         if context:
             return any((ROOT / found_path).resolve().is_relative_to(folder.resolve())
@@ -79,36 +90,60 @@ def _resolves(token: str, context: list[Path], document: Path) -> bool:
     return False
 
 
-def _row_context(cells: list[str], document: Path) -> list[Path]:
-    """The folders a table row is about: its first cell's backticked paths that are folders
-    (``record`` in the core's table is ``src/record``)."""
+def _folders(tokens: list[str], document: Path) -> list[Path]:
+    """The folders among ``tokens`` (a placeholder cut off: ``src/export/<sink>/`` names
+    ``src/export``), resolved from the document's folder or a base."""
     folders = []
-    for token in re.findall(r"`([^`]+)`", cells[0]):
+    for token in tokens:
+        token = re.split(r"[<*{]", token, maxsplit=1)[0].rstrip("/")
+        if not token or not PATH_LIKE.match(token):
+            continue
         for base in [document.parent, *(ROOT / base for base in BASES)]:
-            candidate = base / token.rstrip("/")
-            if token and candidate.is_dir():
-                folders.append(candidate)
+            if (base / token).is_dir():
+                folders.append(base / token)
                 break
     return folders
 
 
-def _named_paths(document: Path, text: str) -> list[tuple[int, str, list[Path]]]:
-    """(line number, token, the row's folders) of each backticked token or link target that
-    looks like a repository path."""
-    named = []
+def _blocks(text: str) -> list[tuple[list[tuple[int, str]], str]]:
+    """The text as blocks of (line number, line): a table row (kind "row"), a list item
+    with its indented continuation lines ("item"), any other line ("line")."""
+    blocks: list[tuple[list[tuple[int, str]], str]] = []
     for number, line in enumerate(text.splitlines(), 1):
-        context: list[Path] = []
         if line.startswith("|"):
-            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-            context = _row_context(cells, document)
-        # Links: [text](target), anchors and URLs left out.
-        for target in re.findall(r"\]\(([^)\s]+)\)", line):
-            target = target.split("#", 1)[0]
-            if target and "://" not in target and not target.startswith("mailto:"):
-                named.append((number, target, context))
-        for token in re.findall(r"`([^`]+)`", line):
-            if _is_path(token):
-                named.append((number, token, context))
+            blocks.append(([(number, line)], "row"))
+        elif re.match(r"^\s*[-*] ", line):
+            blocks.append(([(number, line)], "item"))
+        elif line.startswith("  ") and line.strip() and blocks and blocks[-1][1] == "item":
+            blocks[-1][0].append((number, line))
+        else:
+            blocks.append(([(number, line)], "line"))
+    return blocks
+
+
+def _named_paths(document: Path, text: str) -> list[tuple[int, str, list[Path]]]:
+    """(line number, token, the folders its block is about) of each backticked token or link
+    target that looks like a repository path. A table row is about the folders its first
+    cell names (``record`` in the core's table is ``src/record``), a list item about every
+    folder it names (``src/export/<sink>/``, then ``otlp/`` in it)."""
+    named = []
+    for lines, kind in _blocks(text):
+        context: list[Path] = []
+        if kind == "row":
+            first_cell = lines[0][1].strip().strip("|").split("|")[0]
+            context = _folders(re.findall(r"`([^`]+)`", first_cell), document)
+        elif kind == "item":
+            context = _folders(re.findall(r"`([^`]+)`", " ".join(line for _, line in lines)),
+                               document)
+        for number, line in lines:
+            # Links: [text](target), anchors and URLs left out.
+            for target in re.findall(r"\]\(([^)\s]+)\)", line):
+                target = target.split("#", 1)[0]
+                if target and "://" not in target and not target.startswith("mailto:"):
+                    named.append((number, target, context))
+            for token in re.findall(r"`([^`]+)`", line):
+                if _is_path(token):
+                    named.append((number, token, context))
     return named
 
 
@@ -156,12 +191,17 @@ def test_the_check_finds_a_stale_path():
     document = ROOT / "docs" / "architecture.md"
     text = ("| `record` | `sampling.cc`, `no_such_file.cc` |\n"
             "`python/opsight/no_such_module.py`, `src/no_such_module/`, [x](no_such_doc.md), "
-            "`HARDWARE/BACKEND`, `Recording.start/stop`, `src/io/<format>/`, `*_fuzzer.cc`, `--to`, `io.hpp`\n")
+            "`HARDWARE/BACKEND`, `Recording.start/stop`, `src/io/<format>/`, `*_fuzzer.cc`, "
+            "`--to`, `io.hpp`\n"
+            "- a reader in `src/io/<format>/` (as `native/`, `no_such_format/`): its\n"
+            "  `native/native_reader` and `native/no_such_reader`\n")
     assert _missing(document, text) == [
         "docs/architecture.md:1: `no_such_file.cc`",
         "docs/architecture.md:2: `no_such_doc.md`",
         "docs/architecture.md:2: `python/opsight/no_such_module.py`",
         "docs/architecture.md:2: `src/no_such_module/`",
+        "docs/architecture.md:3: `no_such_format/`",
+        "docs/architecture.md:4: `native/no_such_reader`",
     ]
 
 
