@@ -69,6 +69,14 @@ std::string report_view_names() {
   return names;
 }
 
+std::optional<OutputFormat> parse_output_format(std::string_view name, std::string* error) {
+  if (name == "text") return OutputFormat::kText;
+  if (name == "json") return OutputFormat::kJson;
+  if (name == "csv") return OutputFormat::kCsv;
+  *error = fmt::format("unknown report format '{}' (expected text, json or csv)", name);
+  return std::nullopt;
+}
+
 std::optional<std::string> validate_sort_key(std::string_view key) {
   if (std::find(kSortKeys.begin(), kSortKeys.end(), key) != kSortKeys.end()) return std::nullopt;
   return fmt::format("unknown sort key '{}'; valid keys: {}", key, fmt::join(kSortKeys, ", "));

@@ -82,6 +82,10 @@ struct ReportOptions {
 // nullopt for a valid sort key, otherwise an error message naming the valid keys.
 std::optional<std::string> validate_sort_key(std::string_view key);
 
+// The output format named "text", "json" or "csv" (the one list every front end takes);
+// nullopt, with `error` saying which names are valid, for any other name.
+std::optional<OutputFormat> parse_output_format(std::string_view name, std::string* error);
+
 std::string render_summary(const trace::Trace& trace, const ReportOptions& options);
 std::string render_tree(const trace::Trace& trace, const ReportOptions& options);
 std::string render_table(const trace::Trace& trace, const ReportOptions& options);

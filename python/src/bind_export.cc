@@ -1,0 +1,225 @@
+// opsight._native's exporters (src/export): Trace.export to OTLP, Zipkin, Pushgateway, Kafka
+// and Loki; targets checked before a program starts; live span export and the /metrics
+// endpoint over a run's growing files; metric families and log lines that are not spans.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "export/export.hpp"
+#include "export/live_export.hpp"
+#include "export/metrics_endpoint.hpp"
+#include "export/record_export.hpp"
+#include "opsight/opsight.hpp"
+#include "schema/metric_names.hpp"
+
+namespace nb = nanobind;
+
+namespace opsight::python {
+namespace {
+
+// The targets and options of an export from Python (ValueError for a bad target).
+struct ExportRequest {
+  std::vector<exporting::ExportTarget> targets;
+  exporting::TraceExportOptions options;
+  std::vector<std::string> warnings;
+};
+ExportRequest export_request(const std::vector<std::string>& specs, const std::string& service,
+                             double timeout_s, size_t batch_spans) {
+  exporting::Environment environment = exporting::process_environment();
+  ExportRequest request;
+  for (const std::string& spec : specs) {
+    std::string error;
+    auto target = exporting::parse_export_target(spec, environment, &error);
+    if (!target) throw std::invalid_argument(error);
+    request.targets.push_back(std::move(*target));
+  }
+  request.options.resource =
+      exporting::resource_options_from(environment, service, &request.warnings);
+  request.options.resource.opsight_version = opsight::version();
+  request.options.timeout_s = timeout_s;
+  // batch_spans 0: OTEL_BSP_MAX_EXPORT_BATCH_SIZE, else 512; OTEL_BSP_* (export.hpp).
+  request.options.batch_spans = batch_spans == 0 ? 512 : batch_spans;
+  if (std::string error =
+          exporting::apply_batch_environment(environment, batch_spans != 0, &request.options);
+      !error.empty())
+    throw std::invalid_argument(error);
+  request.options.batch_spans = std::max<size_t>(1, request.options.batch_spans);
+  return request;
+}
+
+nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
+                        const std::vector<std::string>& warnings);
+
+// Records what an export did in the trace's run info ("export:<target>", see
+// schema/metric_names.hpp), so that its reports, its file and its stored run show it.
+void note_export(store::LoadedTrace& loaded, const std::string& target, uint64_t spans,
+                 uint64_t sent, uint64_t dropped) {
+  std::string key = std::string(schema::kExportPrefix) + target;
+  std::erase_if(loaded.trace.run.extra, [&](const auto& entry) { return entry.first == key; });
+  loaded.trace.run.extra.emplace_back(
+      std::move(key),
+      std::to_string(spans) + " " + std::to_string(sent) + " " + std::to_string(dropped));
+}
+
+nb::list export_trace(store::LoadedTrace& loaded, const std::vector<std::string>& specs,
+                      const std::string& service, double timeout_s, size_t batch_spans) {
+  ExportRequest request = export_request(specs, service, timeout_s, batch_spans);
+  std::vector<exporting::TargetReport> reports;
+  {
+    nb::gil_scoped_release release;
+    reports = exporting::export_trace(loaded.trace, request.targets, request.options);
+  }
+  for (const auto& report : reports)
+    note_export(loaded, report.description, report.stats.spans_offered, report.stats.spans_sent,
+                report.stats.spans_dropped());
+  return export_reports(reports, request.warnings);
+}
+
+nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
+                        const std::vector<std::string>& warnings) {
+  nb::list out;
+  for (const auto& report : reports) {
+    nb::dict entry;
+    entry["target"] = report.description;
+    entry["spans"] = report.stats.spans_offered;
+    entry["sent"] = report.stats.spans_sent;
+    entry["dropped"] = report.stats.spans_dropped();
+    entry["requests"] = report.stats.batches_sent;
+    entry["retries"] = report.stats.retries;
+    entry["bytes"] = report.stats.bytes_sent;
+    entry["seconds"] = report.seconds;
+    // Every cause of a drop, with its count (a slow server's drops say why too).
+    entry["error"] =
+        report.stats.spans_dropped() > 0 ? report.stats.drop_reasons() : report.stats.last_error;
+    entry["warnings"] = warnings;
+    out.append(entry);
+  }
+  return out;
+}
+
+// Metrics and log lines that are not a trace's (export/record_export.hpp), for opsight
+// explain: families as [(name, type, help, [(labels, value), ...]), ...], lines as
+// [(labels, unix_ns, line), ...], labels as [(name, value), ...].
+using LabelPairs = std::vector<std::pair<std::string, std::string>>;
+using FamilyTuple =
+    std::tuple<std::string, std::string, std::string, std::vector<std::pair<LabelPairs, double>>>;
+using LineTuple = std::tuple<LabelPairs, int64_t, std::string>;
+
+nb::dict push_metric_families(const std::string& url, const std::vector<FamilyTuple>& families,
+                              const std::string& default_job, double timeout_s) {
+  std::vector<exporting::MetricFamily> converted;
+  for (const auto& [name, type, help, samples] : families) {
+    exporting::MetricFamily family{name, type, help, {}};
+    for (const auto& sample : samples) family.samples.push_back({sample.first, sample.second});
+    converted.push_back(std::move(family));
+  }
+  exporting::TargetReport report;
+  {
+    nb::gil_scoped_release release;
+    report = exporting::push_metric_families(url, converted, default_job, timeout_s);
+  }
+  return nb::borrow<nb::dict>(export_reports({report}, {})[0]);
+}
+
+nb::dict push_log_lines(const std::string& url, const std::vector<LineTuple>& lines,
+                        size_t batch_lines, double timeout_s) {
+  std::vector<exporting::LogLine> converted;
+  converted.reserve(lines.size());
+  for (const auto& line : lines)
+    converted.push_back({std::get<0>(line), std::get<1>(line), std::get<2>(line)});
+  exporting::TargetReport report;
+  {
+    nb::gil_scoped_release release;
+    report = exporting::push_log_lines(url, converted, batch_lines, timeout_s);
+  }
+  return nb::borrow<nb::dict>(export_reports({report}, {})[0]);
+}
+
+}  // namespace
+
+void bind_export(nb::module_& m, TraceClass& trace_class) {
+  trace_class
+      .def("note_export", &note_export, nb::arg("target"), nb::arg("spans"), nb::arg("sent"),
+           nb::arg("dropped"),
+           "Records what an export did (live export's reports) in the run info: reports show "
+           "it in their overhead line, and the file and the run store keep it.")
+      .def("export", &export_trace, nb::arg("targets"), nb::arg("service") = "",
+           nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 0,
+           "Sends the trace to each target (otlp[=URL], otlp-json=URL, zipkin[=URL], "
+           "pushgateway=URL, kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]); one "
+           "dict per target, also recorded in the trace's run info (note_export).");
+
+  // Export targets and OTEL_* settings checked before a program starts: ValueError naming
+  // what is wrong (an unknown kind, a URL that is not one, a librdkafka property, an
+  // OTEL_EXPORTER_OTLP_PROTOCOL opsight does not speak, a bad OTEL_BSP_* value).
+  m.def(
+      "check_export_targets",
+      [](const std::vector<std::string>& targets) { export_request(targets, "", 1.0, 0); },
+      nb::arg("targets"));
+  m.def("otel_sdk_disabled",
+        [] { return exporting::sdk_disabled(exporting::process_environment()); });
+
+  // Live span export from the trace files of a run (export/live_export.hpp).
+  nb::class_<exporting::LiveSpanExporter>(m, "LiveSpanExporter")
+      .def(
+          "__init__",
+          [](exporting::LiveSpanExporter* self, const std::string& directory,
+             const std::vector<std::string>& targets, const std::string& service,
+             double timeout_s) {
+            ExportRequest request = export_request(targets, service, timeout_s, 0);
+            new (self)
+                exporting::LiveSpanExporter(directory, "trace.", ".opsight",
+                                            std::move(request.targets), std::move(request.options));
+          },
+          nb::arg("directory"), nb::arg("targets"), nb::arg("service") = "",
+          nb::arg("timeout_s") = 10.0)
+      .def("start", &exporting::LiveSpanExporter::start)
+      .def(
+          "stop",
+          [](exporting::LiveSpanExporter& exporter, double timeout_s) {
+            std::vector<exporting::TargetReport> reports;
+            {
+              nb::gil_scoped_release release;
+              reports = exporter.stop(timeout_s);
+            }
+            return export_reports(reports, {});
+          },
+          nb::arg("timeout_s") = 10.0);
+
+  // The live /metrics endpoint over the trace files of a run (export/metrics_endpoint.hpp).
+  nb::class_<exporting::MetricsEndpoint>(m, "MetricsEndpoint")
+      .def(nb::init<std::string, std::string, std::string>(), nb::arg("directory"),
+           nb::arg("prefix") = "trace.", nb::arg("suffix") = ".opsight")
+      .def(
+          "start",
+          [](exporting::MetricsEndpoint& endpoint, const std::string& host, int port) {
+            if (std::string error = endpoint.start(host, port); !error.empty())
+              throw std::runtime_error(error);
+            return endpoint.port();
+          },
+          nb::arg("host") = "127.0.0.1", nb::arg("port") = 0)
+      .def_prop_ro("port", &exporting::MetricsEndpoint::port)
+      .def("scrape", &exporting::MetricsEndpoint::scrape, nb::call_guard<nb::gil_scoped_release>())
+      .def("stop", &exporting::MetricsEndpoint::stop, nb::call_guard<nb::gil_scoped_release>());
+
+  m.def("push_metric_families", &push_metric_families, nb::arg("url"), nb::arg("families"),
+        nb::arg("default_job") = "opsight", nb::arg("timeout_s") = 30.0,
+        "PUTs metric families to a Pushgateway; returns the report (sent, dropped, error).");
+  m.def("push_log_lines", &push_log_lines, nb::arg("url"), nb::arg("lines"),
+        nb::arg("batch_lines") = 500, nb::arg("timeout_s") = 30.0,
+        "POSTs labelled log lines to Loki's push API; returns the report.");
+}
+
+}  // namespace opsight::python
