@@ -1,9 +1,13 @@
 // opsight._native's trace files (src/io): read one, merge one run's files, read native bytes
-// from memory, write a trace in the format its path names.
+// from memory, write a trace in the format its path names; the formats and their extensions
+// (io/trace_formats.hpp's table, which opsight run and the recordings read).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -12,6 +16,7 @@
 
 #include "bindings.hpp"
 #include "io/io.hpp"
+#include "io/trace_formats.hpp"
 
 namespace nb = nanobind;
 
@@ -69,6 +74,35 @@ void bind_io(nb::module_& m, TraceClass& trace_class) {
             name);
       },
       nb::arg("bytes"), nb::arg("name") = "profile");
+
+  m.def(
+      "trace_file_formats",
+      [] {
+        nb::list formats;
+        for (const io::TraceFileFormat& row : io::kTraceFileFormats) {
+          nb::dict entry;
+          entry["name"] = std::string(row.name);
+          entry["description"] = std::string(row.description);
+          nb::list extensions;
+          for (std::string_view extension : row.extensions)
+            extensions.append(nb::str(extension.data(), extension.size()));
+          entry["extensions"] = extensions;
+          formats.append(entry);
+        }
+        return formats;
+      },
+      "The trace file formats: {name, description, extensions} each, the first extension "
+      "the one a trace is written as (io/trace_formats.hpp).");
+  m.def(
+      "trace_format_of_path",
+      [](std::string_view path) -> std::optional<std::string> {
+        std::optional<io::FileFormat> format = io::format_from_path(path);
+        if (!format) return std::nullopt;
+        return std::string(io::trace_file_format(*format).name);
+      },
+      nb::arg("path"), "The name of the format a path's extension names, or None.");
+  m.def("written_trace_extensions", &io::written_extensions,
+        "\".opsight, .json or .pftrace\": the extensions a trace is written as, for messages.");
 }
 
 }  // namespace opsight::python

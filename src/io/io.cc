@@ -13,6 +13,7 @@
 
 #include "io/chrome_json/chrome_json_reader.hpp"
 #include "io/debug_timing.hpp"
+#include "io/trace_formats.hpp"
 #include "opsight/internal/native_layout.hpp"
 
 namespace opsight::io {
@@ -24,10 +25,10 @@ bool ends_with(std::string_view text, std::string_view suffix) {
 }  // namespace
 
 std::optional<FileFormat> format_from_path(std::string_view path) {
-  if (ends_with(path, ".opsight") || ends_with(path, ".opsight.tmp")) return FileFormat::kNative;
-  if (ends_with(path, ".json")) return FileFormat::kChromeJson;
-  if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace"))
-    return FileFormat::kPerfetto;
+  if (ends_with(path, kNativeStreamExtension)) return FileFormat::kNative;
+  for (const TraceFileFormat& row : kTraceFileFormats)
+    for (std::string_view extension : row.extensions)
+      if (ends_with(path, extension)) return row.format;
   return std::nullopt;
 }
 
@@ -284,7 +285,7 @@ ReadFilesResult read_trace_files(const std::vector<std::string>& paths) {
 
 std::optional<std::string> write_trace_file(const trace::Trace& trace, const std::string& path) {
   auto format = format_from_path(path);
-  if (!format) return path + ": unknown output format (use .opsight, .json or .pftrace)";
+  if (!format) return unknown_output_format(path);
   FileSink sink(path);
   bool whole = false;
   try {

@@ -19,9 +19,9 @@ namespace opsight::io {
 
 enum class FileFormat { kNative, kChromeJson, kPerfetto };
 
-// The format a path names by its extension: ".opsight" native, ".json" (also ".json.gz"
-// is not supported yet) Chrome JSON, ".pftrace" (or ".perfetto-trace") Perfetto protobuf.
-// nullopt for anything else.
+// The format a path names by its extension (io/trace_formats.hpp's table: ".opsight"
+// native, ".json" Chrome JSON, ".pftrace" or ".perfetto-trace" Perfetto protobuf; and a
+// session's ".opsight.tmp" stream, native). nullopt for anything else.
 std::optional<FileFormat> format_from_path(std::string_view path);
 // The format of a file's first bytes (native magic, or '{' / '[' after whitespace).
 std::optional<FileFormat> format_from_content(std::string_view head);

@@ -10,6 +10,7 @@
 #include "cuda/gpu_collection.hpp"
 #include "cuda/gpu_trace_builder.hpp"
 #include "io/io.hpp"
+#include "io/trace_formats.hpp"
 #include "opsight/opsight.hpp"
 #include "record/recorder.hpp"
 #include "session/control.hpp"
@@ -64,7 +65,7 @@ Session::Session(SessionOptions options) : state_(std::make_unique<State>()) {
   if (!output.empty()) {
     auto format = io::format_from_path(output);
     if (!format) {
-      state_->error = output + ": unknown output format (use .opsight, .json or .pftrace)";
+      state_->error = io::unknown_output_format(output);
       return;
     }
     state_->output_format = *format;

@@ -18,6 +18,7 @@ import tempfile
 import time
 from typing import Any
 
+from .. import _native
 from .._session.export import (EXPORT_VARIABLE, export_trace, parse_targets, print_reports,
                                sdk_disabled, target_problem, targets_from_environment)
 from .._session import preset as _preset
@@ -76,8 +77,8 @@ def _run_parser() -> ArgumentParser:
                "python -m opsight run -c targets.yaml main.py ARGS")
     parser.add_argument("-c", "--targets", help="targets file (YAML, JSON or CSV; docs/targets.md)")
     parser.add_argument("-o", "--output", default="opsight-run.opsight",
-                        help="trace file written after the run: .opsight, .json (Chrome trace) or .pftrace "
-                             "(Perfetto protobuf) (default: %(default)s)")
+                        help=f"trace file written after the run: {_formats_help()} "
+                             "(default: %(default)s)")
     parser.add_argument("--strict", action="store_true",
                         help="fail before the program starts if a target does not resolve")
     parser.add_argument("--report", default="tree,summary",
@@ -375,10 +376,18 @@ def run_command(arguments: list[str]) -> int:
             shutil.rmtree(run_directory, ignore_errors=True)
 
 
+def _formats_help() -> str:
+    """".opsight (opsight native), .json (Chrome trace JSON) or .pftrace (Perfetto
+    protobuf)": the formats a trace is written in, from the core's table."""
+    named = [f"{format_['extensions'][0]} ({format_['description']})"
+             for format_ in _native.trace_file_formats()]
+    return ", ".join(named[:-1]) + " or " + named[-1]
+
+
 def _output_problem(path: str) -> str | None:
     """Why the trace could not be written to ``path``, checked before the program runs."""
-    if not path.endswith((".opsight", ".json", ".pftrace", ".perfetto-trace")):
-        return "unknown trace format (use .opsight, .json or .pftrace)"
+    if _native.trace_format_of_path(path) is None:
+        return f"unknown trace format (use {_native.written_trace_extensions()})"
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         return f"no such folder: {directory}"

@@ -130,7 +130,7 @@ def _stream_path(output: str | None) -> str | None:
     ``.json`` the core converts at stop), or a native file beside a Perfetto file, which
     :meth:`Recording.stop` converts once the integrations' events are added (the native
     file keeps what a .pftrace does not: span ids, unfinished flags, overhead)."""
-    if output is not None and output.endswith((".pftrace", ".perfetto-trace")):
+    if output is not None and _native.trace_format_of_path(output) == "perfetto":
         return output + ".opsight.tmp"
     return output
 
