@@ -1,5 +1,7 @@
-"""The exit statuses of every ``opsight`` command, Python's and the C++ core's alike (the
-core's table is ``include/opsight/exit_codes.hpp``; a test checks that both agree):
+"""The exit statuses of every ``opsight`` command, Python's and the C++ core's alike. The
+table is the core's (``include/opsight/exit_codes.hpp``'s ``kExitStatuses``), read through
+the binding, so that both halves of the command exit with the same numbers; ``STATUSES``
+holds each with what it means:
 
 ====  ==========================================================================
 0     ok
@@ -15,9 +17,17 @@ core's table is ``include/opsight/exit_codes.hpp``; a test checks that both agre
 target (the program is not started) and 75 as above.
 """
 
-OK = 0
-ERROR = 1
-DAMAGED = 2
-REGRESSION = 3
-USAGE_ERROR = 64
-EXPORT_INCOMPLETE = 75
+from __future__ import annotations
+
+from . import _native
+
+#: Each status by its name: (code, meaning), in the core's order.
+STATUSES: dict[str, tuple[int, str]] = {
+    name: (code, meaning) for name, code, meaning in _native.exit_statuses()}
+
+OK: int = STATUSES["OK"][0]
+ERROR: int = STATUSES["ERROR"][0]
+DAMAGED: int = STATUSES["DAMAGED"][0]
+REGRESSION: int = STATUSES["REGRESSION"][0]
+USAGE_ERROR: int = STATUSES["USAGE_ERROR"][0]
+EXPORT_INCOMPLETE: int = STATUSES["EXPORT_INCOMPLETE"][0]

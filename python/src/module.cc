@@ -25,4 +25,5 @@ NB_MODULE(_native, m) {
   bind_report(m, trace_class);
   bind_store(m);
   bind_export(m, trace_class);
+  bind_cli(m);
 }
