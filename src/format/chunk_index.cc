@@ -149,13 +149,20 @@ void IndexBuilder::add_chunks(std::string_view bytes, uint64_t offset) {
   }
 }
 
-bool IndexBuilder::append_index(std::string& out, uint64_t offset) const {
+bool IndexBuilder::append_part(std::string& out, uint64_t offset) {
   size_t payload_bytes = sizeof(IndexHeader) + entries_.size() * sizeof(IndexEntry);
   if (payload_bytes > kMaxChunkPayload) return false;
   size_t header = begin_chunk(out);
-  append_pod(out, IndexHeader{kIndexVersion, sizeof(IndexEntry), entries_.size()});
+  append_pod(out, IndexHeader{kIndexVersion, sizeof(IndexEntry), entries_.size(), previous_part_});
   out.append(reinterpret_cast<const char*>(entries_.data()), entries_.size() * sizeof(IndexEntry));
   end_chunk(out, header, ChunkType::kIndex);
+  previous_part_ = offset;
+  entries_.clear();
+  return true;
+}
+
+bool IndexBuilder::append_index(std::string& out, uint64_t offset) {
+  if (!append_part(out, offset)) return false;
   IndexTrailer trailer{offset, {}};
   std::memcpy(trailer.magic, kIndexTrailerMagic, sizeof(trailer.magic));
   append_chunk(out, ChunkType::kIndexTrailer,
@@ -184,33 +191,55 @@ std::optional<std::vector<IndexEntry>> read_index(std::string_view file, std::st
     *problem = "the index trailer is damaged";
     return std::nullopt;
   }
-  auto index_chunk = read_chunk(file, trailer.index_offset, &chunk_problem);
-  if (!index_chunk || index_chunk->type != ChunkType::kIndex ||
-      index_chunk->payload.size() < sizeof(IndexHeader)) {
-    *problem = "the index chunk at byte " + std::to_string(trailer.index_offset) + " is damaged" +
-               (index_chunk ? std::string() : " (" + chunk_problem + ")");
-    return std::nullopt;
-  }
-  IndexHeader header;
-  std::memcpy(&header, index_chunk->payload.data(), sizeof(header));
-  if (header.index_version != kIndexVersion || header.entry_bytes < sizeof(IndexEntry) ||
-      header.entry_count > (index_chunk->payload.size() - sizeof(header)) / header.entry_bytes) {
-    *problem = "the index at byte " + std::to_string(trailer.index_offset) +
-               " has an unknown version or a bad size";
-    return std::nullopt;
-  }
-  std::vector<IndexEntry> entries(header.entry_count);
-  uint64_t previous_end = sizeof(FileHeader);
-  for (uint64_t i = 0; i < header.entry_count; ++i) {
-    std::memcpy(&entries[i], index_chunk->payload.data() + sizeof(header) + i * header.entry_bytes,
-                sizeof(IndexEntry));
-    // In file order, before the index, not overlapping: anything else is damage.
-    if (entries[i].offset < previous_end || entries[i].offset >= trailer.index_offset) {
-      *problem = "the index at byte " + std::to_string(trailer.index_offset) +
-                 " lists a chunk out of place (entry " + std::to_string(i) + ")";
+  // The parts, from the last back to the first: each names the one before it, earlier in
+  // the file.
+  struct Part {
+    uint64_t offset;
+    std::string_view entries;
+    uint64_t count;
+    uint32_t entry_bytes;
+  };
+  std::vector<Part> parts;
+  for (uint64_t offset = trailer.index_offset; offset != 0;) {
+    auto chunk = read_chunk(file, offset, &chunk_problem);
+    if (!chunk || chunk->type != ChunkType::kIndex || chunk->payload.size() < sizeof(IndexHeader)) {
+      *problem = "the index chunk at byte " + std::to_string(offset) + " is damaged" +
+                 (chunk ? std::string() : " (" + chunk_problem + ")");
       return std::nullopt;
     }
-    previous_end = entries[i].offset + sizeof(ChunkHeader);
+    IndexHeader header;
+    std::memcpy(&header, chunk->payload.data(), sizeof(header));
+    if (header.index_version != kIndexVersion || header.entry_bytes < sizeof(IndexEntry) ||
+        header.entry_count > (chunk->payload.size() - sizeof(header)) / header.entry_bytes ||
+        header.previous_part >= offset ||
+        (header.previous_part != 0 && header.previous_part < sizeof(FileHeader))) {
+      *problem = "the index at byte " + std::to_string(offset) +
+                 " has an unknown version, a bad size or a bad link to its previous part";
+      return std::nullopt;
+    }
+    parts.push_back(
+        {offset, chunk->payload.substr(sizeof(header)), header.entry_count, header.entry_bytes});
+    offset = header.previous_part;
+  }
+  size_t total = 0;
+  for (const Part& part : parts) total += part.count;
+  std::vector<IndexEntry> entries;
+  entries.reserve(total);
+  uint64_t previous_end = sizeof(FileHeader);
+  for (auto part = parts.rbegin(); part != parts.rend(); ++part) {
+    for (uint64_t i = 0; i < part->count; ++i) {
+      IndexEntry entry;
+      std::memcpy(&entry, part->entries.data() + i * part->entry_bytes, sizeof(IndexEntry));
+      // In file order, before its part, not overlapping: anything else is damage.
+      if (entry.offset < previous_end || entry.offset >= part->offset) {
+        *problem = "the index at byte " + std::to_string(part->offset) +
+                   " lists a chunk out of place (entry " + std::to_string(i) + ")";
+        return std::nullopt;
+      }
+      previous_end = entry.offset + sizeof(ChunkHeader);
+      entries.push_back(entry);
+    }
+    previous_end = std::max(previous_end, part->offset + sizeof(ChunkHeader));
   }
   return entries;
 }

@@ -24,6 +24,10 @@ namespace opsight::format {
 
 class IndexBuilder {
  public:
+  // `entries_per_part`: how many entries a part holds before part_full() (tests use few).
+  explicit IndexBuilder(size_t entries_per_part = kIndexEntriesPerPart)
+      : entries_per_part_(entries_per_part) {}
+
   // A kEvents chunk at file offset `offset` of thread `thread_index`, with `slot_count`
   // slots at `slots` (the payload after its EventsHeader).
   void add_events(uint64_t offset, uint32_t thread_index, const char* slots, uint32_t slot_count);
@@ -34,12 +38,17 @@ class IndexBuilder {
   // complete chunks; a file header at its start is skipped when `offset` is 0).
   void add_chunks(std::string_view bytes, uint64_t offset);
 
-  // Appends the kIndex chunk and the kIndexTrailer chunk; `offset` is the file offset at
-  // which `out`'s current end lies. Returns false (appending nothing) when the index would
-  // pass the format's chunk limit (about a million chunks): the file is then indexed by a
-  // reader's scan.
-  bool append_index(std::string& out, uint64_t offset) const;
+  // The entries since the last part fill a part: the writer should append_part() at its
+  // next chunk boundary (between whole chunks), so that it holds one part at most.
+  bool part_full() const { return entries_.size() >= entries_per_part_; }
+  // Appends a kIndex chunk of the entries since the last part and forgets them; `offset` is
+  // the file offset at which `out`'s current end lies. Returns false (appending nothing)
+  // when the part would pass the format's chunk limit.
+  bool append_part(std::string& out, uint64_t offset);
+  // The last part and the kIndexTrailer chunk: the file's end.
+  bool append_index(std::string& out, uint64_t offset);
 
+  // The entries since the last part (a scan that appends no part: every chunk's).
   const std::vector<IndexEntry>& entries() const { return entries_; }
 
  private:
@@ -54,15 +63,18 @@ class IndexBuilder {
     bool after_instant = false;
     bool into_next_waiting = false;
   };
+  size_t entries_per_part_;
+  uint64_t previous_part_ = 0;
   std::vector<IndexEntry> entries_;
   std::unordered_map<uint32_t, ThreadFacts> threads_;
   bool has_session_start_ = false;
   uint64_t session_start_ticks_ = 0;
 };
 
-// A file's index, read from its trailer: the entries, or nullopt with *problem set when the
-// file has none or it does not check out (a reader then scans). Checks the trailer's and
-// the index chunk's checksums and that the entries lie before the index, in order.
+// A file's index, read from its trailer and its parts: the entries, or nullopt with
+// *problem set when the file has none or it does not check out (a reader then scans).
+// Checks the trailer's and every part's checksums, and that the entries lie in file order,
+// each before its part.
 std::optional<std::vector<IndexEntry>> read_index(std::string_view file, std::string* problem);
 
 }  // namespace opsight::format

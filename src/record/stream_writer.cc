@@ -291,9 +291,14 @@ void StreamWriter::drain(bool final_round) {
   }
   index_.add_chunks(tail, position);
   position += tail.size();
-  if (final_round) {
+  // A part of the index whenever one fills up (the writer holds one part at most), the
+  // last part and its trailer at the end.
+  if (final_round || index_.part_full()) {
     size_t before = tail.size();
-    index_.append_index(tail, position);
+    if (final_round)
+      index_.append_index(tail, position);
+    else
+      index_.append_part(tail, position);
     position += tail.size() - before;
   }
   bytes_written_ = position;

@@ -39,7 +39,7 @@ enum class ChunkType : uint32_t {
   kStats = 6,         // the footer: ThreadStats per thread and the session's totals
   kDropsSoFar = 7,    // kStats's payload, written mid-session whenever drops grew, so a file
                       // cut short (SIGKILL) still reports the drops up to its last flush
-  kIndex = 8,         // IndexHeader then IndexEntry per chunk before it: the time index
+  kIndex = 8,         // IndexHeader then IndexEntry per chunk before it: a part of the index
   kIndexTrailer = 9,  // IndexTrailer: the file's last 32 bytes, pointing at its kIndex chunk
 };
 
@@ -227,19 +227,23 @@ struct ThreadStats {
 };
 static_assert(sizeof(ThreadStats) == 32);
 
-// The time index (chunk types 8 and 9, written at the end of a file by every writer; older
-// readers skip both). kIndex's payload is an IndexHeader then entry_count IndexEntry, one
-// per chunk before it, in file order; the file ends with a kIndexTrailer chunk (32 bytes in
-// all) holding the kIndex chunk's offset, so a reader finds the index with one read from the
-// end. A file without them (a process killed mid-session, a file from before the index) is
-// indexed by a scan. docs/native-format.md, "Time index".
+// The time index (chunk types 8 and 9; older readers skip both). The index comes in parts:
+// each kIndex chunk is an IndexHeader then entry_count IndexEntry, one per chunk since the
+// previous part, in file order, and names the previous part, so that a writer holds at most
+// one part (kIndexEntriesPerPart entries, 4 MiB) whatever the recording's length. The file
+// ends with the last part and a kIndexTrailer chunk (32 bytes in all) holding that part's
+// offset, so a reader finds the index with one read from the end. A file without them (a
+// process killed mid-session, a file from before the index) is indexed by a scan.
+// docs/native-format.md, "Time index".
 inline constexpr uint32_t kIndexVersion = 1;
+inline constexpr uint32_t kIndexEntriesPerPart = 65536;
 struct IndexHeader {
   uint32_t index_version;  // kIndexVersion: a reader ignores an index of another version
   uint32_t entry_bytes;    // sizeof(IndexEntry); later versions may grow an entry
   uint64_t entry_count;
+  uint64_t previous_part;  // the offset of the previous kIndex chunk; 0: this is the first
 };
-static_assert(sizeof(IndexHeader) == 16);
+static_assert(sizeof(IndexHeader) == 24);
 
 // IndexEntry::flags.
 enum IndexFlags : uint32_t {

@@ -330,7 +330,7 @@ TEST(NativeIndex, ADamagedIndexFallsBackToAScanNeverACrash) {
   std::string payload;
   opsight::format::append_pod(
       payload, opsight::format::IndexHeader{opsight::format::kIndexVersion,
-                                            sizeof(opsight::format::IndexEntry), index->size()});
+                                            sizeof(opsight::format::IndexEntry), index->size(), 0});
   payload.append(reinterpret_cast<const char*>(index->data()),
                  index->size() * sizeof(opsight::format::IndexEntry));
   opsight::format::append_chunk(rewritten, ChunkType::kIndex, payload);
@@ -345,6 +345,45 @@ TEST(NativeIndex, ADamagedIndexFallsBackToAScanNeverACrash) {
   EXPECT_EQ(run_extra(part.trace, "native_index"),
             "rebuilt by a scan: the index does not match the file's chunks");
   EXPECT_EQ(describe(part.trace), expected);
+}
+
+TEST(NativeIndex, ALongRecordingsIndexComesInPartsAWriterHoldsOneAtATime) {
+  // The file rewritten chunk by chunk, as a writer writes it, with an index part whenever
+  // three entries have gathered (a writer's part holds 65,536): the parts lie between the
+  // chunks, each naming the one before it, and the reader follows them from the trailer.
+  std::string bytes = without_index(opsight::io::write_native(long_trace()));
+  opsight::format::IndexBuilder builder(3);
+  std::string out(bytes.substr(0, sizeof(opsight::format::FileHeader)));
+  uint64_t offset = sizeof(opsight::format::FileHeader);
+  size_t chunks = 0, parts = 1;
+  std::string problem;
+  while (auto chunk = opsight::format::read_chunk(bytes, offset, &problem)) {
+    uint64_t end = chunk->payload_offset + chunk->payload.size();
+    builder.add_chunks(std::string_view(bytes).substr(offset, end - offset), out.size());
+    out.append(bytes, offset, end - offset);
+    ++chunks;
+    if (builder.part_full()) {
+      ASSERT_TRUE(builder.append_part(out, out.size()));
+      ++parts;
+    }
+    offset = end;
+  }
+  ASSERT_TRUE(builder.append_index(out, out.size()));
+  EXPECT_GT(parts, 8u);
+  auto index = opsight::format::read_index(out, &problem);
+  ASSERT_TRUE(index) << problem;
+  EXPECT_EQ(index->size(), chunks);
+  for (const TimeWindow& window : kWindows) {
+    ReadResult part = opsight::io::read_native(out, window);
+    ASSERT_TRUE(part.ok());
+    EXPECT_EQ(run_extra(part.trace, "native_index"), "read");
+    EXPECT_EQ(describe(part.trace), describe(whole_then_cut(out, window)));
+  }
+  // A broken link between parts: the reader scans.
+  std::string damaged = out;
+  damaged[out.size() / 2] = static_cast<char>(damaged[out.size() / 2] ^ 1);
+  ReadResult part = opsight::io::read_native(damaged, {0, 50'000});
+  ASSERT_TRUE(part.ok());
 }
 
 TEST(NativeIndex, AnyCutOfTheFileReadsThroughAWindowWithoutCrashing) {

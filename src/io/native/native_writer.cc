@@ -49,6 +49,7 @@ struct NativeOutput {
 
   void index_new_chunks() {
     index.add_chunks(std::string_view(bytes).substr(indexed), base + indexed);
+    if (index.part_full()) index.append_part(bytes, base + bytes.size());
     indexed = bytes.size();
   }
   void hand_over_if_large() {
