@@ -28,6 +28,6 @@ void bind_io(nanobind::module_& module, TraceClass& trace_class);
 void bind_report(nanobind::module_& module, TraceClass& trace_class);
 void bind_store(nanobind::module_& module);  // load, save_trace_files, save_trace
 void bind_export(nanobind::module_& module, TraceClass& trace_class);
-void bind_cli(nanobind::module_& module);  // the command's exit statuses
+void bind_cli(nanobind::module_& module);  // exit statuses, the core's commands
 
 }  // namespace opsight::python

@@ -181,3 +181,18 @@ def test_python_reads_the_core_s_exit_code_table():
     for name, code, meaning in table:
         assert getattr(exit_codes, name) == code and exit_codes.STATUSES[name] == (code, meaning)
     assert exit_codes.USAGE_ERROR == 64 and exit_codes.OK == 0
+
+
+def test_the_core_s_command_list_is_the_core_command_s():
+    # src/cli/commands.hpp's table (what the Python CLI dispatches to the core and prints)
+    # names the subcommands the C++ command registers, and only those (its `demo` is
+    # Python's command, which hands --quickstart to it).
+    from opsight import _native
+    from opsight._core_command import core_command_path
+
+    help_text = subprocess.run([core_command_path(), "--help"], capture_output=True, text=True,
+                               timeout=60).stdout
+    listed = help_text.split("Subcommands:", 1)[1].splitlines()
+    registered = {line.split()[0] for line in listed
+                  if line.startswith("  ") and not line.startswith("   ") and line.strip()}
+    assert {name for name, _ in _native.core_commands()} == registered - {"demo"}
