@@ -192,8 +192,10 @@ class NativeDecoder {
       const int64_t window_from = saturating_add(start_ns, window.from_ns);
       const int64_t window_to = saturating_add(start_ns, window.to_ns);
       std::unordered_map<uint32_t, std::vector<size_t>> chunks_of_thread;
+      // (Thread indices above kMaxIndex are damage: the whole read stops at such a chunk.)
       for (size_t i = 0; i < index.size(); ++i)
-        if (index[i].type == static_cast<uint32_t>(format::ChunkType::kEvents))
+        if (index[i].type == static_cast<uint32_t>(format::ChunkType::kEvents) &&
+            index[i].thread_index <= kMaxIndex)
           chunks_of_thread[index[i].thread_index].push_back(i);
       for (auto& [thread, chunks] : chunks_of_thread) {
         // Each chunk covers its events' times and, unless the thread's state is empty where
@@ -241,7 +243,8 @@ class NativeDecoder {
       }
       for (size_t i = 0; i < index.size(); ++i)
         if (decode[i] == 0 && (index[i].flags & format::kIndexHasAsync) &&
-            index[i].type == static_cast<uint32_t>(format::ChunkType::kEvents))
+            index[i].type == static_cast<uint32_t>(format::ChunkType::kEvents) &&
+            index[i].thread_index <= kMaxIndex)
           decode[i] = 2;
       // The chunks, in file order: a thread's run of whole chunks starts from the index's
       // account of the chunks before it.
