@@ -4,10 +4,11 @@
 // `report` and `convert` take several input files (the files the processes of one run
 // wrote) and merge them into one trace.
 //
-// Exit status: 0 success; 1 the input could not be used (missing, unreadable or not a
-// trace) or the output could not be written; 2 the input was damaged (cut short by a
-// crash, corrupt chunk): what was readable is reported or converted, and stderr says where
-// the damage starts; 64 bad command-line usage.
+// Exit status (opsight/exit_codes.hpp's table): 0 success; 1 the input could not be used
+// (missing, unreadable or not a trace) or the output could not be written; 2 the input was
+// damaged (cut short by a crash, corrupt chunk): what was readable is reported or
+// converted, and stderr says where the damage starts; 3 a regression (compare); 64 bad
+// command-line usage.
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -417,11 +418,14 @@ int run_demo(const std::string& prefix, int iterations) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
-      "opsight: see where the time of a program goes.\n"
-      "Exit status: 0 ok, 1 unusable input or output, 2 damaged input (partial "
-      "result shown), 64 bad usage.",
-      "opsight"};
+  // The exit statuses from the one table (opsight/exit_codes.hpp), as the Python half's.
+  std::string description = "opsight: see where the time of a program goes.\nExit statuses:";
+  for (const opsight::ExitStatus& status : opsight::kExitStatuses) {
+    std::string code = std::to_string(status.code);
+    description += "\n  " + code + std::string(code.size() < 4 ? 4 - code.size() : 1, ' ') +
+                   std::string(status.meaning);
+  }
+  CLI::App app{description, "opsight"};
   app.set_version_flag("--version", std::string("opsight ") + opsight::version());
   app.require_subcommand(1);
 
