@@ -57,7 +57,7 @@ web:
 # console script is .venv/bin/opsight. The core is compiled once: scikit-build-core builds
 # the package in build/release itself, with the release preset's build type and options, so
 # it adds only the Python modules (the release preset puts the install directories back).
-PIP_REUSE_RELEASE := -C build-dir=build/release -C cmake.build-type=RelWithDebInfo \
+PIP_REUSE_RELEASE := -C build-dir=build/release -C cmake.build-type=RelWithDebInfo -C install.strip=true \
   -C cmake.define.OPSIGHT_WITH_TESTS=ON -C cmake.define.OPSIGHT_WITH_BENCHMARKS=ON
 install: build web
 	cmake --install build/release --prefix $(VENV) --component Unspecified > /dev/null
@@ -92,7 +92,7 @@ fuzz-test:
 # Two runs: each suite has its own conftest.py, imported as `conftest` by its tests.
 # OPSIGHT_REQUIRE names what setup installed: a test needing one of them fails instead of
 # skipping when it is missing; any other skip is listed with its reason (-rs).
-OPSIGHT_REQUIRE ?= torch,transformers,matplotlib,onnxruntime,onnx,numpy,pandas,perfetto,fastapi,starlette,uvicorn,flask,waitress,requests,httpx,ray,jaeger,zipkin,prometheus,pushgateway,victorialogs,kafka
+OPSIGHT_REQUIRE ?= torch,transformers,matplotlib,onnxruntime,onnx,numpy,pandas,perfetto,fastapi,starlette,uvicorn,flask,waitress,requests,httpx,ray,opentelemetry.proto,opentelemetry.propagators.b3,openssl,jaeger,zipkin,prometheus,pushgateway,victorialogs,kafka
 python-test:
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs python/tests
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs tests/integration
@@ -102,7 +102,7 @@ python-test:
 # playwright-core.
 web-test:
 	cd web && npx vitest run
-	cd web && OPSIGHT_CLI=$(CURDIR)/$(VENV)/bin/opsight node --test e2e/
+	cd web && OPSIGHT_CLI=$(CURDIR)/$(VENV)/bin/opsight node --test e2e/*.test.mjs
 
 bench: build
 	scripts/run_benchmarks.sh
