@@ -157,9 +157,10 @@ void bind_export(nb::module_& m, TraceClass& trace_class) {
            "it in their overhead line, and the file and the run store keep it.")
       .def("export", &export_trace, nb::arg("targets"), nb::arg("service") = "",
            nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 0,
-           "Sends the trace to each target (otlp[=URL], otlp-json=URL, zipkin[=URL], "
-           "pushgateway=URL, kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]); one "
-           "dict per target, also recorded in the trace's run info (note_export).");
+           "Sends the trace to each target (the kinds of _native.export_sinks(): otlp[=URL], "
+           "otlp-metrics[=URL], zipkin[=URL], pushgateway=URL, kafka[=BROKERS][?...], "
+           "loki[=URL], ...); one dict per target, also recorded in the trace's run info "
+           "(note_export).");
 
   // Export targets and OTEL_* settings checked before a program starts: ValueError naming
   // what is wrong (an unknown kind, a URL that is not one, a librdkafka property, an
@@ -170,6 +171,26 @@ void bind_export(nb::module_& m, TraceClass& trace_class) {
       nb::arg("targets"));
   m.def("otel_sdk_disabled",
         [] { return exporting::sdk_disabled(exporting::process_environment()); });
+
+  // The core's table of export sinks (export/sink.hpp): what a target may start with, for
+  // the Python package's parsing of OPSIGHT_EXPORT, --export and targets files.
+  m.def("export_sinks", [] {
+    nb::list sinks;
+    for (const exporting::SinkDescription* sink : exporting::sinks()) {
+      nb::dict entry;
+      entry["name"] = std::string(sink->name);
+      nb::list spellings;
+      for (std::string_view spelling : sink->spellings()) spellings.append(std::string(spelling));
+      entry["spellings"] = spellings;
+      entry["syntax"] = std::string(sink->syntax);
+      entry["summary"] = std::string(sink->summary);
+      entry["payload"] = sink->payload == exporting::SinkPayload::kSpans     ? "spans"
+                         : sink->payload == exporting::SinkPayload::kMetrics ? "metrics"
+                                                                             : "served";
+      sinks.append(entry);
+    }
+    return sinks;
+  });
 
   // Live span export from the trace files of a run (export/live_export.hpp).
   nb::class_<exporting::LiveSpanExporter>(m, "LiveSpanExporter")

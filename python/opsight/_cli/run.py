@@ -137,10 +137,10 @@ def _run_parser() -> ArgumentParser:
                         help="run store file (default: $OPSIGHT_HOME/runs.db, else "
                              "~/.opsight/runs.db)")
     parser.add_argument("--export", action="append", default=[], metavar="KIND[=URL]",
-                        help="send the run's trace when the program ends: otlp[=URL], "
-                             "otlp-json=URL, otlp-grpc[=URL], zipkin[=URL], pushgateway=URL, "
-                             "kafka[=BROKERS][?topic=T&PROPERTY=VALUE...], loki[=URL]; or "
-                             "serve live metrics while it runs: prometheus=[HOST:]PORT "
+                        help="send the run's trace when the program ends: "
+                             + ", ".join(sink["syntax"] for sink in _native.export_sinks()
+                                         if sink["payload"] != "served")
+                             + "; or serve live metrics while it runs: prometheus=[HOST:]PORT "
                              "(repeatable; default: $OPSIGHT_EXPORT; docs/export.md)")
     parser.add_argument("--export-timeout", type=float, default=10.0, metavar="SECONDS",
                         help="how long the export may still take once the program has ended "

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import opsight._native as _native
+
 
 
 #: The formats ``parse_targets`` accepts for its ``format`` argument.
@@ -23,11 +25,11 @@ _REQUIRED_KEYS = ("module", "function")
 
 _TOP_LEVEL_KEYS = ("targets", "version", "export")
 
-#: The kinds an export target starts with (src/export/export.hpp; ``prometheus`` is
-#: ``opsight run``'s live /metrics endpoint). A targets file's ``export:`` section and
-#: ``OPSIGHT_EXPORT`` name the same kinds.
-EXPORT_KINDS = ("otlp", "otlp-json", "otlp-protobuf", "otlp-grpc", "zipkin", "pushgateway",
-                "prometheus", "kafka", "loki")
+#: The kinds an export target starts with: every spelling of the core's sinks
+#: (src/export/sink.hpp's table, through ``_native.export_sinks()``; ``prometheus`` is
+#: ``opsight run``'s live /metrics endpoint). A targets file's ``export:`` section,
+#: ``OPSIGHT_EXPORT`` and ``--export`` name the same kinds.
+EXPORT_KINDS = tuple(spelling for sink in _native.export_sinks() for spelling in sink["spellings"])
 
 
 _SUPPORTED_VERSION = 1
