@@ -635,3 +635,50 @@ def test_opsight_export_reads_otel_bsp_and_its_flag_wins(tmp_path, receiver):
                          timeout=60, env=env)
     assert bad.returncode == 64, bad.stderr
     assert "OTEL_BSP_MAX_EXPORT_BATCH_SIZE 'two'" in bad.stderr, bad.stderr
+
+
+def test_otlp_metrics_are_a_metrics_request_the_otel_protos_read(tmp_path, receiver, otel_free):
+    """otlp-metrics: one ExportMetricsServiceRequest, read with opentelemetry-proto's own
+    classes: a cumulative histogram per span name whose count and sum are the trace's, the
+    bounds and one more bucket count, the resource's service.name; delta when
+    OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE asks, and the METRICS_ headers."""
+    require("opentelemetry.proto")
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest)
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
+
+    trace = _trace(tmp_path, spans=7)
+    durations = [d / 1e9 for d, name in zip(trace.slice_columns()["dur"],
+                                            trace.slice_columns()["name"]) if name == "work"]
+    server = receiver()
+    report, = trace.export([f"otlp-metrics={server.url}"], service="metrics-test", timeout_s=10)
+    assert report["dropped"] == 0, report
+    (headers, body), = server.requests
+    assert headers["content-type"] == "application/x-protobuf"
+    request = ExportMetricsServiceRequest.FromString(body)
+    resource, = request.resource_metrics
+    assert {kv.key: kv.value.string_value for kv in resource.resource.attributes}[
+        "service.name"] == "metrics-test"
+    metrics = {metric.name: metric for metric in resource.scope_metrics[0].metrics}
+    histogram = metrics["opsight.span.duration"]
+    assert histogram.unit == "s"
+    assert (histogram.histogram.aggregation_temporality
+            == AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE)
+    point, = [p for p in histogram.histogram.data_points
+              if p.attributes[0].value.string_value == "work"]
+    assert point.count == 7 and sum(point.bucket_counts) == 7
+    assert len(point.bucket_counts) == len(point.explicit_bounds) + 1
+    assert point.sum == pytest.approx(sum(durations), rel=1e-9, abs=1e-12)
+    assert 0 < point.start_time_unix_nano <= point.time_unix_nano
+    assert metrics["opsight.events.dropped"].sum.is_monotonic
+
+    otel_free.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")
+    otel_free.setenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "x-tenant=a")
+    trace.export([f"otlp-metrics={server.url}"], timeout_s=10)
+    headers, body = server.requests[1]
+    assert headers["x-tenant"] == "a"
+    request = ExportMetricsServiceRequest.FromString(body)
+    histogram = {m.name: m for m in request.resource_metrics[0].scope_metrics[0].metrics}[
+        "opsight.span.duration"]
+    assert (histogram.histogram.aggregation_temporality
+            == AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA)

@@ -195,7 +195,8 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
       return std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
     };
     if (target.sink->payload == SinkPayload::kMetrics) {
-      exporter.offer({target.sink->metrics_body(trace), view.span_count()}, remaining());
+      exporter.offer({target.sink->metrics_body(trace, view, target), view.span_count()},
+                     remaining());
       continue;
     }
     encode_batches(view, view.rows(), target, options.batch_spans,

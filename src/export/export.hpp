@@ -89,6 +89,8 @@ struct ExportTarget {
   // _CLIENT_CERTIFICATE with _CLIENT_KEY (mutual TLS); empty: unset.
   std::string ca_certificate_path, client_certificate_path, client_key_path;
   KafkaDestination kafka;
+  // otlp-metrics: delta temporality (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE).
+  bool delta_temporality = false;
   // The sink's name: "otlp", "otlp-json", "otlp-grpc", "zipkin", "pushgateway", ...
   std::string label() const { return std::string(sink->name); }
 };

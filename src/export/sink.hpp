@@ -68,7 +68,8 @@ struct SinkDescription {
   std::unique_ptr<SpanBatchEncoder> (*make_encoder)(const SpanView& view) = nullptr;
   // kMetrics: the body sent once for the whole trace, and the target completed for it
   // (a Pushgateway's default grouping path names the trace's host).
-  std::string (*metrics_body)(const trace::Trace& trace) = nullptr;
+  std::string (*metrics_body)(const trace::Trace& trace, const SpanView& view,
+                              const ExportTarget& target) = nullptr;
   void (*complete_for_trace)(ExportTarget& target, const trace::Trace& trace) = nullptr;
   // The sender of a target; nullptr: HTTP (http_sender.hpp) with the fields below.
   std::unique_ptr<BatchSender> (*make_sender)(const ExportTarget& target, double timeout_s,

@@ -39,15 +39,10 @@ std::vector<std::string_view> SinkDescription::spellings() const {
 }
 
 std::span<const SinkDescription* const> sinks() {
-  static const std::array<const SinkDescription*, 8> table{
-      &otlp::protobuf_sink(),
-      &otlp::json_sink(),
-      &otlp::grpc_sink(),
-      &zipkin::sink(),
-      &prometheus::pushgateway_sink(),
-      &prometheus::served_sink(),
-      &kafka::sink(),
-      &loki::sink(),
+  static const std::array<const SinkDescription*, 9> table{
+      &otlp::protobuf_sink(),     &otlp::json_sink(), &otlp::grpc_sink(),
+      &otlp::metrics_sink(),      &zipkin::sink(),    &prometheus::pushgateway_sink(),
+      &prometheus::served_sink(), &kafka::sink(),     &loki::sink(),
   };
   return table;
 }

@@ -291,6 +291,9 @@ class Jaeger(Server):
     query_grpc_port: int
     health_port: int
     metrics_port: int  # the collector's own metrics (Prometheus text)
+    # OTLP metrics received (the metrics pipeline: the Collector's otlp receiver into its
+    # prometheus exporter), served as Prometheus text: received_metrics_text().
+    received_metrics_port: int
     binary: Path
     # Where received spans go: "jaeger_storage_exporter" (stored, queryable) or "nop"
     # (received, decoded and counted, then discarded: the receiver's cost alone).
@@ -329,6 +332,16 @@ class Jaeger(Server):
     def otlp_http_endpoint(self) -> str:
         """Base URL of the OTLP/HTTP receiver (the exporter appends /v1/traces)."""
         return f"http://127.0.0.1:{self.otlp_http_port}"
+
+    @property
+    def otlp_metrics_url(self) -> str:
+        return f"{self.otlp_http_endpoint}/v1/metrics"
+
+    def received_metrics_text(self) -> str:
+        """The OTLP metrics the Collector received, as its prometheus exporter serves them."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.received_metrics_port}/metrics",
+                                    timeout=10) as answer:
+            return answer.read().decode()
 
     @property
     def otlp_traces_url(self) -> str:
@@ -476,6 +489,9 @@ service:
     traces:
       receivers: [otlp]
       exporters: [{traces_exporter}]
+    metrics:
+      receivers: [otlp]
+      exporters: [prometheus]
   telemetry:
     metrics:
       level: basic
@@ -517,13 +533,15 @@ exporters:
   jaeger_storage_exporter:
     trace_storage: memstore
   nop:
+  prometheus:
+    endpoint: 127.0.0.1:{received_metrics_port}
 """
 
 
 @contextlib.contextmanager
 def jaeger(start_timeout: float = 60.0, store: bool = True,
            grpc_tls: tuple[str, str, str | None] | None = None) -> Iterator[Jaeger]:
-    """Jaeger v2 (``cmd/jaeger``) with the configuration above on six free ports; with
+    """Jaeger v2 (``cmd/jaeger``) with the configuration above on seven free ports; with
     ``store=False`` it discards what it receives (the ``nop`` exporter). ``grpc_tls``
     (certificate, key, client CA or None: PEM files) serves its OTLP gRPC receiver over TLS,
     requiring a client certificate that CA signed when one is given (mutual TLS)."""
@@ -540,7 +558,8 @@ def jaeger(start_timeout: float = 60.0, store: bool = True,
         server.otlp_grpc_tls = "\n".join(lines)
     with _running(server):
         (server.otlp_grpc_port, server.otlp_http_port, server.query_port,
-         server.query_grpc_port, server.health_port, server.metrics_port) = free_ports(6)
+         server.query_grpc_port, server.health_port, server.metrics_port,
+         server.received_metrics_port) = free_ports(7)
         server.launch(start_timeout)
         yield server
 

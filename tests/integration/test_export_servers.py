@@ -328,6 +328,40 @@ def test_pushgateway_and_prometheus_agree_with_the_trace(tmp_path, pushgateway_s
         assert bound >= durations[-1]  # the bucket holding the slowest job
 
 
+def test_otlp_metrics_reach_the_collector_as_the_trace_counts_them(tmp_path, jaeger_server):
+    """otlp-metrics into the OpenTelemetry Collector's own OTLP receiver (Jaeger v2 is a
+    Collector distribution), out of its prometheus exporter: the names translate to the
+    Pushgateway's, and the counts, sums and +Inf buckets are the trace's."""
+    trace, done = run_traced(tmp_path, f"otlp-metrics={jaeger_server.otlp_metrics_url}")
+    assert "dropped" not in done.stderr, done.stderr
+    columns = trace.slice_columns()
+    text = poll("the Collector's prometheus exporter",
+                lambda: (lambda t: t if 'opsight_span_duration_seconds_count{' in t else None)(
+                    jaeger_server.received_metrics_text()), timeout=30)
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name_and_labels, value = line.rsplit(" ", 1)
+            samples[name_and_labels] = float(value)
+
+    def sample(name: str, **labels: str) -> float:
+        for key, value in samples.items():
+            if key.startswith(name + "{") and all(f'{label}="{text}"' in key
+                                                  for label, text in labels.items()):
+                return value
+        raise AssertionError(f"{name} {labels} not in:\n{text}")
+
+    for name in set(columns["name"]):
+        durations = [columns["dur"][i] / 1e9 for i, n in enumerate(columns["name"]) if n == name]
+        assert sample("opsight_span_duration_seconds_count", span=name) == len(durations)
+        assert sample("opsight_span_duration_seconds_bucket", span=name, le="+Inf") == len(durations)
+        assert sample("opsight_span_duration_seconds_sum", span=name) == pytest.approx(
+            sum(durations), rel=1e-9, abs=1e-12)
+    # The resource's service.name is the Collector's job label; the tracer's own totals too.
+    assert sample("opsight_span_duration_seconds_count", span="job", job="exporter-test") == 3
+    assert sample("opsight_events_dropped_total") == trace.run_info()["events_dropped"]
+
+
 def native_exposition(trace) -> str:
     """The exposition text opsight pushes for ``trace`` (the same C++ function)."""
     import http.server

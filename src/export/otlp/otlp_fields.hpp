@@ -1,5 +1,6 @@
 // Field numbers of the OTLP messages the exporter writes, from the OpenTelemetry protocol's
-// .proto files (opentelemetry/proto/{collector/trace,trace,resource,common}/v1). Facts of
+// .proto files (opentelemetry/proto/{collector/trace,trace,collector/metrics,metrics,
+// resource,common}/v1). Facts of
 // the wire format, shared by the encoder and its tests.
 #pragma once
 
@@ -74,6 +75,65 @@ inline constexpr uint32_t kBoolValue = 2;
 inline constexpr uint32_t kIntValue = 3;
 inline constexpr uint32_t kDoubleValue = 4;
 }  // namespace any_value
+
+// Metrics (opentelemetry/proto/{collector/metrics,metrics}/v1).
+namespace export_metrics_request {  // ExportMetricsServiceRequest
+inline constexpr uint32_t kResourceMetrics = 1;
+}
+namespace resource_metrics {  // ResourceMetrics
+inline constexpr uint32_t kResource = 1;
+inline constexpr uint32_t kScopeMetrics = 2;
+}  // namespace resource_metrics
+namespace scope_metrics {  // ScopeMetrics
+inline constexpr uint32_t kScope = 1;
+inline constexpr uint32_t kMetrics = 2;
+}  // namespace scope_metrics
+namespace metric {  // Metric
+inline constexpr uint32_t kName = 1;
+inline constexpr uint32_t kDescription = 2;
+inline constexpr uint32_t kUnit = 3;
+inline constexpr uint32_t kGauge = 5;
+inline constexpr uint32_t kSum = 7;
+inline constexpr uint32_t kHistogram = 9;
+}  // namespace metric
+namespace gauge {  // Gauge
+inline constexpr uint32_t kDataPoints = 1;
+}
+namespace sum {  // Sum
+inline constexpr uint32_t kDataPoints = 1;
+inline constexpr uint32_t kAggregationTemporality = 2;
+inline constexpr uint32_t kIsMonotonic = 3;
+}  // namespace sum
+namespace histogram {  // Histogram
+inline constexpr uint32_t kDataPoints = 1;
+inline constexpr uint32_t kAggregationTemporality = 2;
+}  // namespace histogram
+namespace number_data_point {                      // NumberDataPoint
+inline constexpr uint32_t kStartTimeUnixNano = 2;  // fixed64
+inline constexpr uint32_t kTimeUnixNano = 3;       // fixed64
+inline constexpr uint32_t kAsDouble = 4;
+inline constexpr uint32_t kAsInt = 6;  // sfixed64
+inline constexpr uint32_t kAttributes = 7;
+}  // namespace number_data_point
+namespace histogram_data_point {                   // HistogramDataPoint
+inline constexpr uint32_t kStartTimeUnixNano = 2;  // fixed64
+inline constexpr uint32_t kTimeUnixNano = 3;       // fixed64
+inline constexpr uint32_t kCount = 4;              // fixed64
+inline constexpr uint32_t kSum = 5;                // double
+inline constexpr uint32_t kBucketCounts = 6;       // packed fixed64
+inline constexpr uint32_t kExplicitBounds = 7;     // packed double
+inline constexpr uint32_t kExemplars = 8;
+inline constexpr uint32_t kAttributes = 9;
+}  // namespace histogram_data_point
+namespace exemplar {                          // Exemplar
+inline constexpr uint32_t kTimeUnixNano = 2;  // fixed64
+inline constexpr uint32_t kAsDouble = 3;
+inline constexpr uint32_t kSpanId = 4;
+inline constexpr uint32_t kTraceId = 5;
+}  // namespace exemplar
+// AggregationTemporality
+inline constexpr uint64_t kTemporalityDelta = 1;
+inline constexpr uint64_t kTemporalityCumulative = 2;
 
 // Span.flags: the low 8 bits are the W3C trace flags (bit 0: sampled); bits 8 and 9 say
 // whether the parent is known to be remote (SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK = 0x100,

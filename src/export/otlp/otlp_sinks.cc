@@ -6,19 +6,30 @@
 #include "export/export.hpp"
 #include "export/otlp/grpc_sender.hpp"
 #include "export/otlp/otlp_encoder.hpp"
+#include "export/otlp/otlp_metrics_encoder.hpp"
 
 namespace opsight::exporting::otlp {
 
 namespace {
 
-// The signal's own variable first, then the general one (the specification's order).
-std::string_view setting(const Environment& environment, const char* traces_name,
-                         const char* general_name, const char** name_used) {
-  std::string_view value = environment_value(environment, traces_name);
-  *name_used = traces_name;
+// The signals opsight sends over OTLP, each with its own variables and path.
+struct Signal {
+  std::string_view variable;  // "TRACES": OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, ...
+  std::string_view path;      // "/v1/traces"
+};
+constexpr Signal kTraces{"TRACES", "/v1/traces"};
+constexpr Signal kMetrics{"METRICS", "/v1/metrics"};
+
+// The signal's own variable (OTEL_EXPORTER_OTLP_<SIGNAL>_<setting>) first, then the
+// general one (OTEL_EXPORTER_OTLP_<setting>): the specification's order. `name_used` is
+// the one that was read, for messages.
+std::string_view setting(const Environment& environment, const Signal& signal,
+                         std::string_view name, std::string* name_used) {
+  *name_used = "OTEL_EXPORTER_OTLP_" + std::string(signal.variable) + "_" + std::string(name);
+  std::string_view value = environment_value(environment, name_used->c_str());
   if (value.empty()) {
-    value = environment_value(environment, general_name);
-    *name_used = general_name;
+    *name_used = "OTEL_EXPORTER_OTLP_" + std::string(name);
+    value = environment_value(environment, name_used->c_str());
   }
   return value;
 }
@@ -26,80 +37,92 @@ std::string_view setting(const Environment& environment, const char* traces_name
 // gRPC's endpoint is an address, never a path: the variables are used as they are, and a
 // scheme-less host:port is TLS unless ..._INSECURE is true (the specification).
 std::optional<std::string> grpc_url(const Environment& environment, std::string& url) {
-  if (url.empty()) url = environment_value(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
-  if (url.empty()) url = environment_value(environment, "OTEL_EXPORTER_OTLP_ENDPOINT");
+  std::string name;
+  if (url.empty()) url = setting(environment, kTraces, "ENDPOINT", &name);
   if (url.empty()) url = "http://localhost:4317";
   if (url.find("://") != std::string::npos) return std::nullopt;
-  const char* name = nullptr;
-  std::string insecure(setting(environment, "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
-                               "OTEL_EXPORTER_OTLP_INSECURE", &name));
+  std::string insecure(setting(environment, kTraces, "INSECURE", &name));
   for (char& character : insecure)
     character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
   if (!insecure.empty() && insecure != "true" && insecure != "false")
-    return std::string(name) + " '" + insecure + "' is not true or false";
+    return name + " '" + insecure + "' is not true or false";
   url = (insecure == "true" ? "http://" : "https://") + url;
   return std::nullopt;
 }
 
-// OTLP/HTTP: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT +
-// /v1/traces, else the default; a URL given without a path gets /v1/traces.
-std::string http_url(const Environment& environment, std::string url, std::string* default_path) {
-  *default_path = "/v1/traces";
+// OTLP/HTTP: OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT as is, else OTEL_EXPORTER_OTLP_ENDPOINT +
+// the signal's path, else the default; a URL given without a path gets the signal's path.
+std::string http_url(const Environment& environment, const Signal& signal, std::string url,
+                     std::string* default_path) {
+  *default_path = std::string(signal.path);
   if (!url.empty()) return url;
-  if (auto traces = environment_value(environment, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
-      !traces.empty()) {
+  std::string name = "OTEL_EXPORTER_OTLP_" + std::string(signal.variable) + "_ENDPOINT";
+  if (auto own = environment_value(environment, name.c_str()); !own.empty()) {
     *default_path = "/";
-    return std::string(traces);
+    return std::string(own);
   }
   if (auto base = environment_value(environment, "OTEL_EXPORTER_OTLP_ENDPOINT"); !base.empty()) {
     std::string joined(base);
     while (!joined.empty() && joined.back() == '/') joined.pop_back();
-    return joined + "/v1/traces";
+    return joined + std::string(signal.path);
   }
-  return "http://localhost:4318/v1/traces";
+  return "http://localhost:4318" + std::string(signal.path);
 }
 
 // Compression, timeout and TLS files, each checked now rather than at the first request.
-std::optional<std::string> read_settings(const Environment& environment, ExportTarget& target) {
-  const char* name = nullptr;
-  std::string_view compression = setting(environment, "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
-                                         "OTEL_EXPORTER_OTLP_COMPRESSION", &name);
+std::optional<std::string> read_settings(const Environment& environment, const Signal& signal,
+                                         ExportTarget& target) {
+  std::string name;
+  std::string_view compression = setting(environment, signal, "COMPRESSION", &name);
   if (compression == "gzip")
     target.gzip = true;
   else if (!compression.empty() && compression != "none")
-    return std::string(name) + " '" + std::string(compression) + "' is not gzip or none";
-  std::string_view timeout = setting(environment, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-                                     "OTEL_EXPORTER_OTLP_TIMEOUT", &name);
+    return name + " '" + std::string(compression) + "' is not gzip or none";
+  std::string_view timeout = setting(environment, signal, "TIMEOUT", &name);
   if (!timeout.empty()) {
     auto milliseconds = parse_whole_number(timeout);
     if (!milliseconds || *milliseconds == 0)
-      return std::string(name) + " '" + std::string(timeout) +
+      return name + " '" + std::string(timeout) +
              "' is not a positive whole number of milliseconds";
     target.timeout_s = static_cast<double>(*milliseconds) / 1000.0;
   }
   struct TlsFile {
-    const char* traces_name;
-    const char* general_name;
+    std::string_view setting;
     std::string* path;
   };
-  for (const TlsFile& file :
-       {TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
-                &target.ca_certificate_path},
-        TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
-                "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", &target.client_certificate_path},
-        TlsFile{"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY",
-                &target.client_key_path}}) {
-    std::string_view path = setting(environment, file.traces_name, file.general_name, &name);
+  for (const TlsFile& file : {TlsFile{"CERTIFICATE", &target.ca_certificate_path},
+                              TlsFile{"CLIENT_CERTIFICATE", &target.client_certificate_path},
+                              TlsFile{"CLIENT_KEY", &target.client_key_path}}) {
+    std::string_view path = setting(environment, signal, file.setting, &name);
     if (path.empty()) continue;
     *file.path = std::string(path);
     if (std::FILE* opened = std::fopen(file.path->c_str(), "rb"))
       std::fclose(opened);
     else
-      return std::string(name) + " '" + *file.path + "': cannot be read";
+      return name + " '" + *file.path + "': cannot be read";
   }
   if (target.client_certificate_path.empty() != target.client_key_path.empty())
     return "mutual TLS needs both OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and "
-           "OTEL_EXPORTER_OTLP_CLIENT_KEY (or their TRACES_ forms)";
+           "OTEL_EXPORTER_OTLP_CLIENT_KEY (or their " +
+           std::string(signal.variable) + "_ forms)";
+  return std::nullopt;
+}
+
+// OTEL_EXPORTER_OTLP_<SIGNAL>_HEADERS over OTEL_EXPORTER_OTLP_HEADERS, key by key.
+std::optional<std::string> read_headers(const Environment& environment, const Signal& signal,
+                                        ExportTarget& target) {
+  std::vector<std::string> header_errors;
+  std::string own = "OTEL_EXPORTER_OTLP_" + std::string(signal.variable) + "_HEADERS";
+  for (const char* variable : {"OTEL_EXPORTER_OTLP_HEADERS", own.c_str()}) {
+    // An entry, not a structured binding: clang 14 cannot capture those in a lambda.
+    for (auto& entry :
+         parse_key_value_list(environment_value(environment, variable), &header_errors)) {
+      const std::string& key = entry.first;
+      std::erase_if(target.headers, [&](const auto& header) { return header.first == key; });
+      target.headers.emplace_back(key, entry.second);
+    }
+  }
+  if (!header_errors.empty()) return "OTEL_EXPORTER_OTLP_HEADERS: " + header_errors.front();
   return std::nullopt;
 }
 
@@ -150,23 +173,47 @@ std::optional<std::string> parse(std::string_view spelling, std::string_view res
   if (grpc) {
     if (auto why = grpc_url(environment, url)) return why;
   } else {
-    url = http_url(environment, std::move(url), &default_path);
+    url = http_url(environment, kTraces, std::move(url), &default_path);
   }
-  std::vector<std::string> header_errors;
-  for (const char* variable : {"OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS"}) {
-    // An entry, not a structured binding: clang 14 cannot capture those in a lambda.
-    for (auto& entry :
-         parse_key_value_list(environment_value(environment, variable), &header_errors)) {
-      const std::string& key = entry.first;
-      std::erase_if(target.headers, [&](const auto& header) { return header.first == key; });
-      target.headers.emplace_back(key, entry.second);
-    }
-  }
-  if (!header_errors.empty()) return "OTEL_EXPORTER_OTLP_HEADERS: " + header_errors.front();
-  if (auto why = read_settings(environment, target)) return why;
+  if (auto why = read_headers(environment, kTraces, target)) return why;
+  if (auto why = read_settings(environment, kTraces, target)) return why;
   if (auto why = set_http_endpoint(target, url, default_path)) return why;
   if (grpc) return check_grpc_metadata(target);
   return std::nullopt;
+}
+
+// otlp-metrics: OTLP/HTTP protobuf to /v1/metrics, with the METRICS_ variables, and the
+// temporality OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE asks for.
+std::optional<std::string> parse_metrics(std::string_view, std::string_view rest,
+                                         const Environment& environment, ExportTarget& target) {
+  std::string name = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL";
+  std::string_view protocol = setting(environment, kMetrics, "PROTOCOL", &name);
+  if (!protocol.empty() && protocol != "http/protobuf")
+    return name + " '" + std::string(protocol) +
+           "': opsight sends metrics as http/protobuf only (traces also take grpc and http/json)";
+  std::string temporality(
+      environment_value(environment, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"));
+  for (char& character : temporality)
+    character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
+  if (temporality == "delta" || temporality == "lowmemory")
+    target.delta_temporality = true;
+  else if (!temporality.empty() && temporality != "cumulative")
+    return "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE '" + temporality +
+           "' is not cumulative, delta or lowmemory";
+  std::string default_path;
+  std::string url = http_url(environment, kMetrics, std::string(rest), &default_path);
+  if (auto why = read_headers(environment, kMetrics, target)) return why;
+  if (auto why = read_settings(environment, kMetrics, target)) return why;
+  return set_http_endpoint(target, url, default_path);
+}
+
+std::string metrics_request(const trace::Trace& trace, const SpanView& view,
+                            const ExportTarget& target) {
+  std::span<const Attribute> resource;
+  if (!view.resources().empty()) resource = view.resources().front().attributes;
+  return encode_otlp_metrics(
+      metrics_of(trace), resource, metrics_interval_of(trace),
+      target.delta_temporality ? MetricsTemporality::kDelta : MetricsTemporality::kCumulative);
 }
 
 class ProtobufEncoder : public SpanBatchEncoder {
@@ -225,6 +272,22 @@ const SinkDescription& protobuf_sink() {
       .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
         return std::make_unique<ProtobufEncoder>(view);
       },
+      .http_content_type = "application/x-protobuf",
+      .reads_otlp_partial_success = true,
+  };
+  return description;
+}
+
+const SinkDescription& metrics_sink() {
+  static const SinkDescription description{
+      .name = "otlp-metrics",
+      .syntax = "otlp-metrics[=URL]",
+      .summary =
+          "the run's metrics (span-duration histograms, counters, the tracer's own "
+          "cost) as OTLP/HTTP protobuf; default http://localhost:4318/v1/metrics",
+      .payload = SinkPayload::kMetrics,
+      .parse = parse_metrics,
+      .metrics_body = metrics_request,
       .http_content_type = "application/x-protobuf",
       .reads_otlp_partial_success = true,
   };

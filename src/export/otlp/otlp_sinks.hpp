@@ -1,8 +1,9 @@
 // The OTLP sinks: OTLP/HTTP with protobuf bodies (`otlp`, also `otlp-protobuf`), OTLP/HTTP
-// with JSON bodies (`otlp-json`) and OTLP/gRPC (`otlp-grpc`). One parse function serves
-// the three: it reads the OpenTelemetry exporter variables (OTEL_EXPORTER_OTLP_*: protocol,
-// endpoint, headers, compression, timeout, TLS files; a signal-specific TRACES_ variable
-// wins over the general one) and picks the sibling the protocol names.
+// with JSON bodies (`otlp-json`) and OTLP/gRPC (`otlp-grpc`) for spans, and OTLP/HTTP for
+// metrics (`otlp-metrics`). One parse function serves the three span sinks: it reads the
+// OpenTelemetry exporter variables (OTEL_EXPORTER_OTLP_*: protocol, endpoint, headers, compression,
+// timeout, TLS files; a signal-specific TRACES_ variable wins over the general one) and picks the
+// sibling the protocol names.
 #pragma once
 
 #include "export/sink.hpp"
@@ -12,5 +13,7 @@ namespace opsight::exporting::otlp {
 const SinkDescription& protobuf_sink();
 const SinkDescription& json_sink();
 const SinkDescription& grpc_sink();
+// `otlp-metrics[=URL]`: the run's metrics (otlp_metrics_encoder.hpp) over OTLP/HTTP.
+const SinkDescription& metrics_sink();
 
 }  // namespace opsight::exporting::otlp

@@ -1,0 +1,203 @@
+#include "export/otlp/otlp_metrics_encoder.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <map>
+#include <vector>
+
+#include "export/otlp/otlp_common.hpp"
+#include "export/otlp/otlp_fields.hpp"
+
+namespace opsight::exporting {
+
+namespace {
+
+using otlp::ProtoEncoder;
+
+// Writes one metric: name, unit, then the data message `kind` that `body` fills.
+template <typename Body>
+void write_metric(ProtoEncoder& encoder, std::string_view name, std::string_view description,
+                  std::string_view unit, uint32_t kind, Body body) {
+  size_t metric = encoder.begin_message(otlp::scope_metrics::kMetrics);
+  encoder.bytes_field(otlp::metric::kName, name);
+  if (!description.empty()) encoder.bytes_field(otlp::metric::kDescription, description);
+  if (!unit.empty()) encoder.bytes_field(otlp::metric::kUnit, unit);
+  size_t data = encoder.begin_message(kind);
+  body();
+  encoder.end_message(data);
+  encoder.end_message(metric);
+}
+
+void write_string_attribute(ProtoEncoder& encoder, uint32_t field, std::string_view key,
+                            std::string_view value) {
+  Attribute attribute;
+  attribute.key = key;
+  attribute.value.type = AttributeValue::Type::kString;
+  attribute.value.string_value = value;
+  otlp::write_attribute(encoder, field, attribute);
+}
+
+void write_int_attribute(ProtoEncoder& encoder, uint32_t field, std::string_view key,
+                         int64_t value) {
+  Attribute attribute;
+  attribute.key = key;
+  attribute.value.type = AttributeValue::Type::kInt;
+  attribute.value.int_value = value;
+  otlp::write_attribute(encoder, field, attribute);
+}
+
+// A monotonic sum with one data point.
+void write_total(ProtoEncoder& encoder, std::string_view name, std::string_view description,
+                 std::string_view unit, double value, const MetricsInterval& interval,
+                 uint64_t temporality) {
+  write_metric(encoder, name, description, unit, otlp::metric::kSum, [&] {
+    size_t point = encoder.begin_message(otlp::sum::kDataPoints);
+    encoder.fixed64_field(otlp::number_data_point::kStartTimeUnixNano, interval.start_unix_ns);
+    encoder.fixed64_field(otlp::number_data_point::kTimeUnixNano, interval.end_unix_ns);
+    encoder.double_field(otlp::number_data_point::kAsDouble, value);
+    encoder.end_message(point);
+    encoder.varint_field(otlp::sum::kAggregationTemporality, temporality);
+    encoder.bool_field(otlp::sum::kIsMonotonic, true);
+  });
+}
+
+void write_exemplar(ProtoEncoder& encoder, const Exemplar& exemplar) {
+  if (exemplar.span_id == 0) return;
+  size_t message = encoder.begin_message(otlp::histogram_data_point::kExemplars);
+  encoder.fixed64_field(otlp::exemplar::kTimeUnixNano,
+                        static_cast<uint64_t>(std::max<int64_t>(0, exemplar.end_unix_ns)));
+  encoder.double_field(otlp::exemplar::kAsDouble, exemplar.value_seconds);
+  char span_id[8];
+  otlp::put_span_id(span_id, exemplar.span_id);
+  encoder.bytes_field(otlp::exemplar::kSpanId, std::string_view(span_id, 8));
+  char trace_id[16];
+  otlp::put_trace_id(trace_id, exemplar.trace_id);
+  encoder.bytes_field(otlp::exemplar::kTraceId, std::string_view(trace_id, 16));
+  encoder.end_message(message);
+}
+
+}  // namespace
+
+std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const Attribute> resource,
+                                const MetricsInterval& interval, MetricsTemporality temporality) {
+  const uint64_t aggregation = temporality == MetricsTemporality::kDelta
+                                   ? otlp::kTemporalityDelta
+                                   : otlp::kTemporalityCumulative;
+  std::string out;
+  ProtoEncoder encoder(out);
+  size_t resource_metrics = encoder.begin_message(otlp::export_metrics_request::kResourceMetrics);
+  size_t resource_message = encoder.begin_message(otlp::resource_metrics::kResource);
+  for (const Attribute& attribute : resource)
+    otlp::write_attribute(encoder, otlp::resource::kAttributes, attribute);
+  encoder.end_message(resource_message);
+  size_t scope_metrics = encoder.begin_message(otlp::resource_metrics::kScopeMetrics);
+  size_t scope = encoder.begin_message(otlp::scope_metrics::kScope);
+  encoder.bytes_field(otlp::scope::kName, "opsight");
+  encoder.end_message(scope);
+
+  if (!metrics.spans.empty()) {
+    // The bounds and the per-bucket counts as OTLP packs them (little-endian 8 bytes each).
+    std::string bounds;
+    for (double bound : kDurationBuckets) {
+      uint64_t bits = std::bit_cast<uint64_t>(bound);
+      for (int i = 0; i < 8; ++i) bounds += static_cast<char>(bits >> (8 * i));
+    }
+    write_metric(
+        encoder, "opsight.span.duration", "Duration of the spans opsight recorded, per span name.",
+        "s", otlp::metric::kHistogram, [&] {
+          std::string counts;
+          for (const auto& [name, histogram] : metrics.spans) {
+            size_t point = encoder.begin_message(otlp::histogram::kDataPoints);
+            write_string_attribute(encoder, otlp::histogram_data_point::kAttributes, "span", name);
+            encoder.fixed64_field(otlp::histogram_data_point::kStartTimeUnixNano,
+                                  interval.start_unix_ns);
+            encoder.fixed64_field(otlp::histogram_data_point::kTimeUnixNano, interval.end_unix_ns);
+            encoder.fixed64_field(otlp::histogram_data_point::kCount, histogram.count);
+            encoder.double_field(otlp::histogram_data_point::kSum, histogram.sum_seconds);
+            // kDurationBucketCount bounds make one more bucket: what lies above the last.
+            uint64_t within = 0;
+            counts.clear();
+            auto add_count = [&](uint64_t count) {
+              for (int i = 0; i < 8; ++i) counts += static_cast<char>(count >> (8 * i));
+            };
+            for (uint64_t count : histogram.buckets) {
+              add_count(count);
+              within += count;
+            }
+            add_count(histogram.count - std::min(histogram.count, within));
+            encoder.bytes_field(otlp::histogram_data_point::kBucketCounts, counts);
+            encoder.bytes_field(otlp::histogram_data_point::kExplicitBounds, bounds);
+            for (const Exemplar& exemplar : histogram.exemplars) write_exemplar(encoder, exemplar);
+            encoder.end_message(point);
+          }
+          encoder.varint_field(otlp::histogram::kAggregationTemporality, aggregation);
+        });
+  }
+  if (metrics.overhead_seconds >= 0)
+    write_total(encoder, "opsight.tracer.overhead", "Time the tracer spent on itself.", "s",
+                metrics.overhead_seconds, interval, aggregation);
+  if (metrics.traced_seconds >= 0)
+    write_total(encoder, "opsight.traced", "Wall time the tracer recorded.", "s",
+                metrics.traced_seconds, interval, aggregation);
+  write_total(encoder, "opsight.events.dropped", "Events the tracer dropped at its memory bound.",
+              "", static_cast<double>(metrics.events_dropped), interval, aggregation);
+
+  // One gauge per counter name, a data point per pid.
+  struct Sample {
+    int64_t pid;
+    double value;
+  };
+  std::map<std::string, std::vector<Sample>> gauges;
+  for (const auto& [key, value] : metrics.counters) {
+    std::string name = key.first;
+    bool nanoseconds = name.ends_with("_ns");
+    if (nanoseconds) name.resize(name.size() - 3);
+    gauges[name].push_back({key.second, nanoseconds ? value * 1e-9 : value});
+  }
+  for (const auto& [name, samples] : gauges) {
+    bool seconds = metrics.counters.count({name + "_ns", samples.front().pid}) > 0;
+    write_metric(
+        encoder, "opsight." + name, "Last sample of the counter opsight recorded.",
+        seconds ? "s" : "", otlp::metric::kGauge, [&] {
+          for (const Sample& sample : samples) {
+            size_t point = encoder.begin_message(otlp::gauge::kDataPoints);
+            write_int_attribute(encoder, otlp::number_data_point::kAttributes, "pid", sample.pid);
+            encoder.fixed64_field(otlp::number_data_point::kTimeUnixNano, interval.end_unix_ns);
+            encoder.double_field(otlp::number_data_point::kAsDouble, sample.value);
+            encoder.end_message(point);
+          }
+        });
+  }
+  encoder.end_message(scope_metrics);
+  encoder.end_message(resource_metrics);
+  return out;
+}
+
+MetricsInterval metrics_interval_of(const trace::Trace& trace) {
+  int64_t last_end = INT64_MIN, first_start = INT64_MAX;
+  for (size_t row = 0; row < trace.slices.size(); ++row) {
+    first_start = std::min(first_start, trace.slices.ts[row]);
+    last_end = std::max(last_end, trace.slices.end(static_cast<trace::RowIndex>(row)));
+  }
+  MetricsInterval interval;
+  if (trace.run.has_unix_offset && last_end != INT64_MIN) {
+    interval.end_unix_ns =
+        static_cast<uint64_t>(std::max<int64_t>(0, last_end + trace.run.unix_offset_ns));
+    interval.start_unix_ns =
+        trace.run.start_unix_ns > 0
+            ? static_cast<uint64_t>(trace.run.start_unix_ns)
+            : static_cast<uint64_t>(std::max<int64_t>(0, first_start + trace.run.unix_offset_ns));
+  } else {
+    // No wall time in the trace: the run is taken to have just ended, lasting what it spans.
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    interval.end_unix_ns =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+    uint64_t length = last_end == INT64_MIN ? 0 : static_cast<uint64_t>(last_end - first_start);
+    interval.start_unix_ns = interval.end_unix_ns - std::min(length, interval.end_unix_ns);
+  }
+  interval.start_unix_ns = std::min(interval.start_unix_ns, interval.end_unix_ns);
+  return interval;
+}
+
+}  // namespace opsight::exporting

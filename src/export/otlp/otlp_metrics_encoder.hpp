@@ -1,0 +1,41 @@
+// A run's metrics as one OTLP ExportMetricsServiceRequest (protobuf), for `otlp-metrics`
+// targets: the same MetricsSnapshot the Prometheus text renders, named so that a backend
+// that translates OTLP names the Prometheus way (dots to underscores, the unit "s" as
+// `_seconds`, monotonic sums as `_total`) arrives at the Prometheus text's names:
+//   opsight.span.duration   histogram (s) per span name (attribute `span`), the Prometheus
+//                           text's buckets as explicit bounds, exemplars where known
+//   opsight.tracer.overhead monotonic sum (s): the recorder's own time (when known)
+//   opsight.traced          monotonic sum (s): the wall time recorded (when known)
+//   opsight.events.dropped  monotonic sum: events lost to the memory bound
+//   opsight.<counter>       gauge per counter track name, attribute `pid`, its last sample
+//                           (a name ending `_ns` loses it, in seconds with unit "s")
+// Histograms and sums carry the temporality asked for (OTLP's AggregationTemporality):
+// for a finished run exported once, cumulative and delta hold the same numbers over the
+// same interval (the run's start to its end), which is what both mean for one report.
+// The resource is the first process's (service.name first, OTEL_RESOURCE_ATTRIBUTES).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "export/prometheus/prometheus_text.hpp"
+#include "export/span_view.hpp"
+
+namespace opsight::exporting {
+
+enum class MetricsTemporality { kCumulative, kDelta };
+
+struct MetricsInterval {
+  uint64_t start_unix_ns = 0;  // the aggregation's start (the run's start)
+  uint64_t end_unix_ns = 0;    // when the values were taken (the run's end)
+};
+
+std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const Attribute> resource,
+                                const MetricsInterval& interval, MetricsTemporality temporality);
+
+// The run's interval: from its recorded start to its last slice's end, in wall time (the
+// export's own clock when the trace knows no wall time).
+MetricsInterval metrics_interval_of(const trace::Trace& trace);
+
+}  // namespace opsight::exporting
