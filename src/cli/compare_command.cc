@@ -50,7 +50,7 @@ CompareCommand::CompareCommand(CLI::App& app) {
       ->check(CLI::Range(size_t{2}, size_t{1} << 40))
       ->capture_default_str();
   command_->add_option("--format", format_, "Output format")
-      ->check(CLI::IsMember({"text", "json", "csv"}))
+      ->check(CLI::IsMember(report::output_format_names()))
       ->capture_default_str();
   command_->add_option("--limit", limit_, "Show at most N names and 4N code paths (0: all)")
       ->capture_default_str();
@@ -107,9 +107,9 @@ std::optional<int> CompareCommand::run() {
   options.min_samples = min_samples_;
   analyze::Comparison comparison = analyze::compare_traces(a->trace, b->trace, options);
   report::ReportOptions report_options;
-  report_options.format = format_ == "json"  ? report::OutputFormat::kJson
-                          : format_ == "csv" ? report::OutputFormat::kCsv
-                                             : report::OutputFormat::kText;
+  std::string format_error;  // none: --format takes output_format_names() only
+  report_options.format =
+      report::parse_output_format(format_, &format_error).value_or(report::OutputFormat::kText);
   report_options.limit = limit_;
   std::string out =
       report::render_comparison(comparison, a->label, b->label, threshold, report_options);

@@ -157,9 +157,9 @@ int run_report(const ReportCommand& command) {
     return kExitUsage;
   }
   opsight::report::ReportOptions options;
-  options.format = command.format == "json"  ? opsight::report::OutputFormat::kJson
-                   : command.format == "csv" ? opsight::report::OutputFormat::kCsv
-                                             : opsight::report::OutputFormat::kText;
+  std::string format_error;  // none: --format takes output_format_names() only
+  options.format = opsight::report::parse_output_format(command.format, &format_error)
+                       .value_or(opsight::report::OutputFormat::kText);
   options.sort = command.sort;
   options.limit = command.limit;
   options.max_roots = command.max_roots;
@@ -459,7 +459,7 @@ int main(int argc, char** argv) {
     }
   }
   report_command->add_option("--format", report.format, "Output format")
-      ->check(CLI::IsMember({"text", "json", "csv"}))
+      ->check(CLI::IsMember(opsight::report::output_format_names()))
       ->capture_default_str();
   report_command
       ->add_option("--sort", report.sort, "Sort rows by total, self, count, mean, p99 or name")

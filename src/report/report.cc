@@ -69,11 +69,20 @@ std::string report_view_names() {
   return names;
 }
 
+namespace {
+// Indexed by OutputFormat.
+constexpr std::array<std::string_view, 3> kOutputFormatNames = {"text", "json", "csv"};
+}  // namespace
+
+std::vector<std::string> output_format_names() {
+  return {kOutputFormatNames.begin(), kOutputFormatNames.end()};
+}
+
 std::optional<OutputFormat> parse_output_format(std::string_view name, std::string* error) {
-  if (name == "text") return OutputFormat::kText;
-  if (name == "json") return OutputFormat::kJson;
-  if (name == "csv") return OutputFormat::kCsv;
-  *error = fmt::format("unknown report format '{}' (expected text, json or csv)", name);
+  for (size_t index = 0; index < kOutputFormatNames.size(); ++index)
+    if (kOutputFormatNames[index] == name) return static_cast<OutputFormat>(index);
+  *error = fmt::format("unknown report format '{}' (expected {})", name,
+                       fmt::join(kOutputFormatNames, ", "));
   return std::nullopt;
 }
 

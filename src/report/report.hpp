@@ -82,8 +82,11 @@ struct ReportOptions {
 // nullopt for a valid sort key, otherwise an error message naming the valid keys.
 std::optional<std::string> validate_sort_key(std::string_view key);
 
-// The output format named "text", "json" or "csv" (the one list every front end takes);
-// nullopt, with `error` saying which names are valid, for any other name.
+// The output formats' names, in OutputFormat's order: "text", "json", "csv" (the one list
+// every front end's --format takes).
+std::vector<std::string> output_format_names();
+// The output format of that name; nullopt, with `error` saying which names are valid, for
+// any other name.
 std::optional<OutputFormat> parse_output_format(std::string_view name, std::string* error);
 
 std::string render_summary(const trace::Trace& trace, const ReportOptions& options);
