@@ -670,6 +670,14 @@ def test_otlp_metrics_are_a_metrics_request_the_otel_protos_read(tmp_path, recei
     assert len(point.bucket_counts) == len(point.explicit_bounds) + 1
     assert point.sum == pytest.approx(sum(durations), rel=1e-9, abs=1e-12)
     assert 0 < point.start_time_unix_nano <= point.time_unix_nano
+    # Each bucket's exemplar is one of the run's "work" spans, by the ids its spans are sent with.
+    span_ids = {span_id for span_id, name in zip(trace.slice_columns()["span_id"],
+                                                          trace.slice_columns()["name"])
+                if name == "work"}
+    assert point.exemplars and len(point.exemplars) <= sum(1 for c in point.bucket_counts if c)
+    for exemplar in point.exemplars:
+        assert exemplar.span_id.hex() in span_ids and len(exemplar.trace_id) == 16
+        assert exemplar.as_double in [pytest.approx(d, abs=1e-9) for d in durations]
     assert metrics["opsight.events.dropped"].sum.is_monotonic
 
     otel_free.setenv("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta")

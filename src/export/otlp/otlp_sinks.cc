@@ -212,7 +212,7 @@ std::string metrics_request(const trace::Trace& trace, const SpanView& view,
   std::span<const Attribute> resource;
   if (!view.resources().empty()) resource = view.resources().front().attributes;
   return encode_otlp_metrics(
-      metrics_of(trace), resource, metrics_interval_of(trace),
+      metrics_of(trace, &view), resource, metrics_interval_of(trace),
       target.delta_temporality ? MetricsTemporality::kDelta : MetricsTemporality::kCumulative);
 }
 

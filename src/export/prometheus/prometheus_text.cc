@@ -309,7 +309,7 @@ std::string prometheus_name(std::string_view text) {
   return name;
 }
 
-MetricsSnapshot metrics_of(const trace::Trace& trace) {
+MetricsSnapshot metrics_of(const trace::Trace& trace, const SpanView* ids) {
   MetricsSnapshot metrics;
   std::vector<DurationHistogram*> of_name(trace.strings.size(), nullptr);
   std::optional<trace::StringId> gen_ai_request = trace.strings.find(kGenAiRequestSpan);
@@ -327,7 +327,12 @@ MetricsSnapshot metrics_of(const trace::Trace& trace) {
     trace::StringId name = trace.slices.name[row];
     DurationHistogram*& histogram = of_name[name];
     if (histogram == nullptr) histogram = &metrics.spans[std::string(trace.str(name))];
-    histogram->add(trace.slices.dur[row]);
+    SpanOrigin origin;
+    if (ids != nullptr) {
+      auto index = static_cast<trace::RowIndex>(row);
+      origin = {ids->trace_id(index), ids->span_id(index), ids->end_unix_ns(index)};
+    }
+    histogram->add(trace.slices.dur[row], origin);
     if (name != gen_ai_request || (trace.slices.flags[row] & trace::kSliceUnfinished)) continue;
     GenAiRequest request;
     request.duration_seconds = static_cast<double>(trace.slices.dur[row]) * 1e-9;
@@ -339,9 +344,10 @@ MetricsSnapshot metrics_of(const trace::Trace& trace) {
                                                         : std::string_view());
     }
     auto found = chunks.find(static_cast<trace::RowIndex>(row));
-    metrics.add_gen_ai_request(request, found == chunks.end()
-                                            ? std::span<const int64_t>()
-                                            : std::span<const int64_t>(found->second));
+    metrics.add_gen_ai_request(request,
+                               found == chunks.end() ? std::span<const int64_t>()
+                                                     : std::span<const int64_t>(found->second),
+                               origin);
   }
   metrics.overhead_seconds = static_cast<double>(trace.run.overhead_ns) * 1e-9;
   metrics.traced_seconds = static_cast<double>(trace.run.traced_ns) * 1e-9;

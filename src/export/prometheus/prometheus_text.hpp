@@ -46,6 +46,7 @@
 #include <utility>
 #include <vector>
 
+#include "export/span_view.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::exporting {
@@ -135,7 +136,10 @@ struct MetricsSnapshot {
   }
 };
 
-MetricsSnapshot metrics_of(const trace::Trace& trace);
+// The metrics of a finished trace. With `ids` (the span view exporters send the trace's
+// spans through), each bucket keeps its last span as an exemplar, by the ids that view gives
+// it (OTLP metrics carry them); without, no exemplars (a Pushgateway takes none).
+MetricsSnapshot metrics_of(const trace::Trace& trace, const SpanView* ids = nullptr);
 
 enum class ExpositionFormat { kPrometheusText, kOpenMetrics };
 inline constexpr std::string_view kPrometheusTextContentType =
