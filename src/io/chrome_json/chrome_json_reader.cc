@@ -73,6 +73,7 @@
 #include "io/chrome_json/chrome_json_windows.hpp"
 #include "io/debug_timing.hpp"
 #include "io/io.hpp"
+#include "io/open_slices.hpp"
 #include "trace/categories.hpp"
 #include "trace/trace.hpp"
 
@@ -744,9 +745,10 @@ class ChromeTraceBuilder {
   // slices opened inside that one and still open are closed at the same time and marked
   // unfinished (counted); an E that matches no open B is counted and ignored. A B never
   // closed ends at the last time seen on its track, marked unfinished.
+  // (The stack is OpenSlices, open_slices.hpp: the native reader's rule, with a match.)
   void pair_begin_and_end_events() {
     auto& slices = trace_.slices;
-    std::vector<trace::RowIndex> open;
+    OpenSlices open;
     for (trace::TrackId track = 0; track < begin_end_by_track_.size(); ++track) {
       auto& entries = begin_end_by_track_[track];
       if (entries.empty()) continue;
@@ -756,37 +758,24 @@ class ChromeTraceBuilder {
       open.clear();
       for (const BeginOrEnd& entry : entries) {
         if (entry.row != trace::kNoRow) {
-          open.push_back(entry.row);
+          open.open(slices, entry.row, /*fill_nesting=*/false);
           continue;
         }
-        size_t match = open.size();
-        for (size_t position = open.size(); position-- > 0;) {
-          if ((entry.name == 0 || slices.name[open[position]] == entry.name) &&
-              (entry.category == 0 || slices.category[open[position]] == entry.category)) {
-            match = position;
-            break;
-          }
-        }
-        if (match == open.size()) {
+        trace::RowIndex row = open.close_matching(
+            slices, entry.ts,
+            [&](trace::RowIndex candidate) {
+              return (entry.name == 0 || slices.name[candidate] == entry.name) &&
+                     (entry.category == 0 || slices.category[candidate] == entry.category);
+            },
+            closed_by_outer_end_);
+        if (row == trace::kNoRow) {
           ++unmatched_end_events_;
           continue;
         }
-        for (size_t inner = match + 1; inner < open.size(); ++inner) {
-          slices.dur[open[inner]] = duration_between(slices.ts[open[inner]], entry.ts);
-          slices.flags[open[inner]] |= trace::kSliceUnfinished;
-          ++closed_by_outer_end_;
-        }
-        trace::RowIndex row = open[match];
-        slices.dur[row] = duration_between(slices.ts[row], entry.ts);
         for (uint32_t arg = entry.args_begin; arg < entry.args_end; ++arg)
           trace_.slice_args.add(row, end_args_[arg].first, end_args_[arg].second);
-        open.resize(match);
       }
-      for (trace::RowIndex row : open) {
-        slices.dur[row] = duration_between(slices.ts[row], last_ts_by_track_[track]);
-        slices.flags[row] |= trace::kSliceUnfinished;
-        ++unfinished_slices_;
-      }
+      unfinished_slices_ += open.close_all_unfinished(slices, last_ts_by_track_[track]);
       entries = {};
     }
     end_args_ = {};

@@ -1,7 +1,9 @@
 // Reads the native .opsight format into a Trace. Chunks are checked one by one; the first
 // chunk that is cut short or fails its checksum ends the read, and everything before it
 // is kept (ReadResult::damage says where). Events are decoded per thread: Begin/End pair
-// up on a stack, args attach to the innermost open span (or the instant just before).
+// up on a stack (OpenSlices, open_slices.hpp, whose rule the Chrome JSON reader pairs B/E
+// by too; async begins and ends pair on one per (process, id) once every thread is read),
+// args attach to the innermost open span (or the instant just before).
 // A thread's events may be spread over tracks (kTrack events, from switch_track): each
 // track of a thread — its own, and one per async key and reuse of that key — has a stack
 // of its own and becomes a trace::Track the first time something is recorded on it.
@@ -17,6 +19,7 @@
 #include "io/io.hpp"
 #include "io/native/derived_span_id.hpp"
 #include "io/native/slot_decoder.hpp"
+#include "io/open_slices.hpp"
 
 namespace opsight::io {
 
@@ -34,7 +37,7 @@ struct LaneState {
   std::string name;  // for an async lane; empty: "track <key>"
   bool has_track = false;
   trace::TrackId track = 0;
-  std::vector<RowIndex> open;      // slices begun and not yet ended
+  OpenSlices open;                 // slices begun and not yet ended
   RowIndex last_instant = kNoRow;  // an instant the next args may belong to
   int64_t last_ns = 0;
   std::vector<uint64_t> flows_into_next;  // kFlowIntoNext ids waiting for the next begin
@@ -84,14 +87,6 @@ struct ThreadState {
 
 // Ids and thread indices above this are damage, not data (2^24: far beyond any recording).
 constexpr uint32_t kMaxIndex = 1u << 24;
-
-// end - start, at least 0, saturated: a damaged file's times may be 2^63 apart.
-int64_t duration_until(int64_t start, int64_t end) {
-  int64_t duration = 0;
-  if (__builtin_sub_overflow(end, start, &duration))
-    return end > start ? std::numeric_limits<int64_t>::max() : 0;
-  return std::max<int64_t>(0, duration);
-}
 
 struct NameIds {
   StringId name = 0;
@@ -682,12 +677,7 @@ class NativeDecoder {
 
   // Ends the lane's open spans at `end_ns`, marked unfinished (they had no end).
   void close_open_spans(LaneState& lane, int64_t end_ns) {
-    trace::Trace& trace = result_.trace;
-    for (RowIndex row : lane.open) {
-      trace.slices.dur[row] = duration_until(trace.slices.ts[row], end_ns);
-      trace.slices.flags[row] |= trace::kSliceUnfinished;
-    }
-    lane.open.clear();
+    lane.open.close_all_unfinished(result_.trace.slices, end_ns);
     lane.last_instant = kNoRow;
   }
 
@@ -732,12 +722,7 @@ class NativeDecoder {
               NameIds ids = name_of(event);
               RowIndex row = trace.slices.add(ns, 0, ids.name, ids.category, track_of(state, *lane),
                                               0, event.span_id);
-              if (!lane->open.empty()) {
-                trace.slices.parent[row] = lane->open.back();
-                trace.slices.depth[row] =
-                    static_cast<uint16_t>(std::min<size_t>(lane->open.size(), 0xFFFF));
-              }
-              lane->open.push_back(row);
+              lane->open.open(trace.slices, row, /*fill_nesting=*/true);
               lane->last_instant = kNoRow;
               if (!lane->flows_into_next.empty()) [[unlikely]] {
                 for (uint64_t flow : lane->flows_into_next)
@@ -748,16 +733,12 @@ class NativeDecoder {
             }
             case SlotKind::kEnd: {
               int64_t ns = now();
-              if (lane->open.empty()) {
+              RowIndex row = lane->open.close_innermost(trace.slices, ns);
+              if (row == kNoRow) {
                 ++unmatched_ends_;
-              } else {
-                RowIndex row = lane->open.back();
-                lane->open.pop_back();
-                trace.slices.dur[row] = duration_until(trace.slices.ts[row], ns);
-                if (event.unfinished) [[unlikely]] {
-                  trace.slices.flags[row] |= trace::kSliceUnfinished;
-                  if (event.late) ++late_ends_;
-                }
+              } else if (event.unfinished) [[unlikely]] {
+                trace.slices.flags[row] |= trace::kSliceUnfinished;
+                if (event.late) ++late_ends_;
               }
               lane->last_instant = kNoRow;
               return;
@@ -813,7 +794,7 @@ class NativeDecoder {
       return;
     }
     trace::Trace& trace = result_.trace;
-    RowIndex row = lane.open.back();
+    RowIndex row = lane.open.innermost();
     if (event.kind == SlotKind::kSpanId) {
       trace.slices.span_id[row] = event.id;
       trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
@@ -873,7 +854,7 @@ class NativeDecoder {
     if (lane.last_instant != kNoRow) {
       trace.instant_args.add(lane.last_instant, key, value);
     } else if (!lane.open.empty()) {
-      trace.slice_args.add(lane.open.back(), key, value);
+      trace.slice_args.add(lane.open.innermost(), key, value);
     } else {
       ++orphan_args_;
     }
@@ -894,7 +875,7 @@ class NativeDecoder {
       ++flow_ends_without_span_;
       return;
     }
-    flow_ends_.push_back(FlowEndEvent{flow, ns, lane.open.back(), direction});
+    flow_ends_.push_back(FlowEndEvent{flow, ns, lane.open.innermost(), direction});
   }
 
   // Pairs the async begins and ends of every thread: per (process, id), in time order, an
@@ -918,32 +899,22 @@ class NativeDecoder {
              async_events_[last].id == async_events_[first].id)
         ++last;
       std::optional<trace::TrackId> track;
-      std::vector<RowIndex> open;
+      OpenSlices open;
       for (size_t index = first; index < last; ++index) {
         const AsyncEvent& event = async_events_[index];
         if (event.begin) {
           if (!track) track = trace.process_async_track(event.pid, event.id, trace.str(event.name));
           RowIndex row =
               trace.slices.add(event.ns, 0, event.name, event.category, *track, 0, event.span_id);
-          if (!open.empty()) {
-            trace.slices.parent[row] = open.back();
-            trace.slices.depth[row] = static_cast<uint16_t>(std::min<size_t>(open.size(), 0xFFFF));
-          }
-          open.push_back(row);
+          open.open(trace.slices, row, /*fill_nesting=*/true);
           row_of_async_begin_[event.order] = row;
-        } else if (open.empty()) {
+        } else if (RowIndex row = open.close_innermost(trace.slices, event.ns); row == kNoRow) {
           ++unmatched_async_ends_;
-        } else {
-          RowIndex row = open.back();
-          open.pop_back();
-          trace.slices.dur[row] = duration_until(trace.slices.ts[row], event.ns);
-          if (event.unfinished) trace.slices.flags[row] |= trace::kSliceUnfinished;
+        } else if (event.unfinished) {
+          trace.slices.flags[row] |= trace::kSliceUnfinished;
         }
       }
-      for (RowIndex row : open) {  // never ended: shown up to the end of the trace
-        trace.slices.dur[row] = duration_until(trace.slices.ts[row], trace_end_ns);
-        trace.slices.flags[row] |= trace::kSliceUnfinished;
-      }
+      open.close_all_unfinished(trace.slices, trace_end_ns);  // never ended: to the trace's end
       first = last;
     }
   }
