@@ -249,14 +249,6 @@ bool equals_literal(std::string_view text, const char (&literal)[N]) {
   return text.size() == N - 1 && std::memcmp(text.data(), literal, N - 1) == 0;
 }
 
-// end - start, never negative, saturating instead of overflowing on extreme input.
-inline int64_t duration_between(int64_t start, int64_t end) {
-  int64_t duration = 0;
-  if (end <= start) return 0;
-  if (__builtin_sub_overflow(end, start, &duration)) return std::numeric_limits<int64_t>::max();
-  return duration;
-}
-
 // A growable byte buffer for compact JSON text, reused across values: appending a byte is
 // a capacity check and a store (std::string also writes a terminator every time).
 class TextBuffer {
