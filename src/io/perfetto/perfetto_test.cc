@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "io/io.hpp"
 #include "io/perfetto/perfetto_fields.hpp"
+#include "io/perfetto/perfetto_test_support.hpp"
 #include "trace/gpu_tracks.hpp"
 #include "trace/trace.hpp"
 #include "wire/proto_decoder_for_tests.hpp"
@@ -19,6 +21,7 @@
 namespace {
 
 namespace fields = opsight::io::perfetto::fields;
+using opsight::io::perfetto::testing::every_feature_trace;
 using opsight::trace::ArgValue;
 using opsight::trace::Trace;
 using opsight::wire::ProtoEncoder;
@@ -313,58 +316,6 @@ Decoded decode_trace(const std::string& bytes) {
   return decoded;
 }
 
-// Two processes (the second sorted first), a thread with nested slices, arguments of every
-// type, a lane, a process-wide async track, a flow across processes, instants of each
-// scope, and counters with and without a unit Perfetto knows.
-Trace sample_trace() {
-  Trace trace;
-  trace.run.pid = 10;
-  trace.run.command_line = "python serve.py";
-  trace.run.has_unix_offset = true;
-  trace.run.unix_offset_ns = 1'700'000'000'000'000'000;
-  auto& server = trace.process(10);
-  server.name = trace.intern("server");
-  server.sort_index = 5;
-  server.labels.push_back(trace.intern("rank 0"));
-  trace.process(20).name = trace.intern("worker");
-
-  auto main_thread = trace.thread_track(10, 11);
-  trace.tracks[main_thread].name = trace.intern("main");
-  auto worker_thread = trace.thread_track(20, 21);
-  auto lane = trace.async_track(10, 11, 7, "task 7");
-  auto queue = trace.process_async_track(10, 99, "queue");
-
-  auto http = trace.intern("http");
-  auto request = trace.slices.add(1000, 1000, trace.intern("request"), http, main_thread);
-  auto parse = trace.slices.add(1100, 100, trace.intern("parse"), 0, main_thread);
-  trace.slices.add(1200, 0, trace.intern("parse"), 0, main_thread);  // ties with parse's end
-  trace.slices.add(3000, 500, trace.intern("request"), http, main_thread);
-  auto served = trace.slices.add(1500, 200, trace.intern("serve"), 0, worker_thread);
-  trace.slices.add(1300, 50, trace.intern("step"), 0, lane);
-  trace.slices.add(1000, 2000, trace.intern("waiting"), 0, queue);
-  trace.slice_args.add(request, trace.intern("batch"), ArgValue::of_int(-42));
-  trace.slice_args.add(request, trace.intern("ratio"), ArgValue::of_double(2.5));
-  trace.slice_args.add(request, trace.intern("method"),
-                       ArgValue::of_string(trace.intern(std::string(300, 'G'))));
-  trace.slice_args.add(request, trace.intern("cached"), ArgValue::of_bool(true));
-  trace.slice_args.add(parse, trace.intern("method"), ArgValue::of_string(trace.intern("GET")));
-  trace.flows.add(request, served, 5, trace.intern("handoff"));
-  trace.flows.add(served, parse, 5);
-
-  trace.instants.add(1150, trace.intern("mark"), 0, main_thread);
-  trace.instants.add(1160, trace.intern("fork"), 0, main_thread,
-                     opsight::trace::InstantScope::kProcess);
-  trace.instants.add(1170, trace.intern("epoch"), 0, main_thread,
-                     opsight::trace::InstantScope::kGlobal);
-  auto heap = trace.counter_series(10, "memory", "heap", "bytes");
-  auto cpu = trace.counter_track(20, "cpu", "percent");
-  trace.counters.add(1000, heap, 4096);
-  trace.counters.add(2000, heap, 8192.5);
-  trace.counters.add(1000, cpu, 12.5);
-  trace.finalize();
-  return trace;
-}
-
 const Descriptor* find_descriptor(const Decoded& decoded, auto predicate) {
   for (const auto& [uuid, descriptor] : decoded.descriptors)
     if (predicate(descriptor)) return &descriptor;
@@ -386,7 +337,7 @@ std::vector<std::string> track_events(const Decoded& decoded, uint64_t track) {
 }
 
 TEST(PerfettoWriter, SequenceStartsClearedWithTheMonotonicClock) {
-  Trace trace = sample_trace();
+  Trace trace = every_feature_trace();
   Decoded decoded = decode_trace(opsight::io::write_perfetto(trace));
   ASSERT_FALSE(decoded.packets.empty());
   const auto& first = decoded.packets[0];
@@ -402,7 +353,7 @@ TEST(PerfettoWriter, SequenceStartsClearedWithTheMonotonicClock) {
 }
 
 TEST(PerfettoWriter, DescribesProcessesThreadsLanesAndCounters) {
-  Trace trace = sample_trace();
+  Trace trace = every_feature_trace();
   Decoded decoded = decode_trace(opsight::io::write_perfetto(trace));
   const Descriptor* root =
       find_descriptor(decoded, [](const Descriptor& d) { return d.uuid == 0; });
@@ -415,8 +366,8 @@ TEST(PerfettoWriter, DescribesProcessesThreadsLanesAndCounters) {
       find_descriptor(decoded, [](const Descriptor& d) { return d.is_process && d.pid == 20; });
   ASSERT_TRUE(server && worker);
   EXPECT_EQ(server->process_name, "server");
-  EXPECT_EQ(server->labels, std::vector<std::string>{"rank 0"});
-  EXPECT_EQ(server->cmdline, std::vector<std::string>{"python serve.py"});
+  EXPECT_EQ(server->labels, (std::vector<std::string>{"rank 0", "GPU 1"}));
+  EXPECT_EQ(server->cmdline, std::vector<std::string>{"python serve.py --port 8000"});
   EXPECT_EQ(server->legacy_sort_index, 5);
   EXPECT_EQ(worker->process_name, "worker");
   EXPECT_TRUE(worker->cmdline.empty());
@@ -443,8 +394,13 @@ TEST(PerfettoWriter, DescribesProcessesThreadsLanesAndCounters) {
     ASSERT_NE(track, nullptr) << name;
     EXPECT_EQ(track->parent, server->uuid) << name;
   }
-  // Ranks within the server: its thread, its lane, its async track (creation order, all
-  // sort_index 0, the async track's tid 0 first), then the counter.
+  // Ranks within the server: the helper thread (sort_index -3) first, then its async track,
+  // its main thread, its lane (creation order, all sort_index 0, the async track's tid 0
+  // first) and its GPU's group, then the counters.
+  const Descriptor* helper =
+      find_descriptor(decoded, [](const Descriptor& d) { return d.is_thread && d.tid == 12; });
+  ASSERT_NE(helper, nullptr);
+  EXPECT_EQ(helper->rank, 0);
   const Descriptor* queue =
       find_descriptor(decoded, [](const Descriptor& d) { return d.name == "queue"; });
   EXPECT_LT(queue->rank, main_thread->rank);
@@ -454,7 +410,7 @@ TEST(PerfettoWriter, DescribesProcessesThreadsLanesAndCounters) {
   ASSERT_NE(heap, nullptr);
   EXPECT_EQ(heap->unit, fields::counter::kUnitSizeBytes);
   EXPECT_EQ(heap->parent, server->uuid);
-  EXPECT_EQ(heap->rank, 3);
+  EXPECT_EQ(heap->rank, 5);  // after the server's 5 tracks
   const Descriptor* cpu =
       find_descriptor(decoded, [](const Descriptor& d) { return d.is_counter && d.name == "cpu"; });
   ASSERT_NE(cpu, nullptr);
@@ -498,14 +454,14 @@ TEST(PerfettoWriter, GpuStreamsAreGroupedUnderTheirGpu) {
 }
 
 TEST(PerfettoWriter, SlicesNestAsBeginEndPairsWithInternedNames) {
-  Trace trace = sample_trace();
+  Trace trace = every_feature_trace();
   Decoded decoded = decode_trace(opsight::io::write_perfetto(trace));
   const Descriptor* main_thread =
       find_descriptor(decoded, [](const Descriptor& d) { return d.is_thread && d.tid == 11; });
   ASSERT_NE(main_thread, nullptr);
-  std::vector<std::string> expected = {"B 1000 request", "B 1100 parse",   "E 1200",
-                                       "B 1200 parse",   "E 1200",         "I 1150 mark",
-                                       "E 2000",         "B 3000 request", "E 3500"};
+  std::vector<std::string> expected = {
+      "B 1000 request", "B 1100 parse", "B 1120 token", "E 1150",         "E 1200", "B 1200 parse",
+      "E 1200",         "I 1150 mark",  "E 2000",       "B 3000 request", "E 3500"};
   // Slices in nesting order, then the thread's instants (Perfetto sorts by time).
   std::vector<std::string> seen = track_events(decoded, main_thread->uuid);
   std::vector<std::string> slices_only, expected_slices;
@@ -528,7 +484,7 @@ TEST(PerfettoWriter, SlicesNestAsBeginEndPairsWithInternedNames) {
 }
 
 TEST(PerfettoWriter, ArgumentsBecomeTypedDebugAnnotations) {
-  Trace trace = sample_trace();
+  Trace trace = every_feature_trace();
   Decoded decoded = decode_trace(opsight::io::write_perfetto(trace));
   const Event* request = nullptr;
   const Event* parse = nullptr;
@@ -553,7 +509,7 @@ TEST(PerfettoWriter, ArgumentsBecomeTypedDebugAnnotations) {
 }
 
 TEST(PerfettoWriter, FlowsJoinTheBeginsOfTheirSlices) {
-  Trace trace = sample_trace();
+  Trace trace = every_feature_trace();
   Decoded decoded = decode_trace(opsight::io::write_perfetto(trace));
   const Event *request = nullptr, *serve = nullptr, *parse = nullptr;
   for (const Event& event : decoded.events) {
@@ -563,19 +519,23 @@ TEST(PerfettoWriter, FlowsJoinTheBeginsOfTheirSlices) {
     if (event.name == "parse" && event.ts == 1100) parse = &event;
   }
   ASSERT_TRUE(request && serve && parse);
-  // request -> serve -> parse: two steps of one source id, two Perfetto flows.
-  ASSERT_EQ(request->flows.size(), 1u);
+  // request -> serve -> parse: two steps of one source id, two Perfetto flows (request
+  // also starts a flow to a lane's step, source id 6).
+  ASSERT_EQ(request->flows.size(), 2u);
   EXPECT_TRUE(request->terminating_flows.empty());
+  auto started_by_request = [&](uint64_t id) {
+    return std::find(request->flows.begin(), request->flows.end(), id) != request->flows.end();
+  };
   ASSERT_EQ(serve->terminating_flows.size(), 1u);
-  EXPECT_EQ(serve->terminating_flows[0], request->flows[0]);
+  EXPECT_TRUE(started_by_request(serve->terminating_flows[0]));
   ASSERT_EQ(serve->flows.size(), 1u);
-  EXPECT_NE(serve->flows[0], request->flows[0]);
+  EXPECT_FALSE(started_by_request(serve->flows[0]));
   ASSERT_EQ(parse->terminating_flows.size(), 1u);
   EXPECT_EQ(parse->terminating_flows[0], serve->flows[0]);
 }
 
 TEST(PerfettoWriter, InstantsByScopeAndCounterSamples) {
-  Trace trace = sample_trace();
+  Trace trace = every_feature_trace();
   Decoded decoded = decode_trace(opsight::io::write_perfetto(trace));
   const Descriptor* server =
       find_descriptor(decoded, [](const Descriptor& d) { return d.is_process && d.pid == 10; });
@@ -629,7 +589,7 @@ TEST(PerfettoFiles, ExtensionPicksTheWriterAndTheReader) {
   using opsight::io::FileFormat;
   EXPECT_EQ(opsight::io::format_from_path("run.pftrace"), FileFormat::kPerfetto);
   EXPECT_EQ(opsight::io::format_from_path("run.perfetto-trace"), FileFormat::kPerfetto);
-  Trace trace = sample_trace();
+  Trace trace = every_feature_trace();
   std::string path =
       ::testing::TempDir() + "perfetto_test_" + std::to_string(::getpid()) + ".pftrace";
   ASSERT_EQ(opsight::io::write_trace_file(trace, path), std::nullopt);
