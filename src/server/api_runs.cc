@@ -265,21 +265,13 @@ ApiResponse handle_explain_runs(ApiContext& context, const PathParams&, const Qu
           auto result = nlohmann::json::parse(trace.str(trace.slice_args.value[arg].string_value),
                                               nullptr, false);
           if (!result.is_object()) continue;
-          nlohmann::json model = {{"span", trace.str(trace.slices.name[row])}};
-          for (const char* field : {"model", "family", "status", "error", "graphs", "graph_breaks",
-                                    "ops", "backend", "explain_seconds", "compile_seconds"})
-            model[field] = result.value(field, nlohmann::json());
-          nlohmann::json breaks = nlohmann::json::array();
-          if (result.contains("breaks") && result["breaks"].is_array())
-            for (const auto& site : result["breaks"]) {
-              if (!site.is_object()) continue;
-              breaks.push_back({{"reason", site.value("reason", nlohmann::json())},
-                                {"file", site.value("file", nlohmann::json())},
-                                {"line", site.value("line", nlohmann::json())},
-                                {"function", site.value("function", nlohmann::json())},
-                                {"count", site.value("count", nlohmann::json())}});
-            }
-          model["breaks"] = breaks;
+          // The result goes through as opsight explain stored it: its fields are defined
+          // once, by opsight.explain.result.ModelExplain, and described by
+          // docs/ui-openapi.json's ExplainModel (a test keeps the two equal).
+          nlohmann::json model = std::move(result);
+          model["span"] = trace.str(trace.slices.name[row]);
+          if (!model.contains("breaks") || !model["breaks"].is_array())
+            model["breaks"] = nlohmann::json::array();
           models.push_back(std::move(model));
         }
       }

@@ -167,31 +167,9 @@ export interface InferencesAnswer {
   inferences: { row: number; ts: number; dur: number; phases: number[] }[];
 }
 
-export interface ExplainBreak {
-  reason: string | null;
-  file: string | null;
-  line: number | null;
-  function: string | null;
-  count: number | null;
-}
-
-export interface ExplainModel {
-  span: string;
-  model: string | null;
-  family: string | null;
-  status: string | null;
-  error: string | null;
-  graphs: number | null;
-  graph_breaks: number | null;
-  ops: number | null;
-  backend: string | null;
-  explain_seconds: number | null;
-  compile_seconds: number | null;
-  breaks: ExplainBreak[];
-}
-
-export interface ExplainRun extends RunEntry {
-  created?: string;
-  problem?: string;
-  models: ExplainModel[];
-}
+// opsight explain's results: defined once by the Python package (opsight.explain.result),
+// described by docs/ui-openapi.json, generated into api_types.ts.
+export type ExplainBreak = Schemas["ExplainBreak"];
+export type ExplainModel = Schemas["ExplainModel"];
+export type ExplainRun = Schemas["ExplainRun"];
+export type ExplainAnswer = Schemas["ExplainAnswer"];

@@ -1219,13 +1219,13 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description {runs: [run record + {models: [{span, model, family, status, error, graphs, graph_breaks, ops, backend, explain_seconds, compile_seconds, breaks: [{reason, file, line, function, count}]}], problem?}], store_problem} */
+                /** @description The explain runs, each with its models' results */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": Record<string, never>;
+                        "application/json": components["schemas"]["ExplainAnswer"];
                     };
                 };
                 /** @description Refused: the body says what and where */
@@ -1437,6 +1437,54 @@ export interface components {
             names: string[];
             /** @description Per depth, its items in time order */
             depths: components["schemas"]["TileItem"][][];
+        };
+        /** @description One graph-break reason at one place of the user's code (opsight.explain.result.BreakSite: the definition; python/tests/test_explain_schema.py keeps the two equal) */
+        ExplainBreak: {
+            reason: string;
+            file: string;
+            /** Format: int64 */
+            line: number;
+            function: string;
+            /** Format: int64 */
+            count: number;
+            detail?: string;
+            stack?: string[];
+        };
+        /** @description One model's explain result as opsight explain stores it in its span's explain.result attribute (opsight.explain.result.ModelExplain: the definition; the server passes it through and adds span) */
+        ExplainModel: {
+            /** @description The model span's name */
+            span: string;
+            model: string;
+            family?: string;
+            target?: string;
+            status?: string;
+            error?: string;
+            /** Format: int64 */
+            graphs?: number | null;
+            /** Format: int64 */
+            graph_breaks?: number | null;
+            /** Format: int64 */
+            ops?: number | null;
+            ops_per_graph?: number[];
+            breaks: components["schemas"]["ExplainBreak"][];
+            backend?: string;
+            explain_seconds?: number | null;
+            compile_seconds?: number | null;
+            /** Format: int64 */
+            compile_peak_bytes?: number | null;
+            outputs_match?: boolean | null;
+            max_abs_difference?: number | null;
+            wall_seconds?: number | null;
+            parent_seconds?: number | null;
+        };
+        ExplainRun: components["schemas"]["RunEntry"] & {
+            models: components["schemas"]["ExplainModel"][];
+            /** @description Why the run's trace could not be read */
+            problem?: string;
+        };
+        ExplainAnswer: {
+            runs: components["schemas"]["ExplainRun"][];
+            store_problem: string;
         };
     };
     responses: never;

@@ -3,8 +3,8 @@ import type { ExplainModel, ExplainRun } from "../api";
 import { explainSeries, modelNames } from "./explain";
 
 const model = (name: string, graphs: number | null, breaks: number | null, status = "ok"): ExplainModel => ({
-  span: `explain ${name}`, model: name, family: "", status, error: null, graphs, graph_breaks: breaks, ops: null,
-  backend: null, explain_seconds: null, compile_seconds: null, breaks: [],
+  span: `explain ${name}`, model: name, family: "", status, error: "", graphs, graph_breaks: breaks, ops: null,
+  backend: "", explain_seconds: null, compile_seconds: null, breaks: [],
 });
 const run = (ref: string, models: ExplainModel[]): ExplainRun => ({ ref, kind: "run", name: ref, models });
 

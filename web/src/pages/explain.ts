@@ -3,7 +3,7 @@
 // model across the runs, a table of each run's graphs and breaks per model, and each
 // run's break reasons (reason, where, how often), newest run first.
 
-import { apiFetch, type ExplainModel, type ExplainRun } from "../api";
+import { apiFetch, type ExplainAnswer, type ExplainModel, type ExplainRun } from "../api";
 import { drawSeriesChart, type Series } from "../charts";
 import { h } from "../dom";
 import { formatUnixTime } from "../format";
@@ -39,7 +39,7 @@ function runLabel(run: ExplainRun): string {
 }
 
 export async function explainPage(root: HTMLElement): Promise<void> {
-  const answer = await apiFetch<{ runs: ExplainRun[]; store_problem: string }>("explain");
+  const answer = await apiFetch<ExplainAnswer>("explain");
   const runs = answer.runs;
   if (!runs.length) {
     root.replaceChildren(
@@ -95,7 +95,7 @@ export async function explainPage(root: HTMLElement): Promise<void> {
           site.count && site.count > 1 ? ` (×${site.count})` : "",
         ),
       );
-      const count = (value: number | null, word: string) => `${value ?? "?"} ${word}${value === 1 ? "" : "s"}`;
+      const count = (value: number | null | undefined, word: string) => `${value ?? "?"} ${word}${value === 1 ? "" : "s"}`;
       const status = model.status === "ok" ? `${count(model.graphs, "graph")}, ${count(model.graph_breaks, "break")}` : `${model.status}: ${model.error ?? ""}`;
       return h("div", { class: "explain-model" }, h("h4", {}, modelName(model), " ", h("small", {}, status)), breaks.length ? h("ul", {}, ...breaks) : h("p", { class: "hint" }, "no graph breaks"));
     });
