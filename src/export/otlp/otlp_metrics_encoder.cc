@@ -155,7 +155,10 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
     if (nanoseconds) name.resize(name.size() - 3);
     gauges[name].push_back({key.second, nanoseconds ? value * 1e-9 : value});
   }
-  for (const auto& [name, samples] : gauges) {
+  for (const auto& gauge : gauges) {
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture those in a lambda.
+    const std::string& name = gauge.first;
+    const std::vector<Sample>& samples = gauge.second;
     bool seconds = metrics.counters.count({name + "_ns", samples.front().pid}) > 0;
     write_metric(
         encoder, "opsight." + name, "Last sample of the counter opsight recorded.",
