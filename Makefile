@@ -12,7 +12,16 @@ CTEST := ctest --output-on-failure --timeout 300 -j $(JOBS)
 
 .PHONY: demo test sanitizer-suites python-web-suites setup-build setup-test build web install asan-test tsan-test fuzz-test python-test web-test bench bench-python bench-ui format format-check clean
 
-demo: install
+# The demo builds only what it runs (the library, the command, the C++ demo program and the
+# Python modules; no test or benchmark program), in build/release as make install does, so
+# that a fresh machine's `make demo` compiles the core once and nothing else.
+DEMO_TARGETS := opsight opsight_cli opsight_quick_start
+demo: setup-build web
+	cmake --preset release
+	cmake --build --preset release -j $(JOBS) --target $(DEMO_TARGETS)
+	cmake --install build/release --prefix $(VENV) --component Unspecified > /dev/null
+	$(VENV)/bin/python -m pip install -q --no-build-isolation $(PIP_REUSE_RELEASE) \
+	  -C build.targets="$(subst $(eval) ,;,$(DEMO_TARGETS) opsight_python_modules)" .
 	$(VENV)/bin/opsight demo
 
 # After the release suites, two independent chains at once: the sanitizer and fuzz builds
@@ -21,7 +30,7 @@ demo: install
 # when it ends (--output-sync), so the two never interleave.
 test: setup-test format-check install
 	$(CTEST) --test-dir build/release
-	$(MAKE) -j 2 --output-sync=target sanitizer-suites python-web-suites
+	$(MAKE) -j 2 --output-sync=recurse sanitizer-suites python-web-suites
 	@echo "make test: all suites passed"
 
 sanitizer-suites:
