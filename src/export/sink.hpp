@@ -44,6 +44,23 @@ class SpanBatchEncoder {
   virtual void encode(std::span<const trace::RowIndex> rows, EncodedBatch& out) = 0;
 };
 
+// The encoder of a sink whose batches are one function of the view and the rows (OTLP
+// protobuf and JSON, Zipkin): `.make_encoder = stateless_encoder<encode_zipkin_json>`.
+template <std::string (*Encode)(const SpanView&, std::span<const trace::RowIndex>)>
+std::unique_ptr<SpanBatchEncoder> stateless_encoder(const SpanView& view) {
+  class Encoder : public SpanBatchEncoder {
+   public:
+    explicit Encoder(const SpanView& source) : view_(source) {}
+    void encode(std::span<const trace::RowIndex> rows, EncodedBatch& out) override {
+      out.body = Encode(view_, rows);
+    }
+
+   private:
+    const SpanView& view_;
+  };
+  return std::make_unique<Encoder>(view);
+}
+
 struct SinkDescription {
   std::string_view name = {};  // the label reports use: "otlp", "otlp-json", "zipkin", ...
   // Other names a target may start with ("otlp-protobuf" for "otlp").

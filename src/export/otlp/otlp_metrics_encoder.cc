@@ -29,24 +29,6 @@ void write_metric(ProtoEncoder& encoder, std::string_view name, std::string_view
   encoder.end_message(metric);
 }
 
-void write_string_attribute(ProtoEncoder& encoder, uint32_t field, std::string_view key,
-                            std::string_view value) {
-  Attribute attribute;
-  attribute.key = key;
-  attribute.value.type = AttributeValue::Type::kString;
-  attribute.value.string_value = value;
-  otlp::write_attribute(encoder, field, attribute);
-}
-
-void write_int_attribute(ProtoEncoder& encoder, uint32_t field, std::string_view key,
-                         int64_t value) {
-  Attribute attribute;
-  attribute.key = key;
-  attribute.value.type = AttributeValue::Type::kInt;
-  attribute.value.int_value = value;
-  otlp::write_attribute(encoder, field, attribute);
-}
-
 // A monotonic sum with one data point.
 void write_total(ProtoEncoder& encoder, std::string_view name, std::string_view description,
                  std::string_view unit, double value, const MetricsInterval& interval,
@@ -109,7 +91,8 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
           std::string counts;
           for (const auto& [name, histogram] : metrics.spans) {
             size_t point = encoder.begin_message(otlp::histogram::kDataPoints);
-            write_string_attribute(encoder, otlp::histogram_data_point::kAttributes, "span", name);
+            otlp::write_attribute(encoder, otlp::histogram_data_point::kAttributes,
+                                  {"span", AttributeValue::of(std::string_view(name))});
             encoder.fixed64_field(otlp::histogram_data_point::kStartTimeUnixNano,
                                   interval.start_unix_ns);
             encoder.fixed64_field(otlp::histogram_data_point::kTimeUnixNano, interval.end_unix_ns);
@@ -160,17 +143,18 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
     const std::string& name = gauge.first;
     const std::vector<Sample>& samples = gauge.second;
     bool seconds = metrics.counters.count({name + "_ns", samples.front().pid}) > 0;
-    write_metric(
-        encoder, "opsight." + name, "Last sample of the counter opsight recorded.",
-        seconds ? "s" : "", otlp::metric::kGauge, [&] {
-          for (const Sample& sample : samples) {
-            size_t point = encoder.begin_message(otlp::gauge::kDataPoints);
-            write_int_attribute(encoder, otlp::number_data_point::kAttributes, "pid", sample.pid);
-            encoder.fixed64_field(otlp::number_data_point::kTimeUnixNano, interval.end_unix_ns);
-            encoder.double_field(otlp::number_data_point::kAsDouble, sample.value);
-            encoder.end_message(point);
-          }
-        });
+    write_metric(encoder, "opsight." + name, "Last sample of the counter opsight recorded.",
+                 seconds ? "s" : "", otlp::metric::kGauge, [&] {
+                   for (const Sample& sample : samples) {
+                     size_t point = encoder.begin_message(otlp::gauge::kDataPoints);
+                     otlp::write_attribute(encoder, otlp::number_data_point::kAttributes,
+                                           {"pid", AttributeValue::of(sample.pid)});
+                     encoder.fixed64_field(otlp::number_data_point::kTimeUnixNano,
+                                           interval.end_unix_ns);
+                     encoder.double_field(otlp::number_data_point::kAsDouble, sample.value);
+                     encoder.end_message(point);
+                   }
+                 });
   }
   encoder.end_message(scope_metrics);
   encoder.end_message(resource_metrics);

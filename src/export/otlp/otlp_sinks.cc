@@ -216,28 +216,6 @@ std::string metrics_request(const trace::Trace& trace, const SpanView& view,
       target.delta_temporality ? MetricsTemporality::kDelta : MetricsTemporality::kCumulative);
 }
 
-class ProtobufEncoder : public SpanBatchEncoder {
- public:
-  explicit ProtobufEncoder(const SpanView& view) : view_(view) {}
-  void encode(std::span<const trace::RowIndex> rows, EncodedBatch& out) override {
-    out.body = encode_otlp_protobuf(view_, rows);
-  }
-
- private:
-  const SpanView& view_;
-};
-
-class JsonEncoder : public SpanBatchEncoder {
- public:
-  explicit JsonEncoder(const SpanView& view) : view_(view) {}
-  void encode(std::span<const trace::RowIndex> rows, EncodedBatch& out) override {
-    out.body = encode_otlp_json(view_, rows);
-  }
-
- private:
-  const SpanView& view_;
-};
-
 std::unique_ptr<BatchSender> make_channel(const ExportTarget& target, double timeout_s,
                                           std::string_view opsight_version) {
   GrpcSenderOptions options;
@@ -269,9 +247,7 @@ const SinkDescription& protobuf_sink() {
           "OTLP/HTTP, protobuf (JSON or gRPC when OTEL_EXPORTER_OTLP_PROTOCOL says so); "
           "default http://localhost:4318/v1/traces",
       .parse = parse,
-      .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
-        return std::make_unique<ProtobufEncoder>(view);
-      },
+      .make_encoder = stateless_encoder<encode_otlp_protobuf>,
       .http_content_type = "application/x-protobuf",
       .reads_otlp_partial_success = true,
   };
@@ -300,9 +276,7 @@ const SinkDescription& json_sink() {
       .syntax = "otlp-json[=URL]",
       .summary = "OTLP/HTTP, JSON; default http://localhost:4318/v1/traces",
       .parse = parse,
-      .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
-        return std::make_unique<JsonEncoder>(view);
-      },
+      .make_encoder = stateless_encoder<encode_otlp_json>,
       .http_content_type = "application/json",
   };
   return description;
@@ -314,9 +288,7 @@ const SinkDescription& grpc_sink() {
       .syntax = "otlp-grpc[=URL]",
       .summary = "OTLP/gRPC (TraceService/Export); default http://localhost:4317",
       .parse = parse,
-      .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
-        return std::make_unique<ProtobufEncoder>(view);
-      },
+      .make_encoder = stateless_encoder<encode_otlp_protobuf>,
       .make_sender = make_channel,
   };
   return description;

@@ -7,17 +7,6 @@ namespace opsight::exporting::zipkin {
 
 namespace {
 
-class Encoder : public SpanBatchEncoder {
- public:
-  explicit Encoder(const SpanView& view) : view_(view) {}
-  void encode(std::span<const trace::RowIndex> rows, EncodedBatch& out) override {
-    out.body = encode_zipkin_json(view_, rows);
-  }
-
- private:
-  const SpanView& view_;
-};
-
 std::optional<std::string> parse(std::string_view, std::string_view rest, const Environment&,
                                  ExportTarget& target) {
   return set_http_endpoint(target, rest.empty() ? "http://localhost:9411/api/v2/spans" : rest,
@@ -32,9 +21,7 @@ const SinkDescription& sink() {
       .syntax = "zipkin[=URL]",
       .summary = "Zipkin v2 JSON; default http://localhost:9411/api/v2/spans",
       .parse = parse,
-      .make_encoder = [](const SpanView& view) -> std::unique_ptr<SpanBatchEncoder> {
-        return std::make_unique<Encoder>(view);
-      },
+      .make_encoder = stateless_encoder<encode_zipkin_json>,
       .http_content_type = "application/json",
   };
   return description;
