@@ -1,7 +1,9 @@
 """opsight.remote on a real Ray cluster on this machine: a head and two worker nodes on
 loopback (``ray.cluster_utils.Cluster``), each worker node with a custom resource standing
-in for a kind of hardware (``nodeA``, ``nodeB``), started once for the module and stopped
-at its end. ``OPSIGHT_REQUIRE=ray`` makes a missing Ray a failure."""
+in for a kind of hardware (``nodeA``, ``nodeB``), the head with a Ray Client server (for
+``ray://`` addresses), started once for the module and stopped at its end (only this
+cluster's processes: ``Cluster.shutdown``, never ``ray stop``). ``OPSIGHT_REQUIRE=ray``
+makes a missing Ray a failure."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ import time
 
 import pytest
 
+from pathlib import Path
+
 from conftest import clean_environment, require, write
 
 ray = require("ray")
@@ -24,19 +28,30 @@ require("onnxruntime")
 
 from opsight.remote import RemoteError  # noqa: E402
 import opsight.remote.bench as remote_bench  # noqa: E402
+import opsight  # noqa: E402
 import opsight.torch  # noqa: E402
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def _find_free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def cluster():
     from ray.cluster_utils import Cluster
 
+    client_port = _find_free_port()
     started = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 1, "include_dashboard": False})
+        "num_cpus": 1, "include_dashboard": False, "ray_client_server_port": client_port})
     nodes = {"nodeA": started.add_node(num_cpus=1, resources={"nodeA": 1}),
              "nodeB": started.add_node(num_cpus=1, resources={"nodeB": 1})}
     started.wait_for_nodes()
     started.node_ids = {label: node.node_id for label, node in nodes.items()}
+    started.client_address = f"ray://127.0.0.1:{client_port}"
     yield started
     ray.shutdown()
     started.shutdown()
@@ -153,14 +168,8 @@ def test_compare_backends_runs_each_backend_on_its_node(cluster, tmp_path):
     assert "worker.1.cpu_model" in shown.stdout and "worker.3.cost_per_million" in shown.stdout
 
 
-def _find_free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def test_bench_command_prints_the_table_with_cost_and_hardware(cluster, tmp_path):
-    write(tmp_path, "models.py", """
+def _write_model(directory):
+    write(directory, "models.py", """
         import torch
 
         def make():
@@ -169,6 +178,32 @@ def test_bench_command_prints_the_table_with_cost_and_hardware(cluster, tmp_path
                                         torch.nn.Linear(64, 4)).eval()
             return model, (torch.randn(2, 32),)
     """)
+
+
+def _worker_processes(store, run="latest"):
+    """The stored run's processes named ``worker N: ...``: name -> (pid, labels, the first
+    start and last end of its spans on the caller's clock, its span count)."""
+    trace = opsight.load(run, store=store).trace
+    path = Path(store).with_suffix(".json")
+    trace.write(str(path))  # its process names and labels: the Chrome JSON metadata
+    processes: dict[int, dict] = {}
+    for event in json.loads(path.read_text())["traceEvents"]:
+        if event.get("ph") == "M" and event["name"] in ("process_name", "process_labels"):
+            processes.setdefault(event["pid"], {}).update(event["args"])
+    columns = trace.slice_columns()
+    found = {}
+    for pid, start, end in zip(columns["pid"], columns["start"], columns["end"]):
+        name = processes.get(pid, {}).get("name", "")
+        if not name.startswith("worker "):
+            continue
+        labels = processes[pid].get("labels", "").split(",")
+        _, labels, first, last, count = found.get(name, (pid, labels, start, end, 0))
+        found[name] = (pid, labels, min(first, start), max(last, end), count + 1)
+    return found
+
+
+def test_bench_command_prints_the_table_with_cost_and_hardware(cluster, tmp_path):
+    _write_model(tmp_path)
     write(tmp_path, "prices.yaml", """
         hardware:
           nodeA: {per_hour: 0.126, source: "a test's price"}
@@ -200,6 +235,79 @@ def test_bench_command_prints_the_table_with_cost_and_hardware(cluster, tmp_path
     assert text.returncode == 0, text.stderr
     assert "Cost/1M" in text.stdout and "Hardware" in text.stdout
     assert "nodeA: 0.126 USD/h (a test's price)" in text.stdout
+
+
+def test_bench_through_ray_client_runs_on_the_labelled_node_and_stores_one_run(cluster,
+                                                                             tmp_path):
+    # ray://: the head's real Ray Client server (the caller is a Ray Client, not a driver on
+    # the cluster's network), from the command line, end to end.
+    _write_model(tmp_path)
+    store = tmp_path / "runs.db"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "opsight", "bench", "models.py:make", "--cluster",
+         cluster.client_address, "--on", "nodeA/ort-cpu", "--iterations", "100", "--threads",
+         "1", "--profile-iterations", "0", "--prices", str(REPOSITORY / "examples" / "remote"
+                                                           / "prices.yaml"),
+         "--store", str(store)],
+        cwd=tmp_path, capture_output=True, text=True, env=clean_environment(), timeout=120)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    node_id = cluster.node_ids["nodeA"]
+    lines = done.stdout.splitlines()
+    assert lines[0] == (f"opsight bench make on {cluster.client_address}: 1 back-end on 1 "
+                        "node, single-stream, batch 1"), done.stdout
+    (row,) = [line for line in lines if line.startswith("nodeA/ort-cpu ")]
+    assert row.split()[1] == "100" and row.endswith(f"node {node_id[:8]}"), row
+    assert "No price for nodeA" in done.stdout
+    assert "Worker clocks minus this machine's (traces moved by them): nodeA/ort-cpu" in \
+        done.stdout
+    assert "opsight remote [####################] 1/1 done" in done.stderr
+    # The worker's facts (its node id) are the stored run's tags...
+    shown = subprocess.run([sys.executable, "-m", "opsight", "show", "latest", "--store",
+                            str(store)], capture_output=True, text=True,
+                           env=clean_environment(), timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "worker.1.node_id" in shown.stdout and node_id in shown.stdout
+    assert cluster.client_address in shown.stdout  # the run's cluster tag
+    # ...and its trace is one process of the merged run, on the caller's clock.
+    (name, (pid, labels, first, last, count)), = _worker_processes(store).items()
+    assert name == "worker 1: nodeA/ort-cpu" and count >= 100
+    assert f"node {node_id[:12]}" in labels and any(label.startswith("clock offset ")
+                                                    for label in labels)
+    print(f"ray:// bench, 1 back-end, 100 queries: {elapsed:.1f} s")
+
+
+def test_two_callers_on_one_label_never_measure_at_once(cluster, tmp_path):
+    # Two `opsight bench --cluster` processes started together, both on nodeB (one node, its
+    # label's quantity 1): the label's unit that each worker holds makes the second wait for
+    # the first, so their measurements (the workers' spans, on this machine's one clock) do
+    # not overlap, and neither fails.
+    _write_model(tmp_path)
+    callers = [subprocess.Popen(
+        [sys.executable, "-m", "opsight", "bench", "models.py:make", "--cluster",
+         cluster.address, "--on", f"nodeB/{backend}", "--duration", "2s", "--warmup", "5",
+         "--threads", "1", "--profile-iterations", "0", "--store",
+         str(tmp_path / f"runs-{backend}.db"), "--format", "json"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_environment()) for backend in ("eager", "torchscript")]
+    try:
+        outputs = [caller.communicate(timeout=180) for caller in callers]
+    finally:
+        for caller in callers:
+            if caller.poll() is None:
+                caller.kill()
+    extents = []
+    for caller, (stdout, stderr), backend in zip(callers, outputs, ("eager", "torchscript")):
+        assert caller.returncode == 0, stderr
+        (row,) = json.loads(stdout)["backends"]
+        assert row["error"] is None and row["node_id"] == cluster.node_ids["nodeB"]
+        assert row["result"]["counted"] > 0
+        (process,) = _worker_processes(tmp_path / f"runs-{backend}.db").values()
+        extents.append(process[2:4])
+    assert not _intervals_overlap(*extents), extents
+    # Each measured about 2 s: had they shared the node, they would have overlapped.
+    assert all(end - start > 1.5e9 for start, end in extents), extents
 
 
 def test_a_killed_worker_gives_an_error_row_and_the_rest_completes(cluster):

@@ -96,7 +96,8 @@ class RemoteBenchResult:
             for column, (cell, width) in enumerate(zip(line, widths))).rstrip()
         scenario = self.options.get("scenario", "single-stream")
         nodes = len({row.outcome.node_id for row in self.rows if row.outcome.node_id})
-        lines = [f"opsight bench {self.model} on {self.cluster}: {len(self.rows)} back-ends on "
+        lines = [f"opsight bench {self.model} on {self.cluster}: {len(self.rows)} back-end"
+                 f"{'s' if len(self.rows) != 1 else ''} on "
                  f"{nodes} node{'s' if nodes != 1 else ''}, {scenario}, batch "
                  f"{self.options.get('batch_size', 1)}",
                  aligned(header), "=" * len(aligned(header))]

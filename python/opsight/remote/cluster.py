@@ -36,6 +36,9 @@ from .specs import BackendSpec, RemoteError
 RAY_VERSION = "2.60.0"
 #: How long reaching a cluster's address may take.
 CONNECT_TIMEOUT_S = 10.0
+#: Tries to open a Ray Client session (``ray://``): its server side fails to start a session
+#: now and then (ray-project/ray#63202); each try takes a second or two.
+CLIENT_ATTEMPTS = 4
 #: Clock readings per worker; the one with the shortest round trip is used.
 CLOCK_READINGS = 7
 
@@ -95,19 +98,42 @@ def connect(address: str, labels: list[str], *, timeout_s: float = CONNECT_TIMEO
         check_reachable(address, timeout_s)
     options: dict[str, Any] = {"namespace": "opsight", "logging_level": logging.WARNING,
                                "log_to_driver": False}
-    try:
-        if address == "local":
-            ray.init(resources={label: 1 for label in labels}, include_dashboard=False,
-                     **options)
-        else:
-            ray.init(address=address, **options)
-    except RemoteError:
-        raise
-    except Exception as error:  # noqa: BLE001 - Ray's own errors, said in one line
-        raise RemoteError(f"cannot join the Ray cluster at {address}: {error_text(error)}") \
-            from None
+    attempts = CLIENT_ATTEMPTS if address.startswith("ray://") else 1
+    for attempt in range(1, attempts + 1):
+        try:
+            if address == "local":
+                ray.init(resources={label: 1 for label in labels}, include_dashboard=False,
+                         **options)
+            else:
+                ray.init(address=address, **options)
+            break
+        except Exception as error:  # noqa: BLE001 - Ray's own errors, said in one line
+            lost_server = (isinstance(error, ConnectionAbortedError)
+                           and "Initialization failure from server" in str(error))
+            if lost_server and attempt < attempts:
+                # Ray Client's proxy forks a server per client; under load that fork dies
+                # at times (ray-project/ray#63202): a new client gets a new server.
+                print(f"opsight remote: the Ray Client server at {address} failed to start "
+                      f"this client's session (ray-project/ray#63202); retrying "
+                      f"({attempt}/{attempts - 1})", file=sys.stderr, flush=True)
+                _shutdown_quietly(ray)
+                continue
+            message = f"cannot join the Ray cluster at {address}: {error_text(error)}"
+            if lost_server:
+                message += (f" (the head's Ray Client server failed to start a session "
+                            f"{attempts} times: see its ray_client_server_*.err logs and "
+                            "ray-project/ray#63202; HOST:PORT, the GCS address, avoids Ray "
+                            "Client from a machine on the cluster's network)")
+            raise RemoteError(message) from None
     _connected["address"] = address
     return address
+
+
+def _shutdown_quietly(ray: Any) -> None:
+    try:
+        ray.shutdown()
+    except Exception:  # noqa: BLE001 - a half-open client session; nothing to keep
+        pass
 
 
 def nodes_by_label(labels: list[str]) -> dict[str, list[str]]:
@@ -275,9 +301,11 @@ def run_jobs(jobs: list[Job], *, timeout_s: float = 600.0, start_timeout_s: floa
             tell("starting", index)
         refs = [state["ref"] for state in running.values()]
         ready, _ = ray.wait(refs, num_returns=1, timeout=0.2) if refs else ([], [])
+        # By id: through Ray Client, ray.wait answers with new reference objects.
+        ready_ids = {ref.binary() for ref in ready}
         for node, state in list(running.items()):
             index, outcome = state["index"], outcomes[state["index"]]
-            if not any(state["ref"] is ref for ref in ready):
+            if state["ref"].binary() not in ready_ids:
                 if time.monotonic() > state["deadline"]:
                     limit = start_timeout_s if state["stage"] == "starting" else timeout_s
                     what = ("its worker did not start" if state["stage"] == "starting"
