@@ -42,8 +42,8 @@ def _metadata(pid: int, name: str, labels: list[str], sort_index: int) -> list[d
 
 def worker_labels(outcome: Outcome) -> list[str]:
     facts = outcome.facts or {}
-    labels = [str(outcome.spec), f"host {facts.get('host')}",
-              f"node {str(outcome.node_id)[:12]}"]
+    # The spec is the process's name already (worker N: SPEC).
+    labels = [f"host {facts.get('host')}", f"node {str(outcome.node_id)[:12]}"]
     labels.extend(part.strip() for part in facts_line({**facts, "node_id": None}).split(", "))
     if outcome.clock_offset_ns is not None:
         labels.append(f"clock offset {outcome.clock_offset_ns / 1e3:+.1f} us "

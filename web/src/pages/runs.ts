@@ -1,12 +1,17 @@
 // The runs page: every run of the store (and the trace files `opsight ui` was given),
 // searchable by text, tag and date, sortable; a run can be tagged and untagged (PUT and
-// DELETE /api/runs/RUN/tags/KEY) and deleted; two checked runs open the comparison.
+// DELETE /api/runs/RUN/tags/KEY) and deleted; two checked runs open the comparison. A run
+// with many tags (a remote benchmark has a dozen per worker, docs/remote.md) shows its
+// first FOLDED_TAGS and a "+N more" button that unfolds the rest.
 
 import { apiFetch, runPath, type RunEntry, type RunsAnswer } from "../api";
 import { h } from "../dom";
 import { formatCount, formatDuration, formatUnixTime } from "../format";
 import { routeHref } from "../router";
 import { sortableTable } from "../table";
+
+// Tags a run shows before its "+N more" button.
+export const FOLDED_TAGS = 12;
 
 export async function runsPage(root: HTMLElement, query: Record<string, string>): Promise<void> {
   const search = h("input", { type: "search", placeholder: "search name, command, tag", value: query.q ?? "", id: "run-search" });
@@ -17,6 +22,7 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
   const listing = h("div", { id: "runs-listing" });
   const status = h("p", { class: "status" });
   const selected = new Set<string>();
+  const unfolded = new Set<string>(); // runs whose tags are all shown
 
   const apply = () => {
     const params = new URLSearchParams();
@@ -88,7 +94,7 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
         : "";
     const tagEditor = (run: RunEntry) => {
       const text = (key: string, value: string) => (value ? `${key}=${value}` : key);
-      const chips = Object.entries(run.tags ?? {}).map(([key, value]) =>
+      const chips: HTMLElement[] = Object.entries(run.tags ?? {}).map(([key, value]) =>
         h(
           "span",
           { class: "tag", data: { key } },
@@ -112,6 +118,22 @@ export async function runsPage(root: HTMLElement, query: Record<string, string>)
             : "",
         ),
       );
+      if (chips.length > FOLDED_TAGS) {
+        const hidden = chips.slice(FOLDED_TAGS);
+        const more = h("button", { class: "tag-more", title: "show or hide the other tags" });
+        const show = (all: boolean) => {
+          for (const chip of hidden) chip.hidden = !all;
+          more.textContent = all ? "fewer tags" : `+${hidden.length} more`;
+          if (all) unfolded.add(run.ref);
+          else unfolded.delete(run.ref);
+        };
+        more.addEventListener("click", (event) => {
+          event.stopPropagation();
+          show(!unfolded.has(run.ref));
+        });
+        show(unfolded.has(run.ref));
+        chips.push(more);
+      }
       if (run.kind !== "run") return h("span", {}, ...chips);
       const input = h("input", { type: "text", class: "tag-add", placeholder: "+ tag k=v", data: { ref: run.ref } });
       input.addEventListener("keyup", async (event) => {
