@@ -115,10 +115,18 @@ Distribution summarize_distribution(std::span<int64_t> values) {
   // The mean from an exact sum: total_ns saturates on absurd inputs, the mean must not.
   // On every real trace no partial sum overflows: the int64 sum is then exact, and so is
   // its long double copy. Only otherwise are the values summed again in long double.
+  // The squares are summed exactly too (in 128 bits), so that the standard deviation does
+  // not depend on the order of the values: a streaming report, which sees them in the order
+  // spans end, gives the whole-trace report's figures to the last bit.
+  __extension__ using Wide = __int128;
   int64_t sum = 0;
+  Wide sum_of_squares = 0;
   bool overflowed = false;
+  bool squares_overflowed = false;
   for (int64_t value : values) {
     overflowed |= __builtin_add_overflow(sum, value, &sum);
+    squares_overflowed |=
+        __builtin_add_overflow(sum_of_squares, Wide{value} * value, &sum_of_squares);
     result.min_ns = std::min(result.min_ns, value);
     result.max_ns = std::max(result.max_ns, value);
   }
@@ -133,12 +141,22 @@ Distribution summarize_distribution(std::span<int64_t> values) {
     result.total_ns = sum;
   }
   result.mean_ns = static_cast<double>(exact_sum / static_cast<long double>(result.count));
-  double squared_deviations = 0.0;
-  for (int64_t value : values) {
-    double deviation = static_cast<double>(value) - result.mean_ns;
-    squared_deviations += deviation * deviation;
+  // n * sum(x^2) - sum(x)^2 = n^2 * variance, exact in 128 bits on every real trace.
+  Wide scaled = 0;
+  if (!overflowed && !squares_overflowed &&
+      !__builtin_mul_overflow(sum_of_squares, static_cast<Wide>(result.count), &scaled)) {
+    Wide variance_numerator = scaled - Wide{sum} * sum;
+    long double count = static_cast<long double>(result.count);
+    result.stddev_ns = static_cast<double>(
+        std::sqrt(static_cast<long double>(variance_numerator) / (count * count)));
+  } else {  // absurd values: the two-pass sum in doubles (then order-dependent)
+    double squared_deviations = 0.0;
+    for (int64_t value : values) {
+      double deviation = static_cast<double>(value) - result.mean_ns;
+      squared_deviations += deviation * deviation;
+    }
+    result.stddev_ns = std::sqrt(squared_deviations / static_cast<double>(result.count));
   }
-  result.stddev_ns = std::sqrt(squared_deviations / static_cast<double>(result.count));
   std::array<double, kDistributionPercentiles.size()> percentiles{};
   percentiles_of_unsorted(values, kDistributionPercentiles, percentiles);
   result.p50_ns = percentiles[0];

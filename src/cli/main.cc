@@ -37,6 +37,7 @@
 #include "opsight/exit_codes.hpp"
 #include "opsight/opsight.hpp"
 #include "report/report.hpp"
+#include "report/streaming_summary.hpp"
 #include "store/trace_source.hpp"
 
 extern char** environ;
@@ -148,8 +149,54 @@ struct ReportCommand {
   size_t limit = 0;
   size_t max_roots = 20;
   size_t max_depth = 0;
-  std::string window;  // --window FROM:TO
+  std::string window;           // --window FROM:TO
+  std::string stream = "auto";  // --stream: auto, on, off
 };
+
+// Inputs from this size on are reported (and converted) streaming by default.
+constexpr uintmax_t kStreamFromBytes = uintmax_t{1} << 30;
+
+// Why `opsight report` cannot stream this command; nullopt when it can: one .opsight file,
+// no --window, and only views that stream (--summary, --table, --ops).
+std::optional<std::string> why_report_cannot_stream(const ReportCommand& command,
+                                                    const std::vector<bool>& wanted) {
+  const auto views = opsight::report::report_views();
+  for (size_t i = 0; i < views.size(); ++i)
+    if (wanted[i] && !opsight::report::view_streams(views[i].name))
+      return std::string(views[i].flag) +
+             " reads the whole trace (docs/reports.md, \"Streaming reports\")";
+  if (!command.window.empty())
+    return std::string("a --window is read through the file's time index");
+  std::error_code error;
+  if (command.files.size() != 1 ||
+      opsight::io::format_from_path(command.files[0]) != opsight::io::FileFormat::kNative ||
+      !std::filesystem::is_regular_file(command.files[0], error))
+    return std::string(
+        "only one .opsight file streams (several files are merged, runs of the "
+        "store and other formats are read whole)");
+  return std::nullopt;
+}
+
+// The views of one native file, streamed (report/streaming_summary.hpp): the same output as
+// the whole path, in memory bounded by a few bytes a span.
+int run_streamed_report(const std::string& path, const std::vector<std::string>& views,
+                        const opsight::report::ReportOptions& options) {
+  opsight::report::StreamedReport report = opsight::report::render_streaming(path, views, options);
+  if (report.error) {
+    print_error(*report.error);
+    return kExitError;
+  }
+  if (report.damage)
+    std::fprintf(stderr, "opsight: warning: %s (showing what was read before it)\n",
+                 report.damage->c_str());
+  std::string out;
+  for (const std::string& text : report.texts) {
+    if (!out.empty()) out += "\n";  // as run_report joins the views
+    out += text;
+  }
+  if (!write_stdout(out)) return kExitError;
+  return report.damage ? kExitDamaged : 0;
+}
 
 int run_report(const ReportCommand& command) {
   if (auto problem = opsight::report::validate_sort_key(command.sort)) {
@@ -195,6 +242,24 @@ int run_report(const ReportCommand& command) {
       return kExitUsage;
     }
   }
+  if (command.stream != "off") {
+    auto why_not = why_report_cannot_stream(command, wanted);
+    if (command.stream == "on" && why_not) {
+      print_error("--stream on: " + *why_not);
+      return kExitUsage;
+    }
+    std::error_code error;
+    if (!why_not && (command.stream == "on" ||
+                     std::filesystem::file_size(command.files[0], error) >= kStreamFromBytes)) {
+      if (!error) {
+        options.source_name = std::filesystem::path(command.files[0]).filename().string();
+        std::vector<std::string> names;
+        for (size_t i = 0; i < views.size(); ++i)
+          if (wanted[i]) names.emplace_back(views[i].name);
+        return run_streamed_report(command.files[0], names, options);
+      }
+    }
+  }
   bool damaged = false;
   auto load_start = std::chrono::steady_clock::now();
   std::optional<opsight::trace::Trace> trace;
@@ -237,11 +302,15 @@ int run_report(const ReportCommand& command) {
   return damaged ? kExitDamaged : 0;
 }
 
-// One native file to Chrome JSON through convert_native_to_chrome_json (bounded memory).
-int run_streamed_convert(const std::string& input, const std::string& output) {
+// One native file to Chrome JSON or Perfetto protobuf through convert_native_to_chrome_json
+// or convert_native_to_perfetto (bounded memory).
+int run_streamed_convert(const std::string& input, const std::string& output,
+                         opsight::io::FileFormat output_format) {
   opsight::io::FileSink sink(output);
   opsight::io::StreamedConversion counts;
-  auto problem = opsight::io::convert_native_to_chrome_json(input, sink, &counts);
+  auto problem = output_format == opsight::io::FileFormat::kPerfetto
+                     ? opsight::io::convert_native_to_perfetto(input, sink, &counts)
+                     : opsight::io::convert_native_to_chrome_json(input, sink, &counts);
   if (!problem && sink.error()) problem = sink.error();
   if (!problem) problem = sink.commit();
   if (problem) {
@@ -298,20 +367,22 @@ int run_convert(std::vector<std::string> files, const std::string& stream,
     print_error(opsight::io::unknown_output_format(output));
     return kExitUsage;
   }
-  // One native file to Chrome JSON streams when asked, or by default when it is large.
+  // One native file to Chrome JSON or Perfetto streams when asked, or by default when it
+  // is large.
   const bool can_stream =
-      files.size() == 1 && *output_format == opsight::io::FileFormat::kChromeJson &&
+      files.size() == 1 &&
+      (*output_format == opsight::io::FileFormat::kChromeJson ||
+       *output_format == opsight::io::FileFormat::kPerfetto) &&
       opsight::io::format_from_path(files[0]) == opsight::io::FileFormat::kNative;
   if (stream == "on" && !can_stream) {
-    print_error("--stream on converts one .opsight file to .json");
+    print_error("--stream on converts one .opsight file to .json or .pftrace");
     return kExitUsage;
   }
   if (can_stream && stream != "off" && !window) {
     std::error_code error;
     const auto size = std::filesystem::file_size(files[0], error);
-    constexpr uintmax_t kStreamFrom = uintmax_t{1} << 30;
-    if (stream == "on" || (!error && size >= kStreamFrom))
-      return run_streamed_convert(files[0], output);
+    if (stream == "on" || (!error && size >= kStreamFromBytes))
+      return run_streamed_convert(files[0], output, *output_format);
   }
   bool damaged = false;
   auto trace =
@@ -472,6 +543,13 @@ int main(int argc, char** argv) {
       ->add_option("--depth", report.max_depth,
                    "Tree: show N levels under each root, fold deeper spans into a count (0: all)")
       ->capture_default_str();
+  report_command
+      ->add_option("--stream", report.stream,
+                   "--summary, --table and --ops of one .opsight file without loading the trace "
+                   "(a few bytes a span, the same output): auto (files of 1 GiB or more), on, "
+                   "off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   report_command->add_option(
       "--window", report.window,
       "Only FROM:TO of the trace, in time from its first event (units ns, us, ms, s; e.g. "
@@ -492,8 +570,9 @@ int main(int argc, char** argv) {
   std::string convert_stream = "auto";
   convert_command
       ->add_option("--stream", convert_stream,
-                   "One .opsight file to .json in bounded memory, each event written as it "
-                   "completes (flows left out, counted): auto (inputs of 1 GiB or more), on, off")
+                   "One .opsight file to .json or .pftrace in bounded memory, each event written "
+                   "as it is read (flows left out, counted): auto (inputs of 1 GiB or more), "
+                   "on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   std::string convert_window;

@@ -13,8 +13,9 @@ namespace {
 using internal::Json;
 
 std::string operators_text(const trace::Trace& trace, const ReportOptions& options,
-                           const analyze::OperatorTable& table, size_t shown) {
-  std::string out = format_header_line("operators", trace, options) + "\n";
+                           const analyze::OperatorTable& table, size_t shown,
+                           const internal::TraceExtent& extent) {
+  std::string out = internal::format_header_line("operators", options, extent) + "\n";
   if (table.rows.empty()) {
     out += fmt::format("no operator slices (categories {}); choose others with --ops-category\n",
                        fmt::join(table.categories, ", "));
@@ -96,18 +97,25 @@ std::string render_operators(const trace::Trace& trace, const ReportOptions& opt
     analyze::OperatorTable table = analyze::compute_operator_table(
         trace, options.operator_categories.empty() ? analyze::default_operator_categories()
                                                    : options.operator_categories);
-    const size_t shown =
-        options.limit > 0 ? std::min(options.limit, table.rows.size()) : table.rows.size();
-    switch (options.format) {
-      case OutputFormat::kJson:
-        return operators_json(trace, options, table, shown);
-      case OutputFormat::kCsv:
-        return operators_csv(table, shown);
-      case OutputFormat::kText:
-        break;
-    }
-    return operators_text(trace, options, table, shown);
+    return internal::render_operator_table(trace, table, options, internal::TraceExtent::of(trace));
   });
+}
+
+std::string internal::render_operator_table(const trace::Trace& context,
+                                            const analyze::OperatorTable& table,
+                                            const ReportOptions& options,
+                                            const TraceExtent& extent) {
+  const size_t shown =
+      options.limit > 0 ? std::min(options.limit, table.rows.size()) : table.rows.size();
+  switch (options.format) {
+    case OutputFormat::kJson:
+      return operators_json(context, options, table, shown);
+    case OutputFormat::kCsv:
+      return operators_csv(table, shown);
+    case OutputFormat::kText:
+      break;
+  }
+  return operators_text(context, options, table, shown, extent);
 }
 
 }  // namespace opsight::report

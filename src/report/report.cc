@@ -242,13 +242,17 @@ std::string format_overhead_line(const analyze::OverheadSummary& overhead) {
 
 std::string format_header_line(std::string_view report_name, const trace::Trace& trace,
                                const ReportOptions& options) {
-  auto [first, last] = trace.time_bounds();
-  size_t slice_count = trace.slices.size();
+  return internal::format_header_line(report_name, options, internal::TraceExtent::of(trace));
+}
+
+std::string internal::format_header_line(std::string_view report_name, const ReportOptions& options,
+                                         const TraceExtent& extent) {
+  const size_t slice_count = extent.slice_count;
   return fmt::format("opsight {}: {}, {} slice{}, {}", report_name,
                      options.source_name.empty() ? std::string_view("trace")
                                                  : std::string_view(options.source_name),
                      slice_count, slice_count == 1 ? "" : "s",
-                     format_duration(static_cast<double>(last - first)));
+                     format_duration(static_cast<double>(extent.last_ns - extent.first_ns)));
 }
 
 std::string csv_field(std::string_view text) {

@@ -12,6 +12,7 @@
 
 #include "analyze/distribution.hpp"
 #include "analyze/metrics.hpp"
+#include "analyze/operators.hpp"
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "trace/trace.hpp"
@@ -108,6 +109,41 @@ class TreePrefixes {
  private:
   std::vector<uint32_t> remaining_children_;  // per depth: children still to be drawn
 };
+
+// What a report's header line says of the whole trace: its slice count and time bounds
+// (Trace::time_bounds), from the trace, or counted by a streaming pass over a file.
+struct TraceExtent {
+  size_t slice_count = 0;
+  int64_t first_ns = 0;
+  int64_t last_ns = 0;
+  static TraceExtent of(const trace::Trace& trace) {
+    auto [first, last] = trace.time_bounds();
+    return TraceExtent{trace.slices.size(), first, last};
+  }
+};
+
+// format_header_line's text from an extent.
+std::string format_header_line(std::string_view report_name, const ReportOptions& options,
+                               const TraceExtent& extent);
+
+// The summary of `rows` (compute_name_statistics's entries, unsorted, naming strings of
+// `context`): sorted, cut to options.limit and rendered; the text form's overhead line and
+// its "metrics per span" table come from `context` (its run, tracks and the slices that
+// carry metric arguments), its header from `extent`. render_summary and the streaming
+// summary (streaming_summary.hpp) both end here, so that their outputs are identical.
+std::string render_summary_rows(const trace::Trace& context,
+                                std::vector<analyze::NameStatistics> rows,
+                                const ReportOptions& options, const TraceExtent& extent);
+
+// The table of `rows` (with their share_of_traced set), as render_summary_rows.
+std::string render_table_rows(const trace::Trace& context,
+                              std::vector<analyze::NameStatistics> rows,
+                              const ReportOptions& options, const TraceExtent& extent);
+
+// The operator table `table` (compute_operator_table's, or the streaming one's), as
+// render_summary_rows.
+std::string render_operator_table(const trace::Trace& context, const analyze::OperatorTable& table,
+                                  const ReportOptions& options, const TraceExtent& extent);
 
 // Runs a renderer, turning any exception into a one-line message (nothing escapes).
 template <typename Renderer>

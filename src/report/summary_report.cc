@@ -35,8 +35,9 @@ void add_span_metrics_text(const trace::Trace& trace,
 }
 
 std::string summary_text(const trace::Trace& trace, const ReportOptions& options,
-                         const std::vector<analyze::NameStatistics>& rows, size_t omitted) {
-  std::string out = format_header_line("summary", trace, options) + "\n";
+                         const std::vector<analyze::NameStatistics>& rows, size_t omitted,
+                         const internal::TraceExtent& extent) {
+  std::string out = internal::format_header_line("summary", options, extent) + "\n";
   if (rows.empty()) {
     out += "no spans in this trace\n";
   } else {
@@ -110,23 +111,33 @@ std::string summary_csv(const trace::Trace& trace,
 std::string render_summary(const trace::Trace& trace, const ReportOptions& options) {
   return internal::render_guarded([&] {
     analyze::TraceStatistics statistics = analyze::compute_name_statistics(trace);
-    std::vector<analyze::NameStatistics> rows = std::move(statistics.names);
-    internal::sort_name_statistics(rows, trace, options.sort);
-    size_t omitted = 0;
-    if (options.limit > 0 && rows.size() > options.limit) {
-      omitted = rows.size() - options.limit;
-      rows.resize(options.limit);
-    }
-    switch (options.format) {
-      case OutputFormat::kJson:
-        return summary_json(trace, rows);
-      case OutputFormat::kCsv:
-        return summary_csv(trace, rows);
-      case OutputFormat::kText:
-        break;
-    }
-    return summary_text(trace, options, rows, omitted);
+    return internal::render_summary_rows(trace, std::move(statistics.names), options,
+                                         internal::TraceExtent::of(trace));
   });
 }
+
+namespace internal {
+
+std::string render_summary_rows(const trace::Trace& context,
+                                std::vector<analyze::NameStatistics> rows,
+                                const ReportOptions& options, const TraceExtent& extent) {
+  sort_name_statistics(rows, context, options.sort);
+  size_t omitted = 0;
+  if (options.limit > 0 && rows.size() > options.limit) {
+    omitted = rows.size() - options.limit;
+    rows.resize(options.limit);
+  }
+  switch (options.format) {
+    case OutputFormat::kJson:
+      return summary_json(context, rows);
+    case OutputFormat::kCsv:
+      return summary_csv(context, rows);
+    case OutputFormat::kText:
+      break;
+  }
+  return summary_text(context, options, rows, omitted, extent);
+}
+
+}  // namespace internal
 
 }  // namespace opsight::report

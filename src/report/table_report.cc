@@ -17,9 +17,9 @@ struct TableRows {
   size_t omitted = 0;
 };
 
-TableRows table_rows(const trace::Trace& trace, const ReportOptions& options) {
-  analyze::TraceStatistics statistics = analyze::compute_name_statistics(trace);
-  TableRows result{std::move(statistics.names), 0};
+TableRows table_rows(const trace::Trace& trace, std::vector<analyze::NameStatistics> rows,
+                     const ReportOptions& options) {
+  TableRows result{std::move(rows), 0};
   internal::sort_name_statistics(result.rows, trace, options.sort);
   if (options.limit > 0 && result.rows.size() > options.limit) {
     result.omitted = result.rows.size() - options.limit;
@@ -29,8 +29,8 @@ TableRows table_rows(const trace::Trace& trace, const ReportOptions& options) {
 }
 
 std::string table_text(const trace::Trace& trace, const ReportOptions& options,
-                       const TableRows& table_rows) {
-  std::string out = format_header_line("table", trace, options) + "\n";
+                       const TableRows& table_rows, const internal::TraceExtent& extent) {
+  std::string out = internal::format_header_line("table", options, extent) + "\n";
   if (table_rows.rows.empty()) {
     out += "no spans in this trace\n";
   } else {
@@ -55,10 +55,10 @@ std::string table_text(const trace::Trace& trace, const ReportOptions& options,
 }
 
 std::string table_json(const trace::Trace& trace, const ReportOptions& options,
-                       const TableRows& table_rows) {
+                       const TableRows& table_rows, const internal::TraceExtent& extent) {
   Json document = Json::object();
   document["source"] = options.source_name;
-  document["slice_count"] = trace.slices.size();
+  document["slice_count"] = extent.slice_count;
   document["sort"] = validate_sort_key(options.sort) ? std::string("total") : options.sort;
   Json rows = Json::array();
   for (const analyze::NameStatistics& row : table_rows.rows) {
@@ -94,17 +94,25 @@ std::string table_csv(const trace::Trace& trace, const TableRows& table_rows) {
 
 std::string render_table(const trace::Trace& trace, const ReportOptions& options) {
   return internal::render_guarded([&] {
-    TableRows rows = table_rows(trace, options);
-    switch (options.format) {
-      case OutputFormat::kJson:
-        return table_json(trace, options, rows);
-      case OutputFormat::kCsv:
-        return table_csv(trace, rows);
-      case OutputFormat::kText:
-        break;
-    }
-    return table_text(trace, options, rows);
+    analyze::TraceStatistics statistics = analyze::compute_name_statistics(trace);
+    return internal::render_table_rows(trace, std::move(statistics.names), options,
+                                       internal::TraceExtent::of(trace));
   });
+}
+
+std::string internal::render_table_rows(const trace::Trace& context,
+                                        std::vector<analyze::NameStatistics> statistics,
+                                        const ReportOptions& options, const TraceExtent& extent) {
+  TableRows rows = table_rows(context, std::move(statistics), options);
+  switch (options.format) {
+    case OutputFormat::kJson:
+      return table_json(context, options, rows, extent);
+    case OutputFormat::kCsv:
+      return table_csv(context, rows);
+    case OutputFormat::kText:
+      break;
+  }
+  return table_text(context, options, rows, extent);
 }
 
 }  // namespace opsight::report

@@ -1,5 +1,6 @@
 #include "io/native/native_tail.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -32,6 +33,35 @@ bool take_bytes(std::string_view bytes, size_t& position, size_t count, std::str
 }
 
 }  // namespace
+
+std::optional<std::string> scan_file_clock(const std::string& path, FileClock* clock) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return path + ": cannot open: " + std::strerror(errno);
+  format::FileHeader header{};
+  if (std::fread(&header, 1, sizeof(header), file) != sizeof(header) ||
+      std::memcmp(header.magic, format::kFileMagic, sizeof(format::kFileMagic)) != 0) {
+    std::fclose(file);
+    return path + ": not an opsight file (bad magic)";
+  }
+  uint64_t offset = std::max<uint64_t>(header.header_bytes, sizeof(header));
+  format::ChunkHeader chunk{};
+  while (std::fseek(file, static_cast<long>(offset), SEEK_SET) == 0 &&
+         std::fread(&chunk, 1, sizeof(chunk), file) == sizeof(chunk) &&
+         chunk.payload_bytes <= format::kMaxChunkPayload) {
+    if (chunk.type == static_cast<uint32_t>(format::ChunkType::kClockSync)) {
+      format::ClockSync sync{};
+      for (uint32_t read = 0; read + sizeof(sync) <= chunk.payload_bytes; read += sizeof(sync)) {
+        if (std::fread(&sync, 1, sizeof(sync), file) != sizeof(sync)) break;
+        if (!clock->found) clock->first = sync;
+        clock->last = sync;
+        clock->found = true;
+      }
+    }
+    offset += sizeof(chunk) + chunk.payload_bytes;
+  }
+  std::fclose(file);
+  return std::nullopt;
+}
 
 bool NativeTail::poll(const TailVisitor& visitor) {
   std::FILE* file = std::fopen(path_.c_str(), "rb");
@@ -180,7 +210,11 @@ void NativeTail::read_chunk_payload(uint32_t type, std::string_view payload,
         // Each stats chunk holds the totals so far: the latest one replaces the sum.
         uint64_t slow_ticks = 0;
         format::ThreadStats thread{};
-        while (take(payload, position, &thread)) slow_ticks += thread.slow_path_ticks;
+        thread_stats_.clear();
+        for (uint64_t i = 0; i < stats.thread_count && take(payload, position, &thread); ++i) {
+          slow_ticks += thread.slow_path_ticks;
+          thread_stats_.push_back(thread);
+        }
         slow_path_ticks_ = slow_ticks;
       }
       if (static_cast<format::ChunkType>(type) == format::ChunkType::kStats) finished_ = true;
@@ -206,20 +240,27 @@ int64_t NativeTail::unix_ns(uint64_t ticks) const {
   return static_cast<int64_t>(ns) + (first_sync_.realtime_ns - first_sync_.monotonic_ns);
 }
 
-void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread, const OpenSpan& span,
-                      uint64_t end_ticks, bool unfinished, bool async) {
+std::string_view NativeTail::name_of(const OpenSpan& span, std::string& unknown) const {
+  if (span.named_inline) return span.inline_name;
+  if (span.name < names_.size()) return names_[span.name].name;
+  unknown = "<unknown name " + std::to_string(span.name) + ">";  // the reader's text
+  return unknown;
+}
+
+void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread,
+                      const std::vector<OpenSpan>& open, uint64_t end_ticks, bool unfinished,
+                      bool async) {
   if (!visitor.on_span) return;
+  const OpenSpan& span = open.back();
   EndedSpan ended;
   ended.pid = thread.pid;
   ended.tid = thread.tid;
   ended.thread_name = thread.name;
-  if (span.named_inline) {
-    ended.name = span.inline_name;
-  } else if (span.name < names_.size()) {
-    ended.name = names_[span.name].name;
-    ended.category = names_[span.name].category;
-  } else {
-    ended.name = "<unknown name>";
+  ended.name = name_of(span, unknown_name_);
+  if (!span.named_inline && span.name < names_.size()) ended.category = names_[span.name].category;
+  if (open.size() >= 2) {
+    ended.has_local_parent = true;
+    ended.parent_name = name_of(open[open.size() - 2], unknown_parent_name_);
   }
   double ticks =
       end_ticks >= span.begin_ticks ? static_cast<double>(end_ticks - span.begin_ticks) : 0;
@@ -239,8 +280,10 @@ void NativeTail::emit(const TailVisitor& visitor, const ThreadState& thread, con
   ended.async_id = span.async_id;
   if (!async) {
     ended.lane = span.lane;
-    if (auto lane = thread.lanes.find(span.lane); lane != thread.lanes.end())
+    if (auto lane = thread.lanes.find(span.lane); lane != thread.lanes.end()) {
       ended.lane_name = lane->second.name;
+      ended.lane_serial = lane->second.serial;
+    }
   }
   visitor.on_span(ended);
 }
@@ -280,7 +323,35 @@ void NativeTail::use_clock(const format::ClockSync& first, const format::ClockSy
 std::vector<TailThread> NativeTail::threads() const {
   std::vector<TailThread> list;
   for (const auto& [index, thread] : threads_)
-    list.push_back({thread.pid, thread.tid, thread.name});
+    list.push_back({thread.pid, thread.tid, thread.name, index, thread.events, thread.has_track});
+  return list;
+}
+
+void NativeTail::report_begin(const TailVisitor& visitor, const ThreadState& thread,
+                              const OpenSpan& span, bool async) {
+  BegunSpan begun;
+  begun.name = name_of(span, unknown_name_);
+  if (!span.named_inline && span.name < names_.size()) begun.category = names_[span.name].category;
+  begun.pid = thread.pid;
+  begun.tid = thread.tid;
+  begun.thread_name = thread.name;
+  begun.start_unix_ns = unix_ns(span.begin_ticks);
+  begun.async = async;
+  begun.async_id = span.async_id;
+  if (!async) {
+    begun.lane = span.lane;
+    if (auto lane = thread.lanes.find(span.lane); lane != thread.lanes.end()) {
+      begun.lane_name = lane->second.name;
+      begun.lane_serial = lane->second.serial;
+    }
+  }
+  visitor.on_begin(begun);
+}
+
+std::vector<std::pair<std::string_view, std::string_view>> NativeTail::names() const {
+  std::vector<std::pair<std::string_view, std::string_view>> list;
+  list.reserve(names_.size());
+  for (const Name& name : names_) list.emplace_back(name.name, name.category);
   return list;
 }
 
@@ -293,7 +364,7 @@ void NativeTail::finish(const TailVisitor& visitor) {
     trace_end_ticks = std::max(trace_end_ticks, thread.slots.last_ticks);
     for (auto& [key, lane] : thread.lanes)
       while (!lane.open.empty()) {
-        emit(visitor, thread, lane.open.back(), thread.slots.last_ticks, true, false);
+        emit(visitor, thread, lane.open, thread.slots.last_ticks, true, false);
         lane.open.pop_back();
       }
   }
@@ -303,7 +374,7 @@ void NativeTail::finish(const TailVisitor& visitor) {
       while (!open.empty()) {
         ThreadState owner;
         owner.pid = pid;
-        emit(visitor, owner, open.back(), trace_end_ticks, true, true);
+        emit(visitor, owner, open, trace_end_ticks, true, true);
         open.pop_back();
       }
 }
@@ -331,6 +402,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
       payload.data() + position, slot_count, state.slots, file,
       [&](const native::SlotEvent& event) {
         ++events_decoded_;
+        ++state.events;
         if (event.malformed) return;
         // An instant's args follow it at once: any other event ends them.
         if (event.kind != SlotKind::kArg) flush_instant(visitor, state);
@@ -343,14 +415,17 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             // (reported unfinished, ended at the lane's last event, as the reader does).
             if (event.id != 0 && !event.text.empty()) {
               while (!lane->open.empty()) {
-                emit(visitor, state, lane->open.back(), lane->last_ticks, true, false);
+                emit(visitor, state, lane->open, lane->last_ticks, true, false);
                 lane->open.pop_back();
               }
               lane->after_instant = false;
             }
+            if (lane->serial == 0 || (event.id != 0 && !event.text.empty()))
+              lane->serial = next_lane_serial_++;  // after the old task's spans ended
             return;
           }
           case SlotKind::kBegin: {
+            state.has_track = true;
             OpenSpan span = begun(event);
             span.lane = state.lane;
             if (!lane->open.empty()) {
@@ -361,19 +436,22 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
               span.trace_flags = parent.trace_flags;
             }
             lane->open.push_back(std::move(span));
+            if (lane->serial == 0) lane->serial = next_lane_serial_++;
+            if (visitor.on_begin) report_begin(visitor, state, lane->open.back(), false);
             lane->after_instant = false;
             lane->last_ticks = std::max(lane->last_ticks, event.ticks);
             return;
           }
           case SlotKind::kEnd:
             if (!lane->open.empty()) {
-              emit(visitor, state, lane->open.back(), event.ticks, event.unfinished, false);
+              emit(visitor, state, lane->open, event.ticks, event.unfinished, false);
               lane->open.pop_back();
             }
             lane->after_instant = false;
             lane->last_ticks = std::max(lane->last_ticks, event.ticks);
             return;
           case SlotKind::kInstant:
+            state.has_track = true;
             lane->after_instant = true;  // the args that follow are the instant's
             lane->last_ticks = std::max(lane->last_ticks, event.ticks);
             if (visitor.on_instant) {
@@ -434,6 +512,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             auto& open = async_[state.pid][event.id];
             if (!open.empty()) span.parent_span_id = open.back().span_id;
             open.push_back(std::move(span));
+            if (visitor.on_begin) report_begin(visitor, state, open.back(), true);
             last_async_ticks_ = std::max(last_async_ticks_, event.ticks);
             lane->last_ticks = std::max(lane->last_ticks, event.ticks);
             return;
@@ -441,7 +520,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
           case SlotKind::kAsyncEnd: {
             auto& open = async_[state.pid][event.id];
             if (!open.empty()) {
-              emit(visitor, state, open.back(), event.ticks, event.unfinished, true);
+              emit(visitor, state, open, event.ticks, event.unfinished, true);
               open.pop_back();
             }
             last_async_ticks_ = std::max(last_async_ticks_, event.ticks);

@@ -49,8 +49,12 @@ struct EndedSpan {
   uint64_t span_id = 0;
   uint64_t parent_span_id = 0;       // 0: a root (or a remote parent: see `remote_parent`)
   std::string_view parent_category;  // of the enclosing span on its thread; empty: none
-  bool unfinished = false;           // still open when the recording ended
-  bool async = false;                // an async span (its id is not the file reader's)
+  // The enclosing span on its lane (an async span: the enclosing one of its id), whose row
+  // is the whole-file reader's parent of this one: what self times are computed from.
+  bool has_local_parent = false;
+  std::string_view parent_name;  // its name (empty without one)
+  bool unfinished = false;       // still open when the recording ended
+  bool async = false;            // an async span (its id is not the file reader's)
   // The remote trace it belongs to (joined by it or an ancestor); all zero: the run's.
   trace::TraceId trace_id;
   uint8_t trace_flags = 1;
@@ -60,7 +64,24 @@ struct EndedSpan {
   // the thread (switch_track), named `lane_name` when the recorder named it.
   uint64_t lane = 0;
   std::string_view lane_name;
-  uint64_t async_id = 0;  // an async span's id (within its process)
+  uint64_t lane_serial = 0;  // which lane of that key (a key named again is a new lane)
+  uint64_t async_id = 0;     // an async span's id (within its process)
+};
+
+// A span's begin, as it is read (its arguments come with its end, in EndedSpan): what a
+// writer of begin/end pairs needs (a streaming Perfetto writer).
+struct BegunSpan {
+  std::string_view name;
+  std::string_view category;
+  std::string_view thread_name;
+  int64_t pid = 0;
+  int64_t tid = 0;
+  int64_t start_unix_ns = 0;
+  bool async = false;
+  uint64_t async_id = 0;  // async: its id (within its process)
+  uint64_t lane = 0;      // not async: as EndedSpan::lane
+  std::string_view lane_name;
+  uint64_t lane_serial = 0;
 };
 
 // An instant with the arguments that followed it (reported once the thread's next event,
@@ -90,6 +111,11 @@ struct TailThread {
   int64_t pid = 0;
   int64_t tid = 0;
   std::string_view name;
+  uint32_t thread_index = 0;  // the file's index of the thread
+  uint64_t events = 0;        // events decoded (the whole-file reader's events_recorded)
+  // A span or instant began on it (on any lane): the whole-file reader gives it a track,
+  // which carries its overhead.
+  bool has_track = false;
 };
 
 struct TailVisitor {
@@ -100,7 +126,19 @@ struct TailVisitor {
   std::function<void(const TailInstant&)> on_instant;
   std::function<void(const TailCounterSample&)> on_counter_sample;
   std::function<void()> on_flow;
+  // Optional: every span's begin, in file order (before its end's on_span).
+  std::function<void(const BegunSpan&)> on_begin;
 };
+
+// The first and last clock syncs of a file, found by walking its chunk headers (payloads of
+// other chunks are skipped, not read): what NativeTail::use_clock takes so that a streaming
+// pass times events as the whole-file reader does. `found` stays false without a sync.
+struct FileClock {
+  format::ClockSync first{}, last{};
+  bool found = false;
+};
+// nullopt, or why the file cannot be scanned (cannot be opened, not an opsight file).
+std::optional<std::string> scan_file_clock(const std::string& path, FileClock* clock);
 
 class NativeTail {
  public:
@@ -138,11 +176,16 @@ class NativeTail {
     return has_sync_ ? first_sync_.realtime_ns - first_sync_.monotonic_ns : 0;
   }
   std::vector<TailThread> threads() const;
+  // The names read so far (kNames), by id (0 and ids the file skipped: empty): each name
+  // and its category.
+  std::vector<std::pair<std::string_view, std::string_view>> names() const;
   // What the whole-file reader's overhead figure is made of: the events decoded, the
   // recorder's calibrated cost of one, and its slow paths' ticks (from the latest stats).
   uint64_t events_decoded() const { return events_decoded_; }
   double event_cost_ns() const { return event_cost_ns_; }
   uint64_t slow_path_ticks() const { return slow_path_ticks_; }
+  // Per thread, the latest stats chunk's counts (kStats, else the last kDropsSoFar).
+  const std::vector<format::ThreadStats>& thread_stats() const { return thread_stats_; }
 
  private:
   struct OpenSpan {
@@ -176,6 +219,7 @@ class NativeTail {
     bool after_instant = false;  // args that follow belong to an instant, not a span
     uint64_t last_ticks = 0;     // where spans left open by a reused key end
     std::string name;            // the name the recorder gave the lane, if any
+    uint64_t serial = 0;         // NativeTail-wide number of this lane (a key named again: new)
   };
   struct ThreadState {
     int64_t pid = 0;
@@ -185,6 +229,8 @@ class NativeTail {
     uint64_t lane = 0;
     native::ThreadSlotState slots;  // the one slot decoder's state (ids, packed ticks)
     std::optional<PendingInstant> pending_instant;
+    uint64_t events = 0;     // events decoded
+    bool has_track = false;  // a span or instant began on it
   };
   struct Name {
     std::string name;
@@ -196,8 +242,12 @@ class NativeTail {
   std::optional<size_t> consume(std::string_view data, const TailVisitor& visitor);
   void read_chunk_payload(uint32_t type, std::string_view payload, const TailVisitor& visitor);
   void read_events(std::string_view payload, const TailVisitor& visitor);
-  void emit(const TailVisitor& visitor, const ThreadState& thread, const OpenSpan& span,
-            uint64_t end_ticks, bool unfinished, bool async);
+  // Reports `open.back()` (its parent: the span below it), ended at `end_ticks`.
+  void emit(const TailVisitor& visitor, const ThreadState& thread,
+            const std::vector<OpenSpan>& open, uint64_t end_ticks, bool unfinished, bool async);
+  // A span's name as the whole-file reader names it; `unknown` holds the text of an id the
+  // file never named.
+  std::string_view name_of(const OpenSpan& span, std::string& unknown) const;
   int64_t unix_ns(uint64_t ticks) const;
   void flush_instant(const TailVisitor& visitor, ThreadState& thread);
 
@@ -216,6 +266,8 @@ class NativeTail {
   uint64_t events_decoded_ = 0;
   double event_cost_ns_ = 0;
   uint64_t slow_path_ticks_ = 0;
+  std::vector<format::ThreadStats> thread_stats_;
+  std::string unknown_name_, unknown_parent_name_;  // emit()'s texts of unnamed ids
   std::vector<std::pair<std::string, std::string>> run_info_;
   uint64_t span_salt_ = 0;  // from the run's trace id, as the reader salts span ids
   trace::TraceId trace_id_;
@@ -225,6 +277,10 @@ class NativeTail {
   // Open async spans per (pid, async id), with the thread that began them.
   std::unordered_map<int64_t, std::unordered_map<uint64_t, std::vector<OpenSpan>>> async_;
   uint64_t last_async_ticks_ = 0;  // where async spans never ended end
+  uint64_t next_lane_serial_ = 1;
+  // Reports a begin to visitor.on_begin.
+  void report_begin(const TailVisitor& visitor, const ThreadState& thread, const OpenSpan& span,
+                    bool async);
 };
 
 }  // namespace opsight::io

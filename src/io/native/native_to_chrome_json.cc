@@ -33,42 +33,6 @@ constexpr size_t kFlushBytes = size_t{1} << 20;
 // Lanes get tids from here up (as write_chrome_json's synthetic tids): far above a Linux tid.
 constexpr int64_t kFirstLaneTid = int64_t{1} << 29;
 
-// The first and last clock syncs of a file, read by walking its chunk headers (payloads of
-// other chunks are skipped, not read). nullopt: no sync, or not an opsight file.
-struct FileClock {
-  format::ClockSync first{}, last{};
-  bool found = false;
-};
-
-std::optional<std::string> scan_clock(const std::string& path, FileClock* clock) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return path + ": cannot open: " + std::strerror(errno);
-  format::FileHeader header{};
-  if (std::fread(&header, 1, sizeof(header), file) != sizeof(header) ||
-      std::memcmp(header.magic, format::kFileMagic, sizeof(format::kFileMagic)) != 0) {
-    std::fclose(file);
-    return path + ": not an opsight file (bad magic)";
-  }
-  uint64_t offset = std::max<uint64_t>(header.header_bytes, sizeof(header));
-  format::ChunkHeader chunk{};
-  while (std::fseek(file, static_cast<long>(offset), SEEK_SET) == 0 &&
-         std::fread(&chunk, 1, sizeof(chunk), file) == sizeof(chunk) &&
-         chunk.payload_bytes <= format::kMaxChunkPayload) {
-    if (chunk.type == static_cast<uint32_t>(format::ChunkType::kClockSync)) {
-      format::ClockSync sync{};
-      for (uint32_t read = 0; read + sizeof(sync) <= chunk.payload_bytes; read += sizeof(sync)) {
-        if (std::fread(&sync, 1, sizeof(sync), file) != sizeof(sync)) break;
-        if (!clock->found) clock->first = sync;
-        clock->last = sync;
-        clock->found = true;
-      }
-    }
-    offset += sizeof(chunk) + chunk.payload_bytes;
-  }
-  std::fclose(file);
-  return std::nullopt;
-}
-
 // The Chrome JSON output: events appended with a separator, the buffer handed to the sink
 // once it passes 1 MiB. A refused write stops everything (the caller checks refused()).
 class JsonEvents {
@@ -132,7 +96,7 @@ class JsonEvents {
 std::optional<std::string> convert_native_to_chrome_json(const std::string& path, ByteSink& sink,
                                                          StreamedConversion* counts) {
   FileClock clock;
-  if (auto problem = scan_clock(path, &clock)) return problem;
+  if (auto problem = scan_file_clock(path, &clock)) return problem;
   NativeTail tail(path);
   if (clock.found) tail.use_clock(clock.first, clock.last);
   // Times are written relative to the first sync, in the monotonic clock's terms (what

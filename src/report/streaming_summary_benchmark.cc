@@ -1,0 +1,89 @@
+// The streaming summary against the whole-trace one, on the same native file, in the same
+// run: BM_SummaryWholeTrace (the baseline: read_native of the file's bytes, then
+// render_summary: what `opsight report --summary --stream off` does) and
+// BM_SummaryStreaming (render_summary_streaming: `--stream on`). Items are spans; the
+// counters give the streaming path's bytes per span (its duration columns at their peak,
+// and the largest name's copy for its percentiles).
+//
+//   build/<dir>/src/report/opsight_report_benchmarks --benchmark_filter=Summary
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "io/io.hpp"
+#include "report/report.hpp"
+#include "report/streaming_summary.hpp"
+
+namespace {
+
+constexpr int kSpans = 1'000'000;
+
+// A run of request > forward > two operators on four threads, as opsight_synthetic_run
+// records it, written once to a temporary file.
+const std::string& streaming_benchmark_file() {
+  static const std::string path = [] {
+    opsight::trace::Trace trace;
+    const char* names[] = {"request", "forward", "aten::linear", "aten::relu"};
+    for (int thread = 0; thread < 4; ++thread) {
+      auto track = trace.thread_track(1, 100 + thread);
+      int64_t ts = 1000;
+      for (int i = 0; i < kSpans / 16; ++i) {
+        int64_t jitter = (i * 7919 + thread * 31) % 997;
+        trace.slices.add(ts, 4000 + jitter, trace.intern(names[0]), 0, track);
+        trace.slices.add(ts + 100, 3000 + jitter, trace.intern(names[1]), 0, track);
+        trace.slices.add(ts + 200, 1000 + jitter / 2, trace.intern(names[2]),
+                         trace.intern("operator"), track);
+        trace.slices.add(ts + 1300, 800 + jitter / 3, trace.intern(names[3]),
+                         trace.intern("operator"), track);
+        ts += 5000;
+      }
+    }
+    trace.finalize();
+    std::string file =
+        (std::filesystem::temp_directory_path() /
+         ("opsight-streaming-summary-benchmark-" + std::to_string(::getpid()) + ".opsight"))
+            .string();
+    std::string bytes = opsight::io::write_native(trace);
+    std::FILE* out = std::fopen(file.c_str(), "wb");
+    if (out != nullptr) {
+      std::fwrite(bytes.data(), 1, bytes.size(), out);
+      std::fclose(out);
+    }
+    std::atexit([] { std::filesystem::remove(streaming_benchmark_file()); });
+    return file;
+  }();
+  return path;
+}
+
+void BM_SummaryWholeTrace(benchmark::State& state) {
+  const std::string& path = streaming_benchmark_file();
+  opsight::report::ReportOptions options;
+  for (auto _ : state) {
+    opsight::io::ReadResult result = opsight::io::read_trace_file(path);
+    std::string text = opsight::report::render_summary(result.trace, options);
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kSpans);
+}
+BENCHMARK(BM_SummaryWholeTrace)->Unit(benchmark::kMillisecond);
+
+void BM_SummaryStreaming(benchmark::State& state) {
+  const std::string& path = streaming_benchmark_file();
+  opsight::report::ReportOptions options;
+  opsight::report::StreamedReport report;
+  for (auto _ : state) {
+    report = opsight::report::render_summary_streaming(path, options);
+    benchmark::DoNotOptimize(report.text.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kSpans);
+  state.counters["column_bytes_per_span"] =
+      static_cast<double>(report.column_bytes) / static_cast<double>(kSpans);
+  state.counters["copy_bytes_per_span"] =
+      static_cast<double>(report.largest_name_copy_bytes) / static_cast<double>(kSpans);
+}
+BENCHMARK(BM_SummaryStreaming)->Unit(benchmark::kMillisecond);
+
+}  // namespace
