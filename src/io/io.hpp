@@ -147,6 +147,12 @@ struct StreamedConversion {
 };
 std::optional<std::string> convert_native_to_chrome_json(const std::string& path, ByteSink& sink,
                                                          StreamedConversion* counts = nullptr);
+// The same to Perfetto protobuf (perfetto/native_to_perfetto.cc): each span a SLICE_BEGIN at
+// its begin and a SLICE_END with its arguments at its end, in file order; read back, the
+// same slices, instants and counter samples as write_perfetto of the whole trace (what
+// differs: docs/formats.md, "Streaming conversion").
+std::optional<std::string> convert_native_to_perfetto(const std::string& path, ByteSink& sink,
+                                                      StreamedConversion* counts = nullptr);
 
 // Perfetto's protobuf trace format (a .pftrace; what is written and how:
 // perfetto/perfetto_writer.cc and docs/formats.md).
