@@ -5,7 +5,9 @@ Records a synthetic run of SPANS spans with the real recorder (``opsight_synthet
 threads of request > forward > two operators, an argument per request, a counter), then
 runs each stage as its own process and reports, per stage, wall time, CPU time, peak RSS
 (``ru_maxrss`` of the child, started from a small interpreter), RSS per span, and throughput. ``cat FILE > /dev/null`` of the
-recorded file is the baseline measured in the same run: the cost of the bytes alone.
+recorded file is the baseline measured in the same run: the cost of the bytes alone. The
+report and the converters run both ways, whole trace (``--stream off``) and streaming
+(``--stream on``), and the two summaries' texts are compared (printed: identical or not).
 
     python3 benchmarks/python/pipeline_memory.py [--spans 10000000] [--threads 4]
         [--opsight build/release/src/cli/opsight]
@@ -40,10 +42,17 @@ sys.exit(os.waitstatus_to_exitcode(status))
 """
 
 
-def run_stage(command: list[str]) -> dict:
-    """Runs ``command`` to completion; its wall time, CPU time and peak RSS (bytes)."""
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE, *command],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+# The outputs `opsight convert --stream on` writes from a native file (docs/formats.md,
+# "Streaming conversion").
+STREAMED_OUTPUTS = ("json", "pftrace")
+
+
+def run_stage(command: list[str], stdout_path: str | None = None) -> dict:
+    """Runs ``command`` to completion; its wall time, CPU time and peak RSS (bytes). Its
+    standard output goes to ``stdout_path`` when given."""
+    with open(stdout_path or os.devnull, "wb") as stdout:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", MEASURE, *command],
+                              stdout=stdout, stderr=subprocess.PIPE)
     error = done.stderr.decode(errors="replace")
     if done.returncode != 0:
         sys.exit(f"pipeline_memory: {' '.join(command)} exited {done.returncode}:\n{error}")
@@ -67,6 +76,8 @@ def main() -> int:
     base = os.path.join(options.dir, f"pipeline-{options.spans}")
     native = base + ".opsight"
     outputs = {"json": base + ".json", "pftrace": base + ".pftrace"}
+    summaries: dict[str, str] = {}
+    summaries_identical = False
     stages: list[tuple[str, dict, int]] = []  # (name, measures, bytes that stage produced/read)
     try:
         record = run_stage([options.synthetic, native, str(options.spans), str(options.threads)])
@@ -74,25 +85,36 @@ def main() -> int:
         stages.append(("record (synthetic run)", record, native_bytes))
         run_stage(["cat", native])  # warms the page cache: every reader sees the file hot
         stages.append(("cat FILE > /dev/null", run_stage(["cat", native]), native_bytes))
-        stages.append(("report --summary", run_stage(
-            [options.opsight, "report", native, "--summary"]), native_bytes))
+        summaries = {}
+        for stream in ("off", "on"):
+            summaries[stream] = base + f".summary-{stream}.txt"
+            measures = run_stage([options.opsight, "report", native, "--summary", "--stream",
+                                  stream], stdout_path=summaries[stream])
+            stages.append(("report --summary" + (" --stream" if stream == "on" else ""),
+                           measures, native_bytes))
+        with open(summaries["off"], "rb") as whole, open(summaries["on"], "rb") as streamed:
+            summaries_identical = whole.read() == streamed.read()
         for kind, path in outputs.items():
-            measures = run_stage([options.opsight, "convert", native, path])
+            measures = run_stage([options.opsight, "convert", native, path, "--stream", "off"])
             stages.append((f"convert -> .{kind}", measures, os.path.getsize(path)))
+            if kind in STREAMED_OUTPUTS:
+                measures = run_stage([options.opsight, "convert", native, path, "--stream", "on"])
+                stages.append((f"convert -> .{kind} --stream", measures, os.path.getsize(path)))
     finally:
         if not options.keep:
-            for path in [native, *outputs.values()]:
+            for path in [native, *outputs.values(), *summaries.values()]:
                 if os.path.exists(path):
                     os.remove(path)
 
     spans = options.spans
     print(f"{spans:,} spans, {options.threads} threads; native file {native_bytes / 1e6:,.0f} MB")
-    print(f"{'stage':<24} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'B/span':>8} "
+    print(f"{'stage':<30} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'B/span':>8} "
           f"{'M spans/s':>10} {'MB/s':>8}")
     for name, measures, size in stages:
-        print(f"{name:<24} {measures['wall_s']:>8.2f} {measures['cpu_s']:>8.2f} "
+        print(f"{name:<30} {measures['wall_s']:>8.2f} {measures['cpu_s']:>8.2f} "
               f"{measures['peak_rss'] / 1e6:>12,.0f} {measures['peak_rss'] / spans:>8.1f} "
               f"{spans / measures['wall_s'] / 1e6:>10.2f} {size / measures['wall_s'] / 1e6:>8,.0f}")
+    print("streamed summary identical to the whole-trace one:", summaries_identical)
     print("MB/s: bytes produced (record, convert) or read (cat, report) per wall second")
     return 0
 

@@ -96,3 +96,49 @@ def test_a_streamed_convert_holds_a_constant_not_the_trace(long_run, cli_path, t
                        row["p99_ns"], row["max_ns"]) for row in rows)
 
     assert summary(streamed) == summary(whole)
+
+
+def test_a_streamed_summary_holds_a_few_bytes_per_span(long_run, cli_path):
+    """`opsight report --summary --stream on` folds each span into per-name columns as it
+    ends (4 bytes a duration) instead of loading the model: its peak RSS stays under
+    16 bytes per span plus a constant (the binary, an 8 MiB window of the file), while the
+    whole path's holds the model; and every output format is byte for byte the whole
+    path's."""
+    whole_rss, _ = run_measured([str(cli_path), "report", str(long_run), "--summary",
+                                 "--stream", "off"])
+    rss, _ = run_measured([str(cli_path), "report", str(long_run), "--summary",
+                           "--stream", "on"])
+    assert rss < SPANS * 16 + 24 * 2**20, (rss, whole_rss)
+    assert whole_rss > 2 * rss, "the test needs a run whose model is larger than the bound"
+    for output_format in ("text", "json", "csv"):
+        outputs = {}
+        for stream in ("off", "on"):
+            done = subprocess.run([str(cli_path), "report", str(long_run), "--summary",
+                                   "--format", output_format, "--stream", stream],
+                                  capture_output=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            outputs[stream] = done.stdout
+        assert outputs["on"] == outputs["off"], output_format
+
+
+def test_a_streamed_perfetto_convert_holds_a_constant(long_run, cli_path, tmp_path):
+    """`opsight convert RUN.opsight OUT.pftrace --stream on` writes each span's begin and
+    end as it reads them: its peak RSS stays under 64 MiB while the whole path's holds the
+    model; both files report the same summary."""
+    streamed = tmp_path / "streamed.pftrace"
+    rss, error = run_measured([str(cli_path), "convert", str(long_run), str(streamed),
+                               "--stream", "on"])
+    assert f"({SPANS} slices" in error and "streamed" in error, error
+    whole = tmp_path / "whole.pftrace"
+    whole_rss, _ = run_measured([str(cli_path), "convert", str(long_run), str(whole),
+                                 "--stream", "off"])
+    assert rss < 64 * 2**20, (rss, whole_rss)
+    assert whole_rss > 2 * rss, "the test needs a run whose model is larger than the bound"
+
+    def summary(path):
+        done = subprocess.run([str(cli_path), "report", str(path), "--summary", "--format",
+                               "json"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return sorted(tuple(sorted(row.items())) for row in json.loads(done.stdout))
+
+    assert summary(streamed) == summary(whole)

@@ -16,6 +16,7 @@
 // after its first span keeps its first name.
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -186,19 +187,33 @@ class StreamingPerfettoWriter {
 
  private:
   // An interned string's id, 0 when the table is full (the string is then written inline).
+  // Looked up by string_view (no string built per event), with a one-entry cache per
+  // table: consecutive events mostly repeat a name.
+  struct TextHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view text) const { return std::hash<std::string_view>{}(text); }
+  };
   struct Interned {
-    std::unordered_map<std::string, uint64_t> ids;
-    std::unordered_map<std::string, uint64_t>::iterator last_added;
+    std::unordered_map<std::string, uint64_t, TextHash, std::equal_to<>> ids;
+    std::string last_text;
+    uint64_t last_iid = 0;
     bool added = false;  // the last call added it: write its InternedData entry
   };
   uint64_t interned(Interned& table, std::string_view text) {
     table.added = false;
-    auto found = table.ids.find(std::string(text));
-    if (found != table.ids.end()) return found->second;
-    if (table.ids.size() >= kMaxInternedStrings) return 0;
-    const uint64_t iid = table.ids.size() + 1;
-    table.ids.emplace(std::string(text), iid);
-    table.added = true;
+    if (table.last_iid != 0 && table.last_text == text) return table.last_iid;
+    auto found = table.ids.find(text);
+    uint64_t iid = 0;
+    if (found != table.ids.end()) {
+      iid = found->second;
+    } else {
+      if (table.ids.size() >= kMaxInternedStrings) return 0;
+      iid = table.ids.size() + 1;
+      table.ids.emplace(std::string(text), iid);
+      table.added = true;
+    }
+    table.last_text.assign(text);
+    table.last_iid = iid;
     return iid;
   }
 
@@ -238,7 +253,7 @@ class StreamingPerfettoWriter {
   void write_annotations(const std::vector<TailArg>& args) {
     for (const TailArg& arg : args) {
       size_t annotation = encoder_.begin_message(fields::event::kDebugAnnotations);
-      auto key = keys_.ids.find(arg.key);
+      auto key = keys_.ids.find(std::string_view(arg.key));
       if (key != keys_.ids.end())
         encoder_.varint_field(fields::annotation::kNameIid, key->second);
       else
@@ -311,8 +326,13 @@ class StreamingPerfettoWriter {
                                 uint64_t lane_serial, std::string_view thread_name) {
     auto key = std::tuple<int64_t, int64_t, uint64_t, uint64_t>(pid, tid, lane,
                                                                 lane == 0 ? 0 : lane_serial);
+    if (last_track_uuid_ != 0 && key == last_track_key_) return last_track_uuid_;
     auto found = tracks_.find(key);
-    if (found != tracks_.end()) return found->second;
+    if (found != tracks_.end()) {
+      last_track_key_ = key;
+      last_track_uuid_ = found->second;
+      return found->second;
+    }
     const uint64_t parent = process_uuid(pid);
     const uint64_t uuid = next_uuid_++;
     tracks_.emplace(key, uuid);
@@ -363,6 +383,8 @@ class StreamingPerfettoWriter {
   std::unordered_map<int64_t, uint64_t> processes_;
   std::unordered_map<int64_t, int32_t> next_rank_;  // per process: its tracks so far
   std::map<std::tuple<int64_t, int64_t, uint64_t, uint64_t>, uint64_t> tracks_;
+  std::tuple<int64_t, int64_t, uint64_t, uint64_t> last_track_key_;  // the last one looked up
+  uint64_t last_track_uuid_ = 0;
   std::map<std::pair<int64_t, uint64_t>, uint64_t> async_tracks_;
   std::map<std::pair<int64_t, std::string>, uint64_t> counter_tracks_;
   Interned names_, categories_, keys_;
