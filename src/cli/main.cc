@@ -170,7 +170,8 @@ std::optional<std::string> why_report_cannot_stream(const ReportCommand& command
   std::error_code error;
   if (command.files.size() != 1 ||
       opsight::io::format_from_path(command.files[0]) != opsight::io::FileFormat::kNative ||
-      !std::filesystem::is_regular_file(command.files[0], error))
+      (std::filesystem::exists(command.files[0], error) &&
+       !std::filesystem::is_regular_file(command.files[0], error)))
     return std::string(
         "only one .opsight file streams (several files are merged, runs of the "
         "store and other formats are read whole)");

@@ -142,3 +142,21 @@ def test_a_streamed_perfetto_convert_holds_a_constant(long_run, cli_path, tmp_pa
         return sorted(tuple(sorted(row.items())) for row in json.loads(done.stdout))
 
     assert summary(streamed) == summary(whole)
+
+
+def test_a_streamed_summary_of_a_killed_run_equals_the_whole_one(long_run, cli_path, tmp_path):
+    """A run killed with SIGKILL leaves a file without its footer and time index, its last
+    chunk possibly cut: both paths report what was written before it (exit status 2, a
+    warning naming the file), with the same output."""
+    data = long_run.read_bytes()
+    killed = tmp_path / "killed.opsight"
+    killed.write_bytes(data[: len(data) * 3 // 5])
+    outputs = {}
+    for stream in ("off", "on"):
+        done = subprocess.run([str(cli_path), "report", str(killed), "--summary", "--table",
+                               "--ops", "--stream", stream], capture_output=True, timeout=300)
+        assert done.returncode == 2, done.stderr
+        assert str(killed).encode() in done.stderr, done.stderr
+        outputs[stream] = done.stdout
+    assert outputs["on"] == outputs["off"]
+    assert b"opsight summary" in outputs["on"] and b"opsight operators" in outputs["on"]
