@@ -48,9 +48,11 @@ def cluster():
     started = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "ray_client_server_port": client_port})
     nodes = {"nodeA": started.add_node(num_cpus=1, resources={"nodeA": 1}),
-             "nodeB": started.add_node(num_cpus=1, resources={"nodeB": 1})}
+             # nodeB's node carries a second label, nodeB2 (a node of two kinds).
+             "nodeB": started.add_node(num_cpus=1, resources={"nodeB": 1, "nodeB2": 1})}
     started.wait_for_nodes()
     started.node_ids = {label: node.node_id for label, node in nodes.items()}
+    started.node_ids["nodeB2"] = started.node_ids["nodeB"]
     started.client_address = f"ray://127.0.0.1:{client_port}"
     yield started
     ray.shutdown()
@@ -278,34 +280,39 @@ def test_bench_through_ray_client_runs_on_the_labelled_node_and_stores_one_run(c
     print(f"ray:// bench, 1 back-end, 100 queries: {elapsed:.1f} s")
 
 
-def test_two_callers_on_one_label_never_measure_at_once(cluster, tmp_path):
-    # Two `opsight bench --cluster` processes started together, both on nodeB (one node, its
-    # label's quantity 1): the label's unit that each worker holds makes the second wait for
-    # the first, so their measurements (the workers' spans, on this machine's one clock) do
-    # not overlap, and neither fails.
+def test_callers_sharing_a_node_never_measure_at_once(cluster, tmp_path):
+    # Three `opsight bench` processes started together on nodeB's node: two on its label
+    # nodeB, one on its second label nodeB2. Each worker holds a unit of its label and the
+    # node's own node:IP resource, so they measure one after another (the workers' spans, on
+    # this machine's one clock, do not overlap), and none fails. (Back-ends whose artifacts
+    # are quick to make, so that the three are ready together: with a unit of its label
+    # only, the nodeB2 worker measured during a nodeB one.)
     _write_model(tmp_path)
+    specs = ["nodeB/eager", "nodeB/torchscript", "nodeB2/eager"]
     callers = [subprocess.Popen(
         [sys.executable, "-m", "opsight", "bench", "models.py:make", "--cluster",
-         cluster.address, "--on", f"nodeB/{backend}", "--duration", "2s", "--warmup", "5",
+         cluster.address, "--on", spec, "--duration", "2s", "--warmup", "5",
          "--threads", "1", "--profile-iterations", "0", "--store",
-         str(tmp_path / f"runs-{backend}.db"), "--format", "json"],
+         str(tmp_path / f"runs-{number}.db"), "--format", "json"],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=clean_environment()) for backend in ("eager", "torchscript")]
+        env=clean_environment()) for number, spec in enumerate(specs)]
     try:
-        outputs = [caller.communicate(timeout=180) for caller in callers]
+        outputs = [caller.communicate(timeout=240) for caller in callers]
     finally:
         for caller in callers:
             if caller.poll() is None:
                 caller.kill()
     extents = []
-    for caller, (stdout, stderr), backend in zip(callers, outputs, ("eager", "torchscript")):
+    for number, (caller, (stdout, stderr)) in enumerate(zip(callers, outputs)):
         assert caller.returncode == 0, stderr
         (row,) = json.loads(stdout)["backends"]
         assert row["error"] is None and row["node_id"] == cluster.node_ids["nodeB"]
         assert row["result"]["counted"] > 0
-        (process,) = _worker_processes(tmp_path / f"runs-{backend}.db").values()
+        (process,) = _worker_processes(tmp_path / f"runs-{number}.db").values()
         extents.append(process[2:4])
-    assert not _intervals_overlap(*extents), extents
+    for first in range(len(extents)):
+        for second in range(first + 1, len(extents)):
+            assert not _intervals_overlap(extents[first], extents[second]), (specs, extents)
     # Each measured about 2 s: had they shared the node, they would have overlapped.
     assert all(end - start > 1.5e9 for start, end in extents), extents
 

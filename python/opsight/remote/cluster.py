@@ -11,10 +11,10 @@ does not answer is a clear error, not a wait.
 and runs it in a fresh :class:`.worker.Worker` actor pinned to that node
 (``NodeAffinitySchedulingStrategy``, not soft). Fairness: the jobs of one node run one after
 another (a queue per node, kept by the caller), and each actor also takes one unit of its
-label's resource, so that with nodes tagged ``{"LABEL": 1}`` two measurements never share a
-node even across callers; jobs on different nodes run at once. A job whose worker dies or
-overruns its time limit gets an error and its actor is killed; the others go on. Before a
-job is measured, its worker's clock is read against the caller's (the round trip with the
+label's resource and the whole of the node's own ``node:IP`` resource, so that two
+measurements never share a node even across callers, even on different labels of one node;
+jobs on different nodes run at once. A job whose worker dies or overruns its time limit gets
+an error and its actor is killed; the others go on. Before a job is measured, its worker's clock is read against the caller's (the round trip with the
 smallest delay gives the offset, half that delay its uncertainty) so that its trace can be
 put on the caller's timeline."""
 
@@ -163,6 +163,25 @@ def nodes_by_label(labels: list[str]) -> dict[str, list[str]]:
     return found
 
 
+def node_resources() -> dict[str, dict[str, float]]:
+    """Per alive node (id), the resource a measurement takes so that it has the node to
+    itself: the whole of the node's own ``node:IP`` resource (quantity 1, which Ray gives
+    every node), so that two measurements on one node never overlap even when the node
+    carries two hardware labels and two callers each hold a unit of a different one. A node
+    without one gets nothing more than its label's unit."""
+    ray = import_ray()
+    found: dict[str, dict[str, float]] = {}
+    for node in ray.nodes():
+        if not node.get("Alive"):
+            continue
+        own = [name for name, quantity in (node.get("Resources") or {}).items()
+               if name.startswith("node:") and name != "node:__internal_head__"
+               and quantity == 1]
+        if len(own) == 1:
+            found[node["NodeID"]] = {own[0]: 1}
+    return found
+
+
 @dataclass
 class Job:
     """One measurement: ``method`` of :class:`.worker.Worker` called with ``arguments``
@@ -242,6 +261,7 @@ def run_jobs(jobs: list[Job], *, timeout_s: float = 600.0, start_timeout_s: floa
 
     actor_class = ray.remote(Worker)
     placement = nodes_by_label(sorted({job.spec.hardware for job in jobs}))
+    whole_node = node_resources()
     outcomes = [Outcome(job.spec) for job in jobs]
     load: collections.Counter = collections.Counter()
     queues: dict[str, collections.deque] = collections.defaultdict(collections.deque)
@@ -292,7 +312,8 @@ def run_jobs(jobs: list[Job], *, timeout_s: float = 600.0, start_timeout_s: floa
             job = jobs[index]
             actor = actor_class.options(
                 scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-                num_cpus=0, resources={job.spec.hardware: 1}, max_restarts=0,
+                num_cpus=0, resources={job.spec.hardware: 1, **whole_node.get(node, {})},
+                max_restarts=0,
                 max_task_retries=0, name=None).remote()
             outcomes[index].started_ns = time.perf_counter_ns()
             running[node] = {"index": index, "actor": actor, "stage": "starting",
