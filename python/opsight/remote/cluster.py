@@ -14,9 +14,9 @@ another (a queue per node, kept by the caller), and each actor also takes one un
 label's resource and the whole of the node's own ``node:IP`` resource, so that two
 measurements never share a node even across callers, even on different labels of one node;
 jobs on different nodes run at once. A job whose worker dies or overruns its time limit gets
-an error and its actor is killed; the others go on. Before a job is measured, its worker's clock is read against the caller's (the round trip with the
-smallest delay gives the offset, half that delay its uncertainty) so that its trace can be
-put on the caller's timeline."""
+an error and its actor is killed; the others go on. Before a job is measured, its worker's
+clock is read against the caller's (the round trip with the smallest delay gives the offset,
+half that delay its uncertainty) so that its trace can be put on the caller's timeline."""
 
 from __future__ import annotations
 
