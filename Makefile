@@ -92,10 +92,12 @@ tsan-test:
 	TSAN_OPTIONS=halt_on_error=1 scripts/gtest_filtered.sh build/tsan/src/io/opsight_io_tests 'ChromeJsonReader.HelperThread*'
 	TSAN_OPTIONS=halt_on_error=1 scripts/gtest_filtered.sh build/tsan/src/server/opsight_server_tests 'TraceCache.*'
 
-# libFuzzer over the native and Chrome JSON readers, FUZZ_SECONDS each, from the seed corpus.
+# libFuzzer over the native, Chrome JSON and Perfetto readers and the reports, FUZZ_SECONDS
+# each, from the seed corpus. Only the fuzzers and what they link are compiled.
+FUZZ_TARGETS := native_reader_fuzzer chrome_json_reader_fuzzer pftrace_reader_fuzzer report_fuzzer native_fuzz_seeds
 fuzz-test:
 	cmake --preset fuzz
-	cmake --build --preset fuzz -j $(JOBS)
+	cmake --build --preset fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
 	scripts/run_fuzzers.sh $(FUZZ_SECONDS)
 
 # Two runs: each suite has its own conftest.py, imported as `conftest` by its tests.

@@ -25,15 +25,10 @@ using opsight::trace::Trace;
 using opsight::trace::TrackKind;
 
 using opsight::record::testing::record_and_read;
+using opsight::record::testing::row_named;
 
 std::string name_of(const Trace& trace, RowIndex row) {
   return std::string(trace.str(trace.slices.name[row]));
-}
-
-RowIndex row_named(const Trace& trace, std::string_view name) {
-  for (RowIndex row = 0; row < trace.slices.size(); ++row)
-    if (trace.str(trace.slices.name[row]) == name) return row;
-  return kNoRow;
 }
 
 // "from -> to" for every flow.

@@ -1,6 +1,6 @@
 // Test-only: records `body` in a session of its own into memory and reads the native
 // bytes back with the io module's reader (the record tests that check what a trace shows
-// link io for that).
+// link io for that), and the lookups those tests share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "io/io.hpp"
 #include "record/recorder.hpp"
@@ -26,6 +27,13 @@ inline trace::Trace record_and_read(const std::function<void()>& body,
   EXPECT_TRUE(result.ok());
   EXPECT_FALSE(result.damage.has_value()) << result.damage->message;
   return std::move(result.trace);
+}
+
+// The first slice named `name`, or kNoRow.
+inline trace::RowIndex row_named(const trace::Trace& trace, std::string_view name) {
+  for (trace::RowIndex row = 0; row < trace.slices.size(); ++row)
+    if (trace.str(trace.slices.name[row]) == name) return row;
+  return trace::kNoRow;
 }
 
 }  // namespace opsight::record::testing

@@ -53,12 +53,7 @@ TEST(Traceparent, RefusesWhatTheSpecificationRefusesAndReadsLaterVersions) {
 }
 
 using opsight::record::testing::record_and_read;
-
-RowIndex row_named(const Trace& trace, std::string_view name) {
-  for (RowIndex row = 0; row < trace.slices.size(); ++row)
-    if (trace.str(trace.slices.name[row]) == name) return row;
-  return kNoRow;
-}
+using opsight::record::testing::row_named;
 
 // A request served without a traceparent: its span begins a trace of its own, a new one
 // per request, as the root (no parent span); spans under it are in that trace.

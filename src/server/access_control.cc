@@ -4,8 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <random>
+
+#include "server/ascii_text.hpp"
 
 namespace opsight::server {
 
@@ -42,16 +43,6 @@ bool tokens_equal(std::string_view expected, std::string_view given) {
   return difference == 0;
 }
 
-namespace {
-
-std::string lowercase(std::string_view text) {
-  std::string lowered(text);
-  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lowered;
-}
-
-}  // namespace
-
 std::string host_of_host_header(std::string_view host_header) {
   std::string_view host = host_header;
   if (host.starts_with("[")) {
@@ -64,7 +55,7 @@ std::string host_of_host_header(std::string_view host_header) {
     host = host.substr(0, colon);
   }
   if (host.ends_with(".")) host.remove_suffix(1);
-  return lowercase(host);
+  return ascii_lowercase(host);
 }
 
 bool is_address_literal(std::string_view host) {
@@ -91,13 +82,13 @@ std::vector<std::string> machine_host_names() {
   std::vector<std::string> names;
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return names;
-  names.push_back(lowercase(name));
+  names.push_back(ascii_lowercase(name));
   addrinfo hints{};
   hints.ai_flags = AI_CANONNAME;
   addrinfo* found = nullptr;
   if (::getaddrinfo(name, nullptr, &hints, &found) == 0) {
     if (found != nullptr && found->ai_canonname != nullptr) {
-      std::string canonical = lowercase(found->ai_canonname);
+      std::string canonical = ascii_lowercase(found->ai_canonname);
       if (canonical != names.front()) names.push_back(canonical);
     }
     ::freeaddrinfo(found);
@@ -125,7 +116,7 @@ std::optional<std::string> token_of_request(std::string_view authorization_heade
                                             std::string_view token_parameter) {
   constexpr std::string_view kBearer = "bearer";
   if (authorization_header.size() > kBearer.size() &&
-      lowercase(authorization_header.substr(0, kBearer.size())) == kBearer &&
+      ascii_lowercase(authorization_header.substr(0, kBearer.size())) == kBearer &&
       authorization_header[kBearer.size()] == ' ') {
     std::string_view credentials = authorization_header.substr(kBearer.size());
     while (credentials.starts_with(" ")) credentials.remove_prefix(1);

@@ -1,13 +1,13 @@
 // The API's runs: /api/info, /api/runs (search, filter, sort), /api/runs/{run} (metadata,
 // counts, the tracer's overhead and drops) and DELETE /api/runs/{run}.
 #include <algorithm>
-#include <cctype>
 #include <ctime>
 #include <filesystem>
 
 #include "analyze/statistics.hpp"
 #include "report/report.hpp"
 #include "server/api_internal.hpp"
+#include "server/ascii_text.hpp"
 #include "store/run_json.hpp"
 
 namespace opsight::server {
@@ -27,11 +27,6 @@ nlohmann::json file_json(size_t index, const std::string& path) {
           {"kind", "file"},
           {"name", std::filesystem::path(path).filename().string()},
           {"path", path}};
-}
-
-std::string lowercase(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
 }
 
 // "2024-05-01" (UTC midnight) or a Unix time in seconds, as Unix ns.
@@ -55,7 +50,7 @@ int64_t parse_date_parameter(const std::string& name, const std::string& text) {
 
 bool record_matches_text(const store::RunRecord& record, const std::string& needle) {
   auto has = [&](const std::string& field) {
-    return lowercase(field).find(needle) != std::string::npos;
+    return ascii_lowercase(field).find(needle) != std::string::npos;
   };
   if (has(record.metadata.name) || has(record.metadata.command) || has(std::to_string(record.id)) ||
       has(record.metadata.host))
@@ -99,7 +94,7 @@ ApiResponse handle_runs(ApiContext& context, const PathParams&, const QueryParam
   if (order != "asc" && order != "desc")
     throw ApiError(400, "query parameter 'order': '" + order + "' is not asc or desc");
   const auto limit = static_cast<size_t>(query.int_or("limit", 0, 0, 1'000'000));
-  const std::string needle = lowercase(query.string_or("q", ""));
+  const std::string needle = ascii_lowercase(query.string_or("q", ""));
 
   nlohmann::json runs = nlohmann::json::array();
   std::vector<store::RunRecord> records;

@@ -2,11 +2,12 @@
 
 #include <zlib.h>
 
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "server/ascii_text.hpp"
 
 namespace opsight::server {
 
@@ -89,8 +90,7 @@ std::string gzip_compress(std::string_view bytes) {
 }
 
 bool accepts_gzip(std::string_view accept_encoding) {
-  std::string lower(accept_encoding);
-  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string lower = ascii_lowercase(accept_encoding);
   size_t begin = 0;
   while (begin <= lower.size()) {
     size_t end = lower.find(',', begin);

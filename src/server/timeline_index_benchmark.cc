@@ -8,7 +8,7 @@ namespace opsight::server {
 namespace {
 
 // `count` slices of 1-3 µs in rows of parent/child pairs, 500 ns apart.
-trace::Trace synthetic_trace(size_t count) {
+trace::Trace parent_child_trace(size_t count) {
   trace::Trace trace;
   trace::TrackId track = trace.thread_track(1, 1);
   trace::StringId parent = trace.intern("step"), child = trace.intern("op");
@@ -25,7 +25,7 @@ trace::Trace synthetic_trace(size_t count) {
 }
 
 void BM_BuildIndex(benchmark::State& state) {
-  trace::Trace trace = synthetic_trace(static_cast<size_t>(state.range(0)));
+  trace::Trace trace = parent_child_trace(static_cast<size_t>(state.range(0)));
   for (auto _ : state) {
     TimelineIndex index(trace);
     benchmark::DoNotOptimize(index.memory_bytes());
@@ -35,7 +35,7 @@ void BM_BuildIndex(benchmark::State& state) {
 BENCHMARK(BM_BuildIndex)->Arg(1 << 20)->Unit(benchmark::kMillisecond);
 
 void BM_TileWholeTrace(benchmark::State& state) {
-  trace::Trace trace = synthetic_trace(1 << 20);
+  trace::Trace trace = parent_child_trace(1 << 20);
   TimelineIndex index(trace);
   auto [first, last] = trace.time_bounds();
   for (auto _ : state) {
@@ -46,7 +46,7 @@ void BM_TileWholeTrace(benchmark::State& state) {
 BENCHMARK(BM_TileWholeTrace)->Unit(benchmark::kMicrosecond);
 
 void BM_TileZoomedIn(benchmark::State& state) {
-  trace::Trace trace = synthetic_trace(1 << 20);
+  trace::Trace trace = parent_child_trace(1 << 20);
   TimelineIndex index(trace);
   auto [first, last] = trace.time_bounds();
   int64_t middle = (first + last) / 2;

@@ -8,16 +8,10 @@
 #include <limits>
 #include <queue>
 
+#include "server/ascii_text.hpp"
+
 namespace opsight::server {
 namespace {
-
-char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
-
-std::string lowercase(std::string_view text) {
-  std::string result(text);
-  for (char& c : result) c = lower(c);
-  return result;
-}
 
 std::string_view trimmed(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
@@ -30,7 +24,7 @@ std::string_view trimmed(std::string_view text) {
 bool starts_with_ignoring_case(std::string_view text, std::string_view lowercase_prefix) {
   if (text.size() < lowercase_prefix.size()) return false;
   for (size_t i = 0; i < lowercase_prefix.size(); ++i)
-    if (lower(text[i]) != lowercase_prefix[i]) return false;
+    if (ascii_lower(text[i]) != lowercase_prefix[i]) return false;
   return true;
 }
 
@@ -198,7 +192,7 @@ bool contains_ignoring_case(std::string_view text, std::string_view lowercase_ne
                                                         static_cast<const char*>(upper_hit));
     at = static_cast<size_t>(hit - text.data());
     size_t i = 1;
-    while (i < lowercase_needle.size() && lower(text[at + i]) == lowercase_needle[i]) ++i;
+    while (i < lowercase_needle.size() && ascii_lower(text[at + i]) == lowercase_needle[i]) ++i;
     if (i == lowercase_needle.size()) return true;
   }
   return false;
@@ -215,7 +209,7 @@ std::optional<SliceSearchQuery> parse_slice_search(std::string_view text, std::s
     rest = trimmed(rest.substr(4));
     if (auto equals = rest.find('='); equals != std::string_view::npos) {
       query.has_key = true;
-      query.key = lowercase(trimmed(rest.substr(0, equals)));
+      query.key = ascii_lowercase(trimmed(rest.substr(0, equals)));
       rest = trimmed(rest.substr(equals + 1));
       if (query.key.empty()) {
         error = "'" + std::string(text) + "': arg:KEY=TEXT needs a KEY before '='";
@@ -223,7 +217,7 @@ std::optional<SliceSearchQuery> parse_slice_search(std::string_view text, std::s
       }
     }
   }
-  query.text = lowercase(rest);
+  query.text = ascii_lowercase(rest);
   if (query.text.empty() && !query.has_key) {
     error = "'" + std::string(text) + "' has nothing to search for";
     return std::nullopt;

@@ -12,7 +12,7 @@
 namespace opsight::server {
 namespace {
 
-trace::Trace synthetic_trace(size_t count) {
+trace::Trace requests_of_operators_trace(size_t count) {
   trace::Trace trace;
   trace::StringId request = trace.intern("request"), shape = trace.intern("shape"),
                   seq = trace.intern("seq");
@@ -39,7 +39,7 @@ trace::Trace synthetic_trace(size_t count) {
 }
 
 const trace::Trace& shared_trace() {
-  static const trace::Trace trace = synthetic_trace(1 << 20);
+  static const trace::Trace trace = requests_of_operators_trace(1 << 20);
   return trace;
 }
 

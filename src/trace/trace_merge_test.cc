@@ -7,14 +7,11 @@
 #include <vector>
 
 #include "trace/trace.hpp"
+#include "trace/trace_test_support.hpp"
 
 namespace {
 
-// Columns use their own allocator; compare their contents as plain vectors.
-template <typename ColumnType>
-std::vector<typename ColumnType::value_type> values(const ColumnType& column) {
-  return {column.begin(), column.end()};
-}
+using opsight::trace::testing::values;
 
 using opsight::trace::ArgType;
 using opsight::trace::ArgValue;

@@ -5,13 +5,11 @@
 
 #include <set>
 
+#include "trace/trace_test_support.hpp"
+
 namespace {
 
-// Columns use their own allocator; compare their contents as plain vectors.
-template <typename ColumnType>
-std::vector<typename ColumnType::value_type> values(const ColumnType& column) {
-  return {column.begin(), column.end()};
-}
+using opsight::trace::testing::values;
 
 using opsight::trace::ArgValue;
 using opsight::trace::kNoRow;

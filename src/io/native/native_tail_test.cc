@@ -17,7 +17,7 @@ namespace {
 
 using opsight::trace::Trace;
 
-Trace sample() {
+Trace busy_server_trace() {
   Trace trace;
   trace.run.pid = 42;
   auto main_track = trace.thread_track(42, 42);
@@ -41,7 +41,7 @@ Trace sample() {
 using Totals = std::map<std::string, std::pair<uint64_t, int64_t>>;
 
 TEST(NativeTail, AGrowingFileReportsEverySpanOnceWhereverItIsCut) {
-  Trace trace = sample();
+  Trace trace = busy_server_trace();
   std::string bytes = opsight::io::write_native(trace);
   Totals expected;
   for (size_t row = 0; row < trace.slices.size(); ++row) {
@@ -93,7 +93,7 @@ TEST(NativeTail, AGrowingFileReportsEverySpanOnceWhereverItIsCut) {
 // What the tail reports of each thread span is what the whole-file reader shows: the same
 // span id, parent id, Unix times and arguments.
 TEST(NativeTail, ReportsTheReadersIdsParentsTimesAndArgs) {
-  Trace trace = sample();
+  Trace trace = busy_server_trace();
   trace.slice_args.add(0, trace.intern("batch"), opsight::trace::ArgValue::of_int(8));
   trace.run.has_unix_offset = true;
   trace.run.unix_offset_ns = 1'700'000'000'000'000'000;

@@ -20,7 +20,7 @@ namespace {
 using opsight::trace::ArgValue;
 using opsight::trace::Trace;
 
-Trace sample() {
+Trace every_kind_of_row_trace() {
   Trace trace;
   trace.run.pid = 42;
   trace.run.command_line = "python serve.py";
@@ -125,7 +125,7 @@ class StreamedConversionTest : public ::testing::Test {
     path_ = (std::filesystem::temp_directory_path() /
              ("opsight-streamed-" + std::to_string(::getpid()) + ".opsight"))
                 .string();
-    bytes_ = opsight::io::write_native(sample());
+    bytes_ = opsight::io::write_native(every_kind_of_row_trace());
     std::FILE* file = std::fopen(path_.c_str(), "wb");
     ASSERT_NE(file, nullptr);
     std::fwrite(bytes_.data(), 1, bytes_.size(), file);
