@@ -259,7 +259,7 @@ class SummaryAccumulator {
     CacheEntry& entry = cache_[(address >> 4 ^ text.size()) % cache_.size()];
     if (entry.valid && entry.text == text) return entry.id;
     entry.id = context_.intern(text);
-    entry.text = context_.str(entry.id);
+    entry.text.assign(text);
     entry.valid = true;
     return entry.id;
   }
@@ -351,7 +351,9 @@ class SummaryAccumulator {
   int64_t operator_total_self_ = 0;
 
   struct CacheEntry {
-    std::string_view text;  // the context's copy
+    // A copy of its own: a view of the context's string would dangle when the string
+    // table grows (AddressSanitizer caught that).
+    std::string text;
     StringId id = 0;
     bool valid = false;
   };

@@ -52,6 +52,10 @@ void expect_windows_equal_the_whole_read_cut(const std::string& bytes, bool inde
   auto [first, last] = whole.trace.time_bounds();
   int64_t span = last - first;
   ASSERT_GT(span, 0);
+  // Not every window need hold a span (a loaded machine can pause both recording threads
+  // for longer than a window: it happened under ASan at a load of 8), but together they do,
+  // or the comparison below proves nothing.
+  size_t compared = 0;
   for (int part = 0; part < 10; part += 3) {
     TimeWindow window{span * part / 10, span * part / 10 + span / 20};
     SCOPED_TRACE(std::to_string(window.from_ns) + ".." + std::to_string(window.to_ns));
@@ -67,8 +71,9 @@ void expect_windows_equal_the_whole_read_cut(const std::string& bytes, bool inde
                                      opsight::trace::WindowRule::kOverlaps);
     EXPECT_EQ(slices_of(in_window.trace), slices_of(expected));
     EXPECT_EQ(in_window.trace.instants.size(), expected.instants.size());
-    EXPECT_GT(expected.slices.size(), 0u);
+    compared += expected.slices.size();
   }
+  EXPECT_GT(compared, 0u);
 }
 
 void record_nested_spans(int rounds) {
