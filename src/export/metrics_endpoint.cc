@@ -56,8 +56,8 @@ std::string MetricsEndpoint::scrape_as(ExpositionFormat format) {
         request, chunks ? std::span<const int64_t>(chunks.mapped()) : std::span<const int64_t>(),
         origin);
   };
-  visitor.on_counter = [&](std::string_view counter, int64_t pid, double value) {
-    metrics_.set_counter(counter, pid, value);
+  visitor.on_counter_sample = [&](const io::TailCounterSample& sample) {
+    metrics_.set_counter(sample.name, sample.pid, sample.value, sample.unix_ns);
   };
   uint64_t dropped = 0;
   for (auto& tail : tails_) {

@@ -154,6 +154,15 @@ double number_of(const trace::ArgValue& value) {
   return std::nan("");
 }
 
+// Counters whose name ends in _per_s are rates of the quantity before the suffix.
+constexpr std::string_view kRateSuffix = "_per_s";
+bool is_rate(std::string_view name) {
+  return name.size() > kRateSuffix.size() && name.ends_with(kRateSuffix);
+}
+std::string_view rate_quantity(std::string_view name) {
+  return name.substr(0, name.size() - kRateSuffix.size());
+}
+
 }  // namespace
 
 void GenAiRequest::set(std::string_view key, const trace::ArgValue& value, std::string_view text) {
@@ -250,6 +259,16 @@ void DurationHistogram::add(int64_t duration_ns, const SpanOrigin& origin) {
   sum_seconds += seconds;
   if (origin.span_id != 0 && origin.trace_id != trace::TraceId{})
     exemplars[bucket] = {origin.trace_id, origin.span_id, seconds, origin.end_unix_ns};
+}
+
+void MetricsSnapshot::set_counter(std::string_view name, int64_t pid, double value, int64_t ns) {
+  counters[{std::string(name), pid}] = value;
+  if (!is_rate(name)) return;
+  RateTotal& rate = rate_totals[{std::string(name), pid}];
+  if (rate.started && ns > rate.last_ns)
+    rate.total += value * static_cast<double>(ns - rate.last_ns) / 1e9;
+  if (!rate.started || ns > rate.last_ns) rate.last_ns = ns;
+  rate.started = true;
 }
 
 void MetricsSnapshot::add_span(std::string_view name, int64_t duration_ns,
@@ -358,7 +377,8 @@ MetricsSnapshot metrics_of(const trace::Trace& trace, const SpanView* ids) {
     if (trace.counters.ts[row] < last_ts[track]) continue;
     last_ts[track] = trace.counters.ts[row];
     metrics.set_counter(trace.str(trace.counter_tracks[track].name),
-                        trace.counter_tracks[track].pid, trace.counters.value[row]);
+                        trace.counter_tracks[track].pid, trace.counters.value[row],
+                        trace.counters.ts[row]);
   }
   return metrics;
 }
@@ -451,9 +471,28 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics, ExpositionForm
   counter("opsight_events_dropped_total", "Events the tracer dropped at its memory bound.",
           static_cast<double>(metrics.events_dropped));
 
-  // One gauge family per counter name, a sample per pid.
+  // A counter family per rate (its quantity's total), a sample per pid.
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> totals;
+  for (const auto& [key, rate] : metrics.rate_totals) {
+    std::string name = prometheus_name(rate_quantity(key.first));
+    bool nanoseconds = name.ends_with("_ns");
+    if (nanoseconds) name = name.substr(0, name.size() - 3) + "_seconds";
+    totals["opsight_" + name].emplace_back(key.second, nanoseconds ? rate.total / 1e9 : rate.total);
+  }
+  for (const auto& [family, samples] : totals) {
+    family_header(out, openmetrics ? family : family + "_total", "counter",
+                  "Total of the rate opsight sampled, since its first sample.");
+    for (const auto& [pid, value] : samples) {
+      fmt::format_to(std::back_inserter(out), "{}_total{{pid=\"{}\"}} ", family, pid);
+      append_number(out, value);
+      out += '\n';
+    }
+  }
+
+  // One gauge family per counter name (but the rates: their totals above), a sample per pid.
   std::map<std::string, std::vector<std::pair<int64_t, double>>> families;
   for (const auto& [key, value] : metrics.counters) {
+    if (is_rate(key.first)) continue;
     std::string name = prometheus_name(key.first);
     bool nanoseconds = name.ends_with("_ns");
     if (nanoseconds) name = name.substr(0, name.size() - 3) + "_seconds";

@@ -10,6 +10,11 @@
 //                                               ("process.rss_bytes" ->
 //                                               opsight_process_rss_bytes; _ns counters are
 //                                               converted to _seconds)
+//   opsight_<quantity>_total{pid="..."}         a rate track ("process.io_read_bytes_per_s")
+//                                               as the counter of its unit that PromQL's
+//                                               rate() expects (opsight_process_io_read_
+//                                               bytes_total): the rates integrated over the
+//                                               times between their samples
 // OpenTelemetry's GenAI metrics, from the `gen_ai.request` spans opsight.llm writes
 // (docs/llm.md): gen_ai_client_token_usage, gen_ai_client_operation_duration_seconds,
 // gen_ai_client_operation_time_to_first_chunk_seconds,
@@ -121,6 +126,16 @@ struct MetricsSnapshot {
   uint64_t events_dropped = 0;
   // The last sample per (counter name, pid).
   std::map<std::pair<std::string, int64_t>, double> counters;
+  // Per (rate counter name, pid), for the counters whose name ends in _per_s: the rate
+  // integrated over time, each sample times the time since the one before it (a rate
+  // sample is the amount since the previous sample over that time, recorded when measured;
+  // the amount before the first sample is not known, so the total counts from there).
+  struct RateTotal {
+    double total = 0;
+    int64_t last_ns = 0;
+    bool started = false;
+  };
+  std::map<std::pair<std::string, int64_t>, RateTotal> rate_totals;
 
   // The GenAI histograms by (metric, label text): see add_gen_ai_request.
   std::map<std::pair<int, std::string>, BucketHistogram> gen_ai;
@@ -131,9 +146,8 @@ struct MetricsSnapshot {
   // `origin`: the request span, the exemplar of every bucket it adds to.
   void add_gen_ai_request(const GenAiRequest& request, std::span<const int64_t> chunk_ns = {},
                           const SpanOrigin& origin = {});
-  void set_counter(std::string_view name, int64_t pid, double value) {
-    counters[{std::string(name), pid}] = value;
-  }
+  // A counter sample at `ns` (any clock, the same for every sample of a counter).
+  void set_counter(std::string_view name, int64_t pid, double value, int64_t ns = 0);
 };
 
 // The metrics of a finished trace. With `ids` (the span view exporters send the trace's
