@@ -1,6 +1,6 @@
-// `opsight report FILE --summary` (and `--table`, `--ops`) over a native file without the trace model (issue
-// 28): the file is read a window at a time by the one slot decoder's streaming consumer
-// (io::NativeTail, its clock set to the file's first and last syncs as the whole-file
+// `opsight report FILE --summary` (and `--table`, `--ops`) over a native file without the trace
+// model (issue 28): the file is read a window at a time by the one slot decoder's streaming
+// consumer (io::NativeTail, its clock set to the file's first and last syncs as the whole-file
 // reader fits them), and each span is folded in as it ends: per name its count, total,
 // self time (its duration, minus the durations of the spans whose enclosing span carries
 // that name) and its duration appended to a compact column (analyze::DurationColumn: 4
