@@ -41,6 +41,7 @@ from .integrations.thread_names import ThreadNameIntegration as _ThreadNameInteg
 from .onnxruntime import OnnxRuntimeIntegration as _OnnxRuntimeIntegration
 from .integrations._integration import HttpIntegration as _HttpIntegration
 from .integrations.cuda import CudaIntegration as _CudaIntegration
+from .integrations.logs import LogsIntegration as _LogsIntegration
 from .targets import Target, TargetsError, load_targets
 from .model_view import print_model
 from . import propagation
@@ -167,3 +168,4 @@ _integrations.register(_TorchIntegration())
 _integrations.register(_OnnxRuntimeIntegration())
 _integrations.register(_HttpIntegration())
 _integrations.register(_CudaIntegration())
+_integrations.register(_LogsIntegration())

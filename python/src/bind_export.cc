@@ -19,6 +19,7 @@
 #include "bindings.hpp"
 #include "export/export.hpp"
 #include "export/live_export.hpp"
+#include "export/log_view.hpp"
 #include "export/metrics_endpoint.hpp"
 #include "export/record_export.hpp"
 #include "opsight/opsight.hpp"
@@ -93,7 +94,8 @@ nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
   for (const auto& report : reports) {
     nb::dict entry;
     entry["target"] = report.description;
-    entry["spans"] = report.stats.spans_offered;
+    entry["spans"] = report.stats.spans_offered;  // the items the sink sends (entry["item"])
+    entry["item"] = report.item;
     entry["sent"] = report.stats.spans_sent;
     entry["dropped"] = report.stats.spans_dropped();
     entry["requests"] = report.stats.batches_sent;
@@ -104,6 +106,58 @@ nb::list export_reports(const std::vector<exporting::TargetReport>& reports,
     entry["error"] =
         report.stats.spans_dropped() > 0 ? report.stats.drop_reasons() : report.stats.last_error;
     entry["warnings"] = warnings;
+    out.append(entry);
+  }
+  return out;
+}
+
+// Trace.log_records: the trace's log records (the logging bridge's) as the log exporters
+// send them (export/log_view.hpp), one dict each, grouped by process, by time within one.
+nb::list log_records(const store::LoadedTrace& loaded) {
+  exporting::SpanView spans(loaded.trace, {});
+  exporting::LogView logs(spans);
+  auto text = [](std::string_view value) { return nb::str(value.data(), value.size()); };
+  nb::list out;
+  std::vector<exporting::Attribute> attributes;
+  for (uint32_t record : logs.records()) {
+    nb::dict entry;
+    const trace::Track& track = loaded.trace.tracks[logs.track(record)];
+    entry["time_unix_ns"] = logs.time_unix_ns(record);
+    entry["level"] = logs.level(record);
+    entry["level_name"] = text(logs.level_name(record));
+    entry["severity_number"] = exporting::severity_number(logs.level(record));
+    entry["message"] = text(logs.message(record));
+    entry["logger"] = text(logs.logger(record));
+    entry["pid"] = track.pid;
+    entry["tid"] = track.tid;
+    if (logs.has_span(record)) {
+      entry["trace_id"] = logs.trace_id(record).to_hex();
+      entry["span_id"] = trace::span_id_to_hex(logs.span_id(record));
+    } else {
+      entry["trace_id"] = nb::none();
+      entry["span_id"] = nb::none();
+    }
+    nb::dict values;
+    logs.attributes(record, attributes);
+    for (const exporting::Attribute& attribute : attributes) {
+      const exporting::AttributeValue& value = attribute.value;
+      nb::str key = text(attribute.key);
+      switch (value.type) {
+        case exporting::AttributeValue::Type::kString:
+          values[key] = text(value.string_value);
+          break;
+        case exporting::AttributeValue::Type::kBool:
+          values[key] = nb::bool_(value.int_value != 0);
+          break;
+        case exporting::AttributeValue::Type::kInt:
+          values[key] = nb::int_(value.int_value);
+          break;
+        case exporting::AttributeValue::Type::kDouble:
+          values[key] = nb::float_(value.double_value);
+          break;
+      }
+    }
+    entry["attributes"] = values;
     out.append(entry);
   }
   return out;
@@ -155,11 +209,15 @@ void bind_export(nb::module_& m, TraceClass& trace_class) {
            nb::arg("dropped"),
            "Records what an export did (live export's reports) in the run info: reports show "
            "it in their overhead line, and the file and the run store keep it.")
+      .def("log_records", &log_records,
+           "The program's log records (the logging bridge's), each with the trace and span "
+           "ids of the span it was logged in (None outside spans), as otlp-logs sends them.")
       .def("export", &export_trace, nb::arg("targets"), nb::arg("service") = "",
            nb::arg("timeout_s") = 30.0, nb::arg("batch_spans") = 0,
            "Sends the trace to each target (the kinds of _native.export_sinks(): otlp[=URL], "
-           "otlp-metrics[=URL], zipkin[=URL], pushgateway=URL, kafka[=BROKERS][?...], "
-           "loki[=URL], ...); one dict per target, also recorded in the trace's run info "
+           "otlp-metrics[=URL], otlp-logs[=URL], zipkin[=URL], pushgateway=URL, "
+           "kafka[=BROKERS][?...], loki[=URL], loki-logs[=URL], ...); one dict per target, also "
+           "recorded in the trace's run info "
            "(note_export).");
 
   // Export targets and OTEL_* settings checked before a program starts: ValueError naming
@@ -186,7 +244,9 @@ void bind_export(nb::module_& m, TraceClass& trace_class) {
       entry["summary"] = std::string(sink->summary);
       entry["payload"] = sink->payload == exporting::SinkPayload::kSpans     ? "spans"
                          : sink->payload == exporting::SinkPayload::kMetrics ? "metrics"
+                         : sink->payload == exporting::SinkPayload::kLogs    ? "logs"
                                                                              : "served";
+      entry["item"] = std::string(sink->item);
       sinks.append(entry);
     }
     return sinks;

@@ -1,7 +1,8 @@
 // opsight._native's recording primitives (src/record, include/opsight/opsight.hpp): span
 // names, spans, async spans, flows, instants, counters, thread names, W3C trace context,
 // sampling units, the Python switch, spans at times measured elsewhere (begin_at/end_at),
-// and the recorder as a table of C functions for the package's other native extensions.
+// log records (the logging bridge's, schema/log_names.hpp), and the recorder as a table of
+// C functions for the package's other native extensions.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
@@ -19,7 +20,10 @@
 
 #include "bindings.hpp"
 #include "opsight/opsight.hpp"
+#include "record/registry.hpp"
+#include "record/thread_buffers.hpp"
 #include "recorder_api.h"
+#include "schema/log_names.hpp"
 #include "traced_callables.hpp"
 
 namespace nb = nanobind;
@@ -43,6 +47,64 @@ void add_python_arg(std::string_view key, nb::handle value) {
   } else {
     opsight::add_arg(key, std::string_view(nb::str(value).c_str()));
   }
+}
+
+// One log record of the logging bridge (opsight.integrations.logs), as
+// schema/log_names.hpp lays it out: an instant of the "log" name `name_id` (registered in
+// category schema::kLogCategory), now, on the calling thread's log lane, with the key of
+// the track the thread was on and the record's arguments; then the thread is back on that
+// track. Optional texts are skipped when empty; `extras` is None or a sequence of (key,
+// value) pairs, each value typed as add_arg types it. Returns whether it was recorded:
+// nothing is written when no session records here (none running, paused, a sampled-out
+// unit), and no argument is written when the instant could not be (the pool is full).
+bool record_log(uint32_t name_id, int64_t level, std::string_view message, std::string_view logger,
+                std::string_view path, int64_t line, std::string_view function,
+                std::string_view exception_type, std::string_view exception_message,
+                std::string_view exception_stacktrace, std::string_view stack, nb::handle extras) {
+  if (!opsight::recording()) return false;
+  // The track the thread is on now, and whether its log lane was named in this session.
+  uint64_t generation = record::registry().session_generation.load(std::memory_order_relaxed);
+  record::sync_track_generation(generation);
+  const uint64_t home = record::t_track.requested_key;
+  thread_local uint64_t t_log_lane_named_in = ~uint64_t{0};
+  bool first = t_log_lane_named_in != generation;
+  t_log_lane_named_in = generation;
+  opsight::switch_track(schema::kLogLaneKey, first ? schema::kLogLaneName : std::string_view());
+  bool written = false;
+  if (format::Slot* slot = internal::reserve(1)) {
+    internal::write_slot(slot, internal::now_ticks(),
+                         internal::slot_word(name_id, format::SlotKind::kInstant));
+    internal::commit(1);
+    written = true;
+  }
+  // The track goes back whatever happens to the arguments (an extra field's str() may raise).
+  struct BackHome {
+    uint64_t key;
+    ~BackHome() { opsight::switch_track(key); }
+  } back_home{home};
+  if (!written) return false;
+  opsight::add_arg(schema::kLogLevel, level);
+  opsight::add_arg(schema::kLogLane, static_cast<int64_t>(home));
+  opsight::add_arg(schema::kLogMessage, message);
+  opsight::add_arg(schema::kLogLoggerName, logger);
+  if (!path.empty()) opsight::add_arg("code.file.path", path);
+  opsight::add_arg("code.line.number", line);
+  if (!function.empty()) opsight::add_arg("code.function.name", function);
+  if (!stack.empty()) opsight::add_arg("code.stacktrace", stack);
+  if (!exception_type.empty()) {
+    opsight::add_arg("exception.type", exception_type);
+    opsight::add_arg("exception.message", exception_message);
+    if (!exception_stacktrace.empty())
+      opsight::add_arg("exception.stacktrace", exception_stacktrace);
+  }
+  if (!extras.is_none()) {
+    for (nb::handle pair : extras) {
+      nb::handle key = pair[0];
+      if (!nb::isinstance<nb::str>(key)) continue;
+      add_python_arg(nb::cast<std::string_view>(key), pair[1]);
+    }
+  }
+  return true;
 }
 
 // The recorder as a table of C functions for the package's other native extensions (see
@@ -171,6 +233,12 @@ void bind_record(nb::module_& m) {
   m.def("add_arg", &add_python_arg, nb::arg("key"), nb::arg("value"),
         "Adds an attribute to the calling thread's innermost open span.");
   m.def("instant", [](std::string_view name) { opsight::instant(name); });
+  m.def("log_record", &record_log, nb::arg("name_id"), nb::arg("level"), nb::arg("message"),
+        nb::arg("logger"), nb::arg("path"), nb::arg("line"), nb::arg("function"),
+        nb::arg("exception_type") = "", nb::arg("exception_message") = "",
+        nb::arg("exception_stacktrace") = "", nb::arg("stack") = "", nb::arg("extras") = nb::none(),
+        "Records a log record (the logging bridge's) as an instant in category 'log' with its "
+        "arguments; whether it was recorded.");
   m.def("counter", [](std::string_view name, double value) { opsight::counter(name, value); });
   m.def("set_thread_name", [](std::string_view name) { opsight::set_thread_name(name); });
   m.def(

@@ -28,7 +28,9 @@ ExportCommand::ExportCommand(CLI::App& app) {
           "pushgateway=URL, kafka[=BROKER[,BROKER...]][?topic=NAME&PROPERTY=VALUE...] "
           "(one message per batch: OTLP protobuf keyed by trace id; other query "
           "parameters are librdkafka properties, e.g. security.protocol=SASL_SSL), "
-          "loki[=URL] (push API, one line per span; default path /loki/api/v1/push). "
+          "loki[=URL] (push API, one line per span; default path /loki/api/v1/push), "
+          "otlp-metrics[=URL] (the run's metrics), otlp-logs[=URL] and loki-logs[=URL] "
+          "(the program's log records, with the ids of the span each was logged in). "
           "Repeat for several; otlp without a URL reads OTEL_EXPORTER_OTLP_ENDPOINT; "
           "docs/export.md")
       ->required();
@@ -99,6 +101,7 @@ std::optional<int> ExportCommand::run() {
             {{"trace", loaded.label},
              {"target", report.description},
              {"spans", stats.spans_offered},
+             {"item", report.item},
              {"sent", stats.spans_sent},
              {"dropped", stats.spans_dropped()},
              {"dropped_queue_full", stats.spans_dropped_queue_full},
@@ -112,10 +115,10 @@ std::optional<int> ExportCommand::run() {
         continue;
       }
       std::string line =
-          fmt::format("{}: {} -> {}: {} of {} spans sent in {} request{} ({:.1f} KiB, {:.2f} s)",
+          fmt::format("{}: {} -> {}: {} of {} {}s sent in {} request{} ({:.1f} KiB, {:.2f} s)",
                       stats.spans_dropped() ? "opsight: error" : "exported", loaded.label,
-                      report.description, stats.spans_sent, stats.spans_offered, stats.batches_sent,
-                      stats.batches_sent == 1 ? "" : "s",
+                      report.description, stats.spans_sent, stats.spans_offered, report.item,
+                      stats.batches_sent, stats.batches_sent == 1 ? "" : "s",
                       static_cast<double>(stats.bytes_sent) / 1024.0, report.seconds);
       if (stats.retries)
         line += fmt::format(", {} retr{}", stats.retries, stats.retries == 1 ? "y" : "ies");

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <tuple>
 
 #include "export/sink.hpp"
@@ -109,6 +110,7 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
   options.label = target.label();
   options.gzip = target.gzip;
   options.read_otlp_partial_success = target.sink->reads_otlp_partial_success;
+  options.item = std::string(target.sink->item);
   options.user_agent = user_agent_for(opsight_version);
   options.ca_certificate_path = target.ca_certificate_path;
   options.client_certificate_path = target.client_certificate_path;
@@ -170,6 +172,20 @@ void encode_batches(const SpanView& view, std::span<const trace::RowIndex> rows,
   }
 }
 
+void encode_log_batches(const LogView& logs, const ExportTarget& target, size_t batch_records,
+                        const std::function<void(EncodedBatch)>& emit) {
+  if (!target.sink->logs_body) return;
+  auto records = logs.records();
+  size_t batch = std::max<size_t>(1, batch_records);
+  for (size_t begin = 0; begin < records.size(); begin += batch) {
+    auto batch_records_span = records.subspan(begin, std::min(batch, records.size() - begin));
+    EncodedBatch encoded;
+    encoded.spans = batch_records_span.size();
+    encoded.body = target.sink->logs_body(logs, batch_records_span);
+    emit(std::move(encoded));
+  }
+}
+
 std::vector<TargetReport> export_trace(const trace::Trace& trace,
                                        const std::vector<ExportTarget>& targets,
                                        const TraceExportOptions& options) {
@@ -179,6 +195,7 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
     std::unique_ptr<BatchExporter> exporter;
     Clock::time_point start;
   };
+  std::unique_ptr<LogView> logs;  // made once, for the first logs target
   std::vector<Running> running;
   for (const ExportTarget& original : targets) {
     ExportTarget target = original;
@@ -198,14 +215,23 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
                      remaining());
       continue;
     }
+    if (target.sink->payload == SinkPayload::kLogs) {
+      if (!logs) logs = std::make_unique<LogView>(view);
+      encode_log_batches(*logs, target, options.batch_spans, [&](EncodedBatch batch) {
+        exporter.offer(std::move(batch), remaining());
+      });
+      continue;
+    }
     encode_batches(view, view.rows(), target, options.batch_spans,
                    [&](EncodedBatch batch) { exporter.offer(std::move(batch), remaining()); });
   }
   std::vector<TargetReport> reports;
-  for (Running& entry : running) {
+  for (size_t i = 0; i < running.size(); ++i) {
+    Running& entry = running[i];
     entry.exporter->shutdown(options.timeout_s);
     reports.push_back({entry.exporter->describe(), entry.exporter->stats(),
-                       std::chrono::duration<double>(Clock::now() - entry.start).count()});
+                       std::chrono::duration<double>(Clock::now() - entry.start).count(),
+                       std::string(targets[i].sink->item)});
   }
   return reports;
 }

@@ -38,6 +38,13 @@
 //                        ...), checked here; OPSIGHT_KAFKA_PROPERTIES ("a=b,c=d") sets
 //                        properties too (secrets off the command line), the spec's win.
 //                        Names and values are percent-decoded (%2C for a comma).
+//   otlp-logs[=URL]      the program's log records (log_view.hpp: Python logging's, with the
+//                        span each was logged in) as OTLP/HTTP protobuf
+//                        ExportLogsServiceRequests; the URL and settings as for otlp with
+//                        /v1/logs and the LOGS_ variables (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
+//                        _HEADERS, _COMPRESSION, _TIMEOUT, TLS files over the general ones)
+//   loki-logs[=URL]      the same records through Loki's push API (as loki, below), streams
+//                        labelled service_name and level
 //   loki[=URL]           Loki's push API, JSON (loki_encoder.hpp): one log line per span,
 //                        streams labelled service_name, span_name, status. Default
 //                        http://localhost:3100/loki/api/v1/push; a URL without a path gets
@@ -144,10 +151,13 @@ struct TargetReport {
   std::string description;  // "otlp http://127.0.0.1:4318/v1/traces"
   ExportStats stats;
   double seconds = 0;
+  // What the stats count (the sink's item), singular: "span", "log record".
+  std::string item = "span";
 };
 
 // Sends every slice of `trace` to each target (their exporters run concurrently) and
-// waits for them to finish, up to the timeout.
+// waits for them to finish, up to the timeout; a logs target (otlp-logs, loki-logs) gets
+// the trace's log records instead, in batches of batch_spans records.
 std::vector<TargetReport> export_trace(const trace::Trace& trace,
                                        const std::vector<ExportTarget>& targets,
                                        const TraceExportOptions& options);
@@ -164,6 +174,11 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
 void encode_batches(const SpanView& view, std::span<const trace::RowIndex> rows,
                     const ExportTarget& target, size_t batch_spans,
                     const std::function<void(EncodedBatch)>& emit);
+
+// Encodes the log records of `logs` for `target`'s sink (a kLogs sink), in batches of at
+// most `batch_records`, handed to `emit` in order.
+void encode_log_batches(const LogView& logs, const ExportTarget& target, size_t batch_records,
+                        const std::function<void(EncodedBatch)>& emit);
 
 // The sender a target uses: its sink's (a Kafka producer, a gRPC channel), else
 // make_http_sender's. A producer or channel that cannot be made gives a sender that fails

@@ -667,7 +667,7 @@ TEST(ExportTargets, KindsUrlsAndTheOtelEnvironment) {
 
   EXPECT_FALSE(opsight::exporting::parse_export_target("jaeger=http://x", none, &error));
   EXPECT_NE(error.find("unknown kind 'jaeger'"), std::string::npos) << error;
-  EXPECT_NE(error.find("kafka or loki"), std::string::npos) << error;
+  EXPECT_NE(error.find("kafka, loki or loki-logs"), std::string::npos) << error;
   EXPECT_FALSE(opsight::exporting::parse_export_target("otlp=ftp://x", none, &error));
   EXPECT_NE(error.find("scheme 'ftp'"), std::string::npos) << error;
   EXPECT_FALSE(opsight::exporting::parse_export_target("zipkin=http://host:99999", none, &error));

@@ -276,7 +276,7 @@ SendResult HttpSender::send(std::string_view body) {
       if (partial.rejected_spans > 0) {
         result.rejected_spans = partial.rejected_spans;
         result.message = endpoint_.url() + " rejected " + std::to_string(partial.rejected_spans) +
-                         " span" + (partial.rejected_spans == 1 ? "" : "s") +
+                         " " + options_.item + (partial.rejected_spans == 1 ? "" : "s") +
                          " of the batch (OTLP partial success)" +
                          (partial.error_message.empty() ? "" : ": " + partial.error_message);
       }

@@ -81,9 +81,10 @@ struct HttpSenderOptions {
   double timeout_s = 10;
   std::string label;  // "otlp", "zipkin", ...: prefixes describe()
   bool gzip = false;  // the body gzip-compressed, with Content-Encoding: gzip
-  // A 2xx answer's body is read as an OTLP protobuf ExportTraceServiceResponse: a partial
-  // success's rejected spans are counted as dropped, with the collector's reason.
+  // A 2xx answer's body is read as an OTLP protobuf Export*ServiceResponse: a partial
+  // success's rejected items are counted as dropped, with the collector's reason.
   bool read_otlp_partial_success = false;
+  std::string item = "span";  // what a partial success rejected ("log record" for OTLP logs)
   // https:// only: PEM files of the CA that signs the server's certificate (empty: the
   // system's CAs), and of this client's own certificate and key (mutual TLS).
   std::string ca_certificate_path, client_certificate_path, client_key_path;

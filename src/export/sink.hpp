@@ -1,10 +1,10 @@
 // A sink is one kind of export target (OTLP/HTTP, OTLP/gRPC, Zipkin, Loki, Kafka, a
-// Pushgateway, the live /metrics endpoint), described once by a SinkDescription: the names
-// users call it, the syntax of a target, how the text after its name becomes an
-// ExportTarget, how a batch of spans is encoded for it, what sends the batches, and how
-// rows are cut into batches. The table of every sink is sinks(); the export entry
-// (export.cc), the live exporter and the Python package (through the binding) read the
-// table and never branch on which sink a target is. Each sink lives in its own folder
+// Pushgateway, the live /metrics endpoint, OTLP logs), described once by a SinkDescription:
+// the names users call it, the syntax of a target, how the text after its name becomes an
+// ExportTarget, how a batch of spans (or of log records) is encoded for it, what sends the
+// batches, and how rows are cut into batches. The table of every sink is sinks(); the
+// export entry (export.cc), the live exporter and the Python package (through the binding)
+// read the table and never branch on which sink a target is. Each sink lives in its own folder
 // (otlp/, zipkin/, loki/, kafka/, prometheus/) beside its encoder and sender; adding one is
 // docs/architecture.md's "Add an exporter".
 #pragma once
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "export/batch_exporter.hpp"
+#include "export/log_view.hpp"
 #include "export/span_view.hpp"
 #include "trace/trace.hpp"
 
@@ -33,6 +34,7 @@ enum class SinkPayload {
   kSpans,    // batches of spans, encoded by make_encoder's encoder
   kMetrics,  // the run's metrics, once, as metrics_body makes them (a Pushgateway)
   kServed,   // nothing is sent: opsight run serves it (the live /metrics endpoint)
+  kLogs,     // the program's log records (log_view.hpp), in batches that logs_body encodes
 };
 
 // Encodes the batches of one export (one call of export_trace, one live poll) for a sink.
@@ -68,6 +70,8 @@ struct SinkDescription {
   std::string_view syntax = {};   // "zipkin[=URL]"
   std::string_view summary = {};  // one line: what is sent and how
   SinkPayload payload = SinkPayload::kSpans;
+  // What its reports count, singular: "span" ("11 of 11 spans sent"), "log record".
+  std::string_view item = "span";
   // A batch holds the spans of one trace only (a Kafka message is keyed by its trace id).
   bool one_trace_per_batch = false;
   // One sender per target whatever TraceExportOptions::requests_in_flight asks (a sender
@@ -88,6 +92,8 @@ struct SinkDescription {
   std::string (*metrics_body)(const trace::Trace& trace, const SpanView& view,
                               const ExportTarget& target) = nullptr;
   void (*complete_for_trace)(ExportTarget& target, const trace::Trace& trace) = nullptr;
+  // kLogs: the body of one batch of log records (indexes into the view's records).
+  std::string (*logs_body)(const LogView& logs, std::span<const uint32_t> records) = nullptr;
   // The sender of a target; nullptr: HTTP (http_sender.hpp) with the fields below.
   std::unique_ptr<BatchSender> (*make_sender)(const ExportTarget& target, double timeout_s,
                                               std::string_view opsight_version) = nullptr;

@@ -39,10 +39,18 @@ std::vector<std::string_view> SinkDescription::spellings() const {
 }
 
 std::span<const SinkDescription* const> sinks() {
-  static const std::array<const SinkDescription*, 9> table{
-      &otlp::protobuf_sink(),     &otlp::json_sink(), &otlp::grpc_sink(),
-      &otlp::metrics_sink(),      &zipkin::sink(),    &prometheus::pushgateway_sink(),
-      &prometheus::served_sink(), &kafka::sink(),     &loki::sink(),
+  static const std::array<const SinkDescription*, 11> table{
+      &otlp::protobuf_sink(),
+      &otlp::json_sink(),
+      &otlp::grpc_sink(),
+      &otlp::metrics_sink(),
+      &otlp::logs_sink(),
+      &zipkin::sink(),
+      &prometheus::pushgateway_sink(),
+      &prometheus::served_sink(),
+      &kafka::sink(),
+      &loki::sink(),
+      &loki::logs_sink(),
   };
   return table;
 }

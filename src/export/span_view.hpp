@@ -106,6 +106,10 @@ class SpanView {
   uint32_t resource_of(trace::RowIndex row) const {
     return resource_of_track_[trace_.slices.track[row]];
   }
+  // Index into resources() of the process a track belongs to (an instant's: LogView).
+  uint32_t resource_of_track(trace::TrackId track) const { return resource_of_track_[track]; }
+  // The thread.name attribute of a track.
+  std::string_view thread_name(trace::TrackId track) const { return thread_names_[track]; }
 
   // The span's trace: the remote trace it or its nearest ancestor joined
   // (Trace::span_contexts), else the run's.

@@ -26,11 +26,13 @@ managers: a test module imports those it uses (``from real_servers import jaeger
 from __future__ import annotations
 
 import base64
+import calendar
 import contextlib
 import ctypes
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -348,6 +350,28 @@ class Jaeger(Server):
         return f"{self.otlp_http_endpoint}/v1/traces"
 
     @property
+    def otlp_logs_url(self) -> str:
+        return f"{self.otlp_http_endpoint}/v1/logs"
+
+    def accepted_log_records(self) -> int:
+        """Log records its OTLP receivers have taken since it started (the collector's
+        ``otelcol_receiver_accepted_log_records_total``)."""
+        status, body = http_request(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5)
+        if status != 200:
+            raise self.error(f"metrics answered {status}")
+        return int(sum(float(line.rsplit(" ", 1)[1]) for line in body.decode().splitlines()
+                       if line.startswith("otelcol_receiver_accepted_log_records_total{")))
+
+    def received_log_records(self) -> list[dict]:
+        """The OTLP log records the Collector received, as its logs pipeline's ``debug``
+        exporter (verbosity detailed) printed them in the server's log, in order: each a dict
+        with ``resource`` and ``attributes`` (dicts of the printed values: ``Str(x)`` is
+        ``"x"``, ``Int(7)`` is ``7``), ``scope``, ``time_unix_nano``,
+        ``observed_time_unix_nano``, ``severity_text``, ``severity_number``, ``body``,
+        ``trace_id``, ``span_id`` (hex, "" when absent) and ``flags``."""
+        return parse_debug_log_records(self.log_path.read_text(errors="replace"))
+
+    @property
     def otlp_grpc_endpoint(self) -> str:
         return f"127.0.0.1:{self.otlp_grpc_port}"
 
@@ -453,6 +477,105 @@ class TcpGate:
                 end.shutdown(socket.SHUT_RDWR)
 
 
+def _debug_value(text: str) -> Any:
+    """A value as the Collector's debug exporter prints it: Str(x), Int(7), Double(0.5),
+    Bool(true); anything else as printed."""
+    match = re.fullmatch(r"(Str|Int|Double|Bool)\((.*)\)", text, re.S)
+    if not match:
+        return text
+    kind, value = match.groups()
+    if kind == "Int":
+        return int(value)
+    if kind == "Double":
+        return float(value)
+    if kind == "Bool":
+        return value == "true"
+    return value
+
+
+def _debug_time(text: str) -> int:
+    """'2026-11-29 02:54:16.320384397 +0000 UTC' -> Unix nanoseconds, exactly."""
+    day, clock = text.split()[:2]
+    seconds, _, fraction = clock.partition(".")
+    whole = calendar.timegm(time.strptime(f"{day} {seconds}", "%Y-%m-%d %H:%M:%S"))
+    return whole * 10**9 + int((fraction + "000000000")[:9])
+
+
+def parse_debug_log_records(log: str) -> list[dict]:
+    """The log records in a Collector log written by its ``debug`` exporter at verbosity
+    detailed (see ``Jaeger.received_log_records``). A multi-line value (a body or attribute
+    with newlines) continues until the next line the exporter itself starts."""
+    records: list[dict] = []
+    resource: dict = {}
+    scope = ""
+    record: dict | None = None
+    section = None  # "resource" or "record" attributes, while their "->" lines run
+    last_key: tuple[dict, str] | None = None  # where a continued value's lines go
+    own = re.compile(r"^(ResourceLog #|Resource SchemaURL|Resource attributes:|ScopeLogs #|"
+                     r"ScopeLogs SchemaURL|InstrumentationScope|LogRecord #|ObservedTimestamp:|"
+                     r"Timestamp:|SeverityText:|SeverityNumber:|Body:|Attributes:|Trace ID:|"
+                     r"Span ID:|Flags:|EventName:|     -> |\d{4}-\d\d-\d\dT|\t\{)")
+    raw: dict[tuple[int, str], str] = {}
+    for line in log.splitlines():
+        # The first line of a batch follows the log line's own prefix (time, level).
+        prefixed = re.match(r"^\d{4}-\d\d-\d\dT\S+\t\w+\t(ResourceLog #.*)", line)
+        if prefixed:
+            line = prefixed.group(1)
+        if not own.match(line):
+            if last_key is not None:  # a value that went on to the next line
+                target, key = last_key
+                raw[(id(target), key)] = raw.get((id(target), key), "") + "\n" + line
+                target[key] = _debug_value(raw[(id(target), key)])
+            continue
+        last_key = None
+        if line.startswith("ResourceLog #"):
+            resource, section = {}, None
+        elif line.startswith("Resource attributes:"):
+            section = "resource"
+        elif line.startswith("InstrumentationScope"):
+            scope = line.split(" ", 2)[1] if len(line.split(" ")) > 1 else ""
+            section = None
+        elif line.startswith("LogRecord #"):
+            record = {"resource": resource, "scope": scope, "attributes": {}, "trace_id": "",
+                      "span_id": "", "flags": 0, "body": None}
+            records.append(record)
+            section = None
+        elif record is None:
+            if section == "resource" and line.startswith("     -> "):
+                key, _, value = line[len("     -> "):].partition(": ")
+                raw[(id(resource), key)] = value
+                resource[key] = _debug_value(value)
+                last_key = (resource, key)
+        elif line.startswith("ObservedTimestamp:"):
+            record["observed_time_unix_nano"] = _debug_time(line.split(": ", 1)[1])
+        elif line.startswith("Timestamp:"):
+            record["time_unix_nano"] = _debug_time(line.split(": ", 1)[1])
+        elif line.startswith("SeverityText:"):
+            record["severity_text"] = line.split(": ", 1)[1] if ": " in line else ""
+        elif line.startswith("SeverityNumber:"):
+            record["severity_number"] = int(re.search(r"\((\d+)\)", line).group(1))
+        elif line.startswith("Body:"):
+            value = line.split(": ", 1)[1]
+            raw[(id(record), "body")] = value
+            record["body"] = _debug_value(value)
+            last_key = (record, "body")
+        elif line.startswith("Attributes:"):
+            section = "record"
+        elif line.startswith("     -> "):
+            key, _, value = line[len("     -> "):].partition(": ")
+            target = record["attributes"] if section == "record" else resource
+            raw[(id(target), key)] = value
+            target[key] = _debug_value(value)
+            last_key = (target, key)
+        elif line.startswith("Trace ID:"):
+            record["trace_id"] = line.split(":", 1)[1].strip()
+        elif line.startswith("Span ID:"):
+            record["span_id"] = line.split(":", 1)[1].strip()
+        elif line.startswith("Flags:"):
+            record["flags"] = int(line.split(":", 1)[1].strip())
+    return records
+
+
 def otlp_spans(traces: dict) -> list[dict]:
     """Every span of an OTLP JSON ``{"resourceSpans": ...}``, each with ``"resource"`` (its
     resource's attributes as a dict) and ``"scope"`` (its scope's name) added."""
@@ -492,6 +615,9 @@ service:
     metrics:
       receivers: [otlp]
       exporters: [prometheus]
+    logs:
+      receivers: [otlp]
+      exporters: [debug]
   telemetry:
     metrics:
       level: basic
@@ -535,6 +661,8 @@ exporters:
   nop:
   prometheus:
     endpoint: 127.0.0.1:{received_metrics_port}
+  debug:
+    verbosity: detailed
 """
 
 
@@ -766,6 +894,11 @@ class VictoriaLogs(Server):
     def loki_push_url(self) -> str:
         """Loki's push API (JSON, or snappy-compressed protobuf) as VictoriaLogs takes it."""
         return f"{self.url}/insert/loki/api/v1/push"
+
+    @property
+    def otlp_logs_url(self) -> str:
+        """OTLP/HTTP logs (protobuf ExportLogsServiceRequest) as VictoriaLogs takes them."""
+        return f"{self.url}/insert/opentelemetry/v1/logs"
 
     def flush(self) -> None:
         """Makes what was ingested searchable now (otherwise within about a second)."""

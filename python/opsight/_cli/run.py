@@ -398,6 +398,16 @@ def _output_problem(path: str) -> str | None:
     return None
 
 
+def _sink_payload(target: str) -> str:
+    """What a target's sink sends ("spans", "metrics", "logs", "served"), from the core's
+    sink table; "spans" for a kind it does not know (the check before the start names it)."""
+    kind = re.match(r"[a-z-]*", target).group(0)
+    for sink in _native.export_sinks():
+        if kind in sink["spellings"]:
+            return sink["payload"]
+    return "spans"
+
+
 def _trace_files(run_directory: str) -> list[str]:
     # A process killed while it started (a pool worker ended before it was needed) leaves
     # a file with no more than its header: nothing was recorded, nothing is lost.
@@ -415,8 +425,10 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     exit status and whether the per-process traces must be kept (something failed)."""
     live = None
     if options.export_live and options.export_targets:
+        # Spans stream; a target of metrics (pushgateway, otlp-metrics) or of log records
+        # (otlp-logs, loki-logs) is sent once the program has ended, as without --export-live.
         streamed = [target for target in options.export_targets
-                    if not target.startswith("pushgateway")]
+                    if _sink_payload(target) == "spans"]
         try:
             live = native.LiveSpanExporter(run_directory, streamed, service=options.service)
         except ValueError as error:
@@ -509,9 +521,15 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         trace.note_export(report["target"], report["spans"], report["sent"], report["dropped"])
     exit_reports = export_trace(trace, options.export_targets, prefix="opsight run",
                                 service=options.service, timeout_s=options.export_timeout)
-    dropped = sum(report.get("dropped") or 0 for report in live_reports + exit_reports)
-    if dropped and exit_status == OK and not options.allow_export_drops:
-        print(f"opsight run: an export dropped {dropped} span{'s' if dropped != 1 else ''}: "
+    dropped_items: dict[str, int] = {}  # "span", "log record" -> how many were dropped
+    for report in live_reports + exit_reports:
+        if report.get("dropped"):
+            item = report.get("item", "span")
+            dropped_items[item] = dropped_items.get(item, 0) + report["dropped"]
+    if dropped_items and exit_status == OK and not options.allow_export_drops:
+        what = " and ".join(f"{count} {item}{'s' if count != 1 else ''}"
+                            for item, count in dropped_items.items())
+        print(f"opsight run: an export dropped {what}: "
               f"exit status {EXPORT_INCOMPLETE} (--allow-export-drops keeps the program's)",
               file=sys.stderr)
         exit_status = EXPORT_INCOMPLETE

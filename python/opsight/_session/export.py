@@ -16,7 +16,11 @@ A target is one of (docs/export.md):
   percent-decoded; ``OPSIGHT_KAFKA_PROPERTIES`` keeps secrets off the command line;
 - ``loki[=URL]``: Loki's push API, one JSON log line per span in streams labelled
   ``service_name``, ``span_name``, ``status`` (default path ``/loki/api/v1/push``;
-  VictoriaLogs: ``loki=http://HOST:9428/insert/loki/api/v1/push``).
+  VictoriaLogs: ``loki=http://HOST:9428/insert/loki/api/v1/push``);
+- ``otlp-logs[=URL]``, ``loki-logs[=URL]``: the program's own log records (Python
+  ``logging``, recorded by ``opsight.integrations.logs``) with the trace and span ids of
+  the span each was logged in, as OTLP/HTTP logs (default ``/v1/logs``, the
+  ``OTEL_EXPORTER_OTLP_LOGS_*`` variables) or through Loki's push API.
 
 ``OPSIGHT_EXPORT`` holds several, separated by commas, semicolons or spaces; a comma
 inside a Kafka target's broker list or properties stays in that target (a piece that
@@ -131,7 +135,8 @@ def export_trace(trace: Any, targets: list[str], *, prefix: str, service: str = 
 def print_reports(reports: list[dict[str, Any]], prefix: str) -> None:
     """One line per target on stderr: what was sent, and what was dropped and why."""
     for report in reports:
-        line = (f"{prefix}: exported {report['sent']} of {report['spans']} spans to "
+        line = (f"{prefix}: exported {report['sent']} of {report['spans']} "
+                f"{report.get('item', 'span')}s to "
                 f"{report['target']} in {report['requests']} request"
                 f"{'' if report['requests'] == 1 else 's'} ({report['seconds']:.2f} s)")
         if report["dropped"]:

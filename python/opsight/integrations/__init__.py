@@ -11,6 +11,9 @@ any OpenTelemetry back-end (docs/export.md, *Traces across processes*).
   ``traceparent`` header.
 * ``opsight.integrations.handoffs``: flows from the span that hands work off to the one
   that picks it up (asyncio tasks, thread pools, child processes), while a session records.
+* ``opsight.integrations.logs``: the program's ``logging`` records in the trace, each where
+  it was logged (the span open there), for the ``otlp-logs`` and ``loki-logs`` exporters;
+  ``OPSIGHT_LOGS`` sets the lowest level recorded (INFO) or switches it off.
 
 Under ``opsight run``, ``OPSIGHT_OUTPUT`` or ``opsight.profile()`` none of this is needed:
 while a session records, the clients are instrumented and FastAPI, Starlette and Flask

@@ -263,6 +263,80 @@ std::string encode_loki_json(const SpanView& view, const LokiStreams& streams,
   return out;
 }
 
+std::string encode_loki_log_records(const LogView& logs, std::span<const uint32_t> records) {
+  const SpanView& spans = logs.spans();
+  // Streams by (service, level), in order of first appearance; each one's records by time.
+  std::map<std::pair<std::string_view, std::string>, uint32_t> stream_index;
+  std::vector<std::string> labels_json;
+  std::vector<std::pair<uint32_t, uint32_t>> order;  // (stream, record)
+  order.reserve(records.size());
+  for (uint32_t record : records) {
+    std::string_view service = spans.resources()[logs.resource_of(record)].service_name;
+    std::string level(cut_utf8(logs.level_name(record), LokiStreams::kMaxLabelValueBytes));
+    for (char& character : level)
+      if (character >= 'A' && character <= 'Z')
+        character = static_cast<char>(character - 'A' + 'a');
+    auto [it, inserted] =
+        stream_index.try_emplace({service, level}, static_cast<uint32_t>(labels_json.size()));
+    if (inserted) {
+      std::string labels = R"({"service_name":)";
+      wire::append_json_string(labels, cut_utf8(service, LokiStreams::kMaxLabelValueBytes));
+      labels += R"(,"level":)";
+      wire::append_json_string(labels, level);
+      labels += '}';
+      labels_json.push_back(std::move(labels));
+    }
+    order.emplace_back(it->second, record);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    return logs.time_unix_ns(a.second) < logs.time_unix_ns(b.second);
+  });
+
+  std::string out;
+  out.reserve(records.size() * 300 + 64);
+  out += R"({"streams":[)";
+  LineWriter line(out);
+  std::vector<Attribute> attributes;
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto [stream, record] = order[i];
+    if (i == 0 || order[i - 1].first != stream) {
+      if (i) out += "]},";
+      out += R"({"stream":)";
+      out += labels_json[stream];
+      out += R"(,"values":[)";
+    } else {
+      out += ',';
+    }
+    out += "[\"";
+    line.integer(logs.time_unix_ns(record));
+    out += "\",";
+    // The line: {"message":..,"trace_id":..,"span_id":..,"attributes":{..}} (the ids only
+    // for a record logged inside a span).
+    line.structure(R"("{\"message\":)");
+    line.string(logs.message(record));
+    if (logs.has_span(record)) {
+      line.structure(R"(,\"trace_id\":)");
+      line.trace_id(logs.trace_id(record));
+      line.structure(R"(,\"span_id\":)");
+      line.hex(logs.span_id(record));
+    }
+    line.structure(R"(,\"attributes\":{)");
+    logs.attributes(record, attributes);
+    for (size_t a = 0; a < attributes.size(); ++a) {
+      if (a) line.structure(",");
+      line.string(attributes[a].key);
+      line.structure(":");
+      line.value(attributes[a].value);
+    }
+    line.structure(R"(}}")");
+    out += ']';
+  }
+  if (!order.empty()) out += "]}";
+  out += "]}";
+  return out;
+}
+
 std::string encode_loki_lines(std::span<const LogLine> lines) {
   // Streams by label set, in order of first appearance; each stream's lines by time.
   std::map<std::vector<std::pair<std::string, std::string>>, uint32_t> stream_index;

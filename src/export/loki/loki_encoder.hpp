@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "export/log_view.hpp"
 #include "export/span_view.hpp"
 
 namespace opsight::exporting {
@@ -56,6 +57,14 @@ class LokiStreams {
 
 std::string encode_loki_json(const SpanView& view, const LokiStreams& streams,
                              std::span<const trace::RowIndex> rows);
+
+// The program's log records (log_view.hpp) as Loki's push body: streams labelled
+// service_name and level (the level's name in lower case: "warning", which Grafana reads
+// as a level), each one's values sorted by time (the record's, in Unix ns); the line a JSON
+// object: message, trace_id and span_id of the span the record was logged in (absent
+// outside spans; what Grafana's derived fields link to the trace), and attributes
+// (logger.name, code.*, exception.*, the program's extra fields, thread.id, thread.name).
+std::string encode_loki_log_records(const LogView& logs, std::span<const uint32_t> records);
 
 // A log line that is not a span's (opsight explain's one line per graph break), with its
 // own labels; record_export.hpp sends them.

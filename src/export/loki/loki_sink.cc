@@ -56,4 +56,20 @@ const SinkDescription& sink() {
   return description;
 }
 
+const SinkDescription& logs_sink() {
+  static const SinkDescription description{
+      .name = "loki-logs",
+      .syntax = "loki-logs[=URL]",
+      .summary =
+          "the program's log records (Python logging) through Loki's push API, JSON lines "
+          "with the trace and span ids; default http://localhost:3100/loki/api/v1/push",
+      .payload = SinkPayload::kLogs,
+      .item = "log record",
+      .parse = parse,
+      .logs_body = encode_loki_log_records,
+      .http_content_type = "application/json",
+  };
+  return description;
+}
+
 }  // namespace opsight::exporting::loki

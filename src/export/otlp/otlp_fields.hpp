@@ -1,6 +1,6 @@
 // Field numbers of the OTLP messages the exporter writes, from the OpenTelemetry protocol's
 // .proto files (opentelemetry/proto/{collector/trace,trace,collector/metrics,metrics,
-// resource,common}/v1). Facts of
+// collector/logs,logs,resource,common}/v1). Facts of
 // the wire format, shared by the encoder and its tests.
 #pragma once
 
@@ -134,6 +134,32 @@ inline constexpr uint32_t kTraceId = 5;
 // AggregationTemporality
 inline constexpr uint64_t kTemporalityDelta = 1;
 inline constexpr uint64_t kTemporalityCumulative = 2;
+
+// Logs (opentelemetry/proto/{collector/logs,logs}/v1). A collector's answer,
+// ExportLogsServiceResponse, has its partial success (rejected_log_records, error_message)
+// under the same field numbers as the traces' (export_response, partial_success above).
+namespace export_logs_request {  // ExportLogsServiceRequest
+inline constexpr uint32_t kResourceLogs = 1;
+}
+namespace resource_logs {  // ResourceLogs
+inline constexpr uint32_t kResource = 1;
+inline constexpr uint32_t kScopeLogs = 2;
+}  // namespace resource_logs
+namespace scope_logs {  // ScopeLogs
+inline constexpr uint32_t kScope = 1;
+inline constexpr uint32_t kLogRecords = 2;
+}  // namespace scope_logs
+namespace log_record {                                 // LogRecord
+inline constexpr uint32_t kTimeUnixNano = 1;           // fixed64
+inline constexpr uint32_t kSeverityNumber = 2;         // enum SeverityNumber
+inline constexpr uint32_t kSeverityText = 3;           // string
+inline constexpr uint32_t kBody = 5;                   // AnyValue
+inline constexpr uint32_t kAttributes = 6;             // KeyValue
+inline constexpr uint32_t kFlags = 8;                  // fixed32: the W3C trace flags (low 8 bits)
+inline constexpr uint32_t kTraceId = 9;                // bytes (16)
+inline constexpr uint32_t kSpanId = 10;                // bytes (8)
+inline constexpr uint32_t kObservedTimeUnixNano = 11;  // fixed64
+}  // namespace log_record
 
 // Span.flags: the low 8 bits are the W3C trace flags (bit 0: sampled); bits 8 and 9 say
 // whether the parent is known to be remote (SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK = 0x100,

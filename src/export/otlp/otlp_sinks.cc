@@ -6,6 +6,7 @@
 #include "export/export.hpp"
 #include "export/otlp/grpc_sender.hpp"
 #include "export/otlp/otlp_encoder.hpp"
+#include "export/otlp/otlp_logs_encoder.hpp"
 #include "export/otlp/otlp_metrics_encoder.hpp"
 
 namespace opsight::exporting::otlp {
@@ -19,6 +20,7 @@ struct Signal {
 };
 constexpr Signal kTraces{"TRACES", "/v1/traces"};
 constexpr Signal kMetrics{"METRICS", "/v1/metrics"};
+constexpr Signal kLogs{"LOGS", "/v1/logs"};
 
 // The signal's own variable (OTEL_EXPORTER_OTLP_<SIGNAL>_<setting>) first, then the
 // general one (OTEL_EXPORTER_OTLP_<setting>): the specification's order. `name_used` is
@@ -207,6 +209,21 @@ std::optional<std::string> parse_metrics(std::string_view, std::string_view rest
   return set_http_endpoint(target, url, default_path);
 }
 
+// otlp-logs: OTLP/HTTP protobuf to /v1/logs, with the LOGS_ variables.
+std::optional<std::string> parse_logs(std::string_view, std::string_view rest,
+                                      const Environment& environment, ExportTarget& target) {
+  std::string name = "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL";
+  std::string_view protocol = setting(environment, kLogs, "PROTOCOL", &name);
+  if (!protocol.empty() && protocol != "http/protobuf")
+    return name + " '" + std::string(protocol) +
+           "': opsight sends logs as http/protobuf only (traces also take grpc and http/json)";
+  std::string default_path;
+  std::string url = http_url(environment, kLogs, std::string(rest), &default_path);
+  if (auto why = read_headers(environment, kLogs, target)) return why;
+  if (auto why = read_settings(environment, kLogs, target)) return why;
+  return set_http_endpoint(target, url, default_path);
+}
+
 std::string metrics_request(const trace::Trace& trace, const SpanView& view,
                             const ExportTarget& target) {
   std::span<const Attribute> resource;
@@ -264,6 +281,23 @@ const SinkDescription& metrics_sink() {
       .payload = SinkPayload::kMetrics,
       .parse = parse_metrics,
       .metrics_body = metrics_request,
+      .http_content_type = "application/x-protobuf",
+      .reads_otlp_partial_success = true,
+  };
+  return description;
+}
+
+const SinkDescription& logs_sink() {
+  static const SinkDescription description{
+      .name = "otlp-logs",
+      .syntax = "otlp-logs[=URL]",
+      .summary =
+          "the program's log records (Python logging, with the span each was logged in) as "
+          "OTLP/HTTP protobuf; default http://localhost:4318/v1/logs",
+      .payload = SinkPayload::kLogs,
+      .item = "log record",
+      .parse = parse_logs,
+      .logs_body = encode_otlp_logs,
       .http_content_type = "application/x-protobuf",
       .reads_otlp_partial_success = true,
   };

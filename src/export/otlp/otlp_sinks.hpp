@@ -1,9 +1,10 @@
 // The OTLP sinks: OTLP/HTTP with protobuf bodies (`otlp`, also `otlp-protobuf`), OTLP/HTTP
 // with JSON bodies (`otlp-json`) and OTLP/gRPC (`otlp-grpc`) for spans, and OTLP/HTTP for
-// metrics (`otlp-metrics`). One parse function serves the three span sinks: it reads the
-// OpenTelemetry exporter variables (OTEL_EXPORTER_OTLP_*: protocol, endpoint, headers, compression,
-// timeout, TLS files; a signal-specific TRACES_ variable wins over the general one) and picks the
-// sibling the protocol names.
+// metrics (`otlp-metrics`) and for the program's log records (`otlp-logs`). One parse
+// function serves the three span sinks: it reads the OpenTelemetry exporter variables
+// (OTEL_EXPORTER_OTLP_*: protocol, endpoint, headers, compression, timeout, TLS files; a
+// signal-specific TRACES_ variable wins over the general one) and picks the sibling the
+// protocol names; metrics and logs read their own METRICS_ and LOGS_ variables the same way.
 #pragma once
 
 #include "export/sink.hpp"
@@ -15,5 +16,7 @@ const SinkDescription& json_sink();
 const SinkDescription& grpc_sink();
 // `otlp-metrics[=URL]`: the run's metrics (otlp_metrics_encoder.hpp) over OTLP/HTTP.
 const SinkDescription& metrics_sink();
+// `otlp-logs[=URL]`: the program's log records (otlp_logs_encoder.hpp) over OTLP/HTTP.
+const SinkDescription& logs_sink();
 
 }  // namespace opsight::exporting::otlp
