@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <numeric>
 
+#include "export/optional_whitespace.hpp"
+
 namespace opsight::exporting {
 
 namespace {
@@ -47,12 +49,6 @@ int hex_digit(char character) {
   if (character >= 'a' && character <= 'f') return character - 'a' + 10;
   if (character >= 'A' && character <= 'F') return character - 'A' + 10;
   return -1;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
 }
 
 }  // namespace
@@ -117,16 +113,19 @@ std::vector<std::pair<std::string, std::string>> parse_key_value_list(
   while (position <= text.size()) {
     size_t comma = text.find(',', position);
     if (comma == std::string_view::npos) comma = text.size();
-    std::string_view entry = trim(text.substr(position, comma - position));
+    std::string_view entry = trim_optional_whitespace(text.substr(position, comma - position));
     position = comma + 1;
     if (entry.empty()) continue;
     size_t equals = entry.find('=');
-    std::string_view key = equals == std::string_view::npos ? entry : trim(entry.substr(0, equals));
+    std::string_view key = equals == std::string_view::npos
+                               ? entry
+                               : trim_optional_whitespace(entry.substr(0, equals));
     if (equals == std::string_view::npos || key.empty()) {
       if (errors) errors->push_back("'" + std::string(entry) + "' is not key=value");
       continue;
     }
-    entries.emplace_back(percent_decode(key), percent_decode(trim(entry.substr(equals + 1))));
+    entries.emplace_back(percent_decode(key),
+                         percent_decode(trim_optional_whitespace(entry.substr(equals + 1))));
   }
   return entries;
 }

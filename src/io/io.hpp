@@ -6,6 +6,7 @@
 // ReadResult::trace holds what was recovered and ReadResult::damage says where it stopped.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -49,8 +50,9 @@ struct ReadResult {
 };
 
 // Where a streaming writer puts its bytes, piece by piece and in order, so that writing a
-// trace holds a bounded buffer (about 1 MiB) instead of the whole output. write() returns
-// false when the bytes could not be taken (a full disk): the writer then stops early.
+// trace holds a bounded buffer (about kSinkPieceBytes) instead of the whole output. write()
+// returns false when the bytes could not be taken (a full disk): the writer then stops early.
+inline constexpr size_t kSinkPieceBytes = size_t{1} << 20;  // a writer hands on from here
 class ByteSink {
  public:
   virtual ~ByteSink() = default;

@@ -11,6 +11,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "export/optional_whitespace.hpp"
+
 namespace opsight::exporting {
 
 namespace {
@@ -59,12 +61,6 @@ void append_exemplar(std::string& out, const Exemplar& exemplar) {
     --seconds;
   }
   fmt::format_to(std::back_inserter(out), " {}.{:09}", seconds, nanoseconds);
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
 }
 
 bool equals_ignoring_case(std::string_view left, std::string_view right) {
@@ -285,17 +281,17 @@ ExpositionFormat exposition_format_for(std::string_view accept) {
     std::string_view range = accept.substr(0, comma);
     accept = comma == std::string_view::npos ? std::string_view() : accept.substr(comma + 1);
     size_t semicolon = range.find(';');
-    std::string_view media_type = trim(range.substr(0, semicolon));
+    std::string_view media_type = trim_optional_whitespace(range.substr(0, semicolon));
     double quality = 1;
     std::string_view version;
     while (semicolon != std::string_view::npos) {
       range = range.substr(semicolon + 1);
       semicolon = range.find(';');
-      std::string_view parameter = trim(range.substr(0, semicolon));
+      std::string_view parameter = trim_optional_whitespace(range.substr(0, semicolon));
       size_t equals = parameter.find('=');
       if (equals == std::string_view::npos) continue;
-      std::string_view key = trim(parameter.substr(0, equals));
-      std::string_view value = trim(parameter.substr(equals + 1));
+      std::string_view key = trim_optional_whitespace(parameter.substr(0, equals));
+      std::string_view value = trim_optional_whitespace(parameter.substr(equals + 1));
       if (equals_ignoring_case(key, "q"))
         quality = std::strtod(std::string(value).c_str(), nullptr);
       else if (equals_ignoring_case(key, "version"))

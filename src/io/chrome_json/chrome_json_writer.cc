@@ -76,7 +76,6 @@ class ChromeJsonWriter {
 
  private:
   struct SinkRefused {};
-  static constexpr size_t kFlushBytes = size_t{1} << 20;
 
   void write_all() {
     time_base_ns_ = trace_.time_bounds().first;
@@ -86,7 +85,7 @@ class ChromeJsonWriter {
                slice_args_index_);
     index_args(trace_.instant_args, trace_.instants.args_begin, trace_.instants.size(),
                instant_args_index_);
-    out_.reserve(kFlushBytes + 4096);
+    out_.reserve(kSinkPieceBytes + 4096);
     raw("{\"traceEvents\":[\n");
     write_metadata_events();
     write_slices();
@@ -209,7 +208,7 @@ class ChromeJsonWriter {
   // the last event of the array drops.
   void end_event() {
     raw(std::string_view("},\n"));
-    if (out_.size() >= kFlushBytes) hand_over(2);
+    if (out_.size() >= kSinkPieceBytes) hand_over(2);
   }
 
   // The tid each track is written with: its own, or a synthetic one for an async lane.

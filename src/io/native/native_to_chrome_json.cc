@@ -29,7 +29,6 @@ namespace opsight::io {
 
 namespace {
 
-constexpr size_t kFlushBytes = size_t{1} << 20;
 // Lanes get tids from here up (as write_chrome_json's synthetic tids): far above a Linux tid.
 constexpr int64_t kFirstLaneTid = int64_t{1} << 29;
 
@@ -37,7 +36,7 @@ constexpr int64_t kFirstLaneTid = int64_t{1} << 29;
 // once it passes 1 MiB. A refused write stops everything (the caller checks refused()).
 class JsonEvents {
  public:
-  explicit JsonEvents(ByteSink& sink) : sink_(sink) { out_.reserve(kFlushBytes + 64 * 1024); }
+  explicit JsonEvents(ByteSink& sink) : sink_(sink) { out_.reserve(kSinkPieceBytes + 64 * 1024); }
 
   void raw(std::string_view text) { out_.append(text); }
   void quoted(std::string_view text) { wire::append_json_string(out_, text); }
@@ -76,7 +75,7 @@ class JsonEvents {
   }
   void end_event() {
     out_.push_back('}');
-    if (out_.size() >= kFlushBytes) flush();
+    if (out_.size() >= kSinkPieceBytes) flush();
   }
   void flush() {
     if (!refused_ && !out_.empty() && !sink_.write(out_)) refused_ = true;

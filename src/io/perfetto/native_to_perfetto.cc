@@ -26,6 +26,7 @@
 #include "io/io.hpp"
 #include "io/native/native_tail.hpp"
 #include "io/perfetto/perfetto_fields.hpp"
+#include "io/perfetto/perfetto_sequence.hpp"
 #include "wire/proto_encoder.hpp"
 
 namespace opsight::io {
@@ -34,8 +35,7 @@ namespace {
 
 namespace fields = perfetto::fields;
 
-constexpr uint64_t kSequenceId = 1;
-constexpr size_t kFlushBytes = size_t{1} << 20;
+using perfetto::kSequenceId;
 // Distinct event names interned at most; further names are written inline (a run that names
 // spans at run time from data must not grow the table without bound).
 constexpr size_t kMaxInternedStrings = size_t{1} << 16;
@@ -44,7 +44,7 @@ class StreamingPerfettoWriter {
  public:
   StreamingPerfettoWriter(ByteSink& sink, int64_t unix_offset_ns)
       : sink_(sink), encoder_(out_), unix_offset_ns_(unix_offset_ns) {
-    out_.reserve(kFlushBytes + 64 * 1024);
+    out_.reserve(kSinkPieceBytes + 64 * 1024);
   }
 
   bool refused() const { return refused_; }
@@ -53,40 +53,14 @@ class StreamingPerfettoWriter {
              int64_t run_pid) {
     command_line_ = command_line;
     run_pid_ = run_pid;
-    size_t packet = encoder_.begin_message(fields::kTracePacket);
-    encoder_.varint_field(fields::packet::kTrustedPacketSequenceId, kSequenceId);
-    encoder_.bool_field(fields::packet::kFirstPacketOnSequence, true);
-    encoder_.bool_field(fields::packet::kIncrementalStateCleared, true);
-    encoder_.varint_field(fields::packet::kSequenceFlags,
-                          fields::packet::kSeqIncrementalStateCleared);
-    size_t defaults = encoder_.begin_message(fields::packet::kTracePacketDefaults);
-    encoder_.varint_field(fields::packet_defaults::kTimestampClockId,
-                          fields::kBuiltinClockMonotonic);
-    encoder_.end_message(defaults);
-    end_packet(packet);
-
     const uint64_t anchor = static_cast<uint64_t>(std::max<int64_t>(anchor_ns, 0));
-    packet = encoder_.begin_message(fields::kTracePacket);
-    encoder_.varint_field(fields::packet::kTrustedPacketSequenceId, kSequenceId);
-    encoder_.varint_field(fields::packet::kTimestamp, anchor);
-    size_t snapshot = encoder_.begin_message(fields::packet::kClockSnapshot);
-    size_t clock = encoder_.begin_message(fields::clock_snapshot::kClocks);
-    encoder_.varint_field(fields::clock_snapshot::kClockId, fields::kBuiltinClockMonotonic);
-    encoder_.varint_field(fields::clock_snapshot::kTimestamp, anchor);
-    encoder_.end_message(clock);
     const int64_t wall = static_cast<int64_t>(anchor) + unix_offset_ns_;
-    if (has_realtime && wall >= 0) {
-      clock = encoder_.begin_message(fields::clock_snapshot::kClocks);
-      encoder_.varint_field(fields::clock_snapshot::kClockId, fields::kBuiltinClockRealtime);
-      encoder_.varint_field(fields::clock_snapshot::kTimestamp, static_cast<uint64_t>(wall));
-      encoder_.end_message(clock);
-    }
-    encoder_.varint_field(fields::clock_snapshot::kPrimaryTraceClock,
-                          fields::kBuiltinClockMonotonic);
-    encoder_.end_message(snapshot);
-    end_packet(packet);
+    perfetto::write_sequence_start(encoder_, anchor,
+                                   has_realtime && wall >= 0
+                                       ? std::optional<uint64_t>(static_cast<uint64_t>(wall))
+                                       : std::nullopt);
 
-    packet = begin_descriptor_packet(0);  // the root: ordering is explicit
+    size_t packet = begin_descriptor_packet(0);  // the root: ordering is explicit
     encoder_.varint_field(fields::track::kProcessOrdering, fields::track::kProcessOrderingExplicit);
     encoder_.varint_field(fields::track::kThreadOrdering, fields::track::kThreadOrderingExplicit);
     end_descriptor_packet(packet);
@@ -288,7 +262,7 @@ class StreamingPerfettoWriter {
   }
   void end_packet(size_t packet) {
     encoder_.end_message(packet);
-    if (out_.size() >= kFlushBytes) flush();
+    if (out_.size() >= kSinkPieceBytes) flush();
   }
 
   size_t begin_descriptor_packet(uint64_t uuid) {

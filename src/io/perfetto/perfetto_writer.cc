@@ -47,6 +47,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -54,6 +55,7 @@
 
 #include "io/io.hpp"
 #include "io/perfetto/perfetto_fields.hpp"
+#include "io/perfetto/perfetto_sequence.hpp"
 #include "trace/gpu_tracks.hpp"
 #include "trace/trace.hpp"
 #include "wire/proto_encoder.hpp"
@@ -68,7 +70,7 @@ using trace::RowIndex;
 using trace::StringId;
 using trace::TrackId;
 
-constexpr uint64_t kSequenceId = 1;
+using perfetto::kSequenceId;
 
 // Which interned strings of one kind the sequence has already been sent.
 class InternedSet {
@@ -122,13 +124,12 @@ class PerfettoWriter {
 
  private:
   struct SinkRefused {};
-  static constexpr size_t kFlushBytes = size_t{1} << 20;
 
   // A top-level packet's end: the buffer goes to the sink once it is large (packets are
   // whole, so nothing written later refers back into it).
   void end_packet(size_t packet) {
     encoder_.end_message(packet);
-    if (out_.size() >= kFlushBytes) hand_over();
+    if (out_.size() >= kSinkPieceBytes) hand_over();
   }
   void hand_over() {
     if (!sink_.write(out_)) throw SinkRefused{};
@@ -140,7 +141,7 @@ class PerfettoWriter {
     static_cast<void>(latest);
     time_shift_ = earliest < 0 ? -earliest : 0;
     // A small trace gets a small buffer (a fuzzer writes thousands a second).
-    out_.reserve(std::min(kFlushBytes + 4096, estimated_bytes(trace_)));
+    out_.reserve(std::min(kSinkPieceBytes + 4096, estimated_bytes(trace_)));
     assign_uuids();
     index_flows();
     write_sequence_start(earliest);
@@ -186,43 +187,12 @@ class PerfettoWriter {
   }
 
   void write_sequence_start(int64_t earliest) {
-    // The first packet clears the sequence's incremental state and sets the clock of every
-    // later packet on it.
-    size_t packet = encoder_.begin_message(fields::kTracePacket);
-    encoder_.varint_field(fields::packet::kTrustedPacketSequenceId, kSequenceId);
-    encoder_.bool_field(fields::packet::kFirstPacketOnSequence, true);
-    encoder_.bool_field(fields::packet::kIncrementalStateCleared, true);
-    encoder_.varint_field(fields::packet::kSequenceFlags,
-                          fields::packet::kSeqIncrementalStateCleared);
-    size_t defaults = encoder_.begin_message(fields::packet::kTracePacketDefaults);
-    encoder_.varint_field(fields::packet_defaults::kTimestampClockId,
-                          fields::kBuiltinClockMonotonic);
-    encoder_.end_message(defaults);
-    end_packet(packet);
-
     // The clock snapshot: monotonic is the trace's clock; realtime when it is known.
-    uint64_t anchor = static_cast<uint64_t>(earliest + time_shift_);
-    packet = encoder_.begin_message(fields::kTracePacket);
-    encoder_.varint_field(fields::packet::kTrustedPacketSequenceId, kSequenceId);
-    encoder_.varint_field(fields::packet::kTimestamp, anchor);
-    size_t snapshot = encoder_.begin_message(fields::packet::kClockSnapshot);
-    size_t clock = encoder_.begin_message(fields::clock_snapshot::kClocks);
-    encoder_.varint_field(fields::clock_snapshot::kClockId, fields::kBuiltinClockMonotonic);
-    encoder_.varint_field(fields::clock_snapshot::kTimestamp, anchor);
-    encoder_.end_message(clock);
-    if (trace_.run.has_unix_offset) {
-      int64_t wall = earliest + trace_.run.unix_offset_ns;
-      if (wall >= 0) {
-        clock = encoder_.begin_message(fields::clock_snapshot::kClocks);
-        encoder_.varint_field(fields::clock_snapshot::kClockId, fields::kBuiltinClockRealtime);
-        encoder_.varint_field(fields::clock_snapshot::kTimestamp, static_cast<uint64_t>(wall));
-        encoder_.end_message(clock);
-      }
-    }
-    encoder_.varint_field(fields::clock_snapshot::kPrimaryTraceClock,
-                          fields::kBuiltinClockMonotonic);
-    encoder_.end_message(snapshot);
-    end_packet(packet);
+    std::optional<uint64_t> wall;
+    if (trace_.run.has_unix_offset && earliest + trace_.run.unix_offset_ns >= 0)
+      wall = static_cast<uint64_t>(earliest + trace_.run.unix_offset_ns);
+    perfetto::write_sequence_start(encoder_, static_cast<uint64_t>(earliest + time_shift_), wall);
+    if (out_.size() >= kSinkPieceBytes) hand_over();
   }
 
   size_t begin_descriptor_packet(uint64_t uuid) {
