@@ -327,11 +327,16 @@ TEST(OtlpLogs, ARequestPerProcessAScopePerLoggerAndEveryFieldOfEachRecord) {
   std::string two_body = opsight::exporting::encode_otlp_logs(logs, logs.records().subspan(0, 2));
   auto two = must_decode(two_body);
   size_t records = 0;
+  // Each decoded message is held by a name: find_fields points into it.
   for (const ProtoField* resource_field :
-       find_fields(two, otlp::export_logs_request::kResourceLogs))
+       find_fields(two, otlp::export_logs_request::kResourceLogs)) {
+    const auto resource_message = must_decode(resource_field->bytes);
     for (const ProtoField* scope_field :
-         find_fields(must_decode(resource_field->bytes), otlp::resource_logs::kScopeLogs))
-      records += find_fields(must_decode(scope_field->bytes), otlp::scope_logs::kLogRecords).size();
+         find_fields(resource_message, otlp::resource_logs::kScopeLogs)) {
+      const auto scope_message = must_decode(scope_field->bytes);
+      records += find_fields(scope_message, otlp::scope_logs::kLogRecords).size();
+    }
+  }
   EXPECT_EQ(records, 2u);
   EXPECT_EQ(opsight::exporting::encode_otlp_logs(logs, {}), "");  // no record: an empty request
 }
