@@ -83,6 +83,8 @@ void bind_report(nb::module_& m, TraceClass& trace_class) {
         return names;
       },
       "The report views render() takes, in `opsight report`'s order.");
+  m.def("output_formats", &report::output_format_names,
+        "The formats render() and compare() write (text, json, csv), the first the default.");
 }
 
 }  // namespace opsight::python

@@ -84,7 +84,7 @@ def _run_parser() -> ArgumentParser:
     parser.add_argument("--report", default="tree,summary",
                         help="reports printed after the run (to stderr): any of tree, summary, "
                              "table, comma-separated, or none (default: %(default)s)")
-    parser.add_argument("--format", choices=("text", "json", "csv"), default="text",
+    parser.add_argument("--format", choices=_native.output_formats(), default="text",
                         help="format of the printed reports (default: %(default)s)")
     parser.add_argument("--max-roots", type=int, default=20, help="roots shown by the tree")
     parser.add_argument("--buffer-mb", type=int, help="recording memory per process (MiB)")
