@@ -211,8 +211,9 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
       return std::max(0.0, std::chrono::duration<double>(deadline - Clock::now()).count());
     };
     if (target.sink->payload == SinkPayload::kMetrics) {
-      exporter.offer({target.sink->metrics_body(trace, view, target), view.span_count()},
-                     remaining());
+      uint64_t items = view.span_count();
+      std::string body = target.sink->metrics_body(trace, view, target, &items);
+      exporter.offer({std::move(body), items}, remaining());
       continue;
     }
     if (target.sink->payload == SinkPayload::kLogs) {

@@ -88,9 +88,11 @@ struct SinkDescription {
   // kSpans: the encoder of one export's batches.
   std::unique_ptr<SpanBatchEncoder> (*make_encoder)(const SpanView& view) = nullptr;
   // kMetrics: the body sent once for the whole trace, and the target completed for it
-  // (a Pushgateway's default grouping path names the trace's host).
+  // (a Pushgateway's default grouping path names the trace's host). `items` holds the
+  // trace's span count on entry; a sink whose reports count something else (`item`: OTLP's
+  // data points) sets it to the body's count.
   std::string (*metrics_body)(const trace::Trace& trace, const SpanView& view,
-                              const ExportTarget& target) = nullptr;
+                              const ExportTarget& target, uint64_t* items) = nullptr;
   void (*complete_for_trace)(ExportTarget& target, const trace::Trace& trace) = nullptr;
   // kLogs: the body of one batch of log records (indexes into the view's records).
   std::string (*logs_body)(const LogView& logs, std::span<const uint32_t> records) = nullptr;

@@ -21,6 +21,7 @@
 #include "export/otlp/otlp_logs_encoder.hpp"
 #include "schema/log_names.hpp"
 #include "wire/proto_decoder_for_tests.hpp"
+#include "wire/proto_encoder.hpp"
 
 // A namespace of its own: the test program is a unity build, and export_test.cc has
 // helpers of the same names.
@@ -558,6 +559,40 @@ TEST(OtlpLogs, ExportTraceSendsTheRecordsOfBothLogSinks) {
   }
   EXPECT_EQ(otlp_requests, 2u);
   EXPECT_EQ(loki_requests, 2u);
+}
+
+// A collector's partial success for logs (ExportLogsServiceResponse: rejected_log_records
+// under the traces' field numbers): counted as dropped, named log records.
+TEST(OtlpLogs, APartialSuccessCountsRejectedLogRecords) {
+  std::string partial, answer;
+  opsight::wire::ProtoEncoder(partial).varint_field(
+      opsight::exporting::otlp::partial_success::kRejectedSpans, 3);
+  opsight::wire::ProtoEncoder(answer).bytes_field(
+      opsight::exporting::otlp::export_response::kPartialSuccess, partial);
+  httplib::Server server;
+  server.Post("/v1/logs", [&](const httplib::Request&, httplib::Response& response) {
+    response.set_content(answer, "application/x-protobuf");
+  });
+  server.set_keep_alive_timeout(1);
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string error;
+  auto target = opsight::exporting::parse_export_target(
+      "otlp-logs=http://127.0.0.1:" + std::to_string(port),
+      [](const char*) -> const char* { return nullptr; }, &error);
+  ASSERT_TRUE(target) << error;
+  opsight::exporting::TraceExportOptions options;
+  options.requests_in_flight = 1;
+  auto reports = opsight::exporting::export_trace(sample_trace(), {*target}, options);
+  server.stop();
+  serving.join();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].stats.spans_offered, 8u);
+  EXPECT_EQ(reports[0].stats.spans_sent, 5u);
+  EXPECT_NE(reports[0].stats.last_error.find("rejected 3 log records of the batch"),
+            std::string::npos)
+      << reports[0].stats.last_error;
 }
 
 }  // namespace

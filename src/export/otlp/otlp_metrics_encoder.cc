@@ -44,6 +44,31 @@ void write_total(ProtoEncoder& encoder, std::string_view name, std::string_view 
   });
 }
 
+// A sample of a counter track, or of a rate's total, per pid.
+struct OtlpMetricsPidSample {
+  int64_t pid;
+  double value;
+};
+
+// The OTLP name and UCUM unit of a counter's quantity ("process.io_read_bytes" in "By";
+// "x_ns" becomes "x" in "s", its values scaled by `scale`).
+struct OtlpMetricsQuantity {
+  std::string name;
+  std::string_view unit;
+  double scale = 1;
+};
+OtlpMetricsQuantity otlp_metrics_quantity_of(std::string_view quantity) {
+  OtlpMetricsQuantity out{"opsight." + std::string(quantity), "", 1};
+  if (quantity.size() > 3 && quantity.ends_with("_ns")) {
+    out.name.resize(out.name.size() - 3);
+    out.unit = "s";
+    out.scale = 1e-9;
+  } else if (quantity.size() > 6 && quantity.ends_with("_bytes")) {
+    out.unit = "By";
+  }
+  return out;
+}
+
 void write_exemplar(ProtoEncoder& encoder, const Exemplar& exemplar) {
   if (exemplar.span_id == 0) return;
   size_t message = encoder.begin_message(otlp::histogram_data_point::kExemplars);
@@ -62,7 +87,9 @@ void write_exemplar(ProtoEncoder& encoder, const Exemplar& exemplar) {
 }  // namespace
 
 std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const Attribute> resource,
-                                const MetricsInterval& interval, MetricsTemporality temporality) {
+                                const MetricsInterval& interval, MetricsTemporality temporality,
+                                uint64_t* data_points) {
+  uint64_t points = 0;
   const uint64_t aggregation = temporality == MetricsTemporality::kDelta
                                    ? otlp::kTemporalityDelta
                                    : otlp::kTemporalityCumulative;
@@ -91,6 +118,7 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
           std::string counts;
           for (const auto& [name, histogram] : metrics.spans) {
             size_t point = encoder.begin_message(otlp::histogram::kDataPoints);
+            ++points;
             otlp::write_attribute(encoder, otlp::histogram_data_point::kAttributes,
                                   {"span", AttributeValue::of(std::string_view(name))});
             encoder.fixed64_field(otlp::histogram_data_point::kStartTimeUnixNano,
@@ -117,22 +145,57 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
           encoder.varint_field(otlp::histogram::kAggregationTemporality, aggregation);
         });
   }
-  if (metrics.overhead_seconds >= 0)
-    write_total(encoder, "opsight.tracer.overhead", "Time the tracer spent on itself.", "s",
-                metrics.overhead_seconds, interval, aggregation);
-  if (metrics.traced_seconds >= 0)
-    write_total(encoder, "opsight.traced", "Wall time the tracer recorded.", "s",
-                metrics.traced_seconds, interval, aggregation);
-  write_total(encoder, "opsight.events.dropped", "Events the tracer dropped at its memory bound.",
-              "", static_cast<double>(metrics.events_dropped), interval, aggregation);
-
-  // One gauge per counter name, a data point per pid.
-  struct Sample {
-    int64_t pid;
-    double value;
+  auto add_total = [&](std::string_view name, std::string_view description, std::string_view unit,
+                       double value) {
+    ++points;
+    write_total(encoder, name, description, unit, value, interval, aggregation);
   };
+  if (metrics.overhead_seconds >= 0)
+    add_total("opsight.tracer.overhead", "Time the tracer spent on itself.", "s",
+              metrics.overhead_seconds);
+  if (metrics.traced_seconds >= 0)
+    add_total("opsight.traced", "Wall time the tracer recorded.", "s", metrics.traced_seconds);
+  add_total("opsight.events.dropped", "Events the tracer dropped at its memory bound.", "",
+            static_cast<double>(metrics.events_dropped));
+
+  // A rate track ("process.io_read_bytes_per_s") as the monotonic sum of its quantity
+  // ("opsight.process.io_read_bytes", in By), a data point per pid: the rates integrated
+  // over the times between their samples (MetricsSnapshot::rate_totals, what the
+  // Prometheus exposition's _total counters hold).
+  using Sample = OtlpMetricsPidSample;
+  std::map<std::string, std::pair<OtlpMetricsQuantity, std::vector<Sample>>> totals;
+  for (const auto& [key, rate] : metrics.rate_totals) {
+    OtlpMetricsQuantity quantity = otlp_metrics_quantity_of(rate_counter_quantity(key.first));
+    auto& entry = totals[quantity.name];
+    entry.second.push_back({key.second, rate.total * quantity.scale});
+    entry.first = std::move(quantity);
+  }
+  for (const auto& total : totals) {
+    const OtlpMetricsQuantity& quantity = total.second.first;
+    const std::vector<Sample>& samples = total.second.second;
+    write_metric(
+        encoder, quantity.name, "Total of the rate opsight sampled, since its first sample.",
+        quantity.unit, otlp::metric::kSum, [&] {
+          for (const Sample& sample : samples) {
+            size_t point = encoder.begin_message(otlp::sum::kDataPoints);
+            ++points;
+            otlp::write_attribute(encoder, otlp::number_data_point::kAttributes,
+                                  {"pid", AttributeValue::of(sample.pid)});
+            encoder.fixed64_field(otlp::number_data_point::kStartTimeUnixNano,
+                                  interval.start_unix_ns);
+            encoder.fixed64_field(otlp::number_data_point::kTimeUnixNano, interval.end_unix_ns);
+            encoder.double_field(otlp::number_data_point::kAsDouble, sample.value);
+            encoder.end_message(point);
+          }
+          encoder.varint_field(otlp::sum::kAggregationTemporality, aggregation);
+          encoder.bool_field(otlp::sum::kIsMonotonic, true);
+        });
+  }
+
+  // One gauge per counter name (but the rates: their totals above), a data point per pid.
   std::map<std::string, std::vector<Sample>> gauges;
   for (const auto& [key, value] : metrics.counters) {
+    if (is_rate_counter(key.first)) continue;
     std::string name = key.first;
     bool nanoseconds = name.ends_with("_ns");
     if (nanoseconds) name.resize(name.size() - 3);
@@ -147,6 +210,7 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
                  seconds ? "s" : "", otlp::metric::kGauge, [&] {
                    for (const Sample& sample : samples) {
                      size_t point = encoder.begin_message(otlp::gauge::kDataPoints);
+                     ++points;
                      otlp::write_attribute(encoder, otlp::number_data_point::kAttributes,
                                            {"pid", AttributeValue::of(sample.pid)});
                      encoder.fixed64_field(otlp::number_data_point::kTimeUnixNano,
@@ -158,6 +222,7 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
   }
   encoder.end_message(scope_metrics);
   encoder.end_message(resource_metrics);
+  if (data_points != nullptr) *data_points = points;
   return out;
 }
 

@@ -9,6 +9,11 @@
 //   opsight.events.dropped  monotonic sum: events lost to the memory bound
 //   opsight.<counter>       gauge per counter track name, attribute `pid`, its last sample
 //                           (a name ending `_ns` loses it, in seconds with unit "s")
+//   opsight.<quantity>      monotonic sum per rate track ("process.io_read_bytes_per_s" ->
+//                           opsight.process.io_read_bytes in "By"; _ns -> seconds in "s"),
+//                           attribute `pid`: the rates integrated over the times between
+//                           their samples (MetricsSnapshot::rate_totals, the Prometheus
+//                           text's opsight_<quantity>_total), not a gauge of the rate
 // Histograms and sums carry the temporality asked for (OTLP's AggregationTemporality):
 // for a finished run exported once, cumulative and delta hold the same numbers over the
 // same interval (the run's start to its end), which is what both mean for one report.
@@ -31,8 +36,11 @@ struct MetricsInterval {
   uint64_t end_unix_ns = 0;    // when the values were taken (the run's end)
 };
 
+// `data_points`, when given, receives the number of data points written (what an OTLP
+// partial success's rejected_data_points counts).
 std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const Attribute> resource,
-                                const MetricsInterval& interval, MetricsTemporality temporality);
+                                const MetricsInterval& interval, MetricsTemporality temporality,
+                                uint64_t* data_points = nullptr);
 
 // The run's interval: from its recorded start to its last slice's end, in wall time (the
 // export's own clock when the trace knows no wall time).

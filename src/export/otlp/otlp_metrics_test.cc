@@ -3,14 +3,19 @@
 // opentelemetry-proto package's descriptors, and tests/integration against the OpenTelemetry
 // Collector's own OTLP receiver), and the otlp-metrics target's settings.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <bit>
+#include <chrono>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "export/export.hpp"
 #include "export/otlp/otlp_fields.hpp"
 #include "export/otlp/otlp_metrics_encoder.hpp"
 #include "wire/proto_decoder_for_tests.hpp"
+#include "wire/proto_encoder.hpp"
 
 namespace {
 
@@ -204,6 +209,110 @@ TEST(OtlpMetrics, TheTargetReadsTheMetricsVariablesOverTheGeneralOnes) {
   variables["OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"] = "grpc";
   EXPECT_FALSE(parse_export_target("otlp-metrics", environment, &error));
   EXPECT_NE(error.find("http/protobuf only"), std::string::npos) << error;
+}
+
+// A sampled rate is sent as the monotonic sum of its quantity in its base unit (what the
+// Prometheus exposition's _total counter holds: MetricsSnapshot::rate_totals), a data point
+// per pid, never as a gauge of the rate.
+TEST(OtlpMetrics, ARateIsAMonotonicSumOfItsQuantityInItsBaseUnit) {
+  MetricsSnapshot metrics;
+  // 1 MB/s for 2 s, then 4 MB/s for 0.5 s (the first sample only starts the total).
+  metrics.set_counter("process.io_read_bytes_per_s", 7, 5e6, 1'000'000'000);
+  metrics.set_counter("process.io_read_bytes_per_s", 7, 1e6, 3'000'000'000);
+  metrics.set_counter("process.io_read_bytes_per_s", 7, 4e6, 3'500'000'000);
+  metrics.set_counter("process.io_read_bytes_per_s", 8, 2e6, 0);
+  metrics.set_counter("process.io_read_bytes_per_s", 8, 2e6, 1'000'000'000);
+  metrics.set_counter("gpu.busy_ns_per_s", 7, 5e8, 0);
+  metrics.set_counter("gpu.busy_ns_per_s", 7, 5e8, 2'000'000'000);  // 0.5 s/s for 2 s: 1 s
+  metrics.set_counter("process.rss_bytes", 7, 123);
+  uint64_t data_points = 0;
+  std::string request = encode_otlp_metrics(metrics, {}, MetricsInterval{1000, 2000},
+                                            MetricsTemporality::kCumulative, &data_points);
+  std::string service;
+  auto by_name = metrics_by_name(request, &service);
+  EXPECT_FALSE(by_name.count("opsight.process.io_read_bytes_per_s"));  // no gauge of the rate
+  EXPECT_FALSE(by_name.count("opsight.gpu.busy_ns_per_s"));
+  ASSERT_TRUE(by_name.count("opsight.process.io_read_bytes"));
+  const auto& read = by_name["opsight.process.io_read_bytes"];
+  EXPECT_EQ(first(read, otlp::metric::kUnit)->bytes, "By");
+  EXPECT_EQ(first(read, otlp::metric::kGauge), nullptr);
+  auto sum = fields_of(first(read, otlp::metric::kSum)->bytes);
+  EXPECT_EQ(first(sum, otlp::sum::kIsMonotonic)->value, 1u);
+  EXPECT_EQ(first(sum, otlp::sum::kAggregationTemporality)->value, otlp::kTemporalityCumulative);
+  std::map<std::string, double> by_pid;
+  for (auto point_bytes : all(sum, otlp::sum::kDataPoints)) {
+    auto point = fields_of(point_bytes);
+    EXPECT_EQ(first(point, otlp::number_data_point::kStartTimeUnixNano)->value, 1000u);
+    EXPECT_EQ(first(point, otlp::number_data_point::kTimeUnixNano)->value, 2000u);
+    auto pid = key_value(first(point, otlp::number_data_point::kAttributes)->bytes);
+    EXPECT_EQ(pid.first, "pid");
+    by_pid[pid.second] = first(point, otlp::number_data_point::kAsDouble)->as_double();
+  }
+  EXPECT_EQ(by_pid, (std::map<std::string, double>{{"7", 4e6}, {"8", 2e6}}));
+  ASSERT_TRUE(by_name.count("opsight.gpu.busy"));  // _ns: seconds
+  EXPECT_EQ(first(by_name["opsight.gpu.busy"], otlp::metric::kUnit)->bytes, "s");
+  auto busy = fields_of(first(by_name["opsight.gpu.busy"], otlp::metric::kSum)->bytes);
+  EXPECT_DOUBLE_EQ(first(fields_of(first(busy, otlp::sum::kDataPoints)->bytes),
+                         otlp::number_data_point::kAsDouble)
+                       ->as_double(),
+                   1.0);
+  EXPECT_TRUE(by_name.count("opsight.process.rss_bytes"));  // a plain counter stays a gauge
+  // 2 + 1 rate points, the gauge's, and opsight.events.dropped (overhead and traced unknown).
+  EXPECT_EQ(data_points, 5u);
+
+  request =
+      encode_otlp_metrics(metrics, {}, MetricsInterval{1000, 2000}, MetricsTemporality::kDelta);
+  by_name = metrics_by_name(request, &service);
+  sum = fields_of(first(by_name.at("opsight.process.io_read_bytes"), otlp::metric::kSum)->bytes);
+  EXPECT_EQ(first(sum, otlp::sum::kAggregationTemporality)->value, otlp::kTemporalityDelta);
+}
+
+// A collector's partial success (ExportMetricsServiceResponse.partial_success: rejected
+// data points under the traces' field numbers): the rejected data points are counted as
+// dropped, and the report names them data points, not spans.
+TEST(OtlpMetrics, APartialSuccessCountsRejectedDataPoints) {
+  std::string partial, answer;
+  opsight::wire::ProtoEncoder(partial).varint_field(otlp::partial_success::kRejectedSpans, 2);
+  opsight::wire::ProtoEncoder(partial).bytes_field(otlp::partial_success::kErrorMessage, "too old");
+  opsight::wire::ProtoEncoder(answer).bytes_field(otlp::export_response::kPartialSuccess, partial);
+  httplib::Server server;
+  std::mutex mutex;
+  std::vector<std::string> bodies;
+  server.Post("/v1/metrics", [&](const httplib::Request& request, httplib::Response& response) {
+    std::lock_guard lock(mutex);
+    bodies.push_back(request.body);
+    response.set_content(answer, "application/x-protobuf");
+  });
+  server.set_keep_alive_timeout(1);
+  int port = server.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  opsight::trace::Trace trace;
+  auto track = trace.thread_track(1, 1);
+  for (int i = 0; i < 5; ++i) trace.slices.add(i * 100, 50, trace.intern("work"), 0, track);
+  trace.finalize();
+  std::string error;
+  auto target = parse_export_target(
+      "otlp-metrics=http://127.0.0.1:" + std::to_string(port),
+      [](const char*) -> const char* { return nullptr; }, &error);
+  ASSERT_TRUE(target) << error;
+  opsight::exporting::TraceExportOptions options;
+  options.requests_in_flight = 1;
+  auto reports = opsight::exporting::export_trace(trace, {*target}, options);
+  server.stop();
+  serving.join();
+  ASSERT_EQ(reports.size(), 1u);
+  ASSERT_EQ(bodies.size(), 1u);
+  EXPECT_EQ(reports[0].item, "data point");
+  // One histogram point ("work") and the tracer's three totals: 4, not the trace's 5 spans.
+  EXPECT_EQ(reports[0].stats.spans_offered, 4u);
+  EXPECT_EQ(reports[0].stats.spans_sent, 2u);
+  EXPECT_EQ(reports[0].stats.spans_dropped_failed, 2u);
+  EXPECT_NE(reports[0].stats.last_error.find(
+                "rejected 2 data points of the batch (OTLP partial success): too old"),
+            std::string::npos)
+      << reports[0].stats.last_error;
 }
 
 }  // namespace

@@ -225,12 +225,13 @@ std::optional<std::string> parse_logs(std::string_view, std::string_view rest,
 }
 
 std::string metrics_request(const trace::Trace& trace, const SpanView& view,
-                            const ExportTarget& target) {
+                            const ExportTarget& target, uint64_t* data_points) {
   std::span<const Attribute> resource;
   if (!view.resources().empty()) resource = view.resources().front().attributes;
   return encode_otlp_metrics(
       metrics_of(trace, &view), resource, metrics_interval_of(trace),
-      target.delta_temporality ? MetricsTemporality::kDelta : MetricsTemporality::kCumulative);
+      target.delta_temporality ? MetricsTemporality::kDelta : MetricsTemporality::kCumulative,
+      data_points);
 }
 
 std::unique_ptr<BatchSender> make_channel(const ExportTarget& target, double timeout_s,
@@ -279,6 +280,7 @@ const SinkDescription& metrics_sink() {
           "the run's metrics (span-duration histograms, counters, the tracer's own "
           "cost) as OTLP/HTTP protobuf; default http://localhost:4318/v1/metrics",
       .payload = SinkPayload::kMetrics,
+      .item = "data point",
       .parse = parse_metrics,
       .metrics_body = metrics_request,
       .http_content_type = "application/x-protobuf",

@@ -150,15 +150,6 @@ double number_of(const trace::ArgValue& value) {
   return std::nan("");
 }
 
-// Counters whose name ends in _per_s are rates of the quantity before the suffix.
-constexpr std::string_view kRateSuffix = "_per_s";
-bool is_rate(std::string_view name) {
-  return name.size() > kRateSuffix.size() && name.ends_with(kRateSuffix);
-}
-std::string_view rate_quantity(std::string_view name) {
-  return name.substr(0, name.size() - kRateSuffix.size());
-}
-
 }  // namespace
 
 void GenAiRequest::set(std::string_view key, const trace::ArgValue& value, std::string_view text) {
@@ -259,7 +250,7 @@ void DurationHistogram::add(int64_t duration_ns, const SpanOrigin& origin) {
 
 void MetricsSnapshot::set_counter(std::string_view name, int64_t pid, double value, int64_t ns) {
   counters[{std::string(name), pid}] = value;
-  if (!is_rate(name)) return;
+  if (!is_rate_counter(name)) return;
   RateTotal& rate = rate_totals[{std::string(name), pid}];
   if (rate.started && ns > rate.last_ns)
     rate.total += value * static_cast<double>(ns - rate.last_ns) / 1e9;
@@ -470,7 +461,7 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics, ExpositionForm
   // A counter family per rate (its quantity's total), a sample per pid.
   std::map<std::string, std::vector<std::pair<int64_t, double>>> totals;
   for (const auto& [key, rate] : metrics.rate_totals) {
-    std::string name = prometheus_name(rate_quantity(key.first));
+    std::string name = prometheus_name(rate_counter_quantity(key.first));
     bool nanoseconds = name.ends_with("_ns");
     if (nanoseconds) name = name.substr(0, name.size() - 3) + "_seconds";
     totals["opsight_" + name].emplace_back(key.second, nanoseconds ? rate.total / 1e9 : rate.total);
@@ -488,7 +479,7 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics, ExpositionForm
   // One gauge family per counter name (but the rates: their totals above), a sample per pid.
   std::map<std::string, std::vector<std::pair<int64_t, double>>> families;
   for (const auto& [key, value] : metrics.counters) {
-    if (is_rate(key.first)) continue;
+    if (is_rate_counter(key.first)) continue;
     std::string name = prometheus_name(key.first);
     bool nanoseconds = name.ends_with("_ns");
     if (nanoseconds) name = name.substr(0, name.size() - 3) + "_seconds";

@@ -109,6 +109,17 @@ struct GenAiRequest {
 inline constexpr std::string_view kGenAiRequestSpan = "gen_ai.request";
 inline constexpr std::string_view kGenAiChunkSpan = "gen_ai.inter_token";
 
+// Counters whose name ends in _per_s are rates of the quantity before the suffix
+// ("process.io_read_bytes_per_s" of "process.io_read_bytes"): the exporters send the
+// quantity's total (MetricsSnapshot::rate_totals), not the rate.
+inline constexpr std::string_view kRateCounterSuffix = "_per_s";
+inline bool is_rate_counter(std::string_view name) {
+  return name.size() > kRateCounterSuffix.size() && name.ends_with(kRateCounterSuffix);
+}
+inline std::string_view rate_counter_quantity(std::string_view name) {
+  return is_rate_counter(name) ? name.substr(0, name.size() - kRateCounterSuffix.size()) : name;
+}
+
 // A histogram with its own bucket bounds (the GenAI metrics').
 struct BucketHistogram {
   std::vector<uint64_t> buckets;  // per bucket, not cumulative
