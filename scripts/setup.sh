@@ -10,7 +10,7 @@ mode="${1:-build}"
 
 build_packages=(cmake ninja-build g++ pkg-config libsimdjson-dev nlohmann-json3-dev libcli11-dev
   libfmt-dev libxxhash-dev libsqlite3-dev libzstd-dev libgtest-dev libbenchmark-dev python3-venv
-  libcpp-httplib-dev zlib1g-dev librdkafka-dev libgrpc++-dev)
+  libcpp-httplib-dev zlib1g-dev libdeflate-dev librdkafka-dev libgrpc++-dev)
 # clang's runtime: ASan, libFuzzer; openssl: the TLS test's certificate; chromium: the web
 # UI's browser tests (driven by playwright-core, which downloads no browser of its own).
 test_packages=(clang clang-format libclang-rt-14-dev openssl chromium)

@@ -1,17 +1,25 @@
 // Encoding speed of the exporters, against the Perfetto writer on the same trace (a
 // protobuf encoder doing comparable work per slice) measured in the same run:
-//   BM_EncodeOtlpProtobuf, BM_EncodeOtlpProtobufGzip (the same, gzip-compressed),
-//   BM_EncodeOtlpJson, BM_EncodeZipkinJson, BM_EncodeLokiJson        spans/s of one core
+//   BM_EncodeOtlpProtobuf, BM_EncodeOtlpJson, BM_EncodeZipkinJson, BM_EncodeLokiJson
+//                                                                       spans/s of one core
+//   BM_EncodeOtlpProtobufGzip/libdeflate:0|1/level:N  the protobuf encoding, then gzip by
+//   zlib (0) or libdeflate (1) at level N, on the same thread            spans/s of one core
+//   BM_GzipOtlpBatches/libdeflate:0|1/level:N  compression alone of the encoded batches
+//                                                   spans/s, input bytes/s, ratio
 // Each encoder is timed whole, as the Perfetto writer is: building the SpanView (a sort of
 // every row, link and trace resolution) is inside the timed loop, once per iteration, as
 // export_trace builds it once per export. (BM_EncodeLokiJson also decides the trace's
 // streams, once per iteration, as export_trace does once per Loki target.)
 // The trace: 100k spans over 4 threads, nested 4 deep, two arguments each.
-// Encoding and sending, one sender on this thread, to a server in this process on
-// 127.0.0.1 that answers every request at once (so the server's cost is in the figure too):
-//   BM_EncodeAndSendOtlp/0 OTLP/HTTP protobuf (HttpSender, cpp-httplib's server),
-//   /1 OTLP/gRPC (the gRPC sender, grpc++'s callback generic server), /2 and /3 the same
-//   gzip-compressed                                                     spans/s
+// Encoding and sending, to a server in this process on 127.0.0.1 that answers every request
+// at once (so the server's cost is in the figure too); argument 0 OTLP/HTTP protobuf
+// (HttpSender, cpp-httplib's server), 1 OTLP/gRPC (the gRPC sender, grpc++'s callback
+// generic server), 2 and 3 the same gzip-compressed:
+//   BM_EncodeAndSendOtlp/N  one sender on this thread: encoding, compression and sending
+//                           one after the other (one core's work)      spans/s
+//   BM_ExportTrace/N        the whole export_trace call: this thread encodes while the two
+//                           sender threads compress and send (the pipeline `opsight
+//                           export` runs)                               spans/s, wall clock
 // The live /metrics endpoint's two costs (metrics_endpoint.hpp), exemplars against none:
 //   BM_AddSpansToHistograms/0 (the baseline: durations only), /1 (each span's trace and span
 //   id kept as its bucket's exemplar)                    spans/s, allocations per span
@@ -20,11 +28,14 @@
 #include <benchmark/benchmark.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "export/export.hpp"
 #include "export/http_sender.hpp"
@@ -117,18 +128,70 @@ void BM_EncodeOtlpProtobuf(benchmark::State& state) {
 }
 BENCHMARK(BM_EncodeOtlpProtobuf)->Unit(benchmark::kMillisecond);
 
-// The gzip path (OTEL_EXPORTER_OTLP_COMPRESSION=gzip): each batch encoded, then
-// compressed by zlib at the level given (the argument) as the sender does; bytes/s counts
-// the compressed bytes.
+// The gzip path (OTEL_EXPORTER_OTLP_COMPRESSION=gzip) on one thread: each batch encoded,
+// then compressed at the level given by the implementation given (first argument: 0 zlib,
+// 1 libdeflate, what gzip_compress uses where built); bytes/s counts the compressed bytes.
+std::string export_bench_gzip(std::string_view body, int implementation, int level) {
+  return implementation == 0 ? opsight::exporting::gzip_compress_zlib(body, level)
+                             : opsight::exporting::gzip_compress_libdeflate(body, level);
+}
+
 void BM_EncodeOtlpProtobufGzip(benchmark::State& state) {
-  int level = static_cast<int>(state.range(0));
-  run_encoder(state, [level](const opsight::exporting::SpanView& view,
-                             std::span<const opsight::trace::RowIndex> rows) {
-    return opsight::exporting::gzip_compress(opsight::exporting::encode_otlp_protobuf(view, rows),
-                                             level);
+  int implementation = static_cast<int>(state.range(0)), level = static_cast<int>(state.range(1));
+  if (implementation == 1 && !opsight::exporting::gzip_uses_libdeflate())
+    return state.SkipWithError("built without libdeflate");
+  run_encoder(state, [implementation, level](const opsight::exporting::SpanView& view,
+                                             std::span<const opsight::trace::RowIndex> rows) {
+    return export_bench_gzip(opsight::exporting::encode_otlp_protobuf(view, rows), implementation,
+                             level);
   });
 }
-BENCHMARK(BM_EncodeOtlpProtobufGzip)->Arg(1)->Arg(6)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EncodeOtlpProtobufGzip)
+    ->ArgNames({"libdeflate", "level"})
+    ->Args({0, 1})
+    ->Args({0, 6})
+    ->Args({1, 1})
+    ->Args({1, 6})
+    ->Unit(benchmark::kMillisecond);
+
+// Compression alone, of the same trace's OTLP protobuf batches (encoded once, before):
+// spans/s, bytes/s of the input, and the ratio (input bytes / compressed bytes).
+void BM_GzipOtlpBatches(benchmark::State& state) {
+  int implementation = static_cast<int>(state.range(0)), level = static_cast<int>(state.range(1));
+  if (implementation == 1 && !opsight::exporting::gzip_uses_libdeflate())
+    return state.SkipWithError("built without libdeflate");
+  const auto& trace = sample();
+  opsight::exporting::SpanView view(trace, {});
+  auto rows = view.rows();
+  std::vector<std::string> bodies;
+  size_t input_bytes = 0, output_bytes = 0;
+  for (size_t begin = 0; begin < rows.size(); begin += 512) {
+    bodies.push_back(opsight::exporting::encode_otlp_protobuf(
+        view, rows.subspan(begin, std::min<size_t>(512, rows.size() - begin))));
+    input_bytes += bodies.back().size();
+  }
+  for (auto _ : state) {
+    output_bytes = 0;
+    for (const std::string& body : bodies) {
+      std::string compressed = export_bench_gzip(body, implementation, level);
+      output_bytes += compressed.size();
+      benchmark::DoNotOptimize(compressed.data());
+    }
+  }
+  state.counters["ratio"] =
+      static_cast<double>(input_bytes) / static_cast<double>(std::max<size_t>(1, output_bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * trace.slices.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * input_bytes));
+}
+BENCHMARK(BM_GzipOtlpBatches)
+    ->ArgNames({"libdeflate", "level"})
+    ->Args({0, 1})
+    ->Args({0, 6})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Args({1, 4})
+    ->Args({1, 6})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_EncodeOtlpJson(benchmark::State& state) {
   run_encoder(state, opsight::exporting::encode_otlp_json);
@@ -199,39 +262,57 @@ class AnsweringGrpcServer {
 };
 #endif
 
+// A server in this process that answers every OTLP request at once: cpp-httplib's for
+// OTLP/HTTP, or the gRPC one above; target() is an ExportTarget for it.
+class ExportBenchServer {
+ public:
+  ExportBenchServer(bool grpc, bool gzip) {
+    target_.gzip = gzip;
+    target_.endpoint.host = "127.0.0.1";
+    if (grpc) {
+#if OPSIGHT_WITH_GRPC
+      grpc_server_ = std::make_unique<AnsweringGrpcServer>();
+      target_.sink = &opsight::exporting::otlp::grpc_sink();
+      target_.endpoint.port = grpc_server_->port();
+#endif
+      return;
+    }
+    http_server_.Post("/v1/traces", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content("", "application/x-protobuf");
+    });
+    int port = http_server_.bind_to_any_port("127.0.0.1");
+    http_thread_ = std::thread([this] { http_server_.listen_after_bind(); });
+    while (!http_server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    target_.sink = &opsight::exporting::otlp::protobuf_sink();
+    target_.endpoint.port = port;
+    target_.endpoint.path = "/v1/traces";
+  }
+  ~ExportBenchServer() {
+    if (http_thread_.joinable()) {
+      http_server_.stop();
+      http_thread_.join();
+    }
+  }
+  // False when gRPC was asked of a build without it.
+  bool ready() const { return target_.sink != nullptr; }
+  const opsight::exporting::ExportTarget& target() const { return target_; }
+
+ private:
+  opsight::exporting::ExportTarget target_;
+  httplib::Server http_server_;
+  std::thread http_thread_;
+#if OPSIGHT_WITH_GRPC
+  std::unique_ptr<AnsweringGrpcServer> grpc_server_;
+#endif
+};
+
 void BM_EncodeAndSendOtlp(benchmark::State& state) {
   bool grpc = state.range(0) % 2 == 1, gzip = state.range(0) >= 2;
   const auto& trace = sample();
-  httplib::Server http_server;
-  std::thread http_thread;
-  std::unique_ptr<opsight::exporting::BatchSender> sender;
-  opsight::exporting::ExportTarget target;
-  target.gzip = gzip;
-#if OPSIGHT_WITH_GRPC
-  std::unique_ptr<AnsweringGrpcServer> grpc_server;
-#endif
-  if (grpc) {
-#if OPSIGHT_WITH_GRPC
-    grpc_server = std::make_unique<AnsweringGrpcServer>();
-    target.sink = &opsight::exporting::otlp::grpc_sink();
-    target.endpoint.host = "127.0.0.1";
-    target.endpoint.port = grpc_server->port();
-#else
-    state.SkipWithError("built without gRPC");
-    return;
-#endif
-  } else {
-    http_server.Post("/v1/traces", [](const httplib::Request&, httplib::Response& response) {
-      response.set_content("", "application/x-protobuf");
-    });
-    int port = http_server.bind_to_any_port("127.0.0.1");
-    http_thread = std::thread([&] { http_server.listen_after_bind(); });
-    while (!http_server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    target.endpoint.host = "127.0.0.1";
-    target.endpoint.port = port;
-    target.endpoint.path = "/v1/traces";
-  }
-  sender = opsight::exporting::make_sender(target, 10);
+  ExportBenchServer server(grpc, gzip);
+  if (!server.ready()) return state.SkipWithError("built without gRPC");
+  std::unique_ptr<opsight::exporting::BatchSender> sender =
+      opsight::exporting::make_sender(server.target(), 10);
   uint64_t failed = 0;
   for (auto _ : state) {
     opsight::exporting::SpanView view(trace, {});
@@ -244,13 +325,32 @@ void BM_EncodeAndSendOtlp(benchmark::State& state) {
   }
   if (failed > 0) state.SkipWithError("a batch was not sent");
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * trace.slices.size()));
-  sender.reset();
-  if (http_thread.joinable()) {
-    http_server.stop();
-    http_thread.join();
-  }
 }
 BENCHMARK(BM_EncodeAndSendOtlp)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The whole export call, as `opsight export` makes it: export_trace encodes on this thread
+// while its two sender threads (requests_in_flight) compress, when gzip is on, and send, to
+// the answering server above; timed from the call to every span sent. The argument is
+// BM_EncodeAndSendOtlp's: 0 OTLP/HTTP, 1 OTLP/gRPC, 2 and 3 the same with gzip. Wall-clock
+// spans/s; the CPU column is this (the exporting) thread's alone.
+void BM_ExportTrace(benchmark::State& state) {
+  bool grpc = state.range(0) % 2 == 1, gzip = state.range(0) >= 2;
+  const auto& trace = sample();
+  ExportBenchServer server(grpc, gzip);
+  if (!server.ready()) return state.SkipWithError("built without gRPC");
+  opsight::exporting::TraceExportOptions options;
+  uint64_t unsent = 0, wire_bytes = 0;
+  for (auto _ : state) {
+    auto reports = opsight::exporting::export_trace(trace, {server.target()}, options);
+    unsent += reports.front().stats.spans_offered - reports.front().stats.spans_sent;
+    wire_bytes += reports.front().stats.bytes_sent;
+  }
+  if (unsent > 0) state.SkipWithError("a span was not sent");
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * trace.slices.size()));
+  state.counters["wire_MB_per_export"] =
+      static_cast<double>(wire_bytes) / 1e6 / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_ExportTrace)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The baseline: the same trace written as Perfetto protobuf.
 void BM_WritePerfettoBaseline(benchmark::State& state) {

@@ -5,7 +5,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
+#if OPSIGHT_WITH_LIBDEFLATE
+#include <libdeflate.h>
+#endif
 
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdlib>
 
@@ -31,10 +36,12 @@ std::string user_agent_for(std::string_view opsight_version) {
          " (OTLP/HTTP; cpp-httplib)";
 }
 
-std::string gzip_compress(std::string_view body, int level) {
+std::string gzip_compress_zlib(std::string_view body, int level) {
   z_stream stream{};
   // windowBits 15 + 16: a gzip header and trailer around the deflate stream.
-  if (deflateInit2(&stream, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return {};
+  if (deflateInit2(&stream, std::clamp(level, 0, 9), Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK)
+    return {};
   std::string out(deflateBound(&stream, static_cast<uLong>(body.size())), '\0');
   stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
   stream.avail_in = static_cast<uInt>(body.size());
@@ -45,6 +52,64 @@ std::string gzip_compress(std::string_view body, int level) {
   deflateEnd(&stream);
   return result == Z_STREAM_END ? out : std::string();
 }
+
+#if OPSIGHT_WITH_LIBDEFLATE
+
+namespace {
+
+// libdeflate's levels 0..12; zlib's 0..9 mean the same below 10.
+constexpr int kGzipLibdeflateLevels = 13;
+
+// A thread's libdeflate compressors, one per level, made at its first use and freed when the
+// thread ends: making one allocates and clears its hash tables (hundreds of KB at level 6),
+// a cost per batch otherwise.
+struct GzipLibdeflateCompressors {
+  std::array<libdeflate_compressor*, kGzipLibdeflateLevels> by_level{};
+  GzipLibdeflateCompressors() = default;
+  GzipLibdeflateCompressors(const GzipLibdeflateCompressors&) = delete;
+  GzipLibdeflateCompressors& operator=(const GzipLibdeflateCompressors&) = delete;
+  ~GzipLibdeflateCompressors() {
+    for (libdeflate_compressor* compressor : by_level)
+      if (compressor != nullptr) libdeflate_free_compressor(compressor);
+  }
+  libdeflate_compressor* at(int level) {
+    libdeflate_compressor*& compressor = by_level[static_cast<size_t>(level)];
+    if (compressor == nullptr) compressor = libdeflate_alloc_compressor(level);
+    return compressor;
+  }
+};
+
+}  // namespace
+
+std::string gzip_compress_libdeflate(std::string_view body, int level) {
+  thread_local GzipLibdeflateCompressors compressors;
+  libdeflate_compressor* compressor =
+      compressors.at(std::clamp(level, 0, kGzipLibdeflateLevels - 1));
+  if (compressor == nullptr) return {};
+  std::string out(libdeflate_gzip_compress_bound(compressor, body.size()), '\0');
+  size_t written =
+      libdeflate_gzip_compress(compressor, body.data(), body.size(), out.data(), out.size());
+  out.resize(written);  // 0: it did not fit (cannot happen within the bound): empty, a failure
+  return out;
+}
+
+bool gzip_uses_libdeflate() { return true; }
+
+std::string gzip_compress(std::string_view body, int level) {
+  return gzip_compress_libdeflate(body, level);
+}
+
+#else
+
+std::string gzip_compress_libdeflate(std::string_view, int) { return {}; }
+
+bool gzip_uses_libdeflate() { return false; }
+
+std::string gzip_compress(std::string_view body, int level) {
+  return gzip_compress_zlib(body, level);
+}
+
+#endif
 
 std::string_view http_status_phrase(int status) {
   switch (status) {

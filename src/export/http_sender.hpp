@@ -7,8 +7,8 @@
 // certificate check refuses is permanent too: retrying cannot mend a configuration; so
 // is a plain-HTTP port that answers only HTTP/2 (a gRPC port), found when an answer
 // cannot be read.
-// Bodies may go gzip-compressed (OTEL_EXPORTER_OTLP_COMPRESSION=gzip; zlib), and every
-// request names opsight in its User-Agent.
+// Bodies may go gzip-compressed (OTEL_EXPORTER_OTLP_COMPRESSION=gzip; libdeflate or zlib), and
+// every request names opsight in its User-Agent.
 //
 // Thread-safety: one HttpSender per thread (BatchExporter's sender thread owns its own).
 #pragma once
@@ -91,10 +91,17 @@ struct HttpSenderOptions {
   std::string user_agent = user_agent_for("");
 };
 
-// `body` as a gzip member (RFC 1952), through zlib at `level` (1 fastest .. 9 smallest).
-// The sender uses 1: on OTLP protobuf it is 2.5x as fast as zlib's default 6 for 14% more
-// bytes (export_benchmark.cc, docs/export.md *Speed*). Empty if zlib fails.
+// `body` as a gzip member (RFC 1952) at `level` (1 fastest .. 9 smallest; libdeflate also
+// has 10..12), through libdeflate where the build found it (Debian's libdeflate-dev:
+// whole-buffer compression, 2-3x zlib's speed at the same level for about the same size),
+// else zlib. The senders use level 1 (export_benchmark.cc, docs/export.md *Speed*). Empty
+// if compression fails. Thread-safe (libdeflate: a compressor per thread and level, kept).
 std::string gzip_compress(std::string_view body, int level = 1);
+// The two implementations, for the benchmark's comparison; gzip_compress_libdeflate is
+// empty where the build has no libdeflate (gzip_uses_libdeflate() false).
+std::string gzip_compress_zlib(std::string_view body, int level = 1);
+std::string gzip_compress_libdeflate(std::string_view body, int level = 1);
+bool gzip_uses_libdeflate();
 // The reason phrase of an HTTP status ("Unauthorized" for 401); empty when unknown.
 std::string_view http_status_phrase(int status);
 
