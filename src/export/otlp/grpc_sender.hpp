@@ -1,9 +1,10 @@
 // Sends each encoded batch as one OTLP/gRPC call: the unary method
 // /opentelemetry.proto.collector.trace.v1.TraceService/Export with the very bytes
 // encode_otlp_protobuf writes (an ExportTraceServiceRequest) as the request message, through
-// grpc++'s GenericStub (Debian's libgrpc++-dev): no protoc, no generated code, no
-// libprotobuf. The answer's bytes are an ExportTraceServiceResponse, read with the HTTP
-// path's decoder, so a partial success counts its rejected spans as dropped.
+// grpc's C core API (Debian's libgrpc++-dev, which brings it; grpc++'s channel arguments):
+// no protoc, no generated code, no libprotobuf. The answer's bytes are an
+// ExportTraceServiceResponse, read with the HTTP path's decoder, so a partial success counts its
+// rejected spans as dropped.
 //
 // The call's status sorts the attempt the way the OTLP specification sorts gRPC codes:
 //   OK                                               sent
@@ -19,7 +20,10 @@
 // One channel per sender: plaintext for http://, TLS (SslCredentials: a CA file, and a
 // client certificate and key for mutual TLS) for https://; the User-Agent names opsight
 // (the channel's primary user agent); headers go as metadata (keys lowercased, as gRPC
-// requires); gzip is gRPC's own message compression; the timeout is each call's deadline.
+// requires); gzip is gRPC's own message compression (grpc-encoding: gzip), the message
+// compressed by the sender itself with gzip_compress (libdeflate, level 1) and handed to grpc
+// marked as compressed, where grpc would use zlib at level 6; the timeout is each call's
+// deadline.
 // grpc's reconnect backoff is kept at most 5 s, BatchExporter's own, so a collector that
 // comes back is reached at the next retry.
 //

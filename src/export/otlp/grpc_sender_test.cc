@@ -402,6 +402,9 @@ TEST(OtlpGrpcSender, SendsTheBytesToTheExportMethodWithMetadataAndUserAgent) {
   body[0] = '\x0a';
   SendResult result = sender->send(body);
   ASSERT_EQ(result.outcome, SendResult::Outcome::kSent) << result.message;
+  // Compressed by the sender (gzip_compress) and sent marked compressed: what went out is
+  // the small gzip member, which the server inflated back (below).
+  EXPECT_LT(result.wire_bytes, body.size() / 10);
   EXPECT_EQ(sender->describe(), "otlp-grpc http://127.0.0.1:" + std::to_string(collector.port()));
   auto calls = collector.calls();
   ASSERT_EQ(calls.size(), 1u);
