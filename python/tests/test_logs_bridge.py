@@ -473,8 +473,9 @@ def test_logs_targets_are_checked_before_the_program_starts(tmp_path):
 
 
 def test_loki_logs_pushes_lines_with_the_ids_under_export_live_too(tmp_path, receiver):
-    """loki-logs from ``opsight run --export-live``: the records go at the end (spans stream;
-    log records and metrics are sent once the program has ended), with the tenant header."""
+    """loki-logs from ``opsight run --export-live``: the records stream as the program
+    writes them (in batches of OTEL_BLRP_MAX_EXPORT_BATCH_SIZE, at least every
+    OTEL_BLRP_SCHEDULE_DELAY), with the tenant header; every record once."""
     script = tmp_path / "shop.py"
     script.write_text(PROGRAM)
     environment = {key: value for key, value in os.environ.items()
@@ -486,13 +487,17 @@ def test_loki_logs_pushes_lines_with_the_ids_under_export_live_too(tmp_path, rec
          f"loki-logs={receiver.url}", "--service", "shop", "--", sys.executable, str(script)],
         capture_output=True, text=True, timeout=120, env=environment)
     assert done.returncode == 0, done.stderr
-    (path, headers, body), = receiver.requests
-    assert path == "/loki/api/v1/push" and headers["x-scope-orgid"] == "shop"
-    streams = {(s["stream"]["service_name"], s["stream"]["level"]): s["values"]
-               for s in json.loads(body)["streams"]}
+    assert receiver.requests
+    streams: dict[tuple[str, str], list] = {}
+    for path, headers, body in receiver.requests:
+        assert path == "/loki/api/v1/push" and headers["x-scope-orgid"] == "shop"
+        for stream in json.loads(body)["streams"]:
+            streams.setdefault((stream["stream"]["service_name"], stream["stream"]["level"]),
+                               []).extend(stream["values"])
     assert set(streams) == {("shop", "info"), ("shop", "warning"), ("shop", "error")}
     lines = [json.loads(line) for values in streams.values() for _, line in values]
     assert len(lines) == 6
+    assert len({line["message"] for line in lines}) == 6  # none twice
     records = {r["message"]: r for r in opsight.load(tmp_path / "run.opsight").trace.log_records()}
     for line in lines:
         want = records[line["message"]]

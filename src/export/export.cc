@@ -90,6 +90,21 @@ std::string apply_batch_environment(const Environment& environment, bool batch_g
   }
   if (delay) options->schedule_delay_s = static_cast<double>(*delay) / 1000.0;
   if (timeout) options->exporter.max_elapsed_s = static_cast<double>(*timeout) / 1000.0;
+
+  std::optional<uint64_t> interval, log_batch, log_queue, log_delay, log_timeout;
+  for (auto [name, out] : {std::pair{"OTEL_METRIC_EXPORT_INTERVAL", &interval},
+                           std::pair{"OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", &log_batch},
+                           std::pair{"OTEL_BLRP_MAX_QUEUE_SIZE", &log_queue},
+                           std::pair{"OTEL_BLRP_SCHEDULE_DELAY", &log_delay},
+                           std::pair{"OTEL_BLRP_EXPORT_TIMEOUT", &log_timeout}})
+    if (std::string error = read(name, out); !error.empty()) return error;
+  if (interval) options->metric_export_interval_s = static_cast<double>(*interval) / 1000.0;
+  if (log_batch) options->log_batch_records = static_cast<size_t>(*log_batch);
+  if (log_queue) options->log_max_queue_records = static_cast<size_t>(*log_queue);
+  // As for spans: a batch larger than the queue is cut to the queue's size.
+  options->log_batch_records = std::min(options->log_batch_records, options->log_max_queue_records);
+  if (log_delay) options->log_schedule_delay_s = static_cast<double>(*log_delay) / 1000.0;
+  if (log_timeout) options->log_export_timeout_s = static_cast<double>(*log_timeout) / 1000.0;
   return {};
 }
 

@@ -125,6 +125,16 @@ struct TraceExportOptions {
   // Requests in flight at once per HTTP target (a sender and a thread each); Kafka's
   // producer pipelines on its own and gets one.
   size_t requests_in_flight = 2;
+  // Live export (LiveSpanExporter): how often a metrics target sends its metrics (the
+  // OpenTelemetry periodic reader's OTEL_METRIC_EXPORT_INTERVAL, default 60 s), and the
+  // batch log record processor's settings for log targets (OTEL_BLRP_*): records per
+  // request, how long a partial batch waits, records queued at most, and how long one
+  // batch may take with its retries (0: the exporter's own bound).
+  double metric_export_interval_s = 60;
+  size_t log_batch_records = 512;
+  double log_schedule_delay_s = 1;
+  size_t log_max_queue_records = 2048;
+  double log_export_timeout_s = 0;
 };
 
 // The OpenTelemetry batch span processor's settings, onto `options` (each only when set):
@@ -134,6 +144,11 @@ struct TraceExportOptions {
 //   OTEL_BSP_SCHEDULE_DELAY         ms a partial batch waits, live (schedule_delay_s)
 //   OTEL_BSP_EXPORT_TIMEOUT         ms one batch may take, retries included
 //                                   (exporter.max_elapsed_s)
+// and, for live export, the periodic metric reader's and the batch log record processor's:
+//   OTEL_METRIC_EXPORT_INTERVAL     ms between two exports of a metrics target
+//                                   (metric_export_interval_s)
+//   OTEL_BLRP_MAX_EXPORT_BATCH_SIZE, OTEL_BLRP_MAX_QUEUE_SIZE, OTEL_BLRP_SCHEDULE_DELAY,
+//   OTEL_BLRP_EXPORT_TIMEOUT        the same four for log records (log_*)
 // Returns what is wrong with a value ("OTEL_BSP_SCHEDULE_DELAY 'soon': ..."), else empty.
 std::string apply_batch_environment(const Environment& environment, bool batch_given,
                                     TraceExportOptions* options);

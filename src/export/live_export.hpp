@@ -19,12 +19,23 @@
 // seen (the run's first process, as the merged run is). Async spans get ids of their own
 // (the file reader derives theirs only once the whole file is read).
 //
+// The same tails feed the other live targets. A metrics target that sends while the program
+// runs (its sink's live_metrics_body: otlp-metrics) gets the run's metrics so far
+// (LiveMetrics: span-duration histograms, counters, rate totals) every
+// metric_export_interval_s (OTEL_METRIC_EXPORT_INTERVAL, 60 s) and once more at stop(),
+// cumulative from the exporter's start, or with delta temporality what was added since the
+// export before. A log target (otlp-logs, loki-logs) gets the program's log records as the
+// files show them, with the span open on their track when they were logged
+// (NativeTail::open_span), in batches of log_batch_records sent at least every
+// log_schedule_delay_s (OTEL_BLRP_*); its queue holds log_max_queue_records.
+//
 // Thread-safety: start() and stop() from one thread; the polling runs on its own thread.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +43,7 @@
 #include <vector>
 
 #include "export/export.hpp"
+#include "export/metrics_endpoint.hpp"
 #include "io/native/native_tail.hpp"
 
 namespace opsight::exporting {
@@ -55,9 +67,13 @@ class LiveSpanExporter {
 
  private:
   struct Batch;
+  struct LogBatch;
   void run();
   void poll_files(bool final);
   void send(Batch& batch);
+  void send_logs();
+  // Sends the metrics so far to the live metrics targets (a data point count each).
+  void send_metrics();
   // Waits (the polling thread only) until `exporter` has room for `body_bytes`, or the
   // deadline stop() set has passed.
   void wait_for_room(BatchExporter& exporter, size_t body_bytes);
@@ -71,6 +87,15 @@ class LiveSpanExporter {
   trace::TraceId run_trace_id_;
   bool have_run_trace_id_ = false;
   std::unique_ptr<Batch> pending_;
+  std::unique_ptr<LogBatch> pending_logs_;
+  bool has_log_targets_ = false, has_metrics_targets_ = false;
+  LiveMetrics metrics_;
+  MetricsSnapshot metrics_sent_;  // as of the last metrics export (for delta temporality)
+  uint64_t metrics_start_unix_ns_ = 0, metrics_sent_unix_ns_ = 0;
+  int64_t metrics_pid_ = -1;
+  std::map<std::pair<int64_t, int64_t>, std::string>
+      thread_names_;  // by (pid, tid), for logs  // the process whose resource the metrics carry
+                      // (the first seen)
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

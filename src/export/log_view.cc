@@ -133,6 +133,11 @@ LogView::LogView(const SpanView& spans) : spans_(spans) {
   });
 }
 
+LogView::LogView(const SpanView& spans, std::vector<LogSpanIds> given) : LogView(spans) {
+  given_ = std::move(given);
+  given_.resize(spans.trace().instants.size());
+}
+
 uint32_t LogView::resource_of(uint32_t record) const {
   return spans_.resource_of_track(records_[record].track);
 }
@@ -143,15 +148,23 @@ int64_t LogView::time_unix_ns(uint32_t record) const {
          (trace.run.has_unix_offset ? trace.run.unix_offset_ns : 0);
 }
 
+bool LogView::has_span(uint32_t record) const {
+  if (!given_.empty()) return given_[records_[record].instant].span_id != 0;
+  return records_[record].span != trace::kNoRow;
+}
+
 trace::TraceId LogView::trace_id(uint32_t record) const {
+  if (!given_.empty()) return given_[records_[record].instant].trace_id;
   return has_span(record) ? spans_.trace_id(records_[record].span) : trace::TraceId{};
 }
 
 uint64_t LogView::span_id(uint32_t record) const {
+  if (!given_.empty()) return given_[records_[record].instant].span_id;
   return has_span(record) ? spans_.span_id(records_[record].span) : 0;
 }
 
 uint8_t LogView::trace_flags(uint32_t record) const {
+  if (!given_.empty()) return given_[records_[record].instant].trace_flags;
   return has_span(record) ? spans_.trace_flags(records_[record].span) : 0;
 }
 

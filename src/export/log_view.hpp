@@ -32,9 +32,20 @@ namespace opsight::exporting {
 // 6), the rest of its ten the fourth step (15 is DEBUG4, 8); above 53 FATAL4 (24).
 int severity_number(int64_t level);
 
+// A record's span as its reader saw it (live export: the span NativeTail had open on the
+// record's track when it was logged, which may not have ended yet); span_id 0: none.
+struct LogSpanIds {
+  trace::TraceId trace_id;
+  uint64_t span_id = 0;
+  uint8_t trace_flags = 0;
+};
+
 class LogView {
  public:
   explicit LogView(const SpanView& spans);
+  // Each record's span given, by its instant's row (`given[row]`), not looked up among the
+  // trace's slices.
+  LogView(const SpanView& spans, std::vector<LogSpanIds> given);
   LogView(const LogView&) = delete;
   LogView& operator=(const LogView&) = delete;
 
@@ -50,7 +61,7 @@ class LogView {
   trace::TrackId track(uint32_t record) const { return records_[record].track; }
   // The innermost span open on the record's track at its time; kNoRow: none.
   trace::RowIndex span(uint32_t record) const { return records_[record].span; }
-  bool has_span(uint32_t record) const { return records_[record].span != trace::kNoRow; }
+  bool has_span(uint32_t record) const;
   // The span's ids and trace flags, as the span exporters send them (zero without a span).
   trace::TraceId trace_id(uint32_t record) const;
   uint64_t span_id(uint32_t record) const;
@@ -76,6 +87,7 @@ class LogView {
   };
 
   const SpanView& spans_;
+  std::vector<LogSpanIds> given_;  // by instant row; empty: the spans are the trace's
   std::vector<Record> records_;
   std::vector<uint32_t> order_;
   trace::StringId level_key_ = 0, message_key_ = 0, lane_key_ = 0;

@@ -33,31 +33,9 @@ std::string MetricsEndpoint::scrape_as(ExpositionFormat format) {
   }
   io::TailVisitor visitor;
   const io::NativeTail* polled = nullptr;  // the tail whose spans the visitor is given
-  visitor.on_span = [&](const io::EndedSpan& span) {
-    // The span's trace as the live span exporter gives it: the remote one it joined, else
-    // the run's (read from the file before its spans).
-    SpanOrigin origin{span.trace_id == trace::TraceId{} ? polled->trace_id() : span.trace_id,
-                      span.span_id, span.end_unix_ns};
-    metrics_.add_span(span.name, span.duration_ns, origin);
-    if (span.name == kGenAiChunkSpan && span.parent_span_id != 0) {
-      // Kept until its request ends; a file whose requests never end cannot grow this past
-      // a bound (the oldest are then dropped all at once).
-      if (pending_chunks_.size() >= kMaxPendingRequests) pending_chunks_.clear();
-      pending_chunks_[span.parent_span_id].push_back(span.duration_ns);
-      return;
-    }
-    if (span.name != kGenAiRequestSpan) return;
-    auto chunks = pending_chunks_.extract(span.span_id);
-    if (span.unfinished || span.args == nullptr) return;
-    GenAiRequest request;
-    request.duration_seconds = static_cast<double>(span.duration_ns) * 1e-9;
-    for (const io::TailArg& arg : *span.args) request.set(arg.key, arg.value, arg.text);
-    metrics_.add_gen_ai_request(
-        request, chunks ? std::span<const int64_t>(chunks.mapped()) : std::span<const int64_t>(),
-        origin);
-  };
+  visitor.on_span = [&](const io::EndedSpan& span) { metrics_.add_span(span, polled->trace_id()); };
   visitor.on_counter_sample = [&](const io::TailCounterSample& sample) {
-    metrics_.set_counter(sample.name, sample.pid, sample.value, sample.unix_ns);
+    metrics_.add_counter_sample(sample);
   };
   uint64_t dropped = 0;
   for (auto& tail : tails_) {
@@ -65,8 +43,32 @@ std::string MetricsEndpoint::scrape_as(ExpositionFormat format) {
     tail->poll(visitor);
     dropped += tail->events_dropped();
   }
-  metrics_.events_dropped = dropped;
-  return prometheus_exposition(metrics_, format);
+  metrics_.snapshot().events_dropped = dropped;
+  return prometheus_exposition(metrics_.snapshot(), format);
+}
+
+void LiveMetrics::add_span(const io::EndedSpan& span, const trace::TraceId& file_trace_id) {
+  // The span's trace as the live span exporter gives it: its own, else the file's (read
+  // from the file before its spans).
+  SpanOrigin origin{span.trace_id == trace::TraceId{} ? file_trace_id : span.trace_id, span.span_id,
+                    span.end_unix_ns};
+  metrics_.add_span(span.name, span.duration_ns, origin);
+  if (span.name == kGenAiChunkSpan && span.parent_span_id != 0) {
+    // Kept until its request ends; a file whose requests never end cannot grow this past
+    // a bound (the oldest are then dropped all at once).
+    if (pending_chunks_.size() >= kMaxPendingRequests) pending_chunks_.clear();
+    pending_chunks_[span.parent_span_id].push_back(span.duration_ns);
+    return;
+  }
+  if (span.name != kGenAiRequestSpan) return;
+  auto chunks = pending_chunks_.extract(span.span_id);
+  if (span.unfinished || span.args == nullptr) return;
+  GenAiRequest request;
+  request.duration_seconds = static_cast<double>(span.duration_ns) * 1e-9;
+  for (const io::TailArg& arg : *span.args) request.set(arg.key, arg.value, arg.text);
+  metrics_.add_gen_ai_request(
+      request, chunks ? std::span<const int64_t>(chunks.mapped()) : std::span<const int64_t>(),
+      origin);
 }
 
 std::string MetricsEndpoint::start(const std::string& host, int port) {

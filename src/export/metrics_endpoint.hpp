@@ -26,6 +26,28 @@
 
 namespace opsight::exporting {
 
+// The metrics of the spans and counter samples NativeTails report, added as they come:
+// what the live /metrics endpoint serves and what a live otlp-metrics target sends
+// (LiveSpanExporter). A gen_ai.request span adds to the GenAI histograms with its chunks.
+// Thread-safety: none; one owner.
+class LiveMetrics {
+ public:
+  // `file_trace_id`: the trace of the file it came from (NativeTail::trace_id()), the
+  // span's when it names none of its own.
+  void add_span(const io::EndedSpan& span, const trace::TraceId& file_trace_id);
+  void add_counter_sample(const io::TailCounterSample& sample) {
+    metrics_.set_counter(sample.name, sample.pid, sample.value, sample.unix_ns);
+  }
+  MetricsSnapshot& snapshot() { return metrics_; }
+  const MetricsSnapshot& snapshot() const { return metrics_; }
+
+ private:
+  MetricsSnapshot metrics_;
+  // The chunk durations of gen_ai.request spans not ended yet, by their span id (a request
+  // is written with its chunks, so this holds a few; bounded).
+  std::unordered_map<uint64_t, std::vector<int64_t>> pending_chunks_;
+};
+
 class MetricsEndpoint {
  public:
   // Files in `directory` whose names start with `prefix` and end with `suffix`.
@@ -48,10 +70,7 @@ class MetricsEndpoint {
   std::string directory_, prefix_, suffix_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<io::NativeTail>> tails_;
-  MetricsSnapshot metrics_;
-  // The chunk durations of gen_ai.request spans not ended yet, by their span id (a request
-  // is written with its chunks, so this holds a few; bounded: see scrape()).
-  std::unordered_map<uint64_t, std::vector<int64_t>> pending_chunks_;
+  LiveMetrics metrics_;
   std::unique_ptr<Server> server_;
   std::thread thread_;
   int port_ = 0;

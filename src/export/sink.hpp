@@ -25,6 +25,7 @@
 namespace opsight::exporting {
 
 struct ExportTarget;
+struct MetricsSnapshot;
 
 // Reads an environment variable (nullptr when unset); tests pass their own.
 using Environment = std::function<const char*(const char*)>;
@@ -94,6 +95,13 @@ struct SinkDescription {
   std::string (*metrics_body)(const trace::Trace& trace, const SpanView& view,
                               const ExportTarget& target, uint64_t* items) = nullptr;
   void (*complete_for_trace)(ExportTarget& target, const trace::Trace& trace) = nullptr;
+  // kMetrics sinks that also send while the program runs (otlp-metrics, live export): the
+  // body of one export of `metrics` (already the difference since the last export when
+  // target.delta_temporality), over [start, end] in Unix ns; `items` gets its count.
+  std::string (*live_metrics_body)(const MetricsSnapshot& metrics,
+                                   std::span<const Attribute> resource, uint64_t start_unix_ns,
+                                   uint64_t end_unix_ns, const ExportTarget& target,
+                                   uint64_t* items) = nullptr;
   // kLogs: the body of one batch of log records (indexes into the view's records).
   std::string (*logs_body)(const LogView& logs, std::span<const uint32_t> records) = nullptr;
   // The sender of a target; nullptr: HTTP (http_sender.hpp) with the fields below.

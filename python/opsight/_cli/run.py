@@ -398,14 +398,14 @@ def _output_problem(path: str) -> str | None:
     return None
 
 
-def _sink_payload(target: str) -> str:
-    """What a target's sink sends ("spans", "metrics", "logs", "served"), from the core's
-    sink table; "spans" for a kind it does not know (the check before the start names it)."""
+def _sink_is_live(target: str) -> bool:
+    """Whether ``opsight run --export-live`` streams the target (the core's sink table:
+    spans, log records, otlp-metrics), rather than sending it once the program has ended."""
     kind = re.match(r"[a-z-]*", target).group(0)
     for sink in _native.export_sinks():
         if kind in sink["spellings"]:
-            return sink["payload"]
-    return "spans"
+            return sink.get("live", sink["payload"] == "spans")
+    return True  # an unknown kind: the live exporter's check names it
 
 
 def _trace_files(run_directory: str) -> list[str]:
@@ -425,10 +425,10 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     exit status and whether the per-process traces must be kept (something failed)."""
     live = None
     if options.export_live and options.export_targets:
-        # Spans stream; a target of metrics (pushgateway, otlp-metrics) or of log records
-        # (otlp-logs, loki-logs) is sent once the program has ended, as without --export-live.
-        streamed = [target for target in options.export_targets
-                    if _sink_payload(target) == "spans"]
+        # Spans and log records stream as the program writes them, otlp-metrics every
+        # OTEL_METRIC_EXPORT_INTERVAL (and at the end); a Pushgateway target is sent once the
+        # program has ended, as without --export-live.
+        streamed = [target for target in options.export_targets if _sink_is_live(target)]
         try:
             live = native.LiveSpanExporter(run_directory, streamed, service=options.service)
         except ValueError as error:

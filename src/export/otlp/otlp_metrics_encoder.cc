@@ -226,6 +226,40 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
   return out;
 }
 
+MetricsSnapshot metrics_since(const MetricsSnapshot& now, const MetricsSnapshot& before) {
+  MetricsSnapshot out;
+  for (const auto& [name, histogram] : now.spans) {
+    auto earlier = before.spans.find(name);
+    if (earlier == before.spans.end()) {
+      out.spans.emplace(name, histogram);
+      continue;
+    }
+    if (histogram.count <= earlier->second.count) continue;  // nothing new
+    DurationHistogram& gained = out.spans[name];
+    gained.count = histogram.count - earlier->second.count;
+    gained.sum_seconds = histogram.sum_seconds - earlier->second.sum_seconds;
+    for (size_t i = 0; i < kDurationBucketCount; ++i)
+      gained.buckets[i] =
+          histogram.buckets[i] - std::min(histogram.buckets[i], earlier->second.buckets[i]);
+    uint64_t within = 0;
+    for (uint64_t count : gained.buckets) within += count;
+    for (size_t i = 0; i <= kDurationBucketCount; ++i) {
+      // A bucket's exemplar, where the bucket gained (+Inf: when the overflow did).
+      bool gained_here = i < kDurationBucketCount ? gained.buckets[i] > 0 : gained.count > within;
+      if (gained_here) gained.exemplars[i] = histogram.exemplars[i];
+    }
+  }
+  out.overhead_seconds = now.overhead_seconds;
+  out.traced_seconds = now.traced_seconds;
+  out.events_dropped = now.events_dropped - std::min(now.events_dropped, before.events_dropped);
+  out.counters = now.counters;
+  out.rate_totals = now.rate_totals;
+  for (auto& [key, rate] : out.rate_totals)
+    if (auto earlier = before.rate_totals.find(key); earlier != before.rate_totals.end())
+      rate.total -= earlier->second.total;
+  return out;
+}
+
 MetricsInterval metrics_interval_of(const trace::Trace& trace) {
   int64_t last_end = INT64_MIN, first_start = INT64_MAX;
   for (size_t row = 0; row < trace.slices.size(); ++row) {

@@ -42,6 +42,12 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
                                 const MetricsInterval& interval, MetricsTemporality temporality,
                                 uint64_t* data_points = nullptr);
 
+// What `now` gained since `before`, an earlier snapshot of the same run (a delta
+// export's content): each histogram's buckets, count and sum less the earlier ones (a
+// span name that gained nothing is left out), each rate total and the drops less the
+// earlier ones; the counters' last samples and the tracer's own totals as they are.
+MetricsSnapshot metrics_since(const MetricsSnapshot& now, const MetricsSnapshot& before);
+
 // The run's interval: from its recorded start to its last slice's end, in wall time (the
 // export's own clock when the trace knows no wall time).
 MetricsInterval metrics_interval_of(const trace::Trace& trace);

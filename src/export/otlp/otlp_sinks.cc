@@ -234,6 +234,16 @@ std::string metrics_request(const trace::Trace& trace, const SpanView& view,
       data_points);
 }
 
+std::string live_metrics_request(const MetricsSnapshot& metrics,
+                                 std::span<const Attribute> resource, uint64_t start_unix_ns,
+                                 uint64_t end_unix_ns, const ExportTarget& target,
+                                 uint64_t* data_points) {
+  return encode_otlp_metrics(
+      metrics, resource, MetricsInterval{start_unix_ns, end_unix_ns},
+      target.delta_temporality ? MetricsTemporality::kDelta : MetricsTemporality::kCumulative,
+      data_points);
+}
+
 std::unique_ptr<BatchSender> make_channel(const ExportTarget& target, double timeout_s,
                                           std::string_view opsight_version) {
   GrpcSenderOptions options;
@@ -283,6 +293,7 @@ const SinkDescription& metrics_sink() {
       .item = "data point",
       .parse = parse_metrics,
       .metrics_body = metrics_request,
+      .live_metrics_body = live_metrics_request,
       .http_content_type = "application/x-protobuf",
       .reads_otlp_partial_success = true,
   };

@@ -533,4 +533,17 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
       });
 }
 
+std::optional<NativeTail::OpenSpanIds> NativeTail::open_span(int64_t pid, int64_t tid,
+                                                              uint64_t lane) const {
+  for (const auto& entry : threads_) {
+    const ThreadState& thread = entry.second;
+    if (thread.pid != pid || thread.tid != tid) continue;
+    auto found = thread.lanes.find(lane);
+    if (found == thread.lanes.end() || found->second.open.empty()) continue;
+    const OpenSpan& span = found->second.open.back();
+    return OpenSpanIds{span.span_id, span.trace_id, span.trace_flags};
+  }
+  return std::nullopt;
+}
+
 }  // namespace opsight::io

@@ -187,6 +187,17 @@ class NativeTail {
   // Per thread, the latest stats chunk's counts (kStats, else the last kDropsSoFar).
   const std::vector<format::ThreadStats>& thread_stats() const { return thread_stats_; }
 
+  // The innermost span open on lane `lane` (0: the thread's own track) of thread `tid` of
+  // process `pid`, with the ids its EndedSpan will carry; nullopt: none. Asked from
+  // on_instant, it is the span that was open when the instant was recorded (the thread's
+  // events after the instant are not read yet): what live log export gives a record.
+  struct OpenSpanIds {
+    uint64_t span_id = 0;
+    trace::TraceId trace_id;  // as EndedSpan::trace_id
+    uint8_t trace_flags = 1;
+  };
+  std::optional<OpenSpanIds> open_span(int64_t pid, int64_t tid, uint64_t lane) const;
+
  private:
   struct OpenSpan {
     uint32_t name = 0;        // name id (kNames); 0 with inline_name for a run-time name
