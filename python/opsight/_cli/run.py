@@ -149,8 +149,9 @@ def _run_parser() -> ArgumentParser:
                         help="exit with the program's status even when an export dropped "
                              "spans (default: 75 then, if the program exited 0)")
     parser.add_argument("--export-live", action="store_true",
-                        help="send spans while the program runs (each soon after it ends), "
-                             "not when it has ended")
+                        help="send spans and log records while the program runs (each soon "
+                             "after it is written) and otlp-metrics every "
+                             "OTEL_METRIC_EXPORT_INTERVAL ms, not when it has ended")
     parser.add_argument("--control-port", metavar="[HOST:]PORT",
                         help="switch tracing over HTTP while the program runs: POST "
                              "/control/on, /control/off, /control/window?seconds=T; GET /control "
