@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import http.server
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -243,8 +244,12 @@ def _opsight_run(tmp_path, arguments: list[str], **environment: str):
     (["--export", "otlp"], {"OTEL_EXPORTER_OTLP_COMPRESSION": "br"}, "'br' is not gzip or none"),
     (["--export", "otlp"], {"OTEL_BSP_SCHEDULE_DELAY": "5s"}, "OTEL_BSP_SCHEDULE_DELAY '5s'"),
     ([], {"OPSIGHT_EXPORT": "zipkin=ftp://x"}, "scheme 'ftp'"),
+    (["--export", "otlp-logs"], {"OTEL_BLRP_SCHEDULE_DELAY": "soon"},
+     "OTEL_BLRP_SCHEDULE_DELAY 'soon'"),
+    (["--export", "otlp-metrics"], {"OTEL_METRIC_EXPORT_INTERVAL": "0"},
+     "OTEL_METRIC_EXPORT_INTERVAL '0'"),
 ], ids=["url", "kind", "kafka property", "protocol", "grpc path", "compression", "bsp",
-        "OPSIGHT_EXPORT"])
+        "OPSIGHT_EXPORT", "blrp", "metric interval"])
 def test_a_bad_target_is_refused_before_the_program_starts(tmp_path, live, arguments,
                                                            environment, named):
     done, ran = _opsight_run(tmp_path, [*(["--export-live"] if live else []), *arguments],
@@ -690,3 +695,60 @@ def test_otlp_metrics_are_a_metrics_request_the_otel_protos_read(tmp_path, recei
         "opsight.span.duration"]
     assert (histogram.histogram.aggregation_temporality
             == AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA)
+
+
+LIVE_DELTA_PROGRAM = """
+import time, opsight
+for i in range(5):
+    with opsight.span("work"):
+        pass
+time.sleep(1.0)  # a few export intervals
+for i in range(3):
+    with opsight.span("work"):
+        pass
+"""
+
+
+def test_live_delta_metrics_add_up_to_the_run_without_overlap(tmp_path, receiver, otel_free):
+    """--export-live otlp-metrics with OTEL_METRIC_EXPORT_INTERVAL=200 and delta temporality:
+    several requests, each DELTA, each interval starting where the one before ended; the
+    deltas of the "work" histogram add up to the 8 spans (nothing lost, nothing twice)."""
+    require("opentelemetry.proto")
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+        ExportMetricsServiceRequest)
+    from opentelemetry.proto.metrics.v1.metrics_pb2 import AggregationTemporality
+
+    script = tmp_path / "delta.py"
+    script.write_text(LIVE_DELTA_PROGRAM)
+    server = receiver()
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("OTEL_", "OPSIGHT_")) or key == "OPSIGHT_HOME"}
+    env.update(OTEL_METRIC_EXPORT_INTERVAL="200",
+               OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE="delta")
+    done = subprocess.run(
+        [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
+         str(tmp_path / "run.opsight"), "--export-live", "--export",
+         f"otlp-metrics={server.url}", "--", sys.executable, str(script)],
+        capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert len(server.requests) >= 3, done.stderr
+    counts, intervals = [], []
+    for _, body in server.requests:
+        request = ExportMetricsServiceRequest.FromString(body)
+        metrics = {m.name: m for m in request.resource_metrics[0].scope_metrics[0].metrics}
+        dropped = metrics["opsight.events.dropped"].sum
+        assert (dropped.aggregation_temporality
+                == AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA)
+        point, = dropped.data_points
+        intervals.append((point.start_time_unix_nano, point.time_unix_nano))
+        if "opsight.span.duration" in metrics:
+            histogram = metrics["opsight.span.duration"].histogram
+            assert (histogram.aggregation_temporality
+                    == AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA)
+            counts += [p.count for p in histogram.data_points
+                       if p.attributes[0].value.string_value == "work"]
+    assert sum(counts) == 8 and len(counts) >= 2, counts  # some while it ran
+    for (_, end), (start, _) in zip(intervals, intervals[1:]):
+        assert start == end  # each interval starts where the one before ended
+    sent = re.findall(r"exported (\d+) of (\d+) data points", done.stderr)
+    assert len(sent) == 1 and sent[0][0] == sent[0][1], done.stderr

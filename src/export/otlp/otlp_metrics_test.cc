@@ -315,4 +315,38 @@ TEST(OtlpMetrics, APartialSuccessCountsRejectedDataPoints) {
       << reports[0].stats.last_error;
 }
 
+// A delta export's content (live otlp-metrics with delta temporality): what each histogram,
+// rate total and the drops gained since the export before; a span name that gained nothing
+// is left out; counters' last samples as they are.
+TEST(OtlpMetrics, MetricsSinceIsWhatEachIntervalAdded) {
+  MetricsSnapshot before;
+  before.add_span("forward", 5'000);
+  before.add_span("idle", 5'000);
+  before.set_counter("process.io_read_bytes_per_s", 7, 1e6, 0);
+  before.set_counter("process.io_read_bytes_per_s", 7, 1e6, 1'000'000'000);  // 1 MB
+  before.events_dropped = 3;
+  MetricsSnapshot now = before;
+  now.add_span("forward", 50'000);
+  now.add_span("forward", 20'000'000'000);  // above the last bound
+  now.add_span("new", 1'000);
+  now.set_counter("process.io_read_bytes_per_s", 7, 2e6, 2'000'000'000);  // + 2 MB
+  now.set_counter("process.rss_bytes", 7, 42);
+  now.events_dropped = 5;
+  MetricsSnapshot delta = opsight::exporting::metrics_since(now, before);
+  EXPECT_EQ(delta.spans.count("idle"), 0u);  // nothing new
+  ASSERT_EQ(delta.spans.count("forward"), 1u);
+  const auto& forward = delta.spans.at("forward");
+  EXPECT_EQ(forward.count, 2u);
+  EXPECT_NEAR(forward.sum_seconds, 20.00005, 1e-9);
+  EXPECT_EQ(forward.buckets[0], 0u);  // the earlier 5 µs
+  EXPECT_EQ(forward.buckets[1], 1u);  // 50 µs
+  uint64_t within = 0;
+  for (uint64_t count : forward.buckets) within += count;
+  EXPECT_EQ(within, 1u);  // the 20 s one is in the overflow bucket
+  EXPECT_EQ(delta.spans.at("new").count, 1u);
+  EXPECT_DOUBLE_EQ(delta.rate_totals.at({"process.io_read_bytes_per_s", 7}).total, 2e6);
+  EXPECT_EQ(delta.events_dropped, 2u);
+  EXPECT_EQ(delta.counters.at({"process.rss_bytes", 7}), 42);
+}
+
 }  // namespace
