@@ -67,6 +67,26 @@ void bind_io(nb::module_& m, TraceClass& trace_class) {
       nb::arg("paths"), nb::arg("name") = "run",
       "Reads the files of one run's processes and merges them into one trace.");
   m.def(
+      "merge_native_files",
+      [](const std::vector<std::string>& paths, const std::string& output) {
+        io::MergeFilesResult result;
+        std::optional<std::string> write_error;
+        {
+          nb::gil_scoped_release release;
+          io::FileSink sink(output);
+          result = io::merge_native_files(paths, sink);
+          write_error = result.error ? sink.error() : sink.commit();
+        }
+        if (write_error) throw std::runtime_error(*write_error);
+        if (result.error) throw std::invalid_argument(*result.error);
+        return result.damage;
+      },
+      nb::arg("paths"), nb::arg("output"),
+      "Merges the .opsight files of one run's processes into the .opsight file `output`, "
+      "in memory bounded by a constant (io::merge_native_files): reading it gives what "
+      "merge_trace_files gives. Returns a message per damaged file; ValueError when a file "
+      "cannot be used, RuntimeError when the output cannot be written.");
+  m.def(
       "trace_from_native_bytes",
       [](nb::bytes bytes, const std::string& name) {
         return from_read_result(

@@ -187,6 +187,17 @@ struct ReadFilesResult {
 };
 ReadFilesResult read_trace_files(const std::vector<std::string>& paths);
 
+// The native files of one run's processes merged into one native file written to `sink`,
+// in memory bounded by a constant whatever their size (about 16 MiB besides their names,
+// threads and clock syncs: native/native_merge.cc): reading the output gives the trace
+// read_trace_files(paths) gives (docs/native-format.md, "Streaming merge"). `error`: the
+// first file that cannot be used, or the sink's refusal; `damage` as read_trace_files's.
+struct MergeFilesResult {
+  std::optional<std::string> error;
+  std::vector<std::string> damage;
+};
+MergeFilesResult merge_native_files(const std::vector<std::string>& paths, ByteSink& sink);
+
 // Writes `trace` to `path` in the format its extension names, through a temporary file in
 // the same folder renamed over `path` (a crash mid-write never leaves a torn file), holding
 // about 1 MiB of the output in memory at a time (FileSink); returns an error message

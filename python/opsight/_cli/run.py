@@ -131,6 +131,12 @@ def _run_parser() -> ArgumentParser:
     parser.add_argument("--name", help="name of the run in the run store (default: the script's)")
     parser.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE",
                         help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
+    parser.add_argument("--merge", choices=("auto", "stream", "whole"), default="auto",
+                        help="how the processes' files are merged: stream (into the .opsight "
+                             "output in bounded memory; the summary and table reports stream, "
+                             "the tree, the run store and exports are left out), whole (in "
+                             "memory), auto (stream from 1 GiB of files when the output is "
+                             ".opsight and nothing is exported; default)")
     parser.add_argument("--no-store", action="store_true",
                         help="do not save the run in the run store (docs/store.md)")
     parser.add_argument("--store", metavar="PATH",
@@ -508,6 +514,8 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         print("opsight run: the program recorded nothing (is it a Python program run by the "
               "interpreter opsight is installed in?)", file=sys.stderr)
         return exit_status, False
+    if _merges_streaming(files, options, live_reports, native):
+        return _stream_merge(files, options, views, native, exit_status, run_directory)
     try:
         trace = native.merge_trace_files(files, os.path.basename(options.output))
     except ValueError as error:
@@ -551,6 +559,74 @@ def _run_and_report(start_command, environment, run_directory, options, views,
     print(f"opsight run: wrote {options.output} ({info['slices']} spans, "
           f"{info['processes']} process{'es' if info['processes'] != 1 else ''}); {hint}",
           file=sys.stderr)
+    return exit_status, False
+
+
+# From this many bytes of per-process files, `--merge auto` streams (as `opsight report`
+# streams inputs from 1 GiB: src/cli/main.cc, kStreamFromBytes).
+_STREAM_MERGE_FROM_BYTES = 1 << 30
+
+
+def _merges_streaming(files: list[str], options, live_reports, native) -> bool:
+    """Whether the processes' files are merged by native.merge_native_files (bounded memory)
+    rather than read whole: --merge stream, or auto from _STREAM_MERGE_FROM_BYTES, when the
+    output is .opsight and nothing needs the trace in memory (exports)."""
+    if options.merge == "whole":
+        return False
+    why_not = None
+    if native.trace_format_of_path(options.output) != "native":
+        why_not = "the output is not .opsight"
+    elif options.export_targets or live_reports:
+        why_not = "the trace is exported"
+    if options.merge == "stream":
+        if why_not:
+            print(f"opsight run: --merge stream: {why_not}: the files are merged in memory",
+                  file=sys.stderr)
+        return why_not is None
+    return why_not is None and sum(os.path.getsize(path) for path in files) >= \
+        _STREAM_MERGE_FROM_BYTES
+
+
+def _stream_merge(files, options, views, native, exit_status, run_directory) -> tuple[int, bool]:
+    """Merges the files into the output in bounded memory, then prints the reports that
+    stream (summary, table) from it; the tree and the run store, which hold the whole trace,
+    are left out with a line saying how to get them."""
+    try:
+        damage = native.merge_native_files(files, options.output)
+    except ValueError as error:
+        print(f"opsight run: {error}", file=sys.stderr)
+        return exit_status or 1, True
+    except RuntimeError as error:
+        print(f"opsight run: {error}", file=sys.stderr)
+        return exit_status or 1, True
+    if damage:
+        more = len(damage) - 1
+        print(f"opsight run: {damage[0]}" + (f" (and {more} more file{'s' if more > 1 else ''} "
+              "like it)" if more else ""), file=sys.stderr)
+    from .._core_command import core_command_path
+
+    streamed = [view for view in views if view in ("summary", "table")]
+    for view in streamed:
+        sys.stderr.flush()
+        result = subprocess.run([core_command_path(), "report", options.output, f"--{view}",
+                                 "--stream", "on", "--format", options.format,
+                                 "--max-roots", str(options.max_roots)],
+                                stdout=sys.stderr, check=False)
+        if result.returncode not in (0, 2):  # 2: damaged, what was read is shown
+            print(f"opsight run: the {view} report failed (exit status {result.returncode})",
+                  file=sys.stderr)
+    left_out = [view for view in views if view not in streamed]
+    if left_out:
+        print(f"opsight run: the merge streamed: the {' and '.join(left_out)} report reads the "
+              f"whole trace (opsight report {options.output} --{left_out[0]})", file=sys.stderr)
+    for source, reason in _merge_unresolved(run_directory):
+        print(f"opsight: target never resolved: {source}: {reason}", file=sys.stderr)
+    if not options.no_store:
+        print("opsight run: the merge streamed: the run was not saved in the run store, which "
+              "holds a trace whole (--merge whole saves it)", file=sys.stderr)
+    print(f"opsight run: wrote {options.output} ({len(files)} process file"
+          f"{'s' if len(files) != 1 else ''} merged streaming); "
+          f"opsight report {options.output} --summary", file=sys.stderr)
     return exit_status, False
 
 

@@ -12,6 +12,7 @@
 #include "format/chunk_index.hpp"
 #include "io/io.hpp"
 #include "io/native/derived_span_id.hpp"
+#include "io/native/native_output.hpp"
 
 namespace opsight::io {
 
@@ -19,108 +20,16 @@ namespace {
 
 using format::Slot;
 using format::SlotKind;
+using native::EventsEncoder;
+using native::NativeOutput;
+using native::slot_word;
 using trace::RowIndex;
-
-constexpr uint32_t kSlotsPerChunk = 4096;
 
 struct PairHash {
   size_t operator()(const std::pair<int64_t, int64_t>& key) const {
     return static_cast<size_t>(
         trace::mix64(static_cast<uint64_t>(key.first) * 31 + static_cast<uint64_t>(key.second)));
   }
-};
-
-uint64_t slot_word(uint32_t id, SlotKind kind, uint8_t arg_type = 0, uint16_t extra = 0) {
-  return uint64_t{id} | (uint64_t{static_cast<uint8_t>(kind)} << 32) | (uint64_t{arg_type} << 40) |
-         (uint64_t{extra} << 48);
-}
-
-// Where the writer's chunks go: a buffer, handed to a sink (when there is one) whenever it
-// passes 1 MiB at the end of an Events chunk, so that a write holds that much, not the
-// whole file. Only the Events encoder hands over: every other chunk is small. The time
-// index learns each chunk at the end of an Events chunk too, while its bytes are in cache.
-struct NativeOutput {
-  std::string bytes;
-  ByteSink* sink = nullptr;
-  bool refused = false;  // the sink refused bytes: what follows is dropped
-  format::IndexBuilder index;
-  uint64_t base = 0;   // the file offset of bytes[0]
-  size_t indexed = 0;  // bytes before this are in the index
-
-  void index_new_chunks() {
-    index.add_chunks(std::string_view(bytes).substr(indexed), base + indexed);
-    if (index.part_full()) index.append_part(bytes, base + bytes.size());
-    indexed = bytes.size();
-  }
-  void hand_over_if_large() {
-    if (bytes.size() - indexed >= (size_t{1} << 20)) index_new_chunks();
-    if (sink && bytes.size() >= (size_t{1} << 20)) hand_over();
-  }
-  void hand_over() {
-    index_new_chunks();
-    if (!refused && !sink->write(bytes)) refused = true;
-    base += bytes.size();
-    bytes.clear();
-    indexed = 0;
-  }
-  // The index of every chunk so far and its trailer: the file's end.
-  void append_index() {
-    index_new_chunks();
-    index.append_index(bytes, base + bytes.size());
-    indexed = bytes.size();
-  }
-};
-
-// Writes one thread's slots straight into the output as Events chunks of whole events
-// (no staging copy). One encoder at a time may write to a given output.
-class EventsEncoder {
- public:
-  EventsEncoder(NativeOutput& output, uint32_t thread_index)
-      : output_(output), out_(output.bytes), thread_index_(thread_index) {}
-  ~EventsEncoder() { flush(); }
-
-  void add(uint64_t ticks, uint64_t word, std::string_view bytes = {},
-           const Slot* value_slot = nullptr) {
-    uint16_t byte_slots = format::slots_for_bytes(bytes.size());
-    uint16_t extra = static_cast<uint16_t>(byte_slots + (value_slot ? 1 : 0));
-    if (pending_ + 1u + extra > kSlotsPerChunk) flush();
-    if (pending_ == 0) open_chunk();
-    Slot slot{ticks, 0, 0, 0, 0};
-    word |= uint64_t{extra} << 48;
-    std::memcpy(&slot.id, &word, sizeof(word));
-    out_.append(reinterpret_cast<const char*>(&slot), sizeof(slot));
-    if (value_slot) out_.append(reinterpret_cast<const char*>(value_slot), sizeof(Slot));
-    if (!bytes.empty()) {
-      out_.append(bytes);
-      out_.append(size_t{byte_slots} * sizeof(Slot) - bytes.size(), '\0');
-    }
-    pending_ += 1u + extra;
-  }
-
-  void flush() {
-    if (pending_ == 0) return;
-    format::EventsHeader header{thread_index_, pending_, sequence_};
-    std::memcpy(out_.data() + events_header_position_, &header, sizeof(header));
-    format::end_chunk(out_, chunk_position_, format::ChunkType::kEvents);
-    sequence_ += pending_;
-    pending_ = 0;
-    output_.hand_over_if_large();
-  }
-
- private:
-  void open_chunk() {
-    chunk_position_ = format::begin_chunk(out_);
-    events_header_position_ = out_.size();
-    format::append_pod(out_, format::EventsHeader{thread_index_, 0, sequence_});
-  }
-
-  NativeOutput& output_;
-  std::string& out_;
-  uint32_t thread_index_;
-  uint32_t pending_ = 0;
-  uint64_t sequence_ = 0;
-  size_t chunk_position_ = 0;
-  size_t events_header_position_ = 0;
 };
 
 void add_args(EventsEncoder& events, const trace::Trace& trace, const trace::ArgTable& args,
