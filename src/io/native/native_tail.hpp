@@ -37,6 +37,7 @@ struct TailArg {
 // a remote one, its arguments. Times are Unix-epoch ns from the clock syncs read so far
 // (the whole-file reader fits a line through all of them, so its times may differ from
 // these by the file's clock_max_error_ns).
+// (NativeTail::emit reuses one and sets every field: a field added here is set there.)
 struct EndedSpan {
   std::string_view name;
   std::string_view category;
@@ -53,6 +54,11 @@ struct EndedSpan {
   // is the whole-file reader's parent of this one: what self times are computed from.
   bool has_local_parent = false;
   std::string_view parent_name;  // its name (empty without one)
+  // The kNames ids of `name` and `parent_name` (0: a name given inline, an id the file has
+  // not named, or no parent): a consumer may key by them instead of by the text, which is
+  // the same for every span of an id.
+  uint32_t name_id = 0;
+  uint32_t parent_name_id = 0;
   bool unfinished = false;       // still open when the recording ended
   bool async = false;            // an async span (its id is not the file reader's)
   // The remote trace it belongs to (joined by it or an ancestor); all zero: the run's.
@@ -274,11 +280,16 @@ class NativeTail {
   bool has_sync_ = false;
   format::ClockSync first_sync_{}, last_sync_{};
   bool clock_fixed_ = false;  // use_clock() was called
+  // unix_ns()'s slope (16.48 fixed point), fitted again only when a sync or the tick rate
+  // changed: fitting it on every call was 14% of a streamed summary's time (perf).
+  mutable int64_t clock_slope_fixed_ = 0;
+  mutable bool clock_slope_stale_ = true;
   uint64_t events_decoded_ = 0;
   double event_cost_ns_ = 0;
   uint64_t slow_path_ticks_ = 0;
   std::vector<format::ThreadStats> thread_stats_;
   std::string unknown_name_, unknown_parent_name_;  // emit()'s texts of unnamed ids
+  EndedSpan ended_;                                 // emit()'s event, reused
   std::vector<std::pair<std::string, std::string>> run_info_;
   uint64_t span_salt_ = 0;  // from the run's trace id, as the reader salts span ids
   trace::TraceId trace_id_;
