@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -145,6 +146,63 @@ std::string encode_otlp_metrics(const MetricsSnapshot& metrics, std::span<const 
           encoder.varint_field(otlp::histogram::kAggregationTemporality, aggregation);
         });
   }
+  // OpenTelemetry's GenAI histograms (from the gen_ai.request spans), named by the semantic
+  // conventions, with their bucket bounds and attributes: a metric per kind, a data point per
+  // attribute set (MetricsSnapshot::gen_ai is ordered by kind).
+  std::span<const GenAiMetricInfo> gen_ai_kinds = gen_ai_metrics();
+  for (auto it = metrics.gen_ai.begin(); it != metrics.gen_ai.end();) {
+    int kind = it->first.first;
+    auto end = it;
+    while (end != metrics.gen_ai.end() && end->first.first == kind) ++end;
+    if (kind < 0 || static_cast<size_t>(kind) >= gen_ai_kinds.size()) {
+      it = end;
+      continue;
+    }
+    const GenAiMetricInfo& info = gen_ai_kinds[static_cast<size_t>(kind)];
+    std::string bounds;
+    for (double bound : info.bounds) {
+      uint64_t bits = std::bit_cast<uint64_t>(bound);
+      for (int i = 0; i < 8; ++i) bounds += static_cast<char>(bits >> (8 * i));
+    }
+    auto first = it;
+    write_metric(encoder, info.name, info.help, info.unit, otlp::metric::kHistogram, [&] {
+      std::string counts;
+      for (auto point_it = first; point_it != end; ++point_it) {
+        const BucketHistogram& histogram = point_it->second;
+        size_t point = encoder.begin_message(otlp::histogram::kDataPoints);
+        ++points;
+        for (const auto& attribute : gen_ai_attributes(point_it->first.second)) {
+          bool port = attribute.first == "server.port";
+          otlp::write_attribute(
+              encoder, otlp::histogram_data_point::kAttributes,
+              {attribute.first, port ? AttributeValue::of(static_cast<int64_t>(
+                                           std::strtoll(attribute.second.c_str(), nullptr, 10)))
+                                     : AttributeValue::of(std::string_view(attribute.second))});
+        }
+        encoder.fixed64_field(otlp::histogram_data_point::kStartTimeUnixNano,
+                              interval.start_unix_ns);
+        encoder.fixed64_field(otlp::histogram_data_point::kTimeUnixNano, interval.end_unix_ns);
+        encoder.fixed64_field(otlp::histogram_data_point::kCount, histogram.count);
+        encoder.double_field(otlp::histogram_data_point::kSum, histogram.sum);
+        counts.clear();
+        uint64_t within = 0;
+        for (size_t i = 0; i < info.bounds.size(); ++i) {
+          uint64_t count = i < histogram.buckets.size() ? histogram.buckets[i] : 0;
+          within += count;
+          for (int byte = 0; byte < 8; ++byte) counts += static_cast<char>(count >> (8 * byte));
+        }
+        uint64_t above = histogram.count - std::min(histogram.count, within);
+        for (int byte = 0; byte < 8; ++byte) counts += static_cast<char>(above >> (8 * byte));
+        encoder.bytes_field(otlp::histogram_data_point::kBucketCounts, counts);
+        encoder.bytes_field(otlp::histogram_data_point::kExplicitBounds, bounds);
+        for (const Exemplar& exemplar : histogram.exemplars) write_exemplar(encoder, exemplar);
+        encoder.end_message(point);
+      }
+      encoder.varint_field(otlp::histogram::kAggregationTemporality, aggregation);
+    });
+    it = end;
+  }
+
   auto add_total = [&](std::string_view name, std::string_view description, std::string_view unit,
                        double value) {
     ++points;
@@ -246,6 +304,29 @@ MetricsSnapshot metrics_since(const MetricsSnapshot& now, const MetricsSnapshot&
     for (size_t i = 0; i <= kDurationBucketCount; ++i) {
       // A bucket's exemplar, where the bucket gained (+Inf: when the overflow did).
       bool gained_here = i < kDurationBucketCount ? gained.buckets[i] > 0 : gained.count > within;
+      if (gained_here) gained.exemplars[i] = histogram.exemplars[i];
+    }
+  }
+  for (const auto& [key, histogram] : now.gen_ai) {
+    auto earlier = before.gen_ai.find(key);
+    if (earlier == before.gen_ai.end()) {
+      out.gen_ai.emplace(key, histogram);
+      continue;
+    }
+    if (histogram.count <= earlier->second.count) continue;  // nothing new
+    BucketHistogram& gained = out.gen_ai[key];
+    gained.count = histogram.count - earlier->second.count;
+    gained.sum = histogram.sum - earlier->second.sum;
+    gained.buckets.resize(histogram.buckets.size());
+    gained.exemplars.resize(histogram.exemplars.size());
+    uint64_t within = 0;
+    for (size_t i = 0; i < histogram.buckets.size(); ++i) {
+      uint64_t was = i < earlier->second.buckets.size() ? earlier->second.buckets[i] : 0;
+      gained.buckets[i] = histogram.buckets[i] - std::min(histogram.buckets[i], was);
+      within += gained.buckets[i];
+    }
+    for (size_t i = 0; i < histogram.exemplars.size(); ++i) {
+      bool gained_here = i < gained.buckets.size() ? gained.buckets[i] > 0 : gained.count > within;
       if (gained_here) gained.exemplars[i] = histogram.exemplars[i];
     }
   }

@@ -9,6 +9,12 @@
 //   opsight.events.dropped  monotonic sum: events lost to the memory bound
 //   opsight.<counter>       gauge per counter track name, attribute `pid`, its last sample
 //                           (a name ending `_ns` loses it, in seconds with unit "s")
+//   gen_ai.*                OpenTelemetry's GenAI histograms (from the gen_ai.request spans
+//                           opsight.llm writes: gen_ai.client.token.usage,
+//                           gen_ai.server.time_to_first_token,
+//                           gen_ai.server.time_per_output_token, ...; prometheus_text.hpp's
+//                           gen_ai_metrics()), named, bucketed and attributed as the
+//                           semantic conventions say, exemplars where known
 //   opsight.<quantity>      monotonic sum per rate track ("process.io_read_bytes_per_s" ->
 //                           opsight.process.io_read_bytes in "By"; _ns -> seconds in "s"),
 //                           attribute `pid`: the rates integrated over the times between

@@ -349,4 +349,74 @@ TEST(OtlpMetrics, MetricsSinceIsWhatEachIntervalAdded) {
   EXPECT_EQ(delta.counters.at({"process.rss_bytes", 7}), 42);
 }
 
+// OpenTelemetry's GenAI histograms over OTLP: named, with units, bucket bounds and
+// attributes as the semantic conventions give them (a model name with a quote and a server
+// port survive the Prometheus label text they are kept in).
+TEST(OtlpMetrics, GenAiHistogramsAreTheConventionsMetrics) {
+  MetricsSnapshot metrics;
+  opsight::exporting::GenAiRequest request;
+  request.operation = "chat";
+  request.model = "gpt2 \"tiny\"";
+  request.server_address = "127.0.0.1";
+  request.server_port = 8000;
+  request.input_tokens = 20;
+  request.output_tokens = 5;
+  request.duration_seconds = 0.3;
+  request.time_to_first_token = 0.03;
+  request.time_per_output_token = 0.07;
+  metrics.add_gen_ai_request(request);
+  request.time_to_first_token = 0.003;
+  metrics.add_gen_ai_request(request);
+  uint64_t data_points = 0;
+  std::string encoded = encode_otlp_metrics(metrics, {}, MetricsInterval{10, 20},
+                                            MetricsTemporality::kCumulative, &data_points);
+  std::string service;
+  auto by_name = metrics_by_name(encoded, &service);
+  for (const char* name :
+       {"gen_ai.server.time_to_first_token", "gen_ai.server.time_per_output_token",
+        "gen_ai.server.request.duration", "gen_ai.client.token.usage"})
+    EXPECT_TRUE(by_name.count(name)) << name;
+  EXPECT_EQ(first(by_name["gen_ai.client.token.usage"], otlp::metric::kUnit)->bytes, "{token}");
+  const auto& ttft = by_name["gen_ai.server.time_to_first_token"];
+  EXPECT_EQ(first(ttft, otlp::metric::kUnit)->bytes, "s");
+  auto histogram = fields_of(first(ttft, otlp::metric::kHistogram)->bytes);
+  EXPECT_EQ(first(histogram, otlp::histogram::kAggregationTemporality)->value,
+            otlp::kTemporalityCumulative);
+  auto points = all(histogram, otlp::histogram::kDataPoints);
+  ASSERT_EQ(points.size(), 1u);
+  auto point = fields_of(points[0]);
+  std::map<std::string, std::string> attributes;
+  for (auto attribute : all(point, otlp::histogram_data_point::kAttributes))
+    attributes.insert(key_value(attribute));
+  EXPECT_EQ(attributes["gen_ai.operation.name"], "chat");
+  EXPECT_EQ(attributes["gen_ai.request.model"], "gpt2 \"tiny\"");
+  EXPECT_EQ(attributes["server.address"], "127.0.0.1");
+  EXPECT_EQ(attributes.count("server.port"), 1u);
+  EXPECT_EQ(first(point, otlp::histogram_data_point::kCount)->value, 2u);
+  EXPECT_NEAR(first(point, otlp::histogram_data_point::kSum)->as_double(), 0.033, 1e-12);
+  auto bounds = packed_fixed64(first(point, otlp::histogram_data_point::kExplicitBounds)->bytes);
+  ASSERT_EQ(bounds.size(), 16u);  // the conventions' 0.001 ... 10
+  EXPECT_EQ(std::bit_cast<double>(bounds[0]), 0.001);
+  EXPECT_EQ(std::bit_cast<double>(bounds[15]), 10.0);
+  auto counts = packed_fixed64(first(point, otlp::histogram_data_point::kBucketCounts)->bytes);
+  ASSERT_EQ(counts.size(), 17u);
+  EXPECT_EQ(counts[1], 1u);  // 3 ms <= 5 ms
+  EXPECT_EQ(counts[4], 1u);  // 30 ms <= 40 ms
+  // Token usage: one point per token type.
+  auto usage =
+      fields_of(first(by_name["gen_ai.client.token.usage"], otlp::metric::kHistogram)->bytes);
+  std::map<std::string, uint64_t> tokens;
+  for (auto usage_point : all(usage, otlp::histogram::kDataPoints)) {
+    auto fields = fields_of(usage_point);
+    std::string type;
+    for (auto attribute : all(fields, otlp::histogram_data_point::kAttributes))
+      if (key_value(attribute).first == "gen_ai.token.type") type = key_value(attribute).second;
+    tokens[type] =
+        static_cast<uint64_t>(first(fields, otlp::histogram_data_point::kSum)->as_double());
+  }
+  EXPECT_EQ(tokens, (std::map<std::string, uint64_t>{{"input", 40}, {"output", 10}}));
+  // ttft, tpot, request duration, 2 token types, and events.dropped.
+  EXPECT_EQ(data_points, 6u);
+}
+
 }  // namespace

@@ -83,11 +83,7 @@ constexpr double kFirstTokenBuckets[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0
 constexpr double kPerOutputTokenBuckets[] = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,
                                              0.3,  0.4,   0.5,  0.75,  1.0, 2.5};
 
-struct GenAiMetric {
-  std::string_view name;  // Prometheus's
-  std::string_view help;
-  std::span<const double> bounds;
-};
+using GenAiMetric = GenAiMetricInfo;
 
 enum GenAiMetricIndex : int {
   kTokenUsage = 0,
@@ -100,29 +96,31 @@ enum GenAiMetricIndex : int {
 };
 
 constexpr GenAiMetric kGenAiMetrics[] = {
-    {"gen_ai_client_token_usage",
+    {"gen_ai.client.token.usage", "gen_ai_client_token_usage", "{token}",
      "Number of input and output tokens used (OpenTelemetry gen_ai.client.token.usage).",
      kTokenBuckets},
-    {"gen_ai_client_operation_duration_seconds",
+    {"gen_ai.client.operation.duration", "gen_ai_client_operation_duration_seconds", "s",
      "GenAI operation duration, measured by the client (gen_ai.client.operation.duration).",
      kOperationBuckets},
-    {"gen_ai_client_operation_time_to_first_chunk_seconds",
+    {"gen_ai.client.operation.time_to_first_chunk",
+     "gen_ai_client_operation_time_to_first_chunk_seconds", "s",
      "Time to the first output chunk, measured by the client "
      "(gen_ai.client.operation.time_to_first_chunk).",
      kOperationBuckets},
-    {"gen_ai_client_operation_time_per_output_chunk_seconds",
+    {"gen_ai.client.operation.time_per_output_chunk",
+     "gen_ai_client_operation_time_per_output_chunk_seconds", "s",
      "Time from one output chunk to the next, measured by the client "
      "(gen_ai.client.operation.time_per_output_chunk).",
      kOperationBuckets},
-    {"gen_ai_server_request_duration_seconds",
+    {"gen_ai.server.request.duration", "gen_ai_server_request_duration_seconds", "s",
      "Generative AI server request duration, to the last output token "
      "(gen_ai.server.request.duration).",
      kOperationBuckets},
-    {"gen_ai_server_time_to_first_token_seconds",
+    {"gen_ai.server.time_to_first_token", "gen_ai_server_time_to_first_token_seconds", "s",
      "Time to generate the first token for successful responses "
      "(gen_ai.server.time_to_first_token).",
      kFirstTokenBuckets},
-    {"gen_ai_server_time_per_output_token_seconds",
+    {"gen_ai.server.time_per_output_token", "gen_ai_server_time_per_output_token_seconds", "s",
      "Time per output token generated after the first token for successful responses "
      "(gen_ai.server.time_per_output_token).",
      kPerOutputTokenBuckets},
@@ -151,6 +149,45 @@ double number_of(const trace::ArgValue& value) {
 }
 
 }  // namespace
+
+std::span<const GenAiMetricInfo> gen_ai_metrics() { return kGenAiMetrics; }
+
+std::vector<std::pair<std::string, std::string>> gen_ai_attributes(std::string_view label_text) {
+  // Prometheus's label names (add_label's) and the attributes they stand for, in order.
+  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
+      {"gen_ai_operation_name", "gen_ai.operation.name"},
+      {"gen_ai_provider_name", "gen_ai.provider.name"},
+      {"gen_ai_request_model", "gen_ai.request.model"},
+      {"gen_ai_token_type", "gen_ai.token.type"},
+      {"error_type", "error.type"},
+      {"server_address", "server.address"},
+      {"server_port", "server.port"}};
+  std::vector<std::pair<std::string, std::string>> labels;
+  size_t at = 0;
+  while (at < label_text.size()) {
+    size_t equals = label_text.find("=\"", at);
+    if (equals == std::string_view::npos) break;
+    std::string name(label_text.substr(at, equals - at));
+    std::string value;
+    size_t position = equals + 2;
+    for (; position < label_text.size() && label_text[position] != '"'; ++position) {
+      char character = label_text[position];
+      if (character == '\\' && position + 1 < label_text.size()) {
+        char next = label_text[++position];
+        value += next == 'n' ? '\n' : next;
+      } else {
+        value += character;
+      }
+    }
+    labels.emplace_back(std::move(name), std::move(value));
+    at = position + 2;  // past the quote and the comma
+  }
+  std::vector<std::pair<std::string, std::string>> attributes;
+  for (const auto& [prometheus, otel] : kNames)
+    for (const auto& label : labels)
+      if (label.first == prometheus) attributes.emplace_back(std::string(otel), label.second);
+  return attributes;
+}
 
 void GenAiRequest::set(std::string_view key, const trace::ArgValue& value, std::string_view text) {
   if (!key.starts_with("gen_ai.") && !key.starts_with("error.") && !key.starts_with("server.") &&
@@ -405,12 +442,12 @@ std::string prometheus_exposition(const MetricsSnapshot& metrics, ExpositionForm
   for (auto it = metrics.gen_ai.begin(); it != metrics.gen_ai.end(); ++it) {
     const GenAiMetric& metric = kGenAiMetrics[it->first.first];
     if (it == metrics.gen_ai.begin() || std::prev(it)->first.first != it->first.first)
-      family_header(out, metric.name, "histogram", metric.help);
+      family_header(out, metric.prometheus_name, "histogram", metric.help);
     const std::string& labels = it->first.second;
     const BucketHistogram& histogram = it->second;
     // name_suffix{labels[,le="bound"]} (no braces at all when there is no label)
     auto series = [&](std::string_view suffix, double bound, bool with_bound) {
-      out += metric.name;
+      out += metric.prometheus_name;
       out += suffix;
       if (labels.empty() && !with_bound) return;
       out += '{';

@@ -120,6 +120,22 @@ inline std::string_view rate_counter_quantity(std::string_view name) {
   return is_rate_counter(name) ? name.substr(0, name.size() - kRateCounterSuffix.size()) : name;
 }
 
+// OpenTelemetry's GenAI metrics (MetricsSnapshot::gen_ai, by index): each one's name in
+// the semantic conventions and in Prometheus, its unit, description and bucket bounds.
+struct GenAiMetricInfo {
+  std::string_view name;             // "gen_ai.server.time_to_first_token"
+  std::string_view prometheus_name;  // "gen_ai_server_time_to_first_token_seconds"
+  std::string_view unit;             // "s", "{token}"
+  std::string_view help;
+  std::span<const double> bounds;
+};
+std::span<const GenAiMetricInfo> gen_ai_metrics();
+// The labels of a GenAI histogram (MetricsSnapshot::gen_ai's label text, Prometheus's
+// `name="value",...`) as OpenTelemetry attributes, in order: gen_ai.operation.name,
+// gen_ai.provider.name, gen_ai.request.model, gen_ai.token.type, error.type,
+// server.address (strings, unescaped) and server.port (a whole number in its text).
+std::vector<std::pair<std::string, std::string>> gen_ai_attributes(std::string_view label_text);
+
 // A histogram with its own bucket bounds (the GenAI metrics').
 struct BucketHistogram {
   std::vector<uint64_t> buckets;  // per bucket, not cumulative
