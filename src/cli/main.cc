@@ -375,8 +375,16 @@ int run_convert(std::vector<std::string> files, const std::string& stream,
       (*output_format == opsight::io::FileFormat::kChromeJson ||
        *output_format == opsight::io::FileFormat::kPerfetto) &&
       opsight::io::format_from_path(files[0]) == opsight::io::FileFormat::kNative;
-  if (stream == "on" && !can_stream) {
-    print_error("--stream on converts one .opsight file to .json or .pftrace");
+  // .opsight files (a run's processes) into one .opsight merge streaming
+  // (io::merge_native_files: docs/native-format.md, "Streaming merge").
+  bool can_merge = *output_format == opsight::io::FileFormat::kNative;
+  for (const std::string& file : files)
+    can_merge =
+        can_merge && opsight::io::format_from_path(file) == opsight::io::FileFormat::kNative;
+  if (stream == "on" && !can_stream && !can_merge) {
+    print_error(
+        "--stream on converts one .opsight file to .json or .pftrace, or merges .opsight "
+        "files into one .opsight");
     return kExitUsage;
   }
   if (can_stream && stream != "off" && !window) {
@@ -384,6 +392,30 @@ int run_convert(std::vector<std::string> files, const std::string& stream,
     const auto size = std::filesystem::file_size(files[0], error);
     if (stream == "on" || (!error && size >= kStreamFromBytes))
       return run_streamed_convert(files[0], output, *output_format);
+  }
+  if (can_merge && stream != "off" && !window) {
+    uintmax_t total = 0;
+    for (const std::string& file : files) {
+      std::error_code error;
+      const auto size = std::filesystem::file_size(file, error);
+      total += error ? 0 : size;
+    }
+    if (stream == "on" || total >= kStreamFromBytes) {
+      opsight::io::FileSink sink(output);
+      opsight::io::MergeFilesResult merged = opsight::io::merge_native_files(files, sink);
+      std::optional<std::string> problem = merged.error ? sink.error() : sink.commit();
+      if (!problem) problem = merged.error;
+      if (problem) {
+        print_error(*problem);
+        return kExitError;
+      }
+      for (const std::string& damage : merged.damage)
+        std::fprintf(stderr, "opsight: warning: %s (merged what was read before it)\n",
+                     damage.c_str());
+      std::fprintf(stderr, "opsight: wrote %s (%zu file%s merged, streamed)\n", output.c_str(),
+                   files.size(), files.size() == 1 ? "" : "s");
+      return merged.damage.empty() ? 0 : kExitDamaged;
+    }
   }
   bool damaged = false;
   auto trace =
@@ -572,8 +604,9 @@ int main(int argc, char** argv) {
   convert_command
       ->add_option("--stream", convert_stream,
                    "One .opsight file to .json or .pftrace in bounded memory, each event written "
-                   "as it is read (flows left out, counted): auto (inputs of 1 GiB or more), "
-                   "on, off")
+                   "as it is read (flows left out, counted), or .opsight files merged into one "
+                   ".opsight (the same trace as the whole merge): auto (inputs of 1 GiB or "
+                   "more), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   std::string convert_window;

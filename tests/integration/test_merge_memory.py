@@ -88,6 +88,32 @@ def test_a_streamed_merge_holds_a_constant_and_reads_back_as_the_whole_one(
     assert sum(row["count"] for row in rows) > FILES * SPANS_PER_FILE * 0.99
 
 
+def test_convert_merges_native_files_streaming(process_files, cli_path, tmp_path):
+    """`opsight convert A.opsight B.opsight OUT.opsight --stream on` merges through the same
+    streaming merge: a constant peak RSS, the reports of the in-memory merge."""
+    (tmp_path / "streamed").mkdir()
+    (tmp_path / "whole").mkdir()
+    outputs = {}
+    peaks = {}
+    for stream, folder in (("on", "streamed"), ("off", "whole")):
+        outputs[stream] = tmp_path / folder / "run.opsight"
+        command = [str(cli_path), "convert", *process_files, str(outputs[stream]),
+                   "--stream", stream]
+        peaks[stream] = run_measured(
+            "import os, sys; pid = os.fork()\n"
+            "if pid == 0: os.execv(sys.argv[1], sys.argv[1:])\n"
+            "_, status, _ = os.wait4(pid, 0); sys.exit(os.waitstatus_to_exitcode(status))",
+            *command)
+    assert peaks["on"] < BOUND + 48 * 2**20, peaks  # the binary and this interpreter
+    assert peaks["off"] > 4 * peaks["on"], peaks
+    for flags in (("--summary", "--format", "json"), ("--tree", "--format", "json")):
+        reports = [subprocess.run([str(cli_path), "report", str(outputs[stream]), *flags],
+                                  capture_output=True, text=True, timeout=600).stdout
+                   for stream in ("on", "off")]
+        same = reports[0] == reports[1]
+        assert same, flags
+
+
 def test_opsight_run_merges_streaming_and_prints_the_streamed_reports(tmp_path):
     """`opsight run --merge stream` of a program with a child process: the output reads back
     as the in-memory merge of another run of it does, the summary is printed, the tree and store are left out with a
