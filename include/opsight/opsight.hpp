@@ -143,7 +143,10 @@ inline void flow_into_next(uint64_t id) { internal::write_flow(id, format::kFlow
 //     as the OpenTelemetry SDK gives every root span a new trace id);
 //   client side: inside the span that makes the call, take an id (new_flow_id()),
 //     set_span_id(id), and send format_traceparent({trace id of the request being served,
-//     or session_trace_id(), id, flags}).
+//     or, outside any, the trace join_session_trace() returns, id, flags}).
+// Every other root span (a thread's or task's outermost span that joined no trace) is the
+// root of a trace of its own, derived from the run's trace id and its span id when the
+// trace is exported (trace::root_trace_id).
 // Each call writes one event (join_remote_trace two) for the innermost open span of the
 // thread's current track; without one it is counted, not shown. Does nothing when not
 // recording. The front ends keep which trace a thread is serving (Python: a contextvar).
@@ -165,9 +168,16 @@ OPSIGHT_API void join_remote_trace(const TraceContext& remote);
 // all zero when not recording.
 OPSIGHT_API TraceContext begin_trace(uint8_t trace_flags = 1);
 OPSIGHT_API void set_span_id(uint64_t span_id);
-// The running session's trace id (every span not joined to a remote trace is in it);
-// all zero when no session runs.
+// The running session's trace id; all zero when no session runs.
 OPSIGHT_API TraceContext session_trace_id();
+// For a call made outside any request being served: the outermost open span of the
+// thread's current track (the root of what is open there), and every span under it, stay
+// in the session's trace instead of a trace of their own, so that the callee, told that
+// trace, joins the caller's. The recorder keeps no stack of open spans, so it cannot name
+// that root's own trace while it runs; the session's is the one trace every call of every
+// root agrees on. Writes one event (two slots); returns session_trace_id() (all zero, and
+// nothing written, when not recording). Several calls in one root write the same thing.
+OPSIGHT_API TraceContext join_session_trace();
 
 namespace internal {
 // For front ends whose hooks cost time the recorder cannot see (the torch operator

@@ -268,7 +268,8 @@ def _serve(context: TraceContext | None) -> contextvars.Token | None:
 
 def current() -> tuple[str, int] | None:
     """(trace id hex, flags) of the request being served here, else the session's trace
-    (flags 1); None without a session."""
+    (flags 1: the trace a call made here propagates, see :func:`inject`); None without a
+    session."""
     served = _current.get()
     if served is not None:
         return served.trace_id, served.flags
@@ -303,7 +304,9 @@ def inject(headers: MutableMapping[str, str] | None = None) -> MutableMapping[st
             _native.join_remote_trace(
                 _native.format_traceparent(trace_id, served.span_id, flags))
     else:
-        session = _native.session_trace_id()
+        # Outside any request served, the root of what is open here stays in the session's
+        # trace (else a root span is a trace of its own), so the callee joins the caller's.
+        session = _native.join_session_trace()
         if not session:
             return headers
         trace_id, flags = session, 1

@@ -203,6 +203,17 @@ void bind_record(nb::module_& m) {
     context.span_id = 1;
     return opsight::format_traceparent(context).substr(3, 32);
   });
+  m.def(
+      "join_session_trace",
+      [] {
+        opsight::TraceContext context = opsight::join_session_trace();
+        if ((context.trace_id_high | context.trace_id_low) == 0) return std::string();
+        context.span_id = 1;
+        return opsight::format_traceparent(context).substr(3, 32);
+      },
+      "For a call made outside any request served: the thread's outermost open span (and "
+      "what is under it) stays in the session's trace, which is returned in hex ('' when not "
+      "recording).");
   m.def("process_environment", [] {
     // The C library's environment as it is now (what a child gets when Popen's env is
     // None), including what native code changed with setenv behind os.environ's back.

@@ -65,22 +65,17 @@ nb::dict slice_columns(const store::LoadedTrace& loaded, bool metric_columns) {
   std::vector<std::vector<double>> metric_values(
       metric_columns ? metric_index.names().size() : 0,
       std::vector<double>(rows, std::numeric_limits<double>::quiet_NaN()));
-  // Each span's trace (a run holds many: one per request served without a caller, one per
-  // caller's trace joined), as the exporters send it (exporting::SpanView::trace_id).
+  // Each span's trace (a run holds many: one per root span, one per request served, one
+  // per caller's trace joined), as the exporters send it (exporting::SpanView::trace_id).
   nb::list trace_id;
   {
-    nb::str run_trace_hex(trace.run.trace_id.to_hex().c_str());
-    if (trace.span_contexts.size() == 0) {
-      for (size_t row = 0; row < rows; ++row) trace_id.append(run_trace_hex);
-    } else {
-      exporting::SpanView view(trace, {});
-      std::map<std::pair<uint64_t, uint64_t>, nb::str> hex_of;
-      for (trace::RowIndex row = 0; row < rows; ++row) {
-        trace::TraceId id = view.trace_id(row);
-        auto [it, added] = hex_of.try_emplace({id.high, id.low}, run_trace_hex);
-        if (added) it->second = nb::str(id.to_hex().c_str());
-        trace_id.append(it->second);
-      }
+    exporting::SpanView view(trace, {});
+    std::map<std::pair<uint64_t, uint64_t>, nb::str> hex_of;
+    for (trace::RowIndex row = 0; row < rows; ++row) {
+      trace::TraceId id = view.trace_id(row);
+      auto [it, added] = hex_of.try_emplace({id.high, id.low}, nb::str(""));
+      if (added) it->second = nb::str(id.to_hex().c_str());
+      trace_id.append(it->second);
     }
   }
   for (size_t row = 0; row < rows; ++row) {

@@ -511,8 +511,9 @@ TEST(MetricsEndpoint, GivesTheGenAiHistogramsOfTheRequestsThatEnded) {
   opsight::io::ReadResult read = opsight::io::read_native(bytes);
   ASSERT_TRUE(read.ok());
   ASSERT_EQ(read.trace.str(read.trace.slices.name[0]), "gen_ai.request");
-  std::string exemplar = "} 1 # {trace_id=\"0123456789abcdeffedcba9876543210\",span_id=\"" +
-                         opsight::trace::span_id_to_hex(read.trace.slices.span_id[0]) + "\"} ";
+  std::string exemplar =  // the request is a root: a trace of its own
+      "} 1 # {trace_id=\"" + opsight::trace::root_trace_id(read.trace.slices.span_id[0]).to_hex() +
+      "\",span_id=\"" + opsight::trace::span_id_to_hex(read.trace.slices.span_id[0]) + "\"} ";
   std::string openmetrics = endpoint.scrape_as(opsight::exporting::ExpositionFormat::kOpenMetrics);
   for (const std::string& line :
        {"\ngen_ai_client_operation_duration_seconds_bucket" + labels + ",le=\"0.16\"" + exemplar +
@@ -583,21 +584,25 @@ TEST(MetricsEndpoint, OpenMetricsWithExemplarsOfTheSpansTraceAndSpanIds) {
   std::string fast_id = opsight::trace::span_id_to_hex(read.trace.slices.span_id[0]);
   std::string slow_id = opsight::trace::span_id_to_hex(read.trace.slices.span_id[1]);
   ASSERT_NE(fast_id, slow_id);
-  std::string exemplar = " # {trace_id=\"0123456789abcdeffedcba9876543210\",span_id=\"";
+  // Each step is a root: the root of a trace of its own.
+  auto exemplar_of = [&](size_t row) {
+    return " # {trace_id=\"" +
+           opsight::trace::root_trace_id(read.trace.slices.span_id[row]).to_hex() + "\",span_id=\"";
+  };
   std::string expected =
       "# HELP opsight_span_duration_seconds Duration of the spans opsight recorded, per span "
       "name.\n"
       "# TYPE opsight_span_duration_seconds histogram\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"1e-05\"} 0\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.0001\"} 1" +
-      exemplar + fast_id +
+      exemplar_of(0) + fast_id +
       "\"} 5e-05 1700000000.000050100\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.00025\"} 1\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.0005\"} 1\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.001\"} 1\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.0025\"} 1\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.005\"} 2" +
-      exemplar + slow_id +
+      exemplar_of(1) + slow_id +
       "\"} 0.003 1700000000.003100000\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.01\"} 2\n"
       "opsight_span_duration_seconds_bucket{span=\"step\",le=\"0.025\"} 2\n"

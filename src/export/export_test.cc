@@ -164,9 +164,12 @@ TEST(OtlpProtobuf, EverySpanWithItsIdsTimesAttributesEventsAndLinksPerProcess) {
     by_name[std::string(find_field(fields, otlp::span::kName)->bytes)] = fields;
   }
   const auto& request_span = by_name.at("request");
-  std::string trace_id = be_bytes(0x0123456789abcdefULL) + be_bytes(0xfedcba9876543210ULL);
-  EXPECT_EQ(find_field(request_span, otlp::span::kTraceId)->bytes, trace_id);
+  // The request is a root: the root of a trace of its own.
   RowIndex request_row = row_named(trace, "request");
+  const opsight::trace::TraceId request_trace =
+      opsight::trace::root_trace_id(trace.slices.span_id[request_row]);
+  std::string trace_id = be_bytes(request_trace.high) + be_bytes(request_trace.low);
+  EXPECT_EQ(find_field(request_span, otlp::span::kTraceId)->bytes, trace_id);
   EXPECT_EQ(find_field(request_span, otlp::span::kSpanId)->bytes,
             be_bytes(trace.slices.span_id[request_row]));
   EXPECT_EQ(find_field(request_span, otlp::span::kParentSpanId), nullptr);  // a root
@@ -221,8 +224,8 @@ TEST(OtlpProtobuf, EverySpanWithItsIdsTimesAttributesEventsAndLinksPerProcess) {
 }
 
 // A request that came with a traceparent: its span and the spans under it are sent in the
-// caller's trace, the request's parent the caller's span (a remote parent); the rest of
-// the run stays in the run's trace.
+// caller's trace, the request's parent the caller's span (a remote parent); every other
+// root is a trace of its own.
 TEST(SpanView, SpansUnderAJoinedRemoteTraceTakeItsIdAndTheRemoteParent) {
   Trace trace = sample_trace();
   RowIndex request = row_named(trace, "request");
@@ -233,7 +236,7 @@ TEST(SpanView, SpansUnderAJoinedRemoteTraceTakeItsIdAndTheRemoteParent) {
   SpanView view(trace, {});
   EXPECT_EQ(view.trace_id(request), remote);
   EXPECT_EQ(view.trace_id(preprocess), remote);  // under the request
-  EXPECT_EQ(view.trace_id(job), trace.run.trace_id);
+  EXPECT_EQ(view.trace_id(job), opsight::trace::root_trace_id(trace.slices.span_id[job]));
   EXPECT_EQ(view.parent_span_id(request), 0x00f067aa0ba902b7ULL);
   EXPECT_TRUE(view.has_remote_parent(request));
   EXPECT_EQ(view.parent_span_id(preprocess), trace.slices.span_id[request]);
@@ -332,7 +335,9 @@ TEST(OtlpJson, TheJsonMappingHexIdsStringIntegersAndNumericEnums) {
     if (span["name"] == "job") job = &span;
   }
   ASSERT_TRUE(request && job);
-  EXPECT_EQ((*request)["traceId"], "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(
+      (*request)["traceId"],
+      opsight::trace::root_trace_id(trace.slices.span_id[row_named(trace, "request")]).to_hex());
   EXPECT_EQ((*request)["spanId"],
             opsight::trace::span_id_to_hex(trace.slices.span_id[row_named(trace, "request")]));
   EXPECT_EQ((*request)["kind"], 2);
@@ -361,7 +366,9 @@ TEST(ZipkinJson, MicrosecondsThatNeverShrinkAKindAndStringTags) {
   std::map<std::string, nlohmann::json> by_name;
   for (const auto& span : spans) by_name[span["name"]] = span;
   const auto& request = by_name.at("request");
-  EXPECT_EQ(request["traceId"], "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(
+      request["traceId"],
+      opsight::trace::root_trace_id(trace.slices.span_id[row_named(trace, "request")]).to_hex());
   EXPECT_EQ(request["kind"], "SERVER");
   EXPECT_EQ(request["timestamp"], (kUnixOffset + 1000) / 1000);
   EXPECT_EQ(request["duration"], 9);
@@ -412,7 +419,9 @@ TEST(LokiJson, OneLinePerSpanInStreamsLabelledByServiceSpanNameAndStatus) {
   ASSERT_EQ(request.size(), 1u);
   EXPECT_EQ(request[0].first, std::to_string(kUnixOffset + 1000));  // the start, in ns
   const nlohmann::json& line = request[0].second;
-  EXPECT_EQ(line["trace_id"], "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(
+      line["trace_id"],
+      opsight::trace::root_trace_id(trace.slices.span_id[row_named(trace, "request")]).to_hex());
   EXPECT_EQ(line["span_id"], request_id);
   EXPECT_FALSE(line.contains("parent_span_id"));  // a root
   EXPECT_EQ(line["name"], "request");

@@ -198,8 +198,9 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : 
     }
   }
 
-  // Traces: the run's, and one per remote trace a span joined; a span's is its own
-  // context's, else its parent's (found walking up, each row settled once).
+  // Traces: one per remote trace a span joined, one per root that joined none (its own,
+  // trace::root_trace_id), and the run's (roots that called join_session_trace); a span's
+  // is its own context's, else its parent's (found walking up, each row settled once).
   context_of_row_.assign(slices.size(), -1);
   trace_ids_.push_back(trace.run.trace_id);
   trace_flags_.push_back(1);
@@ -222,6 +223,13 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : 
         break;
       }
       path.push_back(row);
+      if (slices.parent[row] == trace::kNoRow) {  // a root of a trace of its own
+        trace_ids_.push_back(trace::root_trace_id(slices.span_id[row]));
+        trace_flags_.push_back(1);
+        trace_of_row_[row] = static_cast<uint32_t>(trace_ids_.size() - 1);
+        path.pop_back();
+        break;
+      }
       row = slices.parent[row];
     }
     if (row != trace::kNoRow) settled = trace_of_row_[row];

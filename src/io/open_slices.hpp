@@ -50,6 +50,8 @@ class OpenSlices {
   size_t size() const { return rows_.size(); }
   // The innermost open slice's row (not empty()).
   trace::RowIndex innermost() const { return rows_.back(); }
+  // The outermost open slice's row: the root of what is open (not empty()).
+  trace::RowIndex outermost() const { return rows_.front(); }
 
   // Opens `row`, a slice just added at its begin, inside the innermost open one.
   __attribute__((always_inline)) void open(trace::SliceTable& slices, trace::RowIndex row,

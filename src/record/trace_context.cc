@@ -107,4 +107,13 @@ TraceContext session_trace_id() {
           reg.trace_id_low.load(std::memory_order_relaxed), 0, 1};
 }
 
+TraceContext join_session_trace() {
+  TraceContext session = session_trace_id();
+  if (!recording() || (session.trace_id_high | session.trace_id_low) == 0) return session;
+  // A span context with the session's own trace and no parent: the readers bind it to the
+  // lane's outermost open span (a remote trace never has that id, nor a begin_trace()).
+  join_remote_trace(session);
+  return session;
+}
+
 }  // namespace opsight

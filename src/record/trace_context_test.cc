@@ -85,6 +85,37 @@ TEST(TraceContextEvents, EachRequestWithoutACallerBeginsATraceOfItsOwn) {
   EXPECT_EQ(trace.span_contexts.trace_flags[0], 1u);
 }
 
+// A call made outside any request served: the root of what is open on the thread (not the
+// innermost span, where the call is made) stays in the session's trace, once however many
+// calls it makes; a root that makes none is left to be a trace of its own.
+TEST(TraceContextEvents, ACallOutsideAServedRequestKeepsItsRootInTheSessionsTrace) {
+  TraceContext joined{}, again{}, session{};
+  Trace trace = record_and_read([&] {
+    {
+      opsight::Span batch(std::string("batch"));
+      opsight::Span item(std::string("item"));
+      opsight::Span call(std::string("POST /score"));
+      joined = opsight::join_session_trace();
+      again = opsight::join_session_trace();
+      session = opsight::session_trace_id();
+    }
+    opsight::Span alone(std::string("alone"));
+  });
+  EXPECT_EQ(opsight::join_session_trace().trace_id_low, 0u) << "no session: nothing joined";
+  EXPECT_EQ(joined.trace_id_high, session.trace_id_high);
+  EXPECT_EQ(joined.trace_id_low, session.trace_id_low);
+  EXPECT_EQ(again.trace_id_low, session.trace_id_low);
+  ASSERT_EQ(trace.span_contexts.size(), 1u) << "one context for the root, however many calls";
+  EXPECT_EQ(trace.span_contexts.slice[0], row_named(trace, "batch"));
+  EXPECT_EQ(trace.span_contexts.trace_id[0], trace.run.trace_id);
+  EXPECT_EQ(trace.span_contexts.parent_span_id[0], 0u);
+  // Kept by the native model writer: the context is read back on the root.
+  auto again_read = opsight::io::read_native(opsight::io::write_native(trace));
+  ASSERT_TRUE(again_read.ok());
+  ASSERT_EQ(again_read.trace.span_contexts.size(), 1u);
+  EXPECT_EQ(again_read.trace.span_contexts.slice[0], row_named(again_read.trace, "batch"));
+}
+
 TEST(TraceContextEvents, AServerSpanJoinsTheCallersTraceAndAClientSpanKeepsTheIdItSent) {
   const TraceContext remote{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL, 0x00f067aa0ba902b7ULL, 1};
   uint64_t sent_id = 0;

@@ -81,6 +81,16 @@ constexpr uint64_t mix64(uint64_t value) {
   return value ^ (value >> 31);
 }
 
+// The trace of a root span that joined no other: a trace of its own, as the OpenTelemetry
+// SDK gives every root span a new trace id. Derived from the root's span id alone (span
+// ids are already unique across threads, processes and runs: derived ones are salted with
+// the process's random trace id, given ones come from new_flow_id), so that every
+// exporter, the live one and a merge of several processes' files included, gives a root
+// the same trace without recording it. Both halves are bijections of the span id.
+constexpr TraceId root_trace_id(uint64_t root_span_id) {
+  return TraceId{mix64(root_span_id ^ 0x6f70736967687421ULL), mix64(root_span_id)};
+}
+
 // Allocates the columns of large tables in 2 MiB-aligned blocks that the kernel is asked
 // to back with transparent huge pages: a reader fills tens of MB of fresh columns, and
 // with 4 KiB pages the page faults alone took about half of the native reader's time.

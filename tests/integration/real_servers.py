@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import calendar
+import collections
 import contextlib
 import ctypes
 import importlib.util
@@ -393,6 +394,14 @@ class Jaeger(Server):
 
         return poll(f"jaeger trace {trace_id_hex}", attempt, timeout)
 
+    def get_traces(self, traces: dict[str, int], timeout: float = 10.0) -> dict:
+        """Several traces (trace id -> the spans expected in it; a run holds one per root
+        span) as one OTLP JSON ``{"resourceSpans": [...]}``, each polled for its spans."""
+        resource_spans: list[dict] = []
+        for trace_id_hex, spans in traces.items():
+            resource_spans += self.get_trace(trace_id_hex, timeout, spans)["resourceSpans"]
+        return {"resourceSpans": resource_spans}
+
     def get_trace_v1(self, trace_id_hex: str, timeout: float = 10.0) -> dict:
         """The trace from the classic ``/api/traces/{id}`` endpoint (microsecond times, the
         Jaeger UI's model): ``{"traceID", "spans", "processes"}``."""
@@ -576,6 +585,12 @@ def parse_debug_log_records(log: str) -> list[dict]:
     return records
 
 
+def traces_of(trace) -> dict[str, int]:
+    """The traces of a run read with ``opsight._native.read_trace`` (a root span is a trace
+    of its own): each trace id with the number of spans in it, as the exporters send them."""
+    return dict(collections.Counter(trace.slice_columns()["trace_id"]))
+
+
 def otlp_spans(traces: dict) -> list[dict]:
     """Every span of an OTLP JSON ``{"resourceSpans": ...}``, each with ``"resource"`` (its
     resource's attributes as a dict) and ``"scope"`` (its scope's name) added."""
@@ -717,6 +732,13 @@ class Zipkin(Server):
             return spans if len(spans) >= min_spans else None
 
         return poll(f"zipkin trace {trace_id_hex}", attempt, timeout)
+
+    def get_traces(self, traces: dict[str, int], timeout: float = 10.0) -> list[dict]:
+        """Several traces' spans (trace id -> the spans expected in it), each polled."""
+        spans: list[dict] = []
+        for trace_id_hex, count in traces.items():
+            spans += self.get_trace(trace_id_hex, timeout, count)
+        return spans
 
 
 @contextlib.contextmanager

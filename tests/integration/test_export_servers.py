@@ -20,7 +20,7 @@ import pytest
 from real_servers import (TcpGate, attributes_dict, jaeger, jaeger_server,  # noqa: F401
                           otlp_spans, poll, prometheus, promtool_check_metrics,
                           pushgateway_server, require_command, require_modules,
-                          zipkin_server)
+                          traces_of, zipkin_server)
 
 import opsight._native as native
 
@@ -72,6 +72,7 @@ def expected_spans(trace) -> dict[str, dict]:
     spans = {}
     for i, span_id in enumerate(columns["span_id"]):
         spans[span_id] = {"name": columns["name"][i], "parent": columns["parent_span_id"][i],
+                          "trace": columns["trace_id"][i],
                           "start": columns["start"][i] + offset, "end": columns["end"][i] + offset,
                           "tid": columns["tid"][i], "linked_from": columns["linked_from_span_id"][i]}
     return spans
@@ -85,11 +86,11 @@ def test_jaeger_returns_every_span_as_recorded(tmp_path, jaeger_server, protocol
     assert "dropped" not in done.stderr, done.stderr
     expected = expected_spans(trace)
     info = trace.run_info()
-    got = otlp_spans(jaeger_server.get_trace(info["trace_id"], min_spans=len(expected)))
+    got = otlp_spans(jaeger_server.get_traces(traces_of(trace)))
     assert sorted(span["spanId"] for span in got) == sorted(expected)
     for span in got:
         want = expected[span["spanId"]]
-        assert span["traceId"] == info["trace_id"]
+        assert span["traceId"] == want["trace"], span["name"]
         assert span["name"] == want["name"]
         # Bracketed: `x or None == y` would be `x or (None == y)`, true for any child.
         assert (span.get("parentSpanId") or None) == want["parent"], span["name"]
@@ -103,6 +104,17 @@ def test_jaeger_returns_every_span_as_recorded(tmp_path, jaeger_server, protocol
         assert span["scope"] == "opsight"
         if want["linked_from"]:
             assert [link["spanId"] for link in span.get("links", [])] == [want["linked_from"]]
+    # A trace per root span: the request and what it encloses are one trace, and each
+    # thread-pool job (a root on its worker thread, linked to the request) one of its own.
+    traces_by_name: dict[str, set[str]] = {}
+    for span in got:
+        traces_by_name.setdefault(span["name"], set()).add(span["traceId"])
+    request_trace = traces_by_name["request"]
+    assert traces_by_name["preprocess"] == traces_by_name["postprocess"] == request_trace
+    jobs = {trace_id for name, ids in traces_by_name.items() if name.startswith("job ")
+            for trace_id in ids}
+    assert len(jobs) == 3 and not jobs & request_trace, traces_by_name
+    assert info["trace_id"] not in request_trace | jobs  # the session's trace holds none
     by_name = {span["name"]: span for span in got}
     request = attributes_dict(by_name["request"]["attributes"])
     assert request["route"] == "/predict" and request["batch"] == 4
@@ -122,8 +134,8 @@ def test_the_default_service_name_is_the_program_name(tmp_path, jaeger_server):
     trace, done = run_traced(tmp_path, f"otlp={jaeger_server.otlp_http_endpoint}", service=None)
     assert "dropped" not in done.stderr, done.stderr
     expected = expected_spans(trace)
-    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"],
-                                             min_spans=len(expected)))
+    got = otlp_spans(jaeger_server.get_traces(traces_of(trace)))
+    assert len(got) == len(expected)
     assert {span["resource"]["service.name"] for span in got} == {"program.py"}
 
 
@@ -172,7 +184,7 @@ def test_grpc_from_the_otel_variables_with_gzip_a_header_and_insecure(tmp_path, 
     spans = trace.run_info()["slices"]
     assert report["sent"] == spans and report["dropped"] == 0, report
     assert report["target"].startswith("otlp-grpc http://127.0.0.1:"), report
-    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"], min_spans=spans))
+    got = otlp_spans(jaeger_server.get_traces(traces_of(trace)))
     assert sorted(span["spanId"] for span in got) == sorted(expected_spans(trace))
     assert jaeger_server.accepted_spans() - before >= spans
     # Without INSECURE a scheme-less endpoint is TLS, which this plaintext port refuses:
@@ -228,7 +240,7 @@ def test_grpc_unavailable_is_retried_until_the_collector_answers(tmp_path, jaege
     spans = trace.run_info()["slices"]
     assert report["sent"] == spans and report["dropped"] == 0, report
     assert report["retries"] >= 1, report
-    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"], min_spans=spans))
+    got = otlp_spans(jaeger_server.get_traces(traces_of(trace)))
     assert len(got) == spans
 
 
@@ -286,7 +298,7 @@ def test_grpc_over_tls_and_mutual_tls_to_a_real_jaeger(tmp_path):
         assert mutual.returncode == 0, mutual.stderr
         report = json.loads(mutual.stdout)[0]
         assert report["sent"] == spans and report["dropped"] == 0, report
-        got = otlp_spans(server.get_trace(trace.run_info()["trace_id"], min_spans=spans))
+        got = otlp_spans(server.get_traces(traces_of(trace)))
         assert sorted(span["spanId"] for span in got) == sorted(expected_spans(trace))
 
 
@@ -294,7 +306,7 @@ def test_zipkin_returns_every_span_in_microseconds(tmp_path, zipkin_server):
     trace, done = run_traced(tmp_path, f"zipkin={zipkin_server.url}", service="zipkin-svc")
     assert "dropped" not in done.stderr, done.stderr
     expected = expected_spans(trace)
-    got = zipkin_server.get_trace(trace.run_info()["trace_id"], min_spans=len(expected))
+    got = zipkin_server.get_traces(traces_of(trace))
     assert sorted(span["id"] for span in got) == sorted(expected)
     for span in got:
         want = expected[span["id"]]
@@ -596,7 +608,7 @@ def test_spans_stream_to_jaeger_while_the_program_runs(tmp_path, jaeger_server, 
     # of the file the run wrote.
     trace = native.read_trace(str(output))
     expected = expected_spans(trace)
-    got = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"], min_spans=len(expected)))
+    got = otlp_spans(jaeger_server.get_traces(traces_of(trace)))
     assert sorted(span["spanId"] for span in got) == sorted(expected)
     # Live times come from the clock line through the syncs read so far, the file's from the
     # line through all of them: on this VM they differ by up to a few tens of ns.
@@ -605,6 +617,7 @@ def test_spans_stream_to_jaeger_while_the_program_runs(tmp_path, jaeger_server, 
         want = expected[span["spanId"]]
         assert span["name"] == want["name"]
         assert (span.get("parentSpanId") or None) == want["parent"], span["name"]
+        assert span["traceId"] == want["trace"], span["name"]  # live: the file's trace too
         assert abs(int(span["startTimeUnixNano"]) - want["start"]) <= error_bound, span["name"]
         assert abs(int(span["endTimeUnixNano"]) - want["end"]) <= error_bound, span["name"]
     steps = [span for span in got if span["name"] == "step"]
@@ -721,8 +734,7 @@ def test_model_inference_spans_carry_gen_ai_attributes_with_the_opt_in(tmp_path,
     trace = native.read_trace(str(output))
     modules = sum(1 for category in trace.slice_columns()["category"] if category == "module")
     assert modules == 2 * 4  # TinyNet, body, body.0, body.1 per forward
-    spans = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"],
-                                               min_spans=len(expected_spans(trace))))
+    spans = otlp_spans(jaeger_server.get_traces(traces_of(trace)))
     by_name: dict[str, list[dict]] = {}
     for span in spans:
         by_name.setdefault(span["name"], []).append(attributes_dict(span["attributes"]))

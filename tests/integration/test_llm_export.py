@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from real_servers import (attributes_dict, jaeger_server, otlp_spans,  # noqa: F401
-                          prometheus, promtool_check_metrics, pushgateway_server, require_modules)
+                          prometheus, promtool_check_metrics, pushgateway_server, require_modules,
+                          traces_of)
 
 import opsight
 import opsight._native as native
@@ -73,8 +74,7 @@ def test_gen_ai_request_spans_reach_jaeger_with_their_attributes(tmp_path, jaege
     requests = frame[frame["name"] == "gen_ai.request"]
     assert len(requests) == 5
     trace = native.read_trace(str(output))
-    spans = otlp_spans(jaeger_server.get_trace(trace.run_info()["trace_id"],
-                                               min_spans=len(frame)))
+    spans = otlp_spans(jaeger_server.get_traces(traces_of(trace)))
     by_id = {span["spanId"].lower(): span for span in spans}
     assert len(spans) == len(frame)
     names = [span["name"] for span in spans]

@@ -281,8 +281,9 @@ TEST(KafkaExport, ATraceBecomesOneMessagePerBatchOfOneTrace) {
   trace.run.has_unix_offset = true;
   trace.run.unix_offset_ns = 1'700'000'000'000'000'000;
   auto track = trace.thread_track(5, 5);
+  trace.slices.add(0, 10'000, trace.intern("serve"), 0, track);  // the root: row 0
   auto name = trace.intern("step");
-  for (int i = 0; i < 25; ++i) trace.slices.add(i * 100, 50, name, 0, track);
+  for (int i = 0; i < 25; ++i) trace.slices.add(10 + i * 100, 50, name, 0, track);
   trace.finalize();
   const opsight::trace::TraceId remote{0x4bf92f3577b34da6ULL, 0xa3ce929d0e0e4736ULL};
   trace.span_contexts.add(3, remote, 0x00f067aa0ba902b7ULL, 1);
@@ -299,8 +300,9 @@ TEST(KafkaExport, ATraceBecomesOneMessagePerBatchOfOneTrace) {
   auto reports = opsight::exporting::export_trace(trace, {*target}, options);
   ASSERT_EQ(reports.size(), 1u);
   EXPECT_EQ(reports[0].description, "kafka " + cluster.bootstraps() + " topic opsight-spans");
-  EXPECT_EQ(reports[0].stats.spans_sent, 25u) << reports[0].stats.last_error;
-  EXPECT_EQ(reports[0].stats.batches_sent, 4u);  // the run's 23 spans: 10, 10, 3; the caller's 2
+  EXPECT_EQ(reports[0].stats.spans_sent, 26u) << reports[0].stats.last_error;
+  // The root's trace (it and 23 steps): 10, 10, 4; the caller's 2.
+  EXPECT_EQ(reports[0].stats.batches_sent, 4u);
 
   auto messages = consume(cluster.bootstraps(), "opsight-spans", 4);
   ASSERT_EQ(messages.size(), 4u);
@@ -329,9 +331,11 @@ TEST(KafkaExport, ATraceBecomesOneMessagePerBatchOfOneTrace) {
       }
     }
   }
+  ASSERT_EQ(trace.str(trace.slices.name[0]), "serve");
   EXPECT_EQ(spans_per_key,
-            (std::map<std::string, size_t>{{"11112222333344445555666677778888", 23},
-                                           {"4bf92f3577b34da6a3ce929d0e0e4736", 2}}));
+            (std::map<std::string, size_t>{
+                {opsight::trace::root_trace_id(trace.slices.span_id[0]).to_hex(), 24},
+                {"4bf92f3577b34da6a3ce929d0e0e4736", 2}}));
 }
 
 }  // namespace

@@ -200,7 +200,9 @@ TEST(OtlpLogs, EachRecordHasTheInnermostSpanOpenOnItsTrackAtItsTime) {
       continue;
     }
     EXPECT_EQ(logs.span_id(record), trace.slices.span_id[logs.span(record)]);
-    EXPECT_EQ(logs.trace_id(record), trace.run.trace_id);
+    RowIndex root = logs.span(record);  // the record's trace: its span's root's own
+    while (trace.slices.parent[root] != opsight::trace::kNoRow) root = trace.slices.parent[root];
+    EXPECT_EQ(logs.trace_id(record), opsight::trace::root_trace_id(trace.slices.span_id[root]));
     EXPECT_EQ(logs.trace_flags(record), 1);
   }
 }
@@ -293,7 +295,9 @@ TEST(OtlpLogs, ARequestPerProcessAScopePerLoggerAndEveryFieldOfEachRecord) {
   EXPECT_EQ(error.observed, error.time);
   EXPECT_EQ(error.severity, 17);
   EXPECT_EQ(error.severity_text, "ERROR");
-  EXPECT_EQ(error.trace_id, "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(
+      error.trace_id,  // step's root: the request
+      opsight::trace::root_trace_id(trace.slices.span_id[row_named(trace, "request")]).to_hex());
   EXPECT_EQ(error.span_id, hex_of(trace.slices.span_id[row_named(trace, "step")]));
   EXPECT_EQ(error.flags, 1u);
   EXPECT_EQ(error.attributes,
@@ -427,7 +431,8 @@ TEST(LokiLogs, StreamsByServiceAndLevelWithTheIdsInEachLine) {
   EXPECT_EQ(info[0].second["message"], "starting");
   EXPECT_FALSE(info[0].second.contains("trace_id"));  // outside every span
   EXPECT_EQ(info[1].second["span_id"], hex_of(trace.slices.span_id[row_named(trace, "job")]));
-  EXPECT_EQ(info[1].second["trace_id"], "0123456789abcdeffedcba9876543210");
+  EXPECT_EQ(info[1].second["trace_id"],  // the job is a root: a trace of its own
+            opsight::trace::root_trace_id(trace.slices.span_id[row_named(trace, "job")]).to_hex());
 
   const nlohmann::json& error = streams.at("inference|error").at(0).second;
   EXPECT_EQ(error["message"], "step failed");

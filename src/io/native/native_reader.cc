@@ -41,6 +41,7 @@ struct LaneState {
   RowIndex last_instant = kNoRow;  // an instant the next args may belong to
   int64_t last_ns = 0;
   std::vector<uint64_t> flows_into_next;  // kFlowIntoNext ids waiting for the next begin
+  RowIndex in_session_trace = kNoRow;     // the last root that joined the session's trace
 };
 
 // An async span's begin or end, kept until every thread is read: the two may be on
@@ -786,7 +787,8 @@ class NativeDecoder {
   }
 
   // A kSpanId or kSpanContext event: the innermost open span of the lane takes the id, or
-  // joins the remote trace.
+  // joins the remote trace. The session's own trace without a parent
+  // (opsight::join_session_trace) is the lane's outermost open span's, once.
   __attribute__((always_inline)) void bind_span_identity(LaneState& lane,
                                                          const native::SlotEvent& event) {
     if (lane.open.empty()) {
@@ -798,6 +800,12 @@ class NativeDecoder {
     if (event.kind == SlotKind::kSpanId) {
       trace.slices.span_id[row] = event.id;
       trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
+    } else if (native::joins_session_trace(event, trace.run.trace_id)) {
+      RowIndex root = lane.open.outermost();
+      if (root != lane.in_session_trace) {
+        lane.in_session_trace = root;
+        trace.span_contexts.add(root, event.trace_id, 0, event.detail);
+      }
     } else {
       trace.span_contexts.add(row, event.trace_id, event.id, event.detail);
     }

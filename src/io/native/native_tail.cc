@@ -412,6 +412,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
   native::SlotFileContext file{header.thread_index, has_sync_, first_sync_ticks_, span_salt_};
   Lane* lane = &state.lanes[state.lane];
   // A span (or async span) as its begin event gives it.
+  // A span as it begins: a root (until a parent is given) in a trace of its own.
   auto begun = [](const native::SlotEvent& event) {
     OpenSpan span;
     span.begin_ticks = event.ticks;
@@ -419,7 +420,14 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
     span.named_inline = event.name_id == 0;
     if (span.named_inline) span.inline_name = event.text;
     span.span_id = event.span_id;
+    set_own_root_trace(span);
     return span;
+  };
+  // A span that takes its parent's place in a trace.
+  auto inherit_trace = [](OpenSpan& span, const OpenSpan& parent) {
+    span.trace_id = parent.trace_id;
+    span.trace_flags = parent.trace_flags;
+    span.own_root_trace = false;
   };
   native::decode_slots(
       payload.data() + position, slot_count, state.slots, file,
@@ -455,8 +463,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
               const OpenSpan& parent = lane->open.back();
               span.parent_span_id = parent.span_id;
               span.parent_name = parent.name;
-              span.trace_id = parent.trace_id;
-              span.trace_flags = parent.trace_flags;
+              inherit_trace(span, parent);
             }
             lane->open.push_back(std::move(span));
             if (lane->serial == 0) lane->serial = next_lane_serial_++;
@@ -508,15 +515,30 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             return;
           }
           case SlotKind::kSpanId:
-            if (!lane->open.empty()) lane->open.back().span_id = event.id;
+            if (!lane->open.empty()) {
+              OpenSpan& span = lane->open.back();
+              span.span_id = event.id;
+              if (span.own_root_trace) set_own_root_trace(span);
+            }
             return;
           case SlotKind::kSpanContext:
-            if (!lane->open.empty()) {
+            if (lane->open.empty()) return;
+            if (native::joins_session_trace(event, trace_id_)) {
+              // The lane's root, and the spans open under it in its trace, are the session's.
+              trace::TraceId root_trace = lane->open.front().trace_id;
+              for (OpenSpan& span : lane->open)
+                if (span.trace_id == root_trace) {
+                  span.trace_id = event.trace_id;
+                  span.trace_flags = event.detail;
+                  span.own_root_trace = false;
+                }
+            } else {
               OpenSpan& span = lane->open.back();
               span.trace_id = event.trace_id;
               span.parent_span_id = event.id;
               span.trace_flags = event.detail;
               span.remote_parent = event.id != 0;
+              span.own_root_trace = false;
             }
             return;
           case SlotKind::kCounter:
@@ -533,7 +555,10 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             OpenSpan span = begun(event);
             span.async_id = event.id;
             auto& open = async_[state.pid][event.id];
-            if (!open.empty()) span.parent_span_id = open.back().span_id;
+            if (!open.empty()) {
+              span.parent_span_id = open.back().span_id;
+              inherit_trace(span, open.back());
+            }
             open.push_back(std::move(span));
             if (visitor.on_begin) report_begin(visitor, state, open.back(), true);
             last_async_ticks_ = std::max(last_async_ticks_, event.ticks);
@@ -557,7 +582,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
 }
 
 std::optional<NativeTail::OpenSpanIds> NativeTail::open_span(int64_t pid, int64_t tid,
-                                                              uint64_t lane) const {
+                                                             uint64_t lane) const {
   for (const auto& entry : threads_) {
     const ThreadState& thread = entry.second;
     if (thread.pid != pid || thread.tid != tid) continue;

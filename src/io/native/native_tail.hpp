@@ -59,9 +59,10 @@ struct EndedSpan {
   // the same for every span of an id.
   uint32_t name_id = 0;
   uint32_t parent_name_id = 0;
-  bool unfinished = false;       // still open when the recording ended
-  bool async = false;            // an async span (its id is not the file reader's)
-  // The remote trace it belongs to (joined by it or an ancestor); all zero: the run's.
+  bool unfinished = false;  // still open when the recording ended
+  bool async = false;       // an async span (its id is not the file reader's)
+  // Its trace: the remote trace it or an ancestor joined, the session's (an ancestor called
+  // opsight::join_session_trace), else its root's own (trace::root_trace_id).
   trace::TraceId trace_id;
   uint8_t trace_flags = 1;
   bool remote_parent = false;  // parent_span_id is the caller's span (it joined here)
@@ -213,11 +214,12 @@ class NativeTail {
     uint64_t span_id = 0;
     uint64_t parent_span_id = 0;
     uint32_t parent_name = 0;  // the enclosing span's name id (0: none, or a run-time name)
-    trace::TraceId trace_id;   // zero: the run's trace
+    trace::TraceId trace_id;
     uint8_t trace_flags = 1;
     bool remote_parent = false;
-    uint64_t lane = 0;      // the lane it began on
-    uint64_t async_id = 0;  // an async span's id
+    bool own_root_trace = false;  // trace_id is the root's own, derived from span_id
+    uint64_t lane = 0;            // the lane it began on
+    uint64_t async_id = 0;        // an async span's id
     std::vector<TailArg> args;
   };
   // An instant waiting for the args that may follow it.
@@ -265,6 +267,12 @@ class NativeTail {
   // A span's name as the whole-file reader names it; `unknown` holds the text of an id the
   // file never named.
   std::string_view name_of(const OpenSpan& span, std::string& unknown) const;
+  // A span with no parent: the root of a trace of its own (trace::root_trace_id).
+  static void set_own_root_trace(OpenSpan& span) {
+    span.trace_id = trace::root_trace_id(span.span_id);
+    span.trace_flags = 1;
+    span.own_root_trace = true;
+  }
   int64_t unix_ns(uint64_t ticks) const;
   void flush_instant(const TailVisitor& visitor, ThreadState& thread);
 

@@ -112,6 +112,23 @@ inline std::vector<Slot> counter(uint64_t ticks, std::string_view name, double v
   return with_bytes(slot(ticks, SlotKind::kCounter, static_cast<uint32_t>(name.size())), bytes);
 }
 
+// A kSpanId event: the innermost open span's id is `span_id`.
+inline std::vector<Slot> given_span_id(uint64_t span_id) {
+  return {slot(span_id, SlotKind::kSpanId)};
+}
+
+// A kSpanContext event: the span joins trace (high, low) with `parent_span_id` (0: it begins
+// the trace; with the run's own trace id, the lane's root stays in the session's trace).
+inline std::vector<Slot> span_context(uint64_t parent_span_id, uint64_t trace_high,
+                                      uint64_t trace_low, uint8_t trace_flags = 1) {
+  Slot head = slot(parent_span_id, SlotKind::kSpanContext, 0, trace_flags);
+  head.extra_slots = 1;
+  Slot trace{};
+  std::memcpy(&trace, &trace_high, 8);
+  std::memcpy(reinterpret_cast<char*>(&trace) + 8, &trace_low, 8);
+  return {head, trace};
+}
+
 inline std::vector<Slot> concat(std::initializer_list<std::vector<Slot>> parts) {
   std::vector<Slot> all;
   for (const auto& part : parts) all.insert(all.end(), part.begin(), part.end());

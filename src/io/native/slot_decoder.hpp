@@ -61,6 +61,14 @@ struct SlotEvent {
   bool malformed = false;
 };
 
+// A kSpanContext event that keeps the lane's outermost open span (and what is under it) in
+// the session's trace (opsight::join_session_trace): the run's own trace id, no parent.
+// Every other span context binds to the innermost open span.
+inline bool joins_session_trace(const SlotEvent& event, const trace::TraceId& run_trace_id) {
+  return event.kind == format::SlotKind::kSpanContext && event.id == 0 &&
+         event.trace_id == run_trace_id && run_trace_id != trace::TraceId{};
+}
+
 // What decoding a thread's next chunk needs from its previous ones.
 struct ThreadSlotState {
   uint64_t last_ticks = 0;  // the thread's last timed event: packed ticks' reference
