@@ -127,7 +127,9 @@ SendResult grpc_send_result(int code, std::string_view message, std::string_view
   std::string hint;
   if (code == kUnavailable) {
     // Waiting mends neither a refused certificate nor a port that speaks another protocol.
-    if (contains(message, "andshake") || contains(message, "CERTIFICATE_VERIFY_FAILED") ||
+    // A TLS handshake that failed ("Ssl handshake failed"), not a TCP connection attempt
+    // grpc gave up ("tcp handshaker shutdown": a closed port, worth retrying).
+    if (contains(message, "andshake failed") || contains(message, "CERTIFICATE_VERIFY_FAILED") ||
         contains(message, "certificate")) {
       retryable = false;
       hint = " (TLS: check OTEL_EXPORTER_OTLP_CERTIFICATE and the endpoint's scheme)";

@@ -265,6 +265,13 @@ TEST(OtlpGrpcStatus, RefusedCertificatesAndHttp1PortsAreNotRetried) {
                                                           "", "", "http://c:4318");
   EXPECT_EQ(http1.outcome, SendResult::Outcome::kFailed);
   EXPECT_NE(http1.message.find("usually port 4317"), std::string::npos) << http1.message;
+  // A connection attempt grpc's TCP handshaker gave up (a closed port) is not TLS: retried.
+  SendResult closed = opsight::exporting::grpc_send_result(
+      14,
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: tcp handshaker "
+      "shutdown",
+      "", "", "http://c:4317");
+  EXPECT_EQ(closed.outcome, SendResult::Outcome::kRetryable) << closed.message;
 }
 
 TEST(OtlpGrpcStatus, APartialSuccessCountsItsRejectedSpans) {
