@@ -18,8 +18,8 @@ are medians. Jaeger's receiver must count every span
 (``otelcol_receiver_accepted_spans_total``), or the row says so. The collector shares the
 machine's cores with the sender. ``--compressions none,gzip`` sends each case both plain and
 gzip-compressed (``OTEL_EXPORTER_OTLP_COMPRESSION``), and ``--protocols http,grpc`` both
-over OTLP/HTTP and over OTLP/gRPC (Jaeger's gRPC receiver; "MB sent" is then the bodies
-before gRPC's own compression), interleaved in the same rounds.
+over OTLP/HTTP and over OTLP/gRPC (Jaeger's gRPC receiver; "MB sent" is the messages as
+sent, gzip-compressed by the sender on both), interleaved in the same rounds.
 
     .venv/bin/python benchmarks/python/export_throughput.py [--requests 100000] [--rounds 3]
         [--batch-sizes 512,2048,4096] [--compressions none[,gzip]] [--protocols http[,grpc]]
