@@ -34,7 +34,8 @@ std::string traces_file() {
           {slot(100, SlotKind::kBegin, 1)},  // A: a root
           {slot(110, SlotKind::kBegin, 1)},
           {slot(115, SlotKind::kBegin, 1)},
-          span_context(0, kRunHalf, kRunHalf),  // join_session_trace: binds to A
+          span_context(0, kRunHalf, kRunHalf, 1,  // join_session_trace: binds to A
+                       opsight::format::kSpanContextOnRoot),
           {slot(119, SlotKind::kEnd), slot(120, SlotKind::kEnd), slot(130, SlotKind::kEnd)},
           {slot(140, SlotKind::kBegin, 1)},  // B: a root
           {slot(150, SlotKind::kBegin, 1)},  // S: a request served, a trace of its own

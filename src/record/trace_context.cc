@@ -78,19 +78,27 @@ TraceContext begin_trace(uint8_t trace_flags) {
   return context;
 }
 
-void join_remote_trace(const TraceContext& remote) {
+namespace {
+
+// A kSpanContext event (two slots) for the innermost open span, or with
+// format::kSpanContextOnRoot for the outermost.
+void write_span_context(const TraceContext& remote, uint32_t binding) {
   if (!recording()) return;
   format::Slot* slot = internal::reserve(2);
   if (slot == nullptr) [[unlikely]]
     return;
   internal::write_slot(
       slot, remote.span_id,
-      internal::slot_word(0, format::SlotKind::kSpanContext, remote.trace_flags, 1));
+      internal::slot_word(binding, format::SlotKind::kSpanContext, remote.trace_flags, 1));
   slot[1] = format::Slot{};
   std::memcpy(&slot[1], &remote.trace_id_high, 8);
   std::memcpy(reinterpret_cast<char*>(&slot[1]) + 8, &remote.trace_id_low, 8);
   internal::commit(2);
 }
+
+}  // namespace
+
+void join_remote_trace(const TraceContext& remote) { write_span_context(remote, 0); }
 
 void set_span_id(uint64_t span_id) {
   if (!recording() || span_id == 0) return;
@@ -110,9 +118,7 @@ TraceContext session_trace_id() {
 TraceContext join_session_trace() {
   TraceContext session = session_trace_id();
   if (!recording() || (session.trace_id_high | session.trace_id_low) == 0) return session;
-  // A span context with the session's own trace and no parent: the readers bind it to the
-  // lane's outermost open span (a remote trace never has that id, nor a begin_trace()).
-  join_remote_trace(session);
+  write_span_context(session, format::kSpanContextOnRoot);
   return session;
 }
 

@@ -154,6 +154,10 @@ enum FlowDirection : uint8_t {
 // begun by this thread's last kAsyncBegin, not to a span of the thread's track.
 inline constexpr uint8_t kFlowOnAsyncBegin = 0x80;
 
+// kSpanContext's id: the context binds to the lane's outermost open span (the root of what
+// is open: opsight::join_session_trace), not to its innermost (0).
+inline constexpr uint32_t kSpanContextOnRoot = 1;
+
 // kEnd's arg_type: the real end was dropped and this one was written as soon as the thread
 // could record again (the span is unfinished).
 inline constexpr uint8_t kEndIsLate = 1;

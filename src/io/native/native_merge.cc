@@ -783,7 +783,8 @@ class MergeEventWriter {
         format::Slot trace_id{};
         std::memcpy(&trace_id, &event.trace_id.high, 8);
         std::memcpy(reinterpret_cast<char*>(&trace_id) + 8, &event.trace_id.low, 8);
-        events.add(event.id, slot_word(0, SlotKind::kSpanContext, event.detail), {}, &trace_id);
+        events.add(event.id, slot_word(event.name_id, SlotKind::kSpanContext, event.detail), {},
+                   &trace_id);
         return;
       }
       default:

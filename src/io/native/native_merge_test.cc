@@ -216,6 +216,8 @@ std::string merge_test_recorder_file(int64_t pid) {
       int_arg("items", 12),
       named_begin(1'200'013, "inline child"),
       {slot(0xfeedULL, SlotKind::kSpanId)},
+      // join_session_trace in the child: binds to the root ("step"), merged either way.
+      span_context(0, 0x7777, 0x8888, 1, opsight::format::kSpanContextOnRoot),
       {packed_slot(SlotKind::kAsyncBeginPacked, 2 | (uint64_t{5} << 24), 1'250'000)},
       {slot(1'300'007, SlotKind::kEnd)},
       {packed_slot(SlotKind::kAsyncEndPacked, 5, 1'400'000)},
@@ -225,7 +227,7 @@ std::string merge_test_recorder_file(int64_t pid) {
       {slot(2'600'000, SlotKind::kInstant, 1)},
   });
   // Two chunks: the decoder's state (packed ticks' reference, begins) carries across.
-  size_t half = 14;  // after the counter: chunks hold whole events
+  size_t half = 16;  // after the counter: chunks hold whole events
   for (int part = 0; part < 2; ++part) {
     size_t from = part == 0 ? 0 : half, to = part == 0 ? half : slots.size();
     std::string events;

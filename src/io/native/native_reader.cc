@@ -787,8 +787,8 @@ class NativeDecoder {
   }
 
   // A kSpanId or kSpanContext event: the innermost open span of the lane takes the id, or
-  // joins the remote trace. The session's own trace without a parent
-  // (opsight::join_session_trace) is the lane's outermost open span's, once.
+  // joins the remote trace; one bound to the root (opsight::join_session_trace) is the
+  // lane's outermost open span's, once.
   __attribute__((always_inline)) void bind_span_identity(LaneState& lane,
                                                          const native::SlotEvent& event) {
     if (lane.open.empty()) {
@@ -800,7 +800,7 @@ class NativeDecoder {
     if (event.kind == SlotKind::kSpanId) {
       trace.slices.span_id[row] = event.id;
       trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
-    } else if (native::joins_session_trace(event, trace.run.trace_id)) {
+    } else if (native::binds_to_root(event)) {
       RowIndex root = lane.open.outermost();
       if (root != lane.in_session_trace) {
         lane.in_session_trace = root;

@@ -523,7 +523,7 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             return;
           case SlotKind::kSpanContext:
             if (lane->open.empty()) return;
-            if (native::joins_session_trace(event, trace_id_)) {
+            if (native::binds_to_root(event)) {
               // The lane's root, and the spans open under it in its trace, are the session's.
               trace::TraceId root_trace = lane->open.front().trace_id;
               for (OpenSpan& span : lane->open)

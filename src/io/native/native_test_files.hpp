@@ -118,10 +118,11 @@ inline std::vector<Slot> given_span_id(uint64_t span_id) {
 }
 
 // A kSpanContext event: the span joins trace (high, low) with `parent_span_id` (0: it begins
-// the trace; with the run's own trace id, the lane's root stays in the session's trace).
+// the trace); `binding` format::kSpanContextOnRoot: the lane's root does.
 inline std::vector<Slot> span_context(uint64_t parent_span_id, uint64_t trace_high,
-                                      uint64_t trace_low, uint8_t trace_flags = 1) {
-  Slot head = slot(parent_span_id, SlotKind::kSpanContext, 0, trace_flags);
+                                      uint64_t trace_low, uint8_t trace_flags = 1,
+                                      uint32_t binding = 0) {
+  Slot head = slot(parent_span_id, SlotKind::kSpanContext, binding, trace_flags);
   head.extra_slots = 1;
   Slot trace{};
   std::memcpy(&trace, &trace_high, 8);

@@ -32,6 +32,8 @@ struct SlotEvent {
   // ticks of the thread's last timed event.
   uint64_t ticks = 0;
   // kBegin, kInstant, kAsyncBegin: the name's id in kNames, or 0 with the name in `text`.
+  // kSpanContext: which open span it binds to (0: the innermost, or
+  // format::kSpanContextOnRoot).
   uint32_t name_id = 0;
   // Inline name (begin, instant, async begin), track name, counter name, argument key.
   std::string_view text;
@@ -61,12 +63,12 @@ struct SlotEvent {
   bool malformed = false;
 };
 
-// A kSpanContext event that keeps the lane's outermost open span (and what is under it) in
-// the session's trace (opsight::join_session_trace): the run's own trace id, no parent.
-// Every other span context binds to the innermost open span.
-inline bool joins_session_trace(const SlotEvent& event, const trace::TraceId& run_trace_id) {
-  return event.kind == format::SlotKind::kSpanContext && event.id == 0 &&
-         event.trace_id == run_trace_id && run_trace_id != trace::TraceId{};
+// A kSpanContext event for the lane's outermost open span (opsight::join_session_trace:
+// the root, and what is under it, stay in the session's trace). Every other span context
+// binds to the innermost open span.
+inline bool binds_to_root(const SlotEvent& event) {
+  return event.kind == format::SlotKind::kSpanContext &&
+         event.name_id == format::kSpanContextOnRoot;
 }
 
 // What decoding a thread's next chunk needs from its previous ones.
@@ -139,6 +141,7 @@ __attribute__((always_inline)) inline uint32_t decode_slots(const char* slots, u
       case SlotKind::kSpanContext:
         if (state.skipping_stale) continue;
         event.id = slot.ticks;
+        event.name_id = slot.id;  // the binding: 0, or format::kSpanContextOnRoot
         event.detail = slot.arg_type;
         event.trace_id = {};
         if (extra >= 1) {
