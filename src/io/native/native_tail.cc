@@ -543,7 +543,6 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
             return;
           case SlotKind::kCounter:
             lane->last_ticks = std::max(lane->last_ticks, event.ticks);
-            if (visitor.on_counter) visitor.on_counter(event.text, state.pid, event.value);
             if (visitor.on_counter_sample)
               visitor.on_counter_sample(
                   TailCounterSample{event.text, state.pid, unix_ns(event.ticks), event.value});

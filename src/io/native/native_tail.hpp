@@ -127,7 +127,6 @@ struct TailThread {
 
 struct TailVisitor {
   std::function<void(const EndedSpan&)> on_span;
-  std::function<void(std::string_view counter, int64_t pid, double value)> on_counter;
   // Optional, for consumers that keep everything (a streaming converter): instants,
   // counter samples with their times, and flow events (not decoded: counted).
   std::function<void(const TailInstant&)> on_instant;

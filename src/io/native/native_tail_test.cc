@@ -65,8 +65,8 @@ TEST(NativeTail, AGrowingFileReportsEverySpanOnceWhereverItIsCut) {
         entry.second += span.duration_ns;
         EXPECT_EQ(span.pid, 42);
       };
-      visitor.on_counter = [&](std::string_view name, int64_t, double value) {
-        if (name == "process.rss_bytes") rss = value;
+      visitor.on_counter_sample = [&](const opsight::io::TailCounterSample& sample) {
+        if (sample.name == "process.rss_bytes") rss = sample.value;
       };
       EXPECT_FALSE(tail.poll(visitor));  // no file yet: an error, nothing reported
       {
