@@ -137,7 +137,8 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options,
   identities_.resize(trace.slices.size());
 }
 
-SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : trace_(trace) {
+SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options)
+    : trace_(trace), membership_(trace) {
   const trace::SliceTable& slices = trace.slices;
   unix_offset_ns_ = trace.run.has_unix_offset ? trace.run.unix_offset_ns : 0;
 
@@ -196,45 +197,6 @@ SpanView::SpanView(const trace::Trace& trace, const ResourceOptions& options) : 
       if (key == "service.name") continue;  // the service name given wins (as the spec says)
       attributes.push_back({key, AttributeValue::of(std::string_view(owned_strings_[j + 1]))});
     }
-  }
-
-  // Traces: one per remote trace a span joined, one per root that joined none (its own,
-  // trace::root_trace_id), and the run's (roots that called join_session_trace); a span's
-  // is its own context's, else its parent's (found walking up, each row settled once).
-  context_of_row_.assign(slices.size(), -1);
-  trace_ids_.push_back(trace.run.trace_id);
-  trace_flags_.push_back(1);
-  for (size_t context = 0; context < trace.span_contexts.size(); ++context) {
-    trace::RowIndex row = trace.span_contexts.slice[context];
-    if (row >= slices.size()) continue;
-    context_of_row_[row] = static_cast<int32_t>(context);
-  }
-  constexpr uint32_t kUnsettled = UINT32_MAX;
-  trace_of_row_.assign(slices.size(), kUnsettled);
-  std::vector<trace::RowIndex> path;
-  for (trace::RowIndex start = 0; start < slices.size(); ++start) {
-    trace::RowIndex row = start;
-    uint32_t settled = 0;
-    while (row != trace::kNoRow && trace_of_row_[row] == kUnsettled) {
-      if (int32_t context = context_of_row_[row]; context >= 0) {
-        trace_ids_.push_back(trace.span_contexts.trace_id[static_cast<size_t>(context)]);
-        trace_flags_.push_back(trace.span_contexts.trace_flags[static_cast<size_t>(context)]);
-        trace_of_row_[row] = static_cast<uint32_t>(trace_ids_.size() - 1);
-        break;
-      }
-      path.push_back(row);
-      if (slices.parent[row] == trace::kNoRow) {  // a root of a trace of its own
-        trace_ids_.push_back(trace::root_trace_id(slices.span_id[row]));
-        trace_flags_.push_back(1);
-        trace_of_row_[row] = static_cast<uint32_t>(trace_ids_.size() - 1);
-        path.pop_back();
-        break;
-      }
-      row = slices.parent[row];
-    }
-    if (row != trace::kNoRow) settled = trace_of_row_[row];
-    for (trace::RowIndex on_path : path) trace_of_row_[on_path] = settled;
-    path.clear();
   }
 
   // Thread names per track.

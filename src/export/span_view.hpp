@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "trace/trace.hpp"
+#include "trace/trace_membership.hpp"
 
 namespace opsight::exporting {
 
@@ -111,29 +112,29 @@ class SpanView {
   // The thread.name attribute of a track.
   std::string_view thread_name(trace::TrackId track) const { return thread_names_[track]; }
 
-  // The span's trace: the remote trace it or its nearest ancestor joined
-  // (Trace::span_contexts), else the run's.
+  // The span's trace: the trace it or its nearest ancestor joined or began
+  // (Trace::span_contexts), else its root's own (trace::TraceMembership).
   trace::TraceId trace_id(trace::RowIndex row) const {
     if (!identities_.empty())
       return identities_[row].trace_id == trace::TraceId{} ? trace_.run.trace_id
                                                            : identities_[row].trace_id;
-    return trace_ids_[trace_of_row_[row]];
+    return membership_.trace_id(row);
   }
   uint8_t trace_flags(trace::RowIndex row) const {
-    return identities_.empty() ? trace_flags_[trace_of_row_[row]] : identities_[row].trace_flags;
+    return identities_.empty() ? membership_.trace_flags(row) : identities_[row].trace_flags;
   }
   uint64_t span_id(trace::RowIndex row) const { return trace_.slices.span_id[row]; }
   // The remote parent for a span that joined a trace, else the enclosing span (0: a root).
   uint64_t parent_span_id(trace::RowIndex row) const {
     if (!identities_.empty()) return identities_[row].parent_span_id;
-    if (int32_t context = context_of_row_[row]; context >= 0)
+    if (int32_t context = membership_.context_of(row); context >= 0)
       return trace_.span_contexts.parent_span_id[static_cast<size_t>(context)];
     trace::RowIndex parent = trace_.slices.parent[row];
     return parent == trace::kNoRow ? 0 : trace_.slices.span_id[parent];
   }
   bool has_remote_parent(trace::RowIndex row) const {
     if (!identities_.empty()) return identities_[row].remote_parent;
-    int32_t context = context_of_row_[row];
+    int32_t context = membership_.context_of(row);
     return context >= 0 && trace_.span_contexts.parent_span_id[static_cast<size_t>(context)] != 0;
   }
   int64_t start_unix_ns(trace::RowIndex row) const {
@@ -179,12 +180,10 @@ class SpanView {
   std::vector<trace::RowIndex> rows_;
   std::vector<ProcessResource> resources_;
   std::vector<uint32_t> resource_of_track_;
-  std::vector<SpanIdentity> identities_;   // empty: from the trace's rows
-  std::vector<int32_t> context_of_row_;    // row of Trace::span_contexts, -1 for none
-  std::vector<trace::TraceId> trace_ids_;  // [0]: the run's
-  std::vector<uint8_t> trace_flags_;
-  std::vector<uint32_t> trace_of_row_;  // index into trace_ids_
-  std::vector<uint32_t> link_begin_;    // span_count()+1 entries (CSR over rows)
+  std::vector<SpanIdentity> identities_;  // empty: from the trace's rows
+  // Each row's trace (its own context's, else its parent's, a root's own).
+  trace::TraceMembership membership_;
+  std::vector<uint32_t> link_begin_;  // span_count()+1 entries (CSR over rows)
   std::vector<trace::RowIndex> link_rows_;
   // Per track: the thread.name attribute.
   std::vector<std::string> thread_names_;
