@@ -523,6 +523,12 @@ class SliceLookup {
 // slices interleave in time). `from` is left unchanged.
 void append_trace(Trace& into, const Trace& from);
 
+// The run-info extras that count problems (unmatched ends, undecodable slots, ...): a merge
+// of several runs adds them up (append_trace, and the streaming merge of native files).
+bool is_run_info_count(std::string_view key);
+// Such an extra's value: a decimal count, else nullopt.
+std::optional<uint64_t> parse_run_info_count(std::string_view text);
+
 // Adds `offset_ns` to every timestamp of `trace` (slices, instants, counter samples): the
 // step that brings another tool's trace onto a trace's clock before append_trace (an ONNX
 // Runtime profile counts from its own start, on the wall clock). Durations, row order,

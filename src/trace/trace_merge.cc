@@ -23,34 +23,6 @@ bool is_empty(const Trace& trace) {
          trace.slices.size() == 0 && trace.instants.size() == 0 && trace.counters.size() == 0;
 }
 
-// Run-info extras that readers use for counts of problems: merged traces add them up.
-bool is_count_key(std::string_view key) {
-  static constexpr std::string_view kCountKeys[] = {"unmatched_ends",
-                                                    "unknown_names",
-                                                    "undecodable_slots",
-                                                    "orphan_args",
-                                                    "ends_written_late_after_drops",
-                                                    "invalid_events",
-                                                    "unmatched_end_events",
-                                                    "unfinished_slices",
-                                                    "unmatched_async_ends",
-                                                    "flow_ends_without_span",
-                                                    "clock_max_error_ns"};
-  for (std::string_view count_key : kCountKeys)
-    if (key == count_key) return true;
-  return key.starts_with("skipped_events.");
-}
-
-std::optional<uint64_t> parse_count(std::string_view text) {
-  if (text.empty() || text.size() > 19) return std::nullopt;
-  uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return value;
-}
-
 int64_t saturating_add(int64_t a, int64_t b) {
   int64_t sum = 0;
   if (__builtin_add_overflow(a, b, &sum))
@@ -113,9 +85,10 @@ void merge_run_info(Trace& into, const Trace& from) {
       run.extra.emplace_back(key, value);
       continue;
     }
-    auto mine = parse_count(existing->second);
-    auto theirs = parse_count(value);
-    if (is_count_key(key) && mine && theirs) existing->second = std::to_string(*mine + *theirs);
+    auto mine = parse_run_info_count(existing->second);
+    auto theirs = parse_run_info_count(value);
+    if (is_run_info_count(key) && mine && theirs)
+      existing->second = std::to_string(*mine + *theirs);
   }
 }
 
@@ -184,6 +157,33 @@ void join_open_flow_ends(Trace& into, const Trace& from, RowIndex slice_base) {
 }
 
 }  // namespace
+
+bool is_run_info_count(std::string_view key) {
+  static constexpr std::string_view kCountKeys[] = {"unmatched_ends",
+                                                    "unknown_names",
+                                                    "undecodable_slots",
+                                                    "orphan_args",
+                                                    "ends_written_late_after_drops",
+                                                    "invalid_events",
+                                                    "unmatched_end_events",
+                                                    "unfinished_slices",
+                                                    "unmatched_async_ends",
+                                                    "flow_ends_without_span",
+                                                    "clock_max_error_ns"};
+  for (std::string_view count_key : kCountKeys)
+    if (key == count_key) return true;
+  return key.starts_with("skipped_events.");
+}
+
+std::optional<uint64_t> parse_run_info_count(std::string_view text) {
+  if (text.empty() || text.size() > 19) return std::nullopt;
+  uint64_t value = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return value;
+}
 
 void append_trace(Trace& into, const Trace& from) {
   if (&into == &from) return;

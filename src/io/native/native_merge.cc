@@ -477,34 +477,6 @@ int64_t merge_saturating_add(int64_t a, int64_t b) {
   return sum;
 }
 
-// Run-info extras that merged traces add up (trace_merge.cc's list).
-bool merge_is_count_key(std::string_view key) {
-  static constexpr std::string_view kCountKeys[] = {"unmatched_ends",
-                                                    "unknown_names",
-                                                    "undecodable_slots",
-                                                    "orphan_args",
-                                                    "ends_written_late_after_drops",
-                                                    "invalid_events",
-                                                    "unmatched_end_events",
-                                                    "unfinished_slices",
-                                                    "unmatched_async_ends",
-                                                    "flow_ends_without_span",
-                                                    "clock_max_error_ns"};
-  for (std::string_view count_key : kCountKeys)
-    if (key == count_key) return true;
-  return key.starts_with("skipped_events.");
-}
-
-std::optional<uint64_t> merge_parse_count(std::string_view text) {
-  if (text.empty() || text.size() > 19) return std::nullopt;
-  uint64_t value = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    value = value * 10 + static_cast<uint64_t>(c - '0');
-  }
-  return value;
-}
-
 // A file's run info as the reader leaves it in trace::RunInfo, and the merge of several
 // as trace::append_trace does it.
 struct MergeRun {
@@ -566,9 +538,9 @@ struct MergeRun {
         extra.push_back(entry);
         continue;
       }
-      auto mine = merge_parse_count(existing->second);
-      auto theirs = merge_parse_count(entry.second);
-      if (merge_is_count_key(entry.first) && mine && theirs)
+      auto mine = trace::parse_run_info_count(existing->second);
+      auto theirs = trace::parse_run_info_count(entry.second);
+      if (trace::is_run_info_count(entry.first) && mine && theirs)
         existing->second = std::to_string(*mine + *theirs);
     }
     first_ns = std::min(first_ns, other.first_ns);
