@@ -249,10 +249,10 @@ void bind_export(nb::module_& m, TraceClass& trace_class) {
       entry["item"] = std::string(sink->item);
       // Whether `opsight run --export-live` streams it (LiveSpanExporter): spans and log
       // records as they are written, metrics periodically where the sink can.
-      entry["live"] = sink->payload == exporting::SinkPayload::kSpans ||
-                      sink->payload == exporting::SinkPayload::kLogs ||
-                      (sink->payload == exporting::SinkPayload::kMetrics &&
-                       sink->live_metrics_body != nullptr);
+      entry["live"] =
+          sink->payload == exporting::SinkPayload::kSpans ||
+          sink->payload == exporting::SinkPayload::kLogs ||
+          (sink->payload == exporting::SinkPayload::kMetrics && sink->live_metrics_body != nullptr);
       sinks.append(entry);
     }
     return sinks;
