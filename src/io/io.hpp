@@ -112,6 +112,28 @@ struct TimeWindow {
 // "window_chunks_read" counts the kEvents chunks decoded.
 ReadResult read_native(std::string_view bytes, const TimeWindow& window);
 std::string write_native(const trace::Trace& trace);
+// `opsight index FILE`: the time index a native file lacks (a process killed mid-session,
+// a file older than the index), built by a scan of its chunks and appended to it in place
+// (native/native_index_file.cc; docs/native-format.md, "Time index"). The file's bytes are
+// never rewritten: one kIndex part and the trailer go after its end, so a crash mid-write
+// leaves a file without a valid trailer, read by a scan as before. A cut or damaged chunk
+// ends the scan: the chunks before it are indexed, the bytes from it on are left out.
+struct NativeIndexAdded {
+  uint64_t chunks_indexed = 0;
+  uint64_t events_chunks_indexed = 0;
+  uint64_t bytes_appended = 0;
+  uint64_t left_out_offset = 0;  // where the left-out bytes begin (0: none left out)
+  uint64_t bytes_left_out = 0;
+  std::string left_out_why;  // the chunk problem there ("chunk cut short", ...)
+};
+// The bytes to append to `bytes` (a whole native file), or nullopt with *problem set: not
+// a native file, already indexed ("already has a time index"), too many chunks for one part.
+std::optional<std::string> build_native_index(std::string_view bytes, NativeIndexAdded* added,
+                                              std::string* problem, bool* already_indexed);
+// The same on a file, appending in place (then fsync). nullopt on success; otherwise the
+// error, naming `path` (*already_indexed set when the file had a valid index).
+std::optional<std::string> add_native_index(const std::string& path, NativeIndexAdded* added,
+                                            bool* already_indexed);
 // The same into a sink, a chunk at a time. Returns false when the sink refused bytes.
 bool write_native(const trace::Trace& trace, ByteSink& sink);
 // read_native(bytes) that calls `done_before(p)` after each Events chunk: the bytes before

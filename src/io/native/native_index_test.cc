@@ -417,4 +417,100 @@ TEST(NativeIndex, ReadTraceFileTakesAWindowForEveryFormat) {
   std::filesystem::remove(json_path);
 }
 
+// `opsight index FILE` (io::add_native_index): the index a killed file lacks, appended in
+// place. A window read of the indexed file equals the original's, decoding the same chunks;
+// a file cut mid-chunk is indexed up to the cut; a crash while appending leaves a file that
+// still reads by a scan; a second run refuses.
+std::string index_file_bytes(const std::filesystem::path& path) {
+  std::string error;
+  auto bytes = opsight::io::read_file_bytes(path.string(), &error);
+  EXPECT_TRUE(bytes) << error;
+  return bytes ? *bytes : std::string();
+}
+
+TEST(NativeIndex, IndexWritesTheIndexAKilledFileLacksInPlace) {
+  std::string original = opsight::io::write_native(long_trace());
+  std::string killed = without_index(original);
+  auto path = std::filesystem::temp_directory_path() /
+              ("opsight_index_cmd_" + std::to_string(getpid()) + ".opsight");
+  ASSERT_FALSE(opsight::io::write_file_bytes(path.string(), killed));
+  opsight::io::NativeIndexAdded added;
+  bool already = false;
+  auto error = opsight::io::add_native_index(path.string(), &added, &already);
+  ASSERT_FALSE(error) << *error;
+  std::string indexed = index_file_bytes(path);
+  EXPECT_EQ(indexed.substr(0, killed.size()), killed) << "the old bytes are never touched";
+  EXPECT_EQ(indexed.size(), killed.size() + added.bytes_appended);
+  EXPECT_EQ(added.bytes_left_out, 0u);
+  EXPECT_EQ(added.events_chunks_indexed, events_chunks(killed));
+  std::string problem;
+  auto index = opsight::format::read_index(indexed, &problem);
+  ASSERT_TRUE(index) << problem;
+  EXPECT_EQ(index->size(), added.chunks_indexed);
+  for (const TimeWindow& window : kWindows) {
+    SCOPED_TRACE(std::to_string(window.from_ns) + ".." + std::to_string(window.to_ns));
+    ReadResult part = opsight::io::read_native(indexed, window);
+    ReadResult expected = opsight::io::read_native(original, window);
+    ASSERT_TRUE(part.ok());
+    EXPECT_EQ(run_extra(part.trace, "native_index"), "read");
+    EXPECT_EQ(describe(part.trace), describe(expected.trace));
+    EXPECT_EQ(run_extra(part.trace, "window_chunks_read"),
+              run_extra(expected.trace, "window_chunks_read"));
+  }
+  ReadResult narrow = opsight::io::read_native(indexed, {4'000'000, 4'010'000});
+  EXPECT_LT(std::stoul(run_extra(narrow.trace, "window_chunks_read")), events_chunks(indexed));
+  // A second run refuses, naming the file, and leaves it as it is.
+  error = opsight::io::add_native_index(path.string(), &added, &already);
+  ASSERT_TRUE(error);
+  EXPECT_TRUE(already);
+  EXPECT_NE(error->find(path.string()), std::string::npos) << *error;
+  EXPECT_NE(error->find("already has a time index"), std::string::npos) << *error;
+  EXPECT_EQ(index_file_bytes(path), indexed);
+
+  // The process died mid-write: the last chunk is cut. The whole chunks are indexed, the
+  // cut one left out and said so; a window reads through the index what the whole read of
+  // the cut file gives, cut to the window.
+  std::string cut = killed.substr(0, killed.size() * 2 / 3 + 5);
+  ASSERT_FALSE(opsight::io::write_file_bytes(path.string(), cut));
+  error = opsight::io::add_native_index(path.string(), &added, &already);
+  ASSERT_FALSE(error) << *error;
+  EXPECT_GT(added.bytes_left_out, 0u);
+  EXPECT_EQ(added.left_out_offset + added.bytes_left_out, cut.size());
+  EXPECT_FALSE(added.left_out_why.empty());
+  indexed = index_file_bytes(path);
+  ASSERT_TRUE(opsight::format::read_index(indexed, &problem)) << problem;
+  for (const TimeWindow& window : kWindows) {
+    SCOPED_TRACE(std::to_string(window.from_ns) + ".." + std::to_string(window.to_ns));
+    ReadResult part = opsight::io::read_native(indexed, window);
+    ASSERT_TRUE(part.ok());
+    EXPECT_EQ(run_extra(part.trace, "native_index"), "read");
+    EXPECT_EQ(describe(part.trace), describe(whole_then_cut(cut, window)));
+  }
+  // A crash while appending: the file ends anywhere in the appended bytes. It reads by a
+  // scan as the cut file did, and indexing it again works.
+  const TimeWindow window{1'000'000, 1'500'000};
+  std::string expected = describe(whole_then_cut(cut, window));
+  for (size_t size = cut.size(); size < indexed.size(); size += 4099) {
+    SCOPED_TRACE(size);
+    std::string crashed = indexed.substr(0, size);
+    ReadResult part = opsight::io::read_native(crashed, window);
+    ASSERT_TRUE(part.ok());
+    EXPECT_EQ(run_extra(part.trace, "native_index").rfind("rebuilt by a scan", 0), 0u);
+    EXPECT_EQ(describe(part.trace), expected);
+    opsight::io::NativeIndexAdded again;
+    auto more = opsight::io::build_native_index(crashed, &again, &problem, &already);
+    ASSERT_TRUE(more) << problem;
+    ReadResult reindexed = opsight::io::read_native(crashed + *more, window);
+    EXPECT_EQ(run_extra(reindexed.trace, "native_index"), "read");
+    EXPECT_EQ(describe(reindexed.trace), expected);
+  }
+  // Not a native file: an error naming it, nothing appended.
+  ASSERT_FALSE(opsight::io::write_file_bytes(path.string(), "{\"traceEvents\": []}"));
+  error = opsight::io::add_native_index(path.string(), &added, &already);
+  ASSERT_TRUE(error);
+  EXPECT_FALSE(already);
+  EXPECT_EQ(index_file_bytes(path), "{\"traceEvents\": []}");
+  std::filesystem::remove(path);
+}
+
 }  // namespace
