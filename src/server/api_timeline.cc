@@ -15,6 +15,7 @@
 #include "server/timeline_area.hpp"
 #include "server/timeline_search.hpp"
 #include "trace/categories.hpp"
+#include "trace/trace_membership.hpp"
 
 namespace opsight::server {
 namespace {
@@ -224,6 +225,13 @@ ApiResponse handle_slice(ApiContext& context, const PathParams& path, const Quer
   body["pid"] = track.pid;
   body["tid"] = track.tid;
   body["span_id"] = trace::span_id_to_hex(trace.slices.span_id[row]);
+  // Its trace, as the exporters send it (trace::TraceMembership: a root's own, or the one
+  // it or an ancestor joined or began); the parent is the remote one for a joined span.
+  const trace::RowTraceIdentity identity = trace::TraceMembership::of_row(trace, row);
+  body["trace_id"] = identity.trace_id.to_hex();
+  body["parent_span_id"] = identity.parent_span_id == 0
+                               ? nlohmann::json(nullptr)
+                               : nlohmann::json(trace::span_id_to_hex(identity.parent_span_id));
   body["unfinished"] = (trace.slices.flags[row] & trace::kSliceUnfinished) != 0;
   nlohmann::json args = nlohmann::json::object();
   if (row + 1 < trace.slices.args_begin.size())

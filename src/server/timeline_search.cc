@@ -9,6 +9,7 @@
 #include <queue>
 
 #include "server/ascii_text.hpp"
+#include "trace/trace_membership.hpp"
 
 namespace opsight::server {
 namespace {
@@ -63,10 +64,32 @@ std::vector<uint8_t> strings_equal(const trace::StringTable& strings, std::strin
   return matches;
 }
 
+// A W3C trace id: exactly 32 hex digits (either case).
+bool timeline_search_parse_trace_id(std::string_view text, trace::TraceId& id) {
+  if (text.size() != 32) return false;
+  uint64_t halves[2] = {0, 0};
+  for (size_t i = 0; i < 32; ++i) {
+    char c = ascii_lower(text[i]);
+    int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return false;
+    halves[i / 16] = halves[i / 16] << 4 | static_cast<uint64_t>(digit);
+  }
+  id = trace::TraceId{halves[0], halves[1]};
+  return true;
+}
+
 class SliceMatcher {
  public:
   SliceMatcher(const trace::Trace& trace, const SliceSearchQuery& query)
       : trace_(trace), query_(query) {
+    if (query.field == SliceSearchQuery::Field::kTrace) {
+      // One pass over the rows; then a row is one lookup of its trace's index.
+      membership_.emplace(trace);
+      trace_indexes_.assign(membership_->trace_index_count(), 0);
+      for (uint32_t index = 0; index < trace_indexes_.size(); ++index)
+        trace_indexes_[index] = membership_->trace_id_at(index) == query.trace_id ? 1 : 0;
+      return;
+    }
     if (!query.text.empty()) text_ids_ = strings_containing(trace.strings, query.text);
     if (query.has_key) key_ids_ = strings_equal(trace.strings, query.key);
     integer_ = integer_of(query.text);
@@ -79,6 +102,7 @@ class SliceMatcher {
   }
 
   bool matches(trace::RowIndex row) const {
+    if (membership_) return trace_indexes_[membership_->trace_index(row)] != 0;
     if (look_at_names_ && text_ids_[trace_.slices.name[row]]) return true;
     if (!look_at_args_) return false;
     const auto& args = trace_.slice_args;
@@ -114,6 +138,8 @@ class SliceMatcher {
   std::optional<double> number_;
   bool true_matches_ = false, false_matches_ = false;
   bool look_at_names_ = true, look_at_args_ = true;
+  std::optional<trace::TraceMembership> membership_;  // trace:ID
+  std::vector<uint8_t> trace_indexes_;                // per trace index: it is trace ID
 };
 
 // How many of the sorted per-track lists come before global position `offset` of the
@@ -204,6 +230,15 @@ std::optional<SliceSearchQuery> parse_slice_search(std::string_view text, std::s
   if (starts_with_ignoring_case(rest, "name:")) {
     query.field = SliceSearchQuery::Field::kName;
     rest = trimmed(rest.substr(5));
+  } else if (starts_with_ignoring_case(rest, "trace:")) {
+    query.field = SliceSearchQuery::Field::kTrace;
+    rest = trimmed(rest.substr(6));
+    if (!timeline_search_parse_trace_id(rest, query.trace_id)) {
+      error = "'" + std::string(text) + "': trace:ID needs a trace id of 32 hex digits";
+      return std::nullopt;
+    }
+    query.text = ascii_lowercase(rest);
+    return query;
   } else if (starts_with_ignoring_case(rest, "arg:")) {
     query.field = SliceSearchQuery::Field::kArg;
     rest = trimmed(rest.substr(4));

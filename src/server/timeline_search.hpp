@@ -8,6 +8,8 @@
 //   arg:TEXT        a slice with an arg whose value contains TEXT
 //   arg:KEY=TEXT    a slice whose arg KEY (the whole key) has a value that matches TEXT;
 //                   arg:KEY= a slice that has the arg KEY, whatever its value
+//   trace:ID        every slice of the trace ID (32 hex digits; trace::TraceMembership:
+//                   a root's own trace, or the one it or an ancestor joined or began)
 // A string value matches when it contains TEXT; a number when TEXT is that number (4242,
 // 0.5, 1e-7: equal, not a part of its digits), a bool when TEXT is true or false. (Equality
 // keeps numbers from being formatted: a substring test of every number made a search of
@@ -34,11 +36,12 @@
 namespace opsight::server {
 
 struct SliceSearchQuery {
-  enum class Field : uint8_t { kNameOrArg, kName, kArg };
+  enum class Field : uint8_t { kNameOrArg, kName, kArg, kTrace };
   Field field = Field::kNameOrArg;
-  std::string text;      // lowercased; may be empty only with a key
-  std::string key;       // lowercased; used when has_key
-  bool has_key = false;  // arg:KEY=TEXT
+  std::string text;         // lowercased; may be empty only with a key
+  std::string key;          // lowercased; used when has_key
+  bool has_key = false;     // arg:KEY=TEXT
+  trace::TraceId trace_id;  // kTrace
 };
 
 // Parses a search text; on a malformed one returns nullopt and says why in `error`.

@@ -104,6 +104,40 @@ TEST(TimelineSearch, NamesAndArgValuesMatchAsTheUiShowsThem) {
   EXPECT_EQ(names_found(trace, "shape"), (Names{}));               // keys alone: arg:shape=
 }
 
+// Two tracks: root "outer" > "inner" on one, root "other" on the other, and "served"
+// under "other" that began a trace of its own (a span context) with its child "handler".
+TEST(TimelineSearch, TraceIdFindsEverySpanOfThatTrace) {
+  trace::Trace trace;
+  trace::TrackId first = trace.thread_track(1, 1), second = trace.thread_track(1, 2);
+  auto add = [&](int64_t ts, int64_t dur, const char* name, trace::TrackId track) {
+    return trace.slices.add(ts, dur, trace.intern(name), 0, track);
+  };
+  add(0, 100, "outer", first);
+  add(10, 10, "inner", first);
+  add(0, 100, "other", second);
+  trace::RowIndex served = add(20, 50, "served", second);
+  add(30, 5, "handler", second);
+  const trace::TraceId request{0x0af7651916cd43ddULL, 0x8448eb211c80319cULL};
+  trace.span_contexts.add(served, request, 0xb7ad6b7169203331ULL, 1);
+  trace.finalize();
+  using Names = std::vector<std::string>;
+  EXPECT_EQ(names_found(trace, "trace:0af7651916cd43dd8448eb211c80319c"),
+            (Names{"served", "handler"}));
+  EXPECT_EQ(names_found(trace, " TRACE: 0AF7651916CD43DD8448EB211C80319C "),
+            (Names{"served", "handler"}));
+  trace::RowIndex outer = 0;
+  while (trace.str(trace.slices.name[outer]) != "outer") ++outer;
+  std::string own = "trace:" + trace::root_trace_id(trace.slices.span_id[outer]).to_hex();
+  EXPECT_EQ(names_found(trace, own), (Names{"outer", "inner"}));
+  EXPECT_EQ(names_found(trace, "trace:00000000000000000000000000000001"), (Names{}));
+  for (std::string_view bad : {"trace:", "trace:0af7", "trace:0af7651916cd43dd8448eb211c80319g",
+                               "trace:0af7651916cd43dd8448eb211c80319c0"}) {
+    std::string error;
+    EXPECT_FALSE(parse_slice_search(bad, error).has_value()) << bad;
+    EXPECT_NE(error.find("32 hex digits"), std::string::npos) << error;
+  }
+}
+
 // Slices on `tracks` threads, many at the same times (ties across tracks), nested two
 // deep, names "a" or "b" at random.
 trace::Trace random_trace(uint32_t seed, int tracks, int per_track) {

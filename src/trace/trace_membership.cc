@@ -1,5 +1,7 @@
 #include "trace/trace_membership.hpp"
 
+#include <algorithm>
+
 namespace opsight::trace {
 
 TraceMembership::TraceMembership(const Trace& trace) {
@@ -40,6 +42,44 @@ TraceMembership::TraceMembership(const Trace& trace) {
     for (RowIndex on_path : path) trace_of_row_[on_path] = settled;
     path.clear();
   }
+}
+
+RowTraceIdentity TraceMembership::of_row(const Trace& trace, RowIndex row) {
+  const SliceTable& slices = trace.slices;
+  RowTraceIdentity identity;
+  if (row >= slices.size()) return identity;
+  std::vector<RowIndex> ancestors;  // row first, then up to its root
+  for (RowIndex at = row; at != kNoRow && at < slices.size() && ancestors.size() <= slices.size();
+       at = slices.parent[at])
+    ancestors.push_back(at);
+  // The nearest ancestor carrying a context (the last context given for a row wins, as in
+  // the whole pass).
+  size_t nearest = ancestors.size();
+  int32_t nearest_context = -1;
+  for (size_t context = 0; context < trace.span_contexts.size(); ++context) {
+    auto found = std::find(ancestors.begin(), ancestors.end(), trace.span_contexts.slice[context]);
+    if (found == ancestors.end()) continue;
+    auto depth = static_cast<size_t>(found - ancestors.begin());
+    if (depth <= nearest) {
+      nearest = depth;
+      nearest_context = static_cast<int32_t>(context);
+    }
+  }
+  if (nearest_context >= 0) {
+    auto context = static_cast<size_t>(nearest_context);
+    identity.trace_id = trace.span_contexts.trace_id[context];
+    identity.trace_flags = trace.span_contexts.trace_flags[context];
+  } else {
+    identity.trace_id = root_trace_id(slices.span_id[ancestors.back()]);
+  }
+  if (nearest == 0) {
+    identity.context = nearest_context;
+    identity.parent_span_id =
+        trace.span_contexts.parent_span_id[static_cast<size_t>(nearest_context)];
+  } else if (ancestors.size() > 1) {
+    identity.parent_span_id = slices.span_id[ancestors[1]];
+  }
+  return identity;
 }
 
 }  // namespace opsight::trace

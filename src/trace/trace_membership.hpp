@@ -11,8 +11,21 @@
 
 namespace opsight::trace {
 
+// One row's place in its trace, as an exporter sends it.
+struct RowTraceIdentity {
+  TraceId trace_id;
+  uint8_t trace_flags = 1;
+  int32_t context = -1;         // row of Trace::span_contexts the span carries, -1 for none
+  uint64_t parent_span_id = 0;  // the remote parent of a span with a context, else the
+                                // enclosing span's id; 0: the span begins its trace
+};
+
 class TraceMembership {
  public:
+  // The same rules for one row, without a pass over the trace: its ancestors (depth) and
+  // one scan of Trace::span_contexts (sparse), for a viewer asking about one slice.
+  static RowTraceIdentity of_row(const Trace& trace, RowIndex row);
+
   // One pass over the trace's rows (each row settled once, walking up to the nearest
   // ancestor that is settled, carries a context, or is a root).
   explicit TraceMembership(const Trace& trace);

@@ -64,6 +64,25 @@ TEST(TraceMembership, ASpanWithAContextCarriesItsTraceToWhatItEncloses) {
   EXPECT_EQ(membership.row_count(), 8u);
 }
 
+TEST(TraceMembership, OneRowAgreesWithTheWholePass) {
+  TraceMembershipFixture fixture;
+  const Trace& trace = fixture.trace;
+  TraceMembership membership(trace);
+  for (RowIndex row = 0; row < trace.slices.size(); ++row) {
+    RowTraceIdentity identity = TraceMembership::of_row(trace, row);
+    EXPECT_EQ(identity.trace_id, membership.trace_id(row)) << row;
+    EXPECT_EQ(identity.trace_flags, membership.trace_flags(row)) << row;
+    EXPECT_EQ(identity.context, membership.context_of(row)) << row;
+  }
+  // The parent: the remote one for a span that joined a trace, none for one that began
+  // a trace or a root, else the enclosing span.
+  EXPECT_EQ(TraceMembership::of_row(trace, fixture.b1).parent_span_id, 0x1234u);
+  EXPECT_EQ(TraceMembership::of_row(trace, fixture.s).parent_span_id, 0u);
+  EXPECT_EQ(TraceMembership::of_row(trace, fixture.a).parent_span_id, 0u);
+  EXPECT_EQ(TraceMembership::of_row(trace, fixture.b2).parent_span_id,
+            trace.slices.span_id[fixture.b1]);
+}
+
 TEST(TraceMembership, AnEmptyTraceHasNoRows) {
   Trace trace;
   TraceMembership membership(trace);

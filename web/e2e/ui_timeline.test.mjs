@@ -10,7 +10,8 @@
 // trace of 2,500 steps with args, saved here): the search says "k of N" with N exact past
 // the first page of matches, steps back from the first match to the last one, finds args;
 // an area (shift+drag over one track's rows) shows per-track and per-name numbers equal to
-// the API's, and a link restores them. Screenshots go to web/test-artifacts/.
+// the API's, and a link restores them. A slice's details show its trace id, and "spans of
+// this trace" searches trace:ID and finds the pool job's spans (the API's matches). Screenshots go to web/test-artifacts/.
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -349,6 +350,32 @@ describe("opsight ui: the timeline's reading, tracks and links", () => {
     await page.press("#timeline-search", "Enter");
     await page.waitForFunction(() => document.querySelector("#search-status").textContent === "1 of 625");
     await screenshot(page, "timeline-search-args");
+  });
+
+  test("a slice's details name its trace, and 'spans of this trace' finds every span of it", async () => {
+    await openTimeline(page, "#/runs/1/timeline");
+    await page.fill("#timeline-search", "name:load_shard");
+    await page.press("#timeline-search", "Enter");
+    await page.waitForFunction(() => document.querySelector("#search-status").textContent.startsWith("1 of"));
+    await page.waitForSelector("#slice-trace-spans");
+    const traceId = await page.textContent("#slice-trace-id");
+    assert.match(traceId, /^[0-9a-f]{32}$/);
+    assert.match(await page.textContent("#slice-span-id"), /^[0-9a-f]{16}$/);
+    await page.click("#slice-trace-spans");
+    assert.equal(await page.inputValue("#timeline-search"), `trace:${traceId}`);
+    await page.waitForFunction(() => / matches$/.test(document.querySelector("#search-status").textContent));
+    const shown = Number(await page.evaluate(() => document.querySelector("#search-status").dataset.total));
+    // The pool job's trace: its load_shard and the decode_shard it called, and each match
+    // is in that trace as its details say.
+    const found = await page.evaluate(async ([id]) => (await (await fetch(`api/runs/1/search?q=trace:${id}&limit=1000`)).json()), [traceId]);
+    assert.equal(found.total, shown);
+    const names = found.matches.map((match) => match.name);
+    assert.ok(names.includes("load_shard") && names.includes("decode_shard"), names.join(", "));
+    for (const match of found.matches.slice(0, 20)) {
+      const detail = await page.evaluate(async (row) => (await (await fetch(`api/runs/1/slices/${row}`)).json()), match.row);
+      assert.equal(detail.trace_id, traceId);
+    }
+    await screenshot(page, "timeline-trace-spans");
   });
 
   test("an area shows per track and per name what the API says, and a link restores it", async () => {

@@ -115,6 +115,10 @@ export interface SliceDetail extends SliceSummary {
   pid: number;
   tid: number;
   span_id: string;
+  // The trace the span is exported in (a root's own, or the one it or an ancestor joined or
+  // began) and its parent span (the remote one for a joined span; null: begins its trace).
+  trace_id: string;
+  parent_span_id: string | null;
   self_ns: number;
   args: Record<string, unknown>;
   parents: SliceSummary[];

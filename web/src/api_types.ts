@@ -560,7 +560,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description {row, name, category, ts, dur, track, track_label, pid, tid, depth, span_id, args, self_ns, child_count, parents, flows_in, flows_out, and for GPU work launched_by: the launching call (a slice summary) with the operator, module, python function and source open there (docs/gpu.md)} */
+                /** @description {row, name, category, ts, dur, track, track_label, pid, tid, depth, span_id, trace_id (32 hex digits: the trace the exporters send the span in, a root's own or the one it or an ancestor joined or began), parent_span_id (16 hex digits: the remote parent of a span that joined a trace, else the enclosing span; null for a span that begins its trace), args, self_ns, child_count, parents, flows_in, flows_out, and for GPU work launched_by: the launching call (a slice summary) with the operator, module, python function and source open there (docs/gpu.md)} */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -604,11 +604,11 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Slices matching a text, by time (ts, then row): every match counted, a page returned. Plain text matches names and arg values; name:TEXT names only; arg:TEXT arg values only; arg:KEY=TEXT the value of the arg KEY (arg:KEY= any value); case-insensitive */
+        /** Slices matching a text, by time (ts, then row): every match counted, a page returned. Plain text matches names and arg values; name:TEXT names only; arg:TEXT arg values only; arg:KEY=TEXT the value of the arg KEY (arg:KEY= any value); trace:ID every span of the trace ID (32 hex digits, as slice details give trace_id); case-insensitive */
         get: {
             parameters: {
                 query: {
-                    /** @description Text (at most 1000 bytes): TEXT, name:TEXT, arg:TEXT or arg:KEY=TEXT */
+                    /** @description Text (at most 1000 bytes): TEXT, name:TEXT, arg:TEXT, arg:KEY=TEXT or trace:ID */
                     q: string;
                     /** @description Matches returned, 1-100000 (default 1000) */
                     limit?: number;

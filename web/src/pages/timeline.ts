@@ -54,7 +54,7 @@ declare global {
 export async function timelinePage(root: HTMLElement, run: string, query: Record<string, string>): Promise<void> {
   const layout = await apiFetch<TimelineLayout>(runPath(run, "/timeline"));
   const details = h("aside", { id: "slice-details", class: "details" }, h("p", { class: "hint" }, "Click a span for its details."));
-  const searchBox = h("input", { type: "search", placeholder: "search names, args", title: "text: names and arg values; name:TEXT names only; arg:TEXT arg values only; arg:KEY=TEXT the arg KEY's value (arg:KEY= any value)", id: "timeline-search", value: query.q ?? "" });
+  const searchBox = h("input", { type: "search", placeholder: "search names, args", title: "text: names and arg values; name:TEXT names only; arg:TEXT arg values only; arg:KEY=TEXT the arg KEY's value (arg:KEY= any value); trace:ID every span of the trace ID", id: "timeline-search", value: query.q ?? "" });
   const searchStatus = h("span", { id: "search-status" });
   const previous = h("button", { id: "search-previous" }, "◀ previous");
   const next = h("button", { id: "search-next" }, "next ▶");
@@ -189,7 +189,32 @@ export async function timelinePage(root: HTMLElement, run: string, query: Record
         h("dt", {}, "track"),
         h("dd", {}, `${slice.track_label} (pid ${slice.pid}, tid ${slice.tid})`),
         h("dt", {}, "span id"),
-        h("dd", {}, slice.span_id),
+        h("dd", { id: "slice-span-id" }, slice.span_id),
+        h("dt", {}, "parent span"),
+        h("dd", { id: "slice-parent-span-id" }, slice.parent_span_id ?? "none (begins its trace)"),
+        h("dt", {}, "trace id"),
+        h(
+          "dd",
+          {},
+          h("span", { id: "slice-trace-id" }, slice.trace_id),
+          " ",
+          h(
+            "a",
+            {
+              href: "#",
+              id: "slice-trace-spans",
+              title: `search trace:${slice.trace_id}`,
+              on: {
+                click: (event) => {
+                  event.preventDefault();
+                  searchBox.value = `trace:${slice.trace_id}`;
+                  void search(null, false);
+                },
+              },
+            },
+            "spans of this trace",
+          ),
+        ),
       ),
       slice.launched_by ? launchedBy(slice.launched_by, link) : "",
       h("h3", {}, "args"),
