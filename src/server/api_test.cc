@@ -180,6 +180,19 @@ TEST_F(ApiTest, TimelineTilesCountersSlicesAndSearch) {
       get_json("/api/runs/1/slices/" + std::to_string(search["matches"][0]["row"].get<int>()));
   ASSERT_EQ(child["parents"].size(), 1u);
   EXPECT_EQ(child["parents"][0]["name"], "infer");
+  // Its trace: the root's own; the child's parent is the root, the root begins the trace.
+  ASSERT_TRUE(slice["trace_id"].is_string());
+  EXPECT_EQ(slice["trace_id"].get<std::string>().size(), 32u);
+  EXPECT_TRUE(slice["parent_span_id"].is_null());
+  EXPECT_EQ(child["trace_id"], slice["trace_id"]);
+  EXPECT_EQ(child["parent_span_id"], slice["span_id"]);
+  json spans =
+      get_json("/api/runs/1/search", {{"q", "trace:" + slice["trace_id"].get<std::string>()}});
+  EXPECT_GE(spans["total"].get<int>(), 3);  // infer and its two children at least
+  for (const json& match : spans["matches"])
+    EXPECT_EQ(get_json("/api/runs/1/slices/" + std::to_string(match["row"].get<int>()))["trace_id"],
+              slice["trace_id"]);
+  expect_error(get("/api/runs/1/search", {{"q", "trace:12"}}), 400, "32 hex digits");
 }
 
 TEST_F(ApiTest, ARangeSummarizesTheSlicesInsideIt) {
