@@ -14,7 +14,7 @@ struct CoreCommand {
   std::string_view overview;
 };
 
-inline constexpr std::array<CoreCommand, 10> kCoreCommands = {{
+inline constexpr std::array<CoreCommand, 11> kCoreCommands = {{
     {"report",
      "Report a trace file or a stored run: --summary, --tree, --table, --merged-tree,\n"
      "--breakdown SPAN, --ops, --critical-path, --metrics (counter tracks, span metrics)"},
@@ -26,6 +26,9 @@ inline constexpr std::array<CoreCommand, 10> kCoreCommands = {{
      "opsight export latest --to otlp=http://127.0.0.1:4318 (docs/export.md)"},
     {"devices", "List the GPUs: memory, utilization, temperature, power, health (docs/devices.md)"},
     {"convert", "Convert between .opsight, Chrome JSON and Perfetto protobuf (.pftrace)"},
+    {"index",
+     "Write the time index a .opsight file lacks (a process killed with SIGKILL), so that\n"
+     "--window reads only the chunks it needs: opsight index run.opsight"},
     {"save", "Store trace file(s) as a run in the run store ($OPSIGHT_HOME, default ~/.opsight)"},
     {"runs", "List the stored runs: --name GLOB, --tag K[=V], --since 7d, --format json"},
     {"show", "Show a stored run's metadata and report: opsight show latest --tree"},
