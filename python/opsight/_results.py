@@ -300,10 +300,32 @@ def _load_native(source: Any, store: str | os.PathLike | None) -> Any:
         raise ValueError(message) from None
 
 
-def load(source: str | os.PathLike | int, *, store: str | os.PathLike | None = None) -> TraceFile:
+def load(source: str | os.PathLike | int, *, store: str | os.PathLike | None = None,
+         window: str | None = None, start: str | None = None,
+         end: str | None = None) -> TraceFile:
     """Reads a trace file, or a run of the store by reference (an id, ``"latest"``,
-    ``"latest~1"``, a uuid prefix, a name): ``opsight.load("latest").print_summary()``."""
-    return TraceFile(_load_native(source, store))
+    ``"latest~1"``, a uuid prefix, a name): ``opsight.load("latest").print_summary()``.
+
+    ``window="2.5s:3s"`` (or ``start="2.5s", end="3s"``) reads only that window, in time
+    from the trace's first event, as ``opsight report --window`` does (the same parser:
+    units ns, us, ms, s): the spans that overlap it, the instants and samples inside it. A
+    ``.opsight`` file decodes only the chunks the window needs, through its time index
+    (``opsight index FILE`` writes the index a killed recording lacks); other files and
+    stored runs are read whole, then cut."""
+    if start is not None or end is not None:
+        if window is not None:
+            raise ValueError("load: give window= or start=/end=, not both")
+        if start is None or end is None:
+            raise ValueError("load: start= and end= go together (e.g. start='2.5s', end='3s')")
+        window = f"{start}:{end}"
+    if window is None:
+        return TraceFile(_load_native(source, store))
+    if not isinstance(window, str):
+        raise TypeError(f"load: window={window!r}, expected a string such as '2.5s:3s'")
+    if not isinstance(source, (str, os.PathLike, int)):
+        raise TypeError(f"load: a window needs a file or a run, not {source!r}")
+    text = str(source) if isinstance(source, int) else os.fspath(source)
+    return TraceFile(_native.load_window(text, window, os.fspath(store) if store else ""))
 
 
 def compare(a: Any, b: Any, *, alpha: float = 0.01, min_change: float = 0.02,

@@ -7,6 +7,8 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include <filesystem>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "cli/time_window.hpp"
 #include "io/io.hpp"
 #include "io/trace_formats.hpp"
 
@@ -33,6 +36,36 @@ store::LoadedTrace from_read_result(io::ReadResult result, const std::string& na
   return loaded;
 }
 
+// opsight.load(source, window="2.5s:3s"): the window parsed by the core's parser (that of
+// `--window`), a trace file read through its time index (a native file decodes only the
+// chunks the window needs), a run of the store read whole then cut, as `opsight report
+// --window` does. ValueError for a bad window or nothing read.
+store::LoadedTrace load_window_source(const std::string& source, const std::string& window_text,
+                                      const std::string& store_path) {
+  std::string problem;
+  auto window = cli::parse_time_window(window_text, &problem);
+  if (!window) {
+    if (problem.rfind("--window ", 0) == 0) problem = "window=" + problem.substr(9);
+    throw std::invalid_argument(problem);
+  }
+  std::error_code error;
+  if (std::filesystem::is_regular_file(source, error)) {
+    store::LoadedTrace loaded = from_read_result(io::read_trace_file(source, *window), source);
+    loaded.label = std::filesystem::path(source).filename().string();
+    return loaded;
+  }
+  store::LoadedTrace loaded = store::load_trace_argument(source, store_path);
+  if (!loaded.ok()) throw std::invalid_argument(*loaded.error);
+  int64_t start = loaded.trace.time_bounds().first;
+  auto plus = [](int64_t a, int64_t b) {
+    int64_t sum = 0;
+    return __builtin_add_overflow(a, b, &sum) ? std::numeric_limits<int64_t>::max() : sum;
+  };
+  trace::keep_time_window(loaded.trace, plus(start, window->from_ns), plus(start, window->to_ns),
+                          trace::WindowRule::kOverlaps);
+  return loaded;
+}
+
 }  // namespace
 
 void bind_io(nb::module_& m, TraceClass& trace_class) {
@@ -47,6 +80,10 @@ void bind_io(nb::module_& m, TraceClass& trace_class) {
       "read_trace",
       [](const std::string& path) { return from_read_result(io::read_trace_file(path), path); },
       nb::arg("path"), "Reads a .opsight or Chrome JSON file.");
+  m.def("load_window", &load_window_source, nb::arg("source"), nb::arg("window"),
+        nb::arg("store_path") = "", nb::call_guard<nb::gil_scoped_release>(),
+        "A trace file or a run of the store cut to a window (FROM:TO, as --window): a native "
+        "file decodes only the chunks the window needs.");
   m.def(
       "merge_trace_files",
       [](const std::vector<std::string>& paths, const std::string& name) {
