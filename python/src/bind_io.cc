@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "bindings.hpp"
-#include "cli/time_window.hpp"
 #include "io/io.hpp"
+#include "io/time_window.hpp"
 #include "io/trace_formats.hpp"
 
 namespace nb = nanobind;
@@ -43,7 +43,7 @@ store::LoadedTrace from_read_result(io::ReadResult result, const std::string& na
 store::LoadedTrace load_window_source(const std::string& source, const std::string& window_text,
                                       const std::string& store_path) {
   std::string problem;
-  auto window = cli::parse_time_window(window_text, &problem);
+  auto window = io::parse_time_window(window_text, &problem);
   if (!window) {
     if (problem.rfind("--window ", 0) == 0) problem = "window=" + problem.substr(9);
     throw std::invalid_argument(problem);

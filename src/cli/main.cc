@@ -30,9 +30,9 @@
 #include "cli/export_command.hpp"
 #include "cli/output.hpp"
 #include "cli/store_commands.hpp"
-#include "cli/time_window.hpp"
 #include "cli/ui_command.hpp"
 #include "io/io.hpp"
+#include "io/time_window.hpp"
 #include "io/trace_formats.hpp"
 #include "opsight/exit_codes.hpp"
 #include "opsight/opsight.hpp"
@@ -237,7 +237,7 @@ int run_report(const ReportCommand& command) {
   std::optional<opsight::io::TimeWindow> window;
   if (!command.window.empty()) {
     std::string problem;
-    window = opsight::cli::parse_time_window(command.window, &problem);
+    window = opsight::io::parse_time_window(command.window, &problem);
     if (!window) {
       print_error(problem);
       return kExitUsage;
@@ -349,7 +349,7 @@ int run_convert(std::vector<std::string> files, const std::string& stream,
   std::optional<opsight::io::TimeWindow> window;
   if (!window_text.empty()) {
     std::string problem;
-    window = opsight::cli::parse_time_window(window_text, &problem);
+    window = opsight::io::parse_time_window(window_text, &problem);
     if (!window) {
       print_error(problem);
       return kExitUsage;

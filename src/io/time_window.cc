@@ -1,15 +1,15 @@
-#include "cli/time_window.hpp"
+#include "io/time_window.hpp"
 
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
 
-namespace opsight::cli {
+namespace opsight::io {
 
 namespace {
 
 // One end: a non-negative number and its unit, in ns. nullopt with *problem set.
-std::optional<int64_t> parse_time(std::string_view text, std::string* problem) {
+std::optional<int64_t> parse_window_end(std::string_view text, std::string* problem) {
   std::string value(text);
   size_t unit_at = value.find_first_not_of("0123456789.");
   std::string number = value.substr(0, unit_at);
@@ -46,7 +46,7 @@ std::optional<int64_t> parse_time(std::string_view text, std::string* problem) {
 
 }  // namespace
 
-std::optional<io::TimeWindow> parse_time_window(const std::string& text, std::string* problem) {
+std::optional<TimeWindow> parse_time_window(const std::string& text, std::string* problem) {
   std::string why;
   size_t colon = text.find(':');
   if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos) {
@@ -54,9 +54,9 @@ std::optional<io::TimeWindow> parse_time_window(const std::string& text, std::st
                "first event; units ns, us, ms or s)";
     return std::nullopt;
   }
-  auto from = parse_time(std::string_view(text).substr(0, colon), &why);
+  auto from = parse_window_end(std::string_view(text).substr(0, colon), &why);
   std::optional<int64_t> to;
-  if (from) to = parse_time(std::string_view(text).substr(colon + 1), &why);
+  if (from) to = parse_window_end(std::string_view(text).substr(colon + 1), &why);
   if (!from || !to) {
     *problem = "--window " + text + ": " + why;
     return std::nullopt;
@@ -65,7 +65,7 @@ std::optional<io::TimeWindow> parse_time_window(const std::string& text, std::st
     *problem = "--window " + text + ": the end comes before the start";
     return std::nullopt;
   }
-  return io::TimeWindow{*from, *to};
+  return TimeWindow{*from, *to};
 }
 
-}  // namespace opsight::cli
+}  // namespace opsight::io

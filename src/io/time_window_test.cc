@@ -1,11 +1,11 @@
-// `--window FROM:TO` (cli/time_window.hpp): units, and errors that name the option.
-#include "cli/time_window.hpp"
+// `--window FROM:TO` (io/time_window.hpp): units, and errors that name the option.
+#include "io/time_window.hpp"
 
 #include <gtest/gtest.h>
 
 namespace {
 
-using opsight::cli::parse_time_window;
+using opsight::io::parse_time_window;
 
 TEST(TimeWindow, ParsesEachUnit) {
   std::string problem;
