@@ -411,8 +411,8 @@ void NativeTail::read_events(std::string_view payload, const TailVisitor& visito
       std::min<size_t>(header.slot_count, (payload.size() - position) / sizeof(Slot)));
   native::SlotFileContext file{header.thread_index, has_sync_, first_sync_ticks_, span_salt_};
   Lane* lane = &state.lanes[state.lane];
-  // A span (or async span) as its begin event gives it.
-  // A span as it begins: a root (until a parent is given) in a trace of its own.
+  // A span (or async span) as its begin event gives it: a root (until a parent is given),
+  // in a trace of its own.
   auto begun = [](const native::SlotEvent& event) {
     OpenSpan span;
     span.begin_ticks = event.ticks;
