@@ -80,6 +80,32 @@ def recent_unix_offset_ns() -> int:
     return (time.time_ns() - 3600 * 10**9) // 10**9 * 10**9 - TIME_BASE_NS
 
 
+_MASK64 = (1 << 64) - 1
+
+
+def _mix64(value: int) -> int:
+    """The splitmix64 finaliser (trace::mix64)."""
+    value = (value + 0x9E3779B97F4A7C15) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return value ^ (value >> 31)
+
+
+def root_trace_id(span_id_hex: str) -> str:
+    """The trace a root span that joined none is exported in, derived from its span id as
+    docs/export.md ("Traces per root span") says, computed here on the test's side."""
+    span_id = int(span_id_hex, 16)
+    return f"{_mix64(span_id ^ 0x6F70736967687421):016x}{_mix64(span_id):016x}"
+
+
+def trace_of(span_id_hex: str) -> str:
+    """The trace of a span of SPANS: its root's own (the sample joins no trace)."""
+    by_id = {span["span_id"]: span for span in SPANS}
+    while by_id[span_id_hex]["parent"]:
+        span_id_hex = by_id[span_id_hex]["parent"]
+    return root_trace_id(span_id_hex)
+
+
 def expected_spans(unix_offset_ns: int, service: str) -> dict[str, dict[str, Any]]:
     """By span id: what every exporter must carry for the span."""
     out = {}
@@ -97,6 +123,7 @@ def expected_spans(unix_offset_ns: int, service: str) -> dict[str, dict[str, Any
             resource["process.command_line"] = COMMAND_LINE
         out[span["span_id"]] = {
             "name": span["name"], "span_id": span["span_id"], "parent": span["parent"],
+            "trace": trace_of(span["span_id"]),
             "pid": span["pid"], "start_unix_ns": start,
             "end_unix_ns": start + span["dur_ns"], "kind": kind,
             "error": (f"{exception_type}: {exception_message}" if exception_type else None),

@@ -34,7 +34,7 @@ def expected_fields(want: dict) -> dict[str, str]:
     def text(value):
         return json.dumps(value) if isinstance(value, bool) else str(value)
 
-    fields = {"trace_id": export_sample.TRACE_ID, "span_id": want["span_id"],
+    fields = {"trace_id": want["trace"], "span_id": want["span_id"],
               "pid": str(want["pid"]),
               "duration_ns": str(want["end_unix_ns"] - want["start_unix_ns"])}
     if want["parent"]:
@@ -68,7 +68,10 @@ def test_one_line_per_span_with_its_labels_time_and_fields(opsight_cli, victoria
     assert report["target"] == f"loki {url}"
     assert (report["spans"], report["sent"], report["dropped"], report["requests"]) == (6, 6, 0, 2)
 
-    entries = victorialogs_server.wait_for(f'trace_id:"{export_sample.TRACE_ID}"', count=6)
+    request_trace = expected["00000000000000a1"]["trace"]  # the request's, and its 3 children's
+    entries = victorialogs_server.wait_for(f'trace_id:"{request_trace}"', count=4)
+    for root in ("00000000000000b1", "00000000000000c1"):  # the two other roots: a trace each
+        entries += victorialogs_server.wait_for(f'trace_id:"{expected[root]["trace"]}"', count=1)
     assert len(entries) == 6
     by_span = {entry["span_id"]: entry for entry in entries}
     assert set(by_span) == set(expected)
