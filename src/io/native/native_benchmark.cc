@@ -4,13 +4,17 @@
 // against writing the same bytes to it. A 1% time window read through the file's time
 // index, and through an index rebuilt by a scan, against reading the whole file.
 #include <benchmark/benchmark.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "format/chunk_codec.hpp"
 #include "format/chunk_index.hpp"
@@ -112,6 +116,52 @@ void BM_BaselineWriteFileBytes(benchmark::State& state) {
 }
 BENCHMARK(BM_BaselineWriteFileBytes)->Unit(benchmark::kMillisecond);
 
+// This thread's CPU time in seconds: the figures are one core's (the VM's neighbours
+// stretch the wall time, not this).
+double native_bench_thread_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// The median of `rounds` timings of `run`, in seconds of this thread's CPU time.
+template <typename Run>
+double native_bench_median_seconds(int rounds, Run&& run) {
+  std::vector<double> seconds;
+  for (int i = 0; i < rounds; ++i) {
+    double start = native_bench_thread_seconds();
+    run();
+    seconds.push_back(native_bench_thread_seconds() - start);
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + rounds / 2, seconds.end());
+  return seconds[rounds / 2];
+}
+
+// The read's baselines, measured in the same run (issue 28 item 4): what `cat FILE
+// >/dev/null` does with a file in the page cache (a copy of its bytes into a buffer), and
+// the writer producing the same bytes. Counters: `cat_GBps` and `write_GBps` (medians of 5
+// and 3 rounds), and the read's time over each (`read_over_cat`, `write_over_read`: how
+// many times faster than the writer the read is).
+void report_native_read_baselines(benchmark::State& state, const std::string& bytes,
+                                  const opsight::trace::Trace* written_from, double read_seconds) {
+  std::string copy(bytes.size(), '\0');
+  double cat = native_bench_median_seconds(5, [&] {
+    std::memcpy(copy.data(), bytes.data(), bytes.size());
+    benchmark::ClobberMemory();
+  });
+  const double gb = static_cast<double>(bytes.size()) / 1e9;
+  state.counters["cat_GBps"] = gb / cat;
+  state.counters["read_over_cat"] = read_seconds / cat;
+  if (written_from != nullptr) {
+    double write = native_bench_median_seconds(3, [&] {
+      std::string out = opsight::io::write_native(*written_from);
+      benchmark::DoNotOptimize(out.data());
+    });
+    state.counters["write_GBps"] = gb / write;
+    state.counters["write_over_read"] = write / read_seconds;
+  }
+}
+
 void BM_NativeRead(benchmark::State& state) {
   const std::string& bytes = million_slice_bytes();
   for (auto _ : state) {
@@ -120,8 +170,55 @@ void BM_NativeRead(benchmark::State& state) {
     benchmark::DoNotOptimize(result.trace.slices.ts.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(bytes.size() * state.iterations()));
+  double read = native_bench_median_seconds(5, [&] {
+    auto result = opsight::io::read_native(bytes);
+    benchmark::DoNotOptimize(result.trace.slices.ts.data());
+  });
+  state.counters["read_GBps"] = static_cast<double>(bytes.size()) / 1e9 / read;
+  report_native_read_baselines(state, bytes, &million_slice_trace(), read);
 }
 BENCHMARK(BM_NativeRead)->Unit(benchmark::kMillisecond);
+
+// A file of the real recorder (or any .opsight file) named by OPSIGHT_NATIVE_BENCH_FILE:
+// its bytes read into memory once (`cat`'s work, timed as the baseline), then decoded.
+// The writer's baseline is the model writer on what was read (the recorder's own writer
+// runs while the program does). Skipped without the variable.
+void BM_NativeReadFile(benchmark::State& state) {
+  const char* path = std::getenv("OPSIGHT_NATIVE_BENCH_FILE");
+  if (path == nullptr || *path == '\0') {
+    state.SkipWithError("set OPSIGHT_NATIVE_BENCH_FILE to an .opsight file to read");
+    return;
+  }
+  std::string error;
+  std::optional<std::string> file;
+  // `cat FILE >/dev/null` itself: the file read from the page cache into memory.
+  double cat_file = native_bench_median_seconds(3, [&] {
+    file = opsight::io::read_file_bytes(path, &error);
+    benchmark::DoNotOptimize(file);
+  });
+  if (!file) {
+    state.SkipWithError(error.c_str());
+    return;
+  }
+  const std::string& bytes = *file;
+  state.counters["cat_file_GBps"] = static_cast<double>(bytes.size()) / 1e9 / cat_file;
+  size_t slices = 0;
+  for (auto _ : state) {
+    auto result = opsight::io::read_native(bytes);
+    slices = result.trace.slices.size();
+    benchmark::DoNotOptimize(result.trace.slices.ts.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(bytes.size() * state.iterations()));
+  state.counters["slices"] = static_cast<double>(slices);
+  double read = native_bench_median_seconds(5, [&] {
+    auto result = opsight::io::read_native(bytes);
+    benchmark::DoNotOptimize(result.trace.slices.ts.data());
+  });
+  state.counters["read_GBps"] = static_cast<double>(bytes.size()) / 1e9 / read;
+  auto trace = opsight::io::read_native(bytes).trace;
+  report_native_read_baselines(state, bytes, &trace, read);
+}
+BENCHMARK(BM_NativeReadFile)->Unit(benchmark::kMillisecond);
 
 // The same trace with flows (1 per 9 slices, across threads): against BM_NativeRead,
 // the cost of reading flows (the issue's bound: within 20% for 1M flows in 10M slices).
