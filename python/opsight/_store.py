@@ -44,16 +44,19 @@ def package_versions() -> list[tuple[str, str]]:
 
 def save_run(files: list[str] | None = None, *, trace: Any = None, name: str | None = None,
              tags: Any = (), command: str | None = None, cwd: str | None = None,
-             store: str | os.PathLike | None = None, prefix: str = "opsight") -> dict | None:
+             store: str | os.PathLike | None = None, prefix: str = "opsight",
+             streaming: bool = False) -> dict | None:
     """Saves one run in the run store: trace ``files`` (one run's processes, merged) or a
-    ``trace`` in memory (an ``opsight._native.Trace``), labelled with ``name``, ``tags``
+    ``trace`` in memory (an ``opsight._native.Trace``); with ``streaming``, ``files`` is
+    one native file saved as it is, never read into memory (a run merged streaming),
+    labelled with ``name``, ``tags``
     (``"key=value"`` strings or a mapping) and ``command``, with the host's metadata and
     :func:`package_versions`. Returns the saved run (``id``, ``uuid``, ``name``, ``tags``,
     ``slices``, ``store``...) and says where on stderr; returns None after a warning on
     stderr when it could not save: saving never fails the caller."""
     try:
         return _save_run(files, trace, name=name, tags=tags, command=command, cwd=cwd,
-                         store=store, prefix=prefix)
+                         store=store, prefix=prefix, streaming=streaming)
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - a warning, never a failure
         print(f"{prefix}: warning: the run was not saved in the run store: "
               f"{type(error).__name__}: {error}", file=sys.stderr)
@@ -74,7 +77,7 @@ def _tag_pairs(tags: Any) -> list[tuple[str, str]]:
 
 def _save_run(files: list[str] | None, trace: Any, *, name: str | None, tags: Any,
               command: str | None, cwd: str | None, store: str | os.PathLike | None,
-              prefix: str) -> dict | None:
+              prefix: str, streaming: bool = False) -> dict | None:
     if cwd is None:
         try:
             cwd = os.getcwd()
@@ -86,7 +89,7 @@ def _save_run(files: list[str] | None, trace: Any, *, name: str | None, tags: An
     if trace is not None:
         outcome = _native.save_trace(trace, **options)
     else:
-        outcome = _native.save_trace_files(list(files or ()), **options)
+        outcome = _native.save_trace_files(list(files or ()), streaming=streaming, **options)
     for note in outcome["notes"]:
         print(f"{prefix}: {note}", file=sys.stderr)
     saved = outcome["run"]

@@ -3,6 +3,7 @@
 // (io/trace_formats.hpp's table, which opsight run and the recordings read).
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
@@ -105,13 +106,14 @@ void bind_io(nb::module_& m, TraceClass& trace_class) {
       "Reads the files of one run's processes and merges them into one trace.");
   m.def(
       "merge_native_files",
-      [](const std::vector<std::string>& paths, const std::string& output) {
+      [](const std::vector<std::string>& paths, const std::string& output,
+         const std::vector<std::pair<std::string, std::string>>& run_info) {
         io::MergeFilesResult result;
         std::optional<std::string> write_error;
         {
           nb::gil_scoped_release release;
           io::FileSink sink(output);
-          result = io::merge_native_files(paths, sink);
+          result = io::merge_native_files(paths, sink, run_info);
           write_error = result.error ? sink.error() : sink.commit();
         }
         if (write_error) throw std::runtime_error(*write_error);
@@ -119,10 +121,12 @@ void bind_io(nb::module_& m, TraceClass& trace_class) {
         return result.damage;
       },
       nb::arg("paths"), nb::arg("output"),
+      nb::arg("run_info") = std::vector<std::pair<std::string, std::string>>{},
       "Merges the .opsight files of one run's processes into the .opsight file `output`, "
       "in memory bounded by a constant (io::merge_native_files): reading it gives what "
       "merge_trace_files gives. Returns a message per damaged file; ValueError when a file "
-      "cannot be used, RuntimeError when the output cannot be written.");
+      "cannot be used, RuntimeError when the output cannot be written. `run_info`: (key, "
+      "value) pairs added to the merged run info, each replacing its key's.");
   m.def(
       "trace_from_native_bytes",
       [](nb::bytes bytes, const std::string& name) {

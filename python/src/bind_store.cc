@@ -93,14 +93,14 @@ void bind_store(nb::module_& m) {
       [](const std::vector<std::string>& files, const std::string& store_path,
          const std::string& name, const std::string& command, const std::string& working_directory,
          const std::vector<std::pair<std::string, std::string>>& tags,
-         const std::vector<std::pair<std::string, std::string>>& versions) {
+         const std::vector<std::pair<std::string, std::string>>& versions, bool streaming) {
         store::SaveRequest request =
             save_request(store_path, name, command, working_directory, tags, versions);
         request.files = files;
         store::SaveOutcome outcome;
         {
           nb::gil_scoped_release release;
-          outcome = store::save_trace_files(request);
+          outcome = streaming ? store::save_native_file(request) : store::save_trace_files(request);
         }
         return save_outcome(outcome);
       },
@@ -108,7 +108,9 @@ void bind_store(nb::module_& m) {
       nb::arg("working_directory") = "",
       nb::arg("tags") = std::vector<std::pair<std::string, std::string>>{},
       nb::arg("versions") = std::vector<std::pair<std::string, std::string>>{},
-      "Saves trace files (one run's processes, merged) as a run of the store.");
+      nb::arg("streaming") = false,
+      "Saves trace files (one run's processes, merged) as a run of the store; streaming: "
+      "one native file saved as it is, never read into memory (store::save_native_file).");
   m.def(
       "save_trace",
       [](const store::LoadedTrace& loaded, const std::string& store_path, const std::string& name,

@@ -214,11 +214,16 @@ ReadFilesResult read_trace_files(const std::vector<std::string>& paths);
 // threads and clock syncs: native/native_merge.cc): reading the output gives the trace
 // read_trace_files(paths) gives (docs/native-format.md, "Streaming merge"). `error`: the
 // first file that cannot be used, or the sink's refusal; `damage` as read_trace_files's.
+// `more_run_info`: pairs added to the merged run info, each replacing a pair of its key
+// (what `opsight run`'s exports did, "export:<target>", which a merge in memory notes in the
+// trace).
 struct MergeFilesResult {
   std::optional<std::string> error;
   std::vector<std::string> damage;
 };
-MergeFilesResult merge_native_files(const std::vector<std::string>& paths, ByteSink& sink);
+MergeFilesResult merge_native_files(
+    const std::vector<std::string>& paths, ByteSink& sink,
+    const std::vector<std::pair<std::string, std::string>>& more_run_info = {});
 
 // Writes `trace` to `path` in the format its extension names, through a temporary file in
 // the same folder renamed over `path` (a crash mid-write never leaves a torn file), holding

@@ -567,16 +567,6 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
     if (auto problem = compress(native, &stored))
       return Result<RunRecord>::failure(path_ + ": " + *problem);
   }
-  // A file written for a run the database then refused is removed again.
-  struct FileGuard {
-    std::string path;
-    bool keep = false;
-    ~FileGuard() {
-      if (!path.empty() && !keep) ::unlink(path.c_str());
-    }
-  } file_guard{stored.in_file() ? traces_folder() + "/" + stored.data : std::string()};
-
-  record.created_unix_ns = unix_now_ns();
   record.trace_start_unix_ns = trace.run.start_unix_ns;
   record.metadata = metadata;
   record.slice_count = trace.slices.size();
@@ -585,6 +575,81 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   record.source_format = trace.run.source_format;
   record.trace_bytes = stored.raw_bytes;
   record.stored_bytes = stored.stored_bytes;
+  return insert_run(std::move(record), stored.codec, stored.data);
+}
+
+Result<RunRecord> RunStore::add_native_file(const std::string& native_path, const TraceFacts& facts,
+                                            const RunMetadata& metadata) {
+  if (auto problem = refuse_writes_if_damaged("save the run"))
+    return Result<RunRecord>::failure(*problem);
+  RunRecord record;
+  record.uuid = new_uuid();
+  std::error_code size_error;
+  const uint64_t native_bytes = std::filesystem::file_size(native_path, size_error);
+  if (size_error)
+    return Result<RunRecord>::failure(native_path + ": cannot read: " + size_error.message());
+  StoredTrace stored;
+  if (native_bytes >= file_threshold_bytes_) {
+    // Copied through the compressor a MiB at a time: the file is never in memory whole.
+    const std::string trace_file = record.uuid + ".opsight.zst";
+    std::error_code ignored;
+    std::filesystem::create_directories(traces_folder(), ignored);
+    ::chmod(traces_folder().c_str(), 0700);
+    const std::string file_path = traces_folder() + "/" + trace_file;
+    std::FILE* input = std::fopen(native_path.c_str(), "rb");
+    if (input == nullptr)
+      return Result<RunRecord>::failure(native_path + ": cannot read: " + std::strerror(errno));
+    ZstdFileSink sink(file_path);
+    std::string buffer(size_t{1} << 20, '\0');
+    std::optional<std::string> problem;
+    while (!problem) {
+      const size_t got = std::fread(buffer.data(), 1, buffer.size(), input);
+      if (got > 0 && !sink.write(std::string_view(buffer.data(), got)))
+        problem = file_path + ": cannot write";
+      if (got < buffer.size()) {
+        if (std::ferror(input)) problem = native_path + ": cannot read: " + std::strerror(errno);
+        break;
+      }
+    }
+    std::fclose(input);
+    if (!problem) problem = sink.commit();
+    if (problem) {
+      ::unlink(file_path.c_str());
+      return Result<RunRecord>::failure(*problem);
+    }
+    stored.codec = kFileCodec;
+    stored.data = trace_file;
+    stored.raw_bytes = sink.raw_bytes();
+    stored.stored_bytes = std::filesystem::file_size(file_path, size_error);
+  } else {
+    std::string read_problem;
+    std::optional<std::string> native = io::read_file_bytes(native_path, &read_problem);
+    if (!native) return Result<RunRecord>::failure(read_problem);
+    if (auto problem = compress(*native, &stored))
+      return Result<RunRecord>::failure(path_ + ": " + *problem);
+  }
+  record.trace_start_unix_ns = facts.start_unix_ns;
+  record.metadata = metadata;
+  record.slice_count = facts.slice_count;
+  record.duration_ns = facts.duration_ns;
+  record.source_format = facts.source_format;
+  record.trace_bytes = stored.raw_bytes;
+  record.stored_bytes = stored.stored_bytes;
+  return insert_run(std::move(record), stored.codec, stored.data);
+}
+
+Result<RunRecord> RunStore::insert_run(RunRecord record, std::string_view codec,
+                                       const std::string& data) {
+  // A file written for a run the database then refused is removed again.
+  struct FileGuard {
+    std::string path;
+    bool keep = false;
+    ~FileGuard() {
+      if (!path.empty() && !keep) ::unlink(path.c_str());
+    }
+  } file_guard{codec == kFileCodec ? traces_folder() + "/" + data : std::string()};
+
+  record.created_unix_ns = unix_now_ns();
 
   std::lock_guard lock(mutex_);
   Connection connection(database_);
@@ -633,8 +698,8 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   }
   {
     Statement insert(database_, "INSERT INTO run_traces (run_id, codec, data) VALUES (?, ?, ?)");
-    if (!insert.ok() || !insert.bind_all(record.id, std::string(stored.codec)) ||
-        !insert.bind_blob(3, stored.data) || insert.step() != SQLITE_DONE)
+    if (!insert.ok() || !insert.bind_all(record.id, std::string(codec)) ||
+        !insert.bind_blob(3, data) || insert.step() != SQLITE_DONE)
       return fail("cannot save the run's trace");
   }
   if (!connection.exec("COMMIT")) return fail("cannot save the run");

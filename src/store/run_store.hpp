@@ -82,6 +82,16 @@ struct RunRecord {
   uint64_t stored_bytes = 0;  // its compressed size in the store
 };
 
+// What the runs table says of a trace (RunRecord's fields of that name), given by the caller
+// when the trace is saved from its native file without being read into memory
+// (RunStore::add_native_file; save_native_file scans the file for them).
+struct TraceFacts {
+  uint64_t slice_count = 0;
+  int64_t duration_ns = 0;
+  int64_t start_unix_ns = 0;
+  std::string source_format = "opsight";
+};
+
 // Which runs `list` returns; every field narrows, an unset field does not.
 struct RunFilter {
   std::string name_glob = {};                 // SQLite GLOB on the name ("resnet*"), case-sensitive
@@ -155,6 +165,13 @@ class RunStore {
   // large, written to its file: OpenOptions::file_threshold_bytes) before the write
   // transaction starts, so another process's save waits only for the insert.
   Result<RunRecord> add(const trace::Trace& trace, const RunMetadata& metadata);
+  // Stores the native file at `native_path` as a new run, as add() would store the trace it
+  // holds, without reading it into memory: a file of file_threshold_bytes or more is
+  // compressed into its file beside the database as it is read (1 MiB at a time), a
+  // smaller one read and compressed as a blob. `facts` fill the runs table (the caller
+  // knows them: save_native_file scans the file). The file is not checked here.
+  Result<RunRecord> add_native_file(const std::string& native_path, const TraceFacts& facts,
+                                    const RunMetadata& metadata);
 
   // Runs matching `filter`, newest first.
   Result<std::vector<RunRecord>> list(const RunFilter& filter = {});
@@ -190,6 +207,10 @@ class RunStore {
   std::optional<std::string> refuse_writes_if_damaged(std::string_view doing) const;
   Result<std::vector<int64_t>> select_retention_candidates(const RetentionPolicy& policy);
   Result<RunRecord> find_by_id(int64_t id);
+  // The write transaction of add and add_native_file: the run's rows, its metadata and its
+  // trace (`codec`, `data`: a blob, or the name of its file in traces_folder(), which is
+  // removed again when the database refuses the run).
+  Result<RunRecord> insert_run(RunRecord record, std::string_view codec, const std::string& data);
   // Runs matching `where_sql`, newest first, skipping `offset`, at most `limit` (0: all).
   Result<std::vector<RunRecord>> query_runs(const std::string& where_sql, const Binds& binds,
                                             size_t limit = 0, size_t offset = 0);

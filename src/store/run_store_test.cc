@@ -20,6 +20,8 @@
 #include <set>
 #include <thread>
 
+#include "store/save_run.hpp"
+
 namespace {
 
 using opsight::store::collect_host_metadata;
@@ -382,6 +384,85 @@ TEST_F(RunStoreTest, LargeTracesAreFilesBesideTheDatabaseRemovedWithTheirRuns) {
       << missing.error->message;
   ASSERT_TRUE(store->apply_retention({.keep_last = 0}).ok());  // a file already gone is fine
   EXPECT_TRUE(store->list().value().empty());
+}
+
+// A native file saved as it is (save_native_file: one streaming pass for the runs table's
+// facts, then the file copied in compressed) gives the run save_trace_files gives when it
+// reads the file whole: the same slice count, duration, start, format, command and host,
+// and the same trace loaded back, as a file beside the database and as a blob.
+TEST_F(RunStoreTest, ANativeFileSavedAsItIsGivesTheRunReadingItWholeGives) {
+  Trace trace = make_trace(3000, 5);
+  auto worker = trace.thread_track(7, 9);
+  trace.slices.add(500, 40'000, trace.intern("worker"), 0, worker);
+  trace.instants.add(3'100'000, trace.intern("late marker"), 0, worker);
+  trace.counters.add(3'200'000, trace.counter_track(7, "rss", "bytes"), 1e6);
+  trace.run.host = "box-7";
+  trace.finalize();
+  const std::string file = (directory_ / "merged.opsight").string();
+  ASSERT_FALSE(opsight::io::write_file_bytes(file, opsight::io::write_native(trace)));
+
+  opsight::store::SaveRequest request;
+  request.store_path = path_;
+  request.files = {file};
+  request.working_directory = directory_.string();
+  auto whole = opsight::store::save_trace_files(request);  // small: read whole
+  ASSERT_TRUE(whole.ok()) << *whole.error;
+  auto streamed = opsight::store::save_native_file(request);
+  ASSERT_TRUE(streamed.ok()) << *streamed.error;
+  EXPECT_TRUE(streamed.damage.empty());
+  const RunRecord& a = *whole.run;
+  const RunRecord& b = *streamed.run;
+  EXPECT_EQ(b.slice_count, a.slice_count);
+  EXPECT_EQ(b.slice_count, trace.slices.size());
+  EXPECT_EQ(b.duration_ns, a.duration_ns);
+  EXPECT_EQ(b.duration_ns, 3'200'000);  // from the first span's start to the counter sample
+  EXPECT_EQ(b.trace_start_unix_ns, a.trace_start_unix_ns);
+  EXPECT_EQ(b.source_format, a.source_format);
+  EXPECT_EQ(b.metadata.command, "python serve.py");
+  EXPECT_EQ(b.metadata.host, "box-7");
+  EXPECT_EQ(b.metadata.name, "merged");
+  EXPECT_EQ(b.trace_bytes, std::filesystem::file_size(file));
+
+  auto store = open_store();
+  ASSERT_TRUE(store);
+  auto loaded = store->load_trace(b.id);
+  ASSERT_TRUE(loaded.ok()) << loaded.error->message;
+  ASSERT_EQ(loaded.trace.slices.size(), trace.slices.size());
+  for (size_t row = 0; row < trace.slices.size(); row += 97)
+    EXPECT_EQ(loaded.trace.slices.dur[row], trace.slices.dur[row]);
+
+  // Every trace as a file (threshold 0): copied in compressed, loaded back the same.
+  OpenOptions as_files;
+  as_files.file_threshold_bytes = 0;
+  auto file_store = open_store(as_files);
+  ASSERT_TRUE(file_store);
+  opsight::store::TraceFacts facts;
+  facts.slice_count = b.slice_count;
+  facts.duration_ns = b.duration_ns;
+  auto added = file_store->add_native_file(file, facts, metadata_named("copied"));
+  ASSERT_TRUE(added.ok()) << added.error();
+  const auto stored_file =
+      std::filesystem::path(file_store->traces_folder()) / (added.value().uuid + ".opsight.zst");
+  ASSERT_TRUE(std::filesystem::is_regular_file(stored_file));
+  EXPECT_EQ(added.value().stored_bytes, std::filesystem::file_size(stored_file));
+  EXPECT_LT(added.value().stored_bytes, added.value().trace_bytes);
+  auto from_file = file_store->load_trace(added.value().id);
+  ASSERT_TRUE(from_file.ok()) << from_file.error->message;
+  EXPECT_EQ(from_file.trace.slices.size(), trace.slices.size());
+  EXPECT_EQ(from_file.trace.instants.size(), 1u);
+
+  // A file that is not there, and one that is not a trace, are errors naming it.
+  request.files = {(directory_ / "gone.opsight").string()};
+  auto gone = opsight::store::save_native_file(request);
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.error->find("gone.opsight"), std::string::npos) << *gone.error;
+  const std::string text = (directory_ / "notes.opsight").string();
+  ASSERT_FALSE(opsight::io::write_file_bytes(text, "not a trace at all"));
+  request.files = {text};
+  auto foreign = opsight::store::save_native_file(request);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.error->find("notes.opsight"), std::string::npos) << *foreign.error;
+  EXPECT_EQ(store->list().value().size(), 3u);  // nothing saved for either
 }
 
 // The file name comes from the database: one that would leave the traces folder is refused.

@@ -47,8 +47,18 @@ struct SaveOutcome {
   bool ok() const { return !error.has_value(); }
 };
 
-// Reads `request.files` (merged, as `opsight report` does) and saves them as one run.
+// Reads `request.files` (merged, as `opsight report` does) and saves them as one run; one
+// native file of OpenOptions::file_threshold_bytes or more goes through save_native_file.
 SaveOutcome save_trace_files(const SaveRequest& request);
+
+// Saves one native .opsight file (`request.files[0]`: a run's processes already merged,
+// as `opsight run --merge stream` writes it) as one run without reading it into memory:
+// one streaming pass over the file counts its spans and finds its time bounds, its command
+// and host (io::NativeTail, timed as the whole-file reader times it, so the runs table
+// says what save_trace_files would), then RunStore::add_native_file copies it into the
+// store compressed. Memory: the tail's window and its open spans, whatever the file's
+// size. A file cut short (a crash) is saved as it is, with a `damage` line.
+SaveOutcome save_native_file(const SaveRequest& request);
 
 // Saves a trace already in memory (a profile's recording) as one run.
 SaveOutcome save_trace(const trace::Trace& trace, const SaveRequest& request);

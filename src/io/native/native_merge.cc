@@ -774,7 +774,9 @@ class MergeEventWriter {
 
 }  // namespace
 
-MergeFilesResult merge_native_files(const std::vector<std::string>& paths, ByteSink& sink) {
+MergeFilesResult merge_native_files(
+    const std::vector<std::string>& paths, ByteSink& sink,
+    const std::vector<std::pair<std::string, std::string>>& more_run_info) {
   MergeFilesResult result;
   if (paths.empty()) {
     result.error = "no trace file given";
@@ -828,6 +830,14 @@ MergeFilesResult merge_native_files(const std::vector<std::string>& paths, ByteS
       {"pid", std::to_string(run.pid)},         {"trace_id", run.trace_id.to_hex()},
       {"ticks_per_second", "1000000000"},       {"source_format", run.source_format},
   };
+  for (const auto& entry : more_run_info) {
+    auto same = std::find_if(run.extra.begin(), run.extra.end(),
+                             [&](const auto& mine) { return mine.first == entry.first; });
+    if (same != run.extra.end())
+      same->second = entry.second;
+    else
+      run.extra.push_back(entry);
+  }
   for (const auto& entry : run.extra) info.push_back(entry);
   for (const MergeFile& file : files) {
     for (const auto& entry : file.layout) info.push_back(entry);

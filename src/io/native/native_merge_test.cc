@@ -284,6 +284,26 @@ TEST_F(MergeNativeFiles, ReadsBackAsTheWholeMerge) {
   expect_same_merge({second});
 }
 
+// Pairs given to the merge join its run info, a key already there replaced (what
+// `opsight run`'s exports did, noted in a run merged streaming).
+TEST_F(MergeNativeFiles, AddsTheRunInfoItIsGivenReplacingAKeyAlreadyThere) {
+  std::string first = path("trace.42.opsight");
+  opsight::trace::Trace process = merge_test_process(42, 1'000'000'000, true);
+  process.run.extra.emplace_back("export:otlp=http://a", "1 1 0");
+  ASSERT_FALSE(opsight::io::write_trace_file(process, first));
+  opsight::io::StringSink sink;
+  auto merged = opsight::io::merge_native_files(
+      {first}, sink, {{"export:otlp=http://a", "9 7 2"}, {"export:zipkin=http://b", "9 9 0"}});
+  ASSERT_FALSE(merged.error) << *merged.error;
+  auto read = opsight::io::read_native(sink.out);
+  ASSERT_TRUE(read.ok());
+  std::vector<std::pair<std::string, std::string>> exports;
+  for (const auto& entry : read.trace.run.extra)
+    if (entry.first.starts_with("export:")) exports.push_back(entry);
+  EXPECT_EQ(exports, (std::vector<std::pair<std::string, std::string>>{
+                         {"export:otlp=http://a", "9 7 2"}, {"export:zipkin=http://b", "9 9 0"}}));
+}
+
 TEST_F(MergeNativeFiles, ADamagedFileIsMergedAsFarAsItIsWholeAndNamed) {
   std::string first = path("trace.42.opsight"), cut = path("trace.43.opsight");
   ASSERT_FALSE(opsight::io::write_trace_file(merge_test_process(42, 1'000'000'000, true), first));
