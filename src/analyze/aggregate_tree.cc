@@ -89,15 +89,7 @@ AggregateTree AggregateTree::build(const trace::Trace& trace, bool keep_duration
   }
 
   // Pass 1: the node of every row, and per node its count, self time and first start.
-  struct Building {
-    uint32_t parent;
-    trace::StringId name;
-    trace::StringId category;
-    uint64_t count = 0;
-    int64_t self_ns = 0;
-    int64_t first_start_ns = 0;
-  };
-  std::vector<Building> building;
+  std::vector<AggregatePath> building;
   trace::Column<uint32_t> node_of_row(slice_count, kNoNode);  // huge pages: see trace.hpp
   PathTable paths;
   std::vector<trace::RowIndex> order = parent_first_order(slices);
@@ -113,7 +105,7 @@ AggregateTree AggregateTree::build(const trace::Trace& trace, bool keep_duration
       building.push_back(
           {parent_node, slices.name[row], slices.category[row], 0, 0, slices.ts[row]});
     node_of_row[row] = node;
-    Building& entry = building[node];
+    AggregatePath& entry = building[node];
     ++entry.count;
     add_saturating(entry.self_ns, slices.dur[row]);
     entry.first_start_ns = std::min(entry.first_start_ns, slices.ts[row]);
@@ -132,6 +124,26 @@ AggregateTree AggregateTree::build(const trace::Trace& trace, bool keep_duration
       grouped[cursor[node_of_row[row]]++] = slices.dur[row];
   }
   trace::Column<uint32_t>().swap(node_of_row);
+  return from_paths(
+      building,
+      [&](uint32_t node) {
+        return std::span<int64_t>(grouped.data() + group_begin[node],
+                                  static_cast<size_t>(building[node].count));
+      },
+      keep_durations);
+}
+
+AggregateTree AggregateTree::from_paths(
+    const std::vector<AggregatePath>& building,
+    const std::function<std::span<int64_t>(uint32_t)>& durations_of, bool keep_durations) {
+  AggregateTree tree;
+  const size_t node_count = building.size();
+  if (node_count == 0) {
+    if (keep_durations) tree.duration_begin_.assign(1, 0);
+    return tree;
+  }
+  uint64_t slice_count = 0;
+  for (const AggregatePath& path : building) slice_count += path.count;
 
   // Children of every node (compressed rows), ordered by first start, then a depth-first
   // walk that numbers nodes in output order.
@@ -178,7 +190,7 @@ AggregateTree AggregateTree::build(const trace::Trace& trace, bool keep_duration
   while (!stack.empty()) {
     Pending pending = stack.back();
     stack.pop_back();
-    const Building& source = building[pending.old_node];
+    const AggregatePath& source = building[pending.old_node];
     const auto new_index = static_cast<uint32_t>(tree.nodes_.size());
     AggregateNode node;
     node.parent = pending.new_parent;
@@ -187,8 +199,7 @@ AggregateTree AggregateTree::build(const trace::Trace& trace, bool keep_duration
     node.category = source.category;
     node.self_ns = std::max<int64_t>(source.self_ns, 0);
     node.first_start_ns = source.first_start_ns;
-    std::span<int64_t> durations(grouped.data() + group_begin[pending.old_node],
-                                 static_cast<size_t>(source.count));
+    std::span<int64_t> durations = durations_of(pending.old_node);
     node.duration = summarize_distribution(durations);
     if (keep_durations) {
       std::sort(durations.begin(), durations.end());

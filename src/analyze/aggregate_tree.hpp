@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <span>
 #include <string>
@@ -44,11 +45,31 @@ struct AggregateNode {
   uint32_t child_count = 0;
 };
 
+// A code path as a builder collects it, before the tree is laid out: what build() gathers
+// from the trace's rows and the streaming merged tree (report/streaming_views.hpp) from the
+// spans of a file as they end.
+struct AggregatePath {
+  uint32_t parent = kNoNode;  // index in the builder's list of paths, kNoNode for a root
+  trace::StringId name = 0;
+  trace::StringId category = 0;  // the category of its first slice
+  uint64_t count = 0;
+  int64_t self_ns = 0;  // its durations minus its direct children's (clamped at 0 later)
+  int64_t first_start_ns = 0;
+};
+
 class AggregateTree {
  public:
   // Aggregates every slice of a finalized trace. With keep_durations, durations(node)
   // returns each node's durations sorted ascending (what comparisons need).
   static AggregateTree build(const trace::Trace& trace, bool keep_durations = false);
+
+  // Lays out collected paths: children and roots by first start, ties by the lower index
+  // in `paths` (build() numbers paths in the order of their first row).
+  // `durations_of(path)` gives the path's `count` durations, in any order (they may be
+  // reordered); it is asked once per path, in output order.
+  static AggregateTree from_paths(const std::vector<AggregatePath>& paths,
+                                  const std::function<std::span<int64_t>(uint32_t)>& durations_of,
+                                  bool keep_durations = false);
 
   // Depth-first pre-order: a node before its children, children by first start, roots by
   // first start.

@@ -99,7 +99,6 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
   std::vector<trace::RowIndex> inferences = inference_slices(trace, span_name);
   if (inferences.empty()) return result;
   const size_t count = inferences.size();
-  result.inference_count = count;
 
   CallForest forest = CallForest::build(trace);
   std::unordered_map<trace::StringId, size_t> column_of_key;
@@ -131,6 +130,33 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
     uncovered[index] = std::max<int64_t>(slices.dur[row] - covered, 0);
   }
 
+  BreakdownColumns collected;
+  collected.inference_count = count;
+  collected.first_start_ns = first_start;
+  collected.last_end_ns = last_end;
+  for (const PhaseColumn& column : columns)
+    collected.phases.push_back({column.key, column.entries.size(), column.slices, column.total_ns});
+  collected.totals = [&totals](std::vector<int64_t>& out) { out = totals; };
+  collected.uncovered = [&uncovered](std::vector<int64_t>& out) { out = uncovered; };
+  collected.add_phase = [&columns](size_t phase, std::vector<int64_t>& dense) {
+    for (const auto& entry : columns[phase].entries)
+      add_saturating(dense[entry.first], entry.second);
+  };
+  result = finish_breakdown(trace, span_name, grouping, collected, samples);
+  if (samples != nullptr) samples->inferences = inferences;
+  return result;
+}
+
+Breakdown finish_breakdown(const trace::Trace& trace, std::string_view span_name,
+                           PhaseGrouping grouping, const BreakdownColumns& collected,
+                           BreakdownSamples* samples) {
+  Breakdown result;
+  result.span_name = std::string(span_name);
+  const size_t count = collected.inference_count;
+  if (count == 0) return result;
+  result.inference_count = count;
+  const std::vector<BreakdownPhaseColumn>& columns = collected.phases;
+
   // Beyond kMaxBreakdownPhases phases, the ones with least time merge into one.
   std::vector<size_t> order(columns.size());
   std::iota(order.begin(), order.end(), 0);
@@ -144,19 +170,21 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
     std::sort(order.begin(), order.end());  // back to first-appearance order
   }
 
-  result.total = summarize_distribution(totals);
+  std::vector<int64_t> values;
+  collected.totals(values);
+  result.total = summarize_distribution(values);
+  std::vector<int64_t>().swap(values);
   const double total_mean = result.total.mean_ns;
   std::vector<int64_t> dense(count);
   auto summarize = [&](BreakdownPhase& phase, const std::vector<size_t>& sources) {
     std::fill(dense.begin(), dense.end(), 0);
     for (size_t source : sources) {
       phase.slices += columns[source].slices;
-      for (const auto& [inference, value] : columns[source].entries)
-        add_saturating(dense[inference], value);
+      collected.add_phase(source, dense);
     }
     phase.present_in = static_cast<uint64_t>(
         std::count_if(dense.begin(), dense.end(), [](int64_t value) { return value != 0; }));
-    if (sources.size() == 1) phase.present_in = columns[sources[0]].entries.size();
+    if (sources.size() == 1) phase.present_in = columns[sources[0]].present_in;
     // Kept before summarize_distribution, which sorts the values.
     if (samples != nullptr) samples->phase_values.push_back(dense);
     phase.per_inference = summarize_distribution(dense);
@@ -179,18 +207,19 @@ Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_nam
     summarize(other, merged);
     result.phases.push_back(std::move(other));
   }
+  std::vector<int64_t>().swap(dense);
   BreakdownPhase rest;
   rest.name = "(uncovered)";
   rest.uncovered = true;
+  collected.uncovered(values);
   rest.present_in = static_cast<uint64_t>(
-      std::count_if(uncovered.begin(), uncovered.end(), [](int64_t value) { return value > 0; }));
-  if (samples != nullptr) samples->phase_values.push_back(uncovered);  // before it is sorted
-  rest.per_inference = summarize_distribution(uncovered);
+      std::count_if(values.begin(), values.end(), [](int64_t value) { return value > 0; }));
+  if (samples != nullptr) samples->phase_values.push_back(values);  // before it is sorted
+  rest.per_inference = summarize_distribution(values);
   rest.share_of_total = total_mean > 0 ? rest.per_inference.mean_ns / total_mean : 0.0;
   result.phases.push_back(std::move(rest));
-  if (samples != nullptr) samples->inferences = inferences;
 
-  result.wall_ns = last_end - first_start;
+  result.wall_ns = collected.last_end_ns - collected.first_start_ns;
   result.inferences_per_second =
       result.wall_ns > 0 ? static_cast<double>(count) * 1e9 / static_cast<double>(result.wall_ns)
                          : 0.0;

@@ -25,6 +25,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,5 +78,36 @@ std::vector<trace::RowIndex> inference_slices(const trace::Trace& trace,
 Breakdown compute_breakdown(const trace::Trace& trace, std::string_view span_name,
                             PhaseGrouping grouping = PhaseGrouping::kChildName,
                             BreakdownSamples* samples = nullptr);
+
+// What a breakdown is computed from, however it was collected (compute_breakdown from the
+// trace's rows, the streaming breakdown from a file's spans as they end): the inferences'
+// count and time bounds, and per phase, in order of first appearance (the inferences in
+// time order, each one's children in row order), its key, counts and total; the values
+// come through the callbacks, so that a collector may hold them compactly.
+struct BreakdownPhaseColumn {
+  trace::StringId key = 0;  // child name or category
+  uint64_t present_in = 0;  // inferences with at least one such child
+  uint64_t slices = 0;      // children counted into it
+  int64_t total_ns = 0;
+};
+struct BreakdownColumns {
+  uint64_t inference_count = 0;
+  int64_t first_start_ns = 0;  // of the first inference
+  int64_t last_end_ns = 0;     // the latest inference end
+  std::vector<BreakdownPhaseColumn> phases;
+  // Fills `out` (empty) with one value per inference: its duration, and its time no child
+  // covers; in any order, the same for both.
+  std::function<void(std::vector<int64_t>& out)> totals;
+  std::function<void(std::vector<int64_t>& out)> uncovered;
+  // Adds phase `phase`'s time per inference into `dense` (inference_count values, indexed
+  // as `totals` orders the inferences).
+  std::function<void(size_t phase, std::vector<int64_t>& dense)> add_phase;
+};
+
+// The breakdown from collected columns, with the phases beyond kMaxBreakdownPhases merged;
+// `strings` names the keys. compute_breakdown ends here.
+Breakdown finish_breakdown(const trace::Trace& strings, std::string_view span_name,
+                           PhaseGrouping grouping, const BreakdownColumns& columns,
+                           BreakdownSamples* samples = nullptr);
 
 }  // namespace opsight::analyze
