@@ -79,8 +79,9 @@ void host_device_text(const analyze::HostDeviceSplit& split, std::string& out) {
 
 std::string breakdown_text(const trace::Trace& trace, const ReportOptions& options,
                            const analyze::Breakdown& breakdown,
-                           const std::optional<analyze::HostDeviceSplit>& split) {
-  std::string out = format_header_line("breakdown", trace, options) + "\n";
+                           const std::optional<analyze::HostDeviceSplit>& split,
+                           const internal::TraceExtent& extent) {
+  std::string out = internal::format_header_line("breakdown", options, extent) + "\n";
   if (breakdown.inference_count == 0) {
     out +=
         fmt::format("no span named '{}' in this trace (see opsight report --summary for names)\n",
@@ -198,16 +199,25 @@ std::string render_breakdown(const trace::Trace& trace, const ReportOptions& opt
     if (breakdown.inference_count > 0 && analyze::has_gpu_work(trace))
       split = analyze::compute_host_device_split(
           trace, analyze::inference_slices(trace, options.breakdown_span));
-    switch (options.format) {
-      case OutputFormat::kJson:
-        return breakdown_json(trace, options, breakdown, split);
-      case OutputFormat::kCsv:
-        return breakdown_csv(breakdown, split);
-      case OutputFormat::kText:
-        break;
-    }
-    return breakdown_text(trace, options, breakdown, split);
+    return internal::render_breakdown_result(trace, breakdown, split, options,
+                                             internal::TraceExtent::of(trace));
   });
+}
+
+std::string internal::render_breakdown_result(const trace::Trace& context,
+                                              const analyze::Breakdown& breakdown,
+                                              const std::optional<analyze::HostDeviceSplit>& split,
+                                              const ReportOptions& options,
+                                              const TraceExtent& extent) {
+  switch (options.format) {
+    case OutputFormat::kJson:
+      return breakdown_json(context, options, breakdown, split);
+    case OutputFormat::kCsv:
+      return breakdown_csv(breakdown, split);
+    case OutputFormat::kText:
+      break;
+  }
+  return breakdown_text(context, options, breakdown, split, extent);
 }
 
 }  // namespace opsight::report

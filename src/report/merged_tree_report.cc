@@ -21,8 +21,9 @@ size_t shown_node_count(const analyze::AggregateTree& tree, size_t max_roots, si
 }
 
 std::string merged_tree_text(const trace::Trace& trace, const ReportOptions& options,
-                             const analyze::AggregateTree& tree) {
-  std::string out = format_header_line("merged tree", trace, options);
+                             const analyze::AggregateTree& tree,
+                             const internal::TraceExtent& extent) {
+  std::string out = internal::format_header_line("merged tree", options, extent);
   out +=
       fmt::format(", {} code path{}\n", tree.nodes().size(), tree.nodes().size() == 1 ? "" : "s");
   size_t omitted = 0;
@@ -62,12 +63,13 @@ std::string merged_tree_text(const trace::Trace& trace, const ReportOptions& opt
 // A flat list in pre-order: each node has its index's parent and depth, so consumers
 // rebuild the tree without deep nesting in the document.
 std::string merged_tree_json(const trace::Trace& trace, const ReportOptions& options,
-                             const analyze::AggregateTree& tree) {
+                             const analyze::AggregateTree& tree,
+                             const internal::TraceExtent& extent) {
   size_t omitted = 0;
   const size_t shown = shown_node_count(tree, options.max_roots, &omitted);
   Json document = Json::object();
   document["source"] = options.source_name;
-  document["slice_count"] = trace.slices.size();
+  document["slice_count"] = extent.slice_count;
   Json nodes = Json::array();
   for (size_t index = 0; index < shown; ++index) {
     const analyze::AggregateNode& node = tree.nodes()[index];
@@ -117,17 +119,24 @@ std::string merged_tree_csv(const trace::Trace& trace, const ReportOptions& opti
 
 std::string render_merged_tree(const trace::Trace& trace, const ReportOptions& options) {
   return internal::render_guarded([&] {
-    analyze::AggregateTree tree = analyze::AggregateTree::build(trace);
-    switch (options.format) {
-      case OutputFormat::kJson:
-        return merged_tree_json(trace, options, tree);
-      case OutputFormat::kCsv:
-        return merged_tree_csv(trace, options, tree);
-      case OutputFormat::kText:
-        break;
-    }
-    return merged_tree_text(trace, options, tree);
+    return internal::render_merged_tree_nodes(trace, analyze::AggregateTree::build(trace), options,
+                                              internal::TraceExtent::of(trace));
   });
+}
+
+std::string internal::render_merged_tree_nodes(const trace::Trace& context,
+                                               const analyze::AggregateTree& tree,
+                                               const ReportOptions& options,
+                                               const TraceExtent& extent) {
+  switch (options.format) {
+    case OutputFormat::kJson:
+      return merged_tree_json(context, options, tree, extent);
+    case OutputFormat::kCsv:
+      return merged_tree_csv(context, options, tree);
+    case OutputFormat::kText:
+      break;
+  }
+  return merged_tree_text(context, options, tree, extent);
 }
 
 }  // namespace opsight::report

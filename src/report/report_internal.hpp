@@ -5,12 +5,16 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "analyze/aggregate_tree.hpp"
+#include "analyze/breakdown.hpp"
 #include "analyze/distribution.hpp"
+#include "analyze/kernels.hpp"
 #include "analyze/metrics.hpp"
 #include "analyze/operators.hpp"
 #include "analyze/statistics.hpp"
@@ -144,6 +148,19 @@ std::string render_table_rows(const trace::Trace& context,
 // render_summary_rows.
 std::string render_operator_table(const trace::Trace& context, const analyze::OperatorTable& table,
                                   const ReportOptions& options, const TraceExtent& extent);
+
+// The merged tree `tree` (AggregateTree::build's, or the streaming one's, naming strings of
+// `context`), as render_summary_rows.
+std::string render_merged_tree_nodes(const trace::Trace& context,
+                                     const analyze::AggregateTree& tree,
+                                     const ReportOptions& options, const TraceExtent& extent);
+
+// The breakdown `breakdown` (compute_breakdown's, or the streaming one's) with its
+// host/device split when the trace has GPU work, as render_summary_rows.
+std::string render_breakdown_result(const trace::Trace& context,
+                                    const analyze::Breakdown& breakdown,
+                                    const std::optional<analyze::HostDeviceSplit>& split,
+                                    const ReportOptions& options, const TraceExtent& extent);
 
 // Runs a renderer, turning any exception into a one-line message (nothing escapes).
 template <typename Renderer>
