@@ -462,13 +462,13 @@ def test_logs_targets_are_checked_before_the_program_starts(tmp_path):
     script.write_text("print('ran')\n")
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith(("OPSIGHT_", "OTEL_")) or key == "OPSIGHT_HOME"}
-    environment["OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"] = "grpc"
+    environment["OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"] = "http/json"  # grpc is otlp-logs-grpc
     done = subprocess.run(
         [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "--export",
          "otlp-logs", "--", sys.executable, str(script)],
         capture_output=True, text=True, timeout=60, env=environment)
     assert done.returncode == 64, done.stderr
-    assert "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL 'grpc'" in done.stderr
+    assert "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL 'http/json'" in done.stderr
     assert "ran" not in done.stdout
 
 

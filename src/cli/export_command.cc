@@ -29,7 +29,8 @@ ExportCommand::ExportCommand(CLI::App& app) {
           "(one message per batch: OTLP protobuf keyed by trace id; other query "
           "parameters are librdkafka properties, e.g. security.protocol=SASL_SSL), "
           "loki[=URL] (push API, one line per span; default path /loki/api/v1/push), "
-          "otlp-metrics[=URL] (the run's metrics), otlp-logs[=URL] and loki-logs[=URL] "
+          "otlp-metrics[=URL] (the run's metrics; otlp-metrics-grpc[=URL] over gRPC), "
+          "otlp-logs[=URL] (otlp-logs-grpc[=URL] over gRPC) and loki-logs[=URL] "
           "(the program's log records, with the ids of the span each was logged in). "
           "Repeat for several; otlp without a URL reads OTEL_EXPORTER_OTLP_ENDPOINT; "
           "docs/export.md")

@@ -38,12 +38,20 @@
 //                        ...), checked here; OPSIGHT_KAFKA_PROPERTIES ("a=b,c=d") sets
 //                        properties too (secrets off the command line), the spec's win.
 //                        Names and values are percent-decoded (%2C for a comma).
+//   otlp-metrics[=URL]   the run's metrics (otlp_metrics_encoder.hpp) as OTLP/HTTP protobuf;
+//                        the URL and settings as for otlp with /v1/metrics and the METRICS_
+//                        variables; each export bounded by OTEL_METRIC_EXPORT_TIMEOUT
 //   otlp-logs[=URL]      the program's log records (log_view.hpp: Python logging's, with the
 //                        span each was logged in) as OTLP/HTTP protobuf
 //                        ExportLogsServiceRequests; the URL and settings as for otlp with
 //                        /v1/logs and the LOGS_ variables (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
 //                        _HEADERS, _COMPRESSION, _TIMEOUT, TLS files over the general ones)
-//   loki-logs[=URL]      the same records through Loki's push API (as loki, below), streams
+//   otlp-metrics-grpc[=URL], otlp-logs-grpc[=URL]
+//                        the same requests over OTLP/gRPC (MetricsService/Export,
+//                        LogsService/Export), with otlp-grpc's rules and the METRICS_ / LOGS_
+//                        variables; also otlp-metrics / otlp-logs when
+//                        OTEL_EXPORTER_OTLP_[METRICS_|LOGS_]PROTOCOL is grpc
+//   loki-logs[=URL]      the log records through Loki's push API (as loki, below), streams
 //                        labelled service_name and level
 //   loki[=URL]           Loki's push API, JSON (loki_encoder.hpp): one log line per span,
 //                        streams labelled service_name, span_name, status. Default
@@ -131,6 +139,10 @@ struct TraceExportOptions {
   // request, how long a partial batch waits, records queued at most, and how long one
   // batch may take with its retries (0: the exporter's own bound).
   double metric_export_interval_s = 60;
+  // How long one export of an OTLP metrics target (otlp-metrics, otlp-metrics-grpc) may take,
+  // at exit as live, retries included, and each request within it at most
+  // (OTEL_METRIC_EXPORT_TIMEOUT, the periodic reader's, default 30 s).
+  double metric_export_timeout_s = 30;
   size_t log_batch_records = 512;
   double log_schedule_delay_s = 1;
   size_t log_max_queue_records = 2048;
@@ -147,6 +159,8 @@ struct TraceExportOptions {
 // and, for live export, the periodic metric reader's and the batch log record processor's:
 //   OTEL_METRIC_EXPORT_INTERVAL     ms between two exports of a metrics target
 //                                   (metric_export_interval_s)
+//   OTEL_METRIC_EXPORT_TIMEOUT      ms one export of an OTLP metrics target may take, at
+//                                   exit too (metric_export_timeout_s)
 //   OTEL_BLRP_MAX_EXPORT_BATCH_SIZE, OTEL_BLRP_MAX_QUEUE_SIZE, OTEL_BLRP_SCHEDULE_DELAY,
 //   OTEL_BLRP_EXPORT_TIMEOUT        the same four for log records (log_*)
 // Returns what is wrong with a value ("OTEL_BSP_SCHEDULE_DELAY 'soon': ..."), else empty.
@@ -158,9 +172,16 @@ std::string apply_batch_environment(const Environment& environment, bool batch_g
 // records). An explicit `opsight export` ignores it.
 bool sdk_disabled(const Environment& environment);
 
-// The senders of one target's BatchExporter, as many as `options` asks for that kind.
+// The senders of one target's BatchExporter, as many as `options` asks for that kind. An
+// OTLP metrics target's requests are bounded by metric_export_timeout_s too.
 std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& target,
                                                        const TraceExportOptions& options);
+
+// The BatchExporter options of one target: options.exporter, with an OTLP metrics target's
+// batch given up after metric_export_timeout_s (retries included), as OTEL_BSP_EXPORT_TIMEOUT
+// does for spans.
+BatchExporterOptions exporter_options_for(const ExportTarget& target,
+                                          const TraceExportOptions& options);
 
 struct TargetReport {
   std::string description;  // "otlp http://127.0.0.1:4318/v1/traces"

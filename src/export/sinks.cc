@@ -39,12 +39,14 @@ std::vector<std::string_view> SinkDescription::spellings() const {
 }
 
 std::span<const SinkDescription* const> sinks() {
-  static const std::array<const SinkDescription*, 11> table{
+  static const std::array<const SinkDescription*, 13> table{
       &otlp::protobuf_sink(),
       &otlp::json_sink(),
       &otlp::grpc_sink(),
       &otlp::metrics_sink(),
+      &otlp::metrics_grpc_sink(),
       &otlp::logs_sink(),
+      &otlp::logs_grpc_sink(),
       &zipkin::sink(),
       &prometheus::pushgateway_sink(),
       &prometheus::served_sink(),

@@ -17,10 +17,15 @@ A target is one of (docs/export.md):
 - ``loki[=URL]``: Loki's push API, one JSON log line per span in streams labelled
   ``service_name``, ``span_name``, ``status`` (default path ``/loki/api/v1/push``;
   VictoriaLogs: ``loki=http://HOST:9428/insert/loki/api/v1/push``);
+- ``otlp-metrics[=URL]``: the run's metrics as OTLP/HTTP (default ``/v1/metrics``, the
+  ``OTEL_EXPORTER_OTLP_METRICS_*`` variables); ``otlp-metrics-grpc[=URL]`` (or
+  ``otlp-metrics`` with ``OTEL_EXPORTER_OTLP_[METRICS_]PROTOCOL=grpc``) over gRPC;
 - ``otlp-logs[=URL]``, ``loki-logs[=URL]``: the program's own log records (Python
   ``logging``, recorded by ``opsight.integrations.logs``) with the trace and span ids of
   the span each was logged in, as OTLP/HTTP logs (default ``/v1/logs``, the
-  ``OTEL_EXPORTER_OTLP_LOGS_*`` variables) or through Loki's push API.
+  ``OTEL_EXPORTER_OTLP_LOGS_*`` variables) or through Loki's push API;
+  ``otlp-logs-grpc[=URL]`` (or ``otlp-logs`` with ``OTEL_EXPORTER_OTLP_[LOGS_]PROTOCOL=grpc``)
+  as OTLP/gRPC logs.
 
 ``OPSIGHT_EXPORT`` holds several, separated by commas, semicolons or spaces; a comma
 inside a Kafka target's broker list or properties stays in that target (a piece that

@@ -106,7 +106,8 @@ std::optional<double> grpc_retry_delay_s(std::string_view status_details) {
 }
 
 SendResult grpc_send_result(int code, std::string_view message, std::string_view details,
-                            std::string_view response, std::string_view target) {
+                            std::string_view response, std::string_view target,
+                            std::string_view item) {
   SendResult result;
   if (code == 0) {
     result.outcome = SendResult::Outcome::kSent;
@@ -114,7 +115,7 @@ SendResult grpc_send_result(int code, std::string_view message, std::string_view
     if (partial.rejected_spans > 0) {
       result.rejected_spans = partial.rejected_spans;
       result.message = std::string(target) + " rejected " + std::to_string(partial.rejected_spans) +
-                       " span" + (partial.rejected_spans == 1 ? "" : "s") +
+                       " " + std::string(item) + (partial.rejected_spans == 1 ? "" : "s") +
                        " of the batch (OTLP partial success)" +
                        (partial.error_message.empty() ? "" : ": " + partial.error_message);
     }
@@ -207,8 +208,9 @@ class GrpcSender : public BatchSender {
     gpr_timespec deadline = gpr_time_add(
         gpr_now(GPR_CLOCK_MONOTONIC),
         gpr_time_from_micros(static_cast<int64_t>(options_.timeout_s * 1e6), GPR_TIMESPAN));
+    // options_ outlives the call: the method's bytes are not copied.
     grpc_slice method =
-        grpc_slice_from_static_buffer(kOtlpTraceExportMethod.data(), kOtlpTraceExportMethod.size());
+        grpc_slice_from_static_buffer(options_.method.data(), options_.method.size());
     grpc_call* call = grpc_channel_create_call(channel_, nullptr, GRPC_PROPAGATE_DEFAULTS, queue_,
                                                method, nullptr, deadline, nullptr);
     std::vector<grpc_metadata> metadata(options_.headers.size());
@@ -261,7 +263,8 @@ class GrpcSender : public BatchSender {
                          GRPC_SLICE_LENGTH(trailing_metadata.metadata[i].value));
       std::string text(reinterpret_cast<const char*>(GRPC_SLICE_START_PTR(status_message)),
                        GRPC_SLICE_LENGTH(status_message));
-      result = grpc_send_result(static_cast<int>(code), text, details, answer, target());
+      result =
+          grpc_send_result(static_cast<int>(code), text, details, answer, target(), options_.item);
       if (result.outcome == SendResult::Outcome::kSent) result.wire_bytes = message.size();
     } else {
       // Only a metadata key or value gRPC forbids gets here (the target's checks refuse them).
@@ -283,7 +286,7 @@ class GrpcSender : public BatchSender {
     return result;
   }
 
-  std::string describe() const override { return "otlp-grpc " + target(); }
+  std::string describe() const override { return options_.label + " " + target(); }
 
  private:
   std::string target() const { return (options_.tls ? "https://" : "http://") + options_.address; }

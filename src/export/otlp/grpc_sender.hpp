@@ -1,10 +1,12 @@
-// Sends each encoded batch as one OTLP/gRPC call: the unary method
-// /opentelemetry.proto.collector.trace.v1.TraceService/Export with the very bytes
-// encode_otlp_protobuf writes (an ExportTraceServiceRequest) as the request message, through
-// grpc's C core API (Debian's libgrpc++-dev, which brings it; grpc++'s channel arguments):
-// no protoc, no generated code, no libprotobuf. The answer's bytes are an
-// ExportTraceServiceResponse, read with the HTTP path's decoder, so a partial success counts its
-// rejected spans as dropped.
+// Sends each encoded batch as one OTLP/gRPC call: the unary Export method of the signal's
+// service (GrpcSenderOptions::method: TraceService's for spans, MetricsService's for metrics,
+// LogsService's for log records) with the very bytes the OTLP/HTTP path's encoder writes
+// (an ExportTraceServiceRequest, ExportMetricsServiceRequest or ExportLogsServiceRequest) as
+// the request message, through grpc's C core API (Debian's libgrpc++-dev, which brings it;
+// grpc++'s channel arguments): no protoc, no generated code, no libprotobuf. The answer's
+// bytes are the service's Export*ServiceResponse, read with the HTTP path's decoder (the
+// three partial successes keep their count in field 1), so a partial success counts its
+// rejected spans, data points or log records as dropped.
 //
 // The call's status sorts the attempt the way the OTLP specification sorts gRPC codes:
 //   OK                                               sent
@@ -48,13 +50,20 @@
 
 namespace opsight::exporting {
 
-// The OTLP trace service's one method, as a gRPC path.
+// The OTLP services' one method each, as gRPC paths.
 inline constexpr std::string_view kOtlpTraceExportMethod =
     "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+inline constexpr std::string_view kOtlpMetricsExportMethod =
+    "/opentelemetry.proto.collector.metrics.v1.MetricsService/Export";
+inline constexpr std::string_view kOtlpLogsExportMethod =
+    "/opentelemetry.proto.collector.logs.v1.LogsService/Export";
 
 struct GrpcSenderOptions {
   std::string address;  // "host:port" (an IPv6 host in brackets)
-  bool tls = false;     // https:// (SslCredentials), else plaintext
+  std::string method = std::string(kOtlpTraceExportMethod);  // the unary method called
+  std::string label = "otlp-grpc";  // the sink's name, for describe() ("otlp-grpc http://...")
+  std::string item = "span";        // what a partial success rejects, for its message
+  bool tls = false;                 // https:// (SslCredentials), else plaintext
   // PEM files: the CA that signs the server's certificate (empty: the system's roots), this
   // client's certificate and key (mutual TLS; both or neither). Read when the sender is made.
   std::string ca_certificate_path, client_certificate_path, client_key_path;
@@ -87,8 +96,10 @@ std::string grpc_code_name(int code);
 
 // Sorts a finished call (the table above): `code` is gRPC's status code, `message` its
 // text, `details` the status details' bytes, `response` the answer's bytes (read for a
-// partial success when `code` is 0), `target` the collector's address, for messages.
+// partial success when `code` is 0), `target` the collector's address, for messages, `item`
+// what the request carries ("span", "data point", "log record"), for a partial success's.
 SendResult grpc_send_result(int code, std::string_view message, std::string_view details,
-                            std::string_view response, std::string_view target);
+                            std::string_view response, std::string_view target,
+                            std::string_view item = "span");
 
 }  // namespace opsight::exporting

@@ -5,8 +5,11 @@
 // is read from the status details), and, where gRPC is built in, the sender against an
 // in-process gRPC server that answers the Export method from a script: the request is the
 // encoder's bytes, the metadata and User-Agent arrive, a partial success is counted, an
-// UNAVAILABLE is retried through BatchExporter. The proof against a real collector is
-// tests/integration/test_export_servers.py (Jaeger's OTLP gRPC receiver).
+// UNAVAILABLE is retried through BatchExporter; otlp-metrics-grpc and otlp-logs-grpc (and the
+// METRICS_/LOGS_ PROTOCOL variables that select them) call their services' Export with the
+// bytes the HTTP sinks send. The proof against a real collector is
+// tests/integration/test_export_servers.py (Jaeger's OTLP gRPC receiver) and, for metrics and
+// logs, tests/integration/test_export_grpc_metrics_logs.py.
 #include "export/otlp/grpc_sender.hpp"
 
 #include <gtest/gtest.h>
@@ -17,7 +20,9 @@
 
 #include "export/batch_exporter.hpp"
 #include "export/export.hpp"
+#include "export/log_view.hpp"
 #include "export/otlp/otlp_fields.hpp"
+#include "schema/log_names.hpp"
 #include "wire/proto_encoder.hpp"
 
 #if OPSIGHT_WITH_GRPC
@@ -210,6 +215,113 @@ TEST(OtlpGrpcTarget, HeadersAreLowercaseMetadataWithGzipAndTheTimeout) {
   EXPECT_NE(error.find("cannot be read"), std::string::npos) << error;
 }
 
+// otlp-metrics-grpc and otlp-logs-grpc, and the plain kinds turned into them by their
+// signal's PROTOCOL (over the general one, as for traces).
+TEST(OtlpGrpcTarget, MetricsAndLogsTakeGrpcFromTheirProtocol) {
+  std::string error;
+  if (!opsight::exporting::grpc_available()) {
+    EXPECT_FALSE(parse("otlp-metrics-grpc", {}, &error));
+    EXPECT_NE(error.find("without OTLP/gRPC support"), std::string::npos) << error;
+    GTEST_SKIP() << "built without gRPC";
+  }
+  struct Signal {
+    std::string lower, upper, item;
+    opsight::exporting::SinkPayload payload;
+  };
+  for (const Signal& signal :
+       {Signal{"metrics", "METRICS", "data point", opsight::exporting::SinkPayload::kMetrics},
+        Signal{"logs", "LOGS", "log record", opsight::exporting::SinkPayload::kLogs}}) {
+    SCOPED_TRACE(signal.lower);
+    std::string plain = "otlp-" + signal.lower, grpc = plain + "-grpc";
+    std::string own = "OTEL_EXPORTER_OTLP_" + signal.upper + "_PROTOCOL";
+    auto target = parse(grpc, {}, &error);
+    ASSERT_TRUE(target) << error;
+    EXPECT_EQ(target->label(), grpc);
+    EXPECT_EQ(target->endpoint.url(), "http://localhost:4317/");
+    EXPECT_EQ(target->sink->payload, signal.payload);
+    EXPECT_EQ(target->sink->item, signal.item);
+    // The -grpc kind is gRPC whatever the protocol says, as otlp-grpc is.
+    target = parse(grpc, {{own, "http/protobuf"}}, &error);
+    ASSERT_TRUE(target) << error;
+    EXPECT_EQ(target->label(), grpc);
+    // The general protocol turns the plain kind into gRPC...
+    target = parse(plain, {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}, &error);
+    ASSERT_TRUE(target) << error;
+    EXPECT_EQ(target->label(), grpc);
+    EXPECT_EQ(target->endpoint.port, 4317);
+    // ...and the signal's own wins over it, either way.
+    target =
+        parse(plain, {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}, {own, "http/protobuf"}}, &error);
+    ASSERT_TRUE(target) << error;
+    EXPECT_EQ(target->label(), plain);
+    EXPECT_EQ(target->endpoint.url(), "http://localhost:4318/v1/" + signal.lower);
+    target =
+        parse(plain, {{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"}, {own, "grpc"}}, &error);
+    ASSERT_TRUE(target) << error;
+    EXPECT_EQ(target->label(), grpc);
+    // The traces' protocol is not theirs.
+    target = parse(plain, {{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "grpc"}}, &error);
+    ASSERT_TRUE(target) << error;
+    EXPECT_EQ(target->label(), plain);
+    EXPECT_FALSE(parse(plain, {{own, "thrift"}}, &error));
+    EXPECT_NE(
+        error.find(own + " 'thrift': opsight sends " + signal.lower + " as http/protobuf or grpc"),
+        std::string::npos)
+        << error;
+  }
+}
+
+TEST(OtlpGrpcTarget, MetricsAndLogsReadTheirOwnVariablesWithGrpcsMeanings) {
+  if (!opsight::exporting::grpc_available()) GTEST_SKIP() << "built without gRPC";
+  std::string error;
+  auto target = parse("otlp-logs-grpc",
+                      {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://general:4317"},
+                       {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4317"},
+                       {"OTEL_EXPORTER_OTLP_LOGS_ENDPOINT", "logs-collector:4317"},
+                       {"OTEL_EXPORTER_OTLP_INSECURE", "false"},
+                       {"OTEL_EXPORTER_OTLP_LOGS_INSECURE", "true"},
+                       {"OTEL_EXPORTER_OTLP_HEADERS", "X-Team=ml"},
+                       {"OTEL_EXPORTER_OTLP_LOGS_HEADERS", "X-Tenant=logs"},
+                       {"OTEL_EXPORTER_OTLP_LOGS_COMPRESSION", "gzip"},
+                       {"OTEL_EXPORTER_OTLP_TIMEOUT", "9000"},
+                       {"OTEL_EXPORTER_OTLP_LOGS_TIMEOUT", "1500"}},
+                      &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_EQ(target->endpoint.url(), "http://logs-collector:4317/");  // LOGS_INSECURE=true
+  EXPECT_EQ(target->headers, (std::vector<std::pair<std::string, std::string>>{
+                                 {"x-team", "ml"}, {"x-tenant", "logs"}}));
+  EXPECT_TRUE(target->gzip);
+  EXPECT_DOUBLE_EQ(target->timeout_s, 1.5);
+  EXPECT_EQ(opsight::exporting::make_sender(*target, 5)->describe(),
+            "otlp-logs-grpc http://logs-collector:4317");
+  // The general endpoint gets no /v1/metrics over gRPC; a scheme-less one is TLS.
+  target = parse("otlp-metrics-grpc",
+                 {{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317"},
+                  {"OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE", "delta"}},
+                 &error);
+  ASSERT_TRUE(target) << error;
+  EXPECT_EQ(target->endpoint.url(), "https://collector:4317/");
+  EXPECT_TRUE(target->delta_temporality);
+  EXPECT_EQ(opsight::exporting::make_sender(*target, 5)->describe(),
+            "otlp-metrics-grpc https://collector:4317");
+  EXPECT_FALSE(parse("otlp-metrics-grpc",
+                     {{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://c:4317/v1/metrics"}},
+                     &error));
+  EXPECT_NE(error.find("'/v1/metrics' is a path"), std::string::npos) << error;
+  EXPECT_FALSE(
+      parse("otlp-metrics-grpc=c:4317", {{"OTEL_EXPORTER_OTLP_METRICS_INSECURE", "yes"}}, &error));
+  EXPECT_NE(error.find("OTEL_EXPORTER_OTLP_METRICS_INSECURE 'yes' is not true or false"),
+            std::string::npos)
+      << error;
+  EXPECT_FALSE(parse("otlp-logs-grpc", {{"OTEL_EXPORTER_OTLP_LOGS_HEADERS", "grpc-x=1"}}, &error));
+  EXPECT_NE(error.find("cannot be gRPC metadata"), std::string::npos) << error;
+  EXPECT_FALSE(parse("otlp-metrics-grpc=https://c:4317",
+                     {{"OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE", "/nonexistent/c.pem"}},
+                     &error));
+  EXPECT_NE(error.find("OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE"), std::string::npos)
+      << error;
+}
+
 TEST(OtlpGrpcStatus, RetryableCodesAsTheSpecificationListsThem) {
   using Outcome = SendResult::Outcome;
   // CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS.
@@ -284,6 +396,12 @@ TEST(OtlpGrpcStatus, APartialSuccessCountsItsRejectedSpans) {
       << result.message;
   EXPECT_EQ(opsight::exporting::grpc_send_result(0, "", "", "", "http://c:4317").rejected_spans,
             0u);
+  // Metrics and logs name what they carry.
+  result = opsight::exporting::grpc_send_result(0, "", "", partial_success_response(1, ""),
+                                                "http://c:4317", "data point");
+  EXPECT_EQ(result.rejected_spans, 1u);
+  EXPECT_NE(result.message.find("rejected 1 data point of the batch"), std::string::npos)
+      << result.message;
 }
 
 #if OPSIGHT_WITH_GRPC
@@ -483,6 +601,89 @@ TEST(OtlpGrpcSender, APermanentCodeAndADeadPortAreBoundedAndNamed) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   EXPECT_EQ(refused.outcome, SendResult::Outcome::kRetryable) << refused.message;
   EXPECT_NE(refused.message.find("gRPC UNAVAILABLE"), std::string::npos) << refused.message;
+}
+
+namespace {
+
+// Five "work" spans and three log records (instants the logging bridge would write), two
+// of them inside a span.
+opsight::trace::Trace grpc_signals_trace() {
+  namespace schema = opsight::schema;
+  using opsight::trace::ArgValue;
+  opsight::trace::Trace trace;
+  trace.run.has_unix_offset = true;
+  trace.run.unix_offset_ns = 1'700'000'000'000'000'000;
+  auto track = trace.thread_track(1, 1);
+  for (int i = 0; i < 5; ++i) trace.slices.add(i * 100, 50, trace.intern("work"), 0, track);
+  for (int i = 0; i < 3; ++i) {
+    auto row = trace.instants.add(i * 100 + 10, trace.intern("INFO"),
+                                  trace.intern(schema::kLogCategory), track);
+    trace.instant_args.add(row, trace.intern(schema::kLogLevel), ArgValue::of_int(20));
+    trace.instant_args.add(row, trace.intern(schema::kLogMessage),
+                           ArgValue::of_string(trace.intern("record " + std::to_string(i))));
+    trace.instant_args.add(row, trace.intern(schema::kLogLoggerName),
+                           ArgValue::of_string(trace.intern("app")));
+  }
+  trace.finalize();
+  return trace;
+}
+
+}  // namespace
+
+// otlp-metrics-grpc and otlp-logs-grpc through export_trace: each calls its service's
+// Export with the very request the OTLP/HTTP sink of its signal sends, and a partial
+// success counts its rejected data points or log records as dropped.
+TEST(OtlpGrpcSender, MetricsAndLogsCallTheirServicesWithTheHttpSinksRequests) {
+  ScriptedCollector collector({{grpc::StatusCode::OK, "", "", partial_success_response(2, "old")}});
+  opsight::trace::Trace trace = grpc_signals_trace();
+  std::string url = "=http://127.0.0.1:" + std::to_string(collector.port()), error;
+  auto metrics = parse("otlp-metrics-grpc" + url, {}, &error);
+  ASSERT_TRUE(metrics) << error;
+  auto logs = parse("otlp-logs-grpc" + url, {}, &error);
+  ASSERT_TRUE(logs) << error;
+  opsight::exporting::TraceExportOptions options;
+  options.requests_in_flight = 1;
+  auto reports = opsight::exporting::export_trace(trace, {*metrics, *logs}, options);
+  ASSERT_EQ(reports.size(), 2u);
+
+  // What the HTTP sinks would send (the same encoders, the same view).
+  auto http_metrics = parse("otlp-metrics", {}, &error);
+  auto http_logs = parse("otlp-logs", {}, &error);
+  ASSERT_TRUE(http_metrics && http_logs) << error;
+  opsight::exporting::SpanView view(trace, options.resource);
+  uint64_t points = 0;
+  std::string metrics_request =
+      http_metrics->sink->metrics_body(trace, view, *http_metrics, &points);
+  opsight::exporting::LogView records(view);
+  std::string logs_request = http_logs->sink->logs_body(records, records.records());
+  ASSERT_EQ(records.records().size(), 3u);
+
+  std::map<std::string, std::string> requests;
+  for (const auto& call : collector.calls()) requests[call.method] = call.request;
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests["/opentelemetry.proto.collector.metrics.v1.MetricsService/Export"],
+            metrics_request);
+  EXPECT_EQ(requests["/opentelemetry.proto.collector.logs.v1.LogsService/Export"], logs_request);
+
+  EXPECT_EQ(reports[0].description,
+            "otlp-metrics-grpc http://127.0.0.1:" + std::to_string(collector.port()));
+  EXPECT_EQ(reports[0].item, "data point");
+  EXPECT_EQ(reports[0].stats.spans_offered, points);
+  EXPECT_EQ(reports[0].stats.spans_sent, points - 2);
+  EXPECT_EQ(reports[0].stats.spans_dropped_failed, 2u);
+  EXPECT_NE(reports[0].stats.last_error.find(
+                "rejected 2 data points of the batch (OTLP partial success): old"),
+            std::string::npos)
+      << reports[0].stats.last_error;
+  EXPECT_EQ(reports[1].description,
+            "otlp-logs-grpc http://127.0.0.1:" + std::to_string(collector.port()));
+  EXPECT_EQ(reports[1].item, "log record");
+  EXPECT_EQ(reports[1].stats.spans_offered, 3u);
+  EXPECT_EQ(reports[1].stats.spans_sent, 1u);
+  EXPECT_EQ(reports[1].stats.spans_dropped_failed, 2u);
+  EXPECT_NE(reports[1].stats.last_error.find("rejected 2 log records of the batch"),
+            std::string::npos)
+      << reports[1].stats.last_error;
 }
 
 #endif  // OPSIGHT_WITH_GRPC

@@ -486,9 +486,9 @@ TEST(OtlpLogs, TheLogsVariablesWinOverTheGeneralOnes) {
   ASSERT_TRUE(target) << error;
   EXPECT_EQ(target->endpoint.url(), "http://logs:4318/custom/path");  // as is
 
-  variables["OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"] = "grpc";
+  variables["OTEL_EXPORTER_OTLP_LOGS_PROTOCOL"] = "http/json";  // grpc: otlp-logs-grpc
   EXPECT_FALSE(opsight::exporting::parse_export_target("otlp-logs", environment, &error));
-  EXPECT_NE(error.find("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL 'grpc'"), std::string::npos) << error;
+  EXPECT_NE(error.find("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL 'http/json'"), std::string::npos) << error;
   variables.erase("OTEL_EXPORTER_OTLP_LOGS_PROTOCOL");
   variables["OTEL_EXPORTER_OTLP_LOGS_COMPRESSION"] = "br";
   EXPECT_FALSE(opsight::exporting::parse_export_target("otlp-logs", environment, &error));

@@ -2,8 +2,12 @@
 // the wire walker (python/tests/test_otlp_metrics.py checks the same bytes against the
 // opentelemetry-proto package's descriptors, and tests/integration against the OpenTelemetry
 // Collector's own OTLP receiver), and the otlp-metrics target's settings.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <bit>
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <thread>
 
 #include "export/export.hpp"
+#include "export/otlp/grpc_sender.hpp"
 #include "export/otlp/otlp_fields.hpp"
 #include "export/otlp/otlp_metrics_encoder.hpp"
 #include "wire/proto_decoder_for_tests.hpp"
@@ -206,9 +211,14 @@ TEST(OtlpMetrics, TheTargetReadsTheMetricsVariablesOverTheGeneralOnes) {
   EXPECT_FALSE(parse_export_target("otlp-metrics", environment, &error));
   EXPECT_NE(error.find("TEMPORALITY_PREFERENCE 'sometimes'"), std::string::npos) << error;
   variables.erase("OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE");
-  variables["OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"] = "grpc";
+  // grpc makes it otlp-metrics-grpc (OtlpGrpcTarget.MetricsAndLogsTakeGrpcFromTheirProtocol);
+  // OTLP/JSON is not sent for metrics.
+  variables["OTEL_EXPORTER_OTLP_METRICS_PROTOCOL"] = "http/json";
   EXPECT_FALSE(parse_export_target("otlp-metrics", environment, &error));
-  EXPECT_NE(error.find("http/protobuf only"), std::string::npos) << error;
+  EXPECT_NE(error.find("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL 'http/json': opsight sends metrics "
+                       "as http/protobuf or grpc"),
+            std::string::npos)
+      << error;
 }
 
 // A sampled rate is sent as the monotonic sum of its quantity in its base unit (what the
@@ -313,6 +323,70 @@ TEST(OtlpMetrics, APartialSuccessCountsRejectedDataPoints) {
                 "rejected 2 data points of the batch (OTLP partial success): too old"),
             std::string::npos)
       << reports[0].stats.last_error;
+}
+
+// OTEL_METRIC_EXPORT_TIMEOUT bounds each export of an OTLP metrics target, over HTTP and gRPC:
+// against a black hole (a port that takes connections and never answers) the export ends
+// within it and counts every data point dropped, where the request's own 10 s timeout and
+// the retries would hold it for the whole 30 s of the export.
+TEST(OtlpMetrics, TheMetricExportTimeoutBoundsEachExportOverHttpAndGrpc) {
+  using opsight::exporting::apply_batch_environment;
+  std::map<std::string, std::string> variables;
+  auto environment = [&](const char* name) -> const char* {
+    auto found = variables.find(name);
+    return found == variables.end() ? nullptr : found->second.c_str();
+  };
+  opsight::exporting::TraceExportOptions options;
+  EXPECT_EQ(apply_batch_environment(environment, false, &options), "");
+  EXPECT_DOUBLE_EQ(options.metric_export_timeout_s, 30);  // the specification's default
+  variables["OTEL_METRIC_EXPORT_TIMEOUT"] = "soon";
+  EXPECT_NE(apply_batch_environment(environment, false, &options)
+                .find("OTEL_METRIC_EXPORT_TIMEOUT 'soon' is not a positive whole number"),
+            std::string::npos);
+  variables["OTEL_METRIC_EXPORT_TIMEOUT"] = "400";
+  EXPECT_EQ(apply_batch_environment(environment, false, &options), "");
+  EXPECT_DOUBLE_EQ(options.metric_export_timeout_s, 0.4);
+
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 64), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  std::string port = std::to_string(ntohs(address.sin_port));
+
+  opsight::trace::Trace trace;
+  auto track = trace.thread_track(1, 1);
+  for (int i = 0; i < 5; ++i) trace.slices.add(i * 100, 50, trace.intern("work"), 0, track);
+  trace.finalize();
+  std::vector<std::string> specs{"otlp-metrics=http://127.0.0.1:" + port};
+  if (opsight::exporting::grpc_available())
+    specs.push_back("otlp-metrics-grpc=http://127.0.0.1:" + port);
+  for (const std::string& spec : specs) {
+    SCOPED_TRACE(spec);
+    std::string error;
+    auto target = parse_export_target(spec, environment, &error);
+    ASSERT_TRUE(target) << error;
+    options.timeout_s = 30;
+    options.requests_in_flight = 1;
+    auto start = std::chrono::steady_clock::now();
+    auto reports = opsight::exporting::export_trace(trace, {*target}, options);
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ASSERT_EQ(reports.size(), 1u);
+    // HTTP: 0.4 s for the request, then one check as long again of whether the port speaks
+    // HTTP/2 only (http_sender.cc). gRPC: its connection attempts fail fast (the channel's
+    // short connect timeout) and are retried until the next retry would pass the bound.
+    // Without the bound: 10 s a request, retried for the export's 30 s.
+    EXPECT_LT(seconds, 3.0) << reports[0].stats.drop_reasons();
+    EXPECT_EQ(reports[0].stats.spans_offered, 4u);
+    EXPECT_EQ(reports[0].stats.spans_sent, 0u);
+    EXPECT_EQ(reports[0].stats.spans_dropped(), 4u) << reports[0].stats.drop_reasons();
+  }
+  ::close(listener);
 }
 
 // A delta export's content (live otlp-metrics with delta temporality): what each histogram,

@@ -36,14 +36,16 @@ std::string_view setting(const Environment& environment, const Signal& signal,
   return value;
 }
 
-// gRPC's endpoint is an address, never a path: the variables are used as they are, and a
-// scheme-less host:port is TLS unless ..._INSECURE is true (the specification).
-std::optional<std::string> grpc_url(const Environment& environment, std::string& url) {
+// gRPC's endpoint is an address, never a path: the signal's variable, else the general one,
+// used as it is, and a scheme-less host:port is TLS unless ..._INSECURE is true (the
+// specification).
+std::optional<std::string> grpc_url(const Environment& environment, const Signal& signal,
+                                    std::string& url) {
   std::string name;
-  if (url.empty()) url = setting(environment, kTraces, "ENDPOINT", &name);
+  if (url.empty()) url = setting(environment, signal, "ENDPOINT", &name);
   if (url.empty()) url = "http://localhost:4317";
   if (url.find("://") != std::string::npos) return std::nullopt;
-  std::string insecure(setting(environment, kTraces, "INSECURE", &name));
+  std::string insecure(setting(environment, signal, "INSECURE", &name));
   for (char& character : insecure)
     character = static_cast<char>(std::tolower(static_cast<unsigned char>(character)));
   if (!insecure.empty() && insecure != "true" && insecure != "false")
@@ -155,6 +157,29 @@ std::optional<std::string> check_grpc_metadata(ExportTarget& target) {
   return std::nullopt;
 }
 
+// What every OTLP target of `signal` reads, over HTTP (`grpc` false: `url` completed with
+// the signal's path) or gRPC (an address without a path): endpoint, headers, compression,
+// timeout, TLS files.
+std::optional<std::string> parse_signal(const Signal& signal, bool grpc, std::string_view rest,
+                                        const Environment& environment, ExportTarget& target) {
+  if (grpc && !grpc_available()) {
+    std::string why;
+    make_grpc_sender({}, &why);
+    return why;
+  }
+  std::string url(rest), default_path = "/";
+  if (grpc) {
+    if (auto why = grpc_url(environment, signal, url)) return why;
+  } else {
+    url = http_url(environment, signal, std::move(url), &default_path);
+  }
+  if (auto why = read_headers(environment, signal, target)) return why;
+  if (auto why = read_settings(environment, signal, target)) return why;
+  if (auto why = set_http_endpoint(target, url, default_path)) return why;
+  if (grpc) return check_grpc_metadata(target);
+  return std::nullopt;
+}
+
 std::optional<std::string> parse(std::string_view spelling, std::string_view rest,
                                  const Environment& environment, ExportTarget& target) {
   std::string_view protocol = environment_value(environment, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL");
@@ -166,33 +191,37 @@ std::optional<std::string> parse(std::string_view spelling, std::string_view res
   bool json = spelling == "otlp-json" || (spelling == "otlp" && protocol == "http/json");
   bool grpc = spelling == "otlp-grpc" || (spelling == "otlp" && protocol == "grpc");
   target.sink = grpc ? &grpc_sink() : json ? &json_sink() : &protobuf_sink();
-  if (grpc && !grpc_available()) {
-    std::string why;
-    make_grpc_sender({}, &why);
-    return why;
-  }
-  std::string url(rest), default_path = "/";
-  if (grpc) {
-    if (auto why = grpc_url(environment, url)) return why;
-  } else {
-    url = http_url(environment, kTraces, std::move(url), &default_path);
-  }
-  if (auto why = read_headers(environment, kTraces, target)) return why;
-  if (auto why = read_settings(environment, kTraces, target)) return why;
-  if (auto why = set_http_endpoint(target, url, default_path)) return why;
-  if (grpc) return check_grpc_metadata(target);
+  return parse_signal(kTraces, grpc, rest, environment, target);
+}
+
+// Metrics and logs: `plain` (otlp-metrics, otlp-logs) is OTLP/HTTP protobuf unless
+// OTEL_EXPORTER_OTLP_[<SIGNAL>_]PROTOCOL is grpc, which makes it the gRPC sibling, as for
+// traces; the -grpc spelling is gRPC whatever the variables say. http/json is refused.
+std::optional<std::string> parse_signal_protocol(const Signal& signal, std::string_view spelling,
+                                                 std::string_view plain, std::string_view what,
+                                                 const Environment& environment, bool* grpc) {
+  *grpc = spelling != plain;
+  if (*grpc) return std::nullopt;
+  std::string name;
+  std::string_view protocol = setting(environment, signal, "PROTOCOL", &name);
+  if (protocol == "grpc")
+    *grpc = true;
+  else if (!protocol.empty() && protocol != "http/protobuf")
+    return name + " '" + std::string(protocol) + "': opsight sends " + std::string(what) +
+           " as http/protobuf or grpc (traces also take http/json)";
   return std::nullopt;
 }
 
-// otlp-metrics: OTLP/HTTP protobuf to /v1/metrics, with the METRICS_ variables, and the
-// temporality OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE asks for.
-std::optional<std::string> parse_metrics(std::string_view, std::string_view rest,
+// otlp-metrics: OTLP/HTTP protobuf to /v1/metrics (otlp-metrics-grpc: MetricsService/Export),
+// with the METRICS_ variables, and the temporality
+// OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE asks for.
+std::optional<std::string> parse_metrics(std::string_view spelling, std::string_view rest,
                                          const Environment& environment, ExportTarget& target) {
-  std::string name = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL";
-  std::string_view protocol = setting(environment, kMetrics, "PROTOCOL", &name);
-  if (!protocol.empty() && protocol != "http/protobuf")
-    return name + " '" + std::string(protocol) +
-           "': opsight sends metrics as http/protobuf only (traces also take grpc and http/json)";
+  bool grpc = false;
+  if (auto why =
+          parse_signal_protocol(kMetrics, spelling, "otlp-metrics", "metrics", environment, &grpc))
+    return why;
+  target.sink = grpc ? &metrics_grpc_sink() : &metrics_sink();
   std::string temporality(
       environment_value(environment, "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE"));
   for (char& character : temporality)
@@ -202,26 +231,18 @@ std::optional<std::string> parse_metrics(std::string_view, std::string_view rest
   else if (!temporality.empty() && temporality != "cumulative")
     return "OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE '" + temporality +
            "' is not cumulative, delta or lowmemory";
-  std::string default_path;
-  std::string url = http_url(environment, kMetrics, std::string(rest), &default_path);
-  if (auto why = read_headers(environment, kMetrics, target)) return why;
-  if (auto why = read_settings(environment, kMetrics, target)) return why;
-  return set_http_endpoint(target, url, default_path);
+  return parse_signal(kMetrics, grpc, rest, environment, target);
 }
 
-// otlp-logs: OTLP/HTTP protobuf to /v1/logs, with the LOGS_ variables.
-std::optional<std::string> parse_logs(std::string_view, std::string_view rest,
+// otlp-logs: OTLP/HTTP protobuf to /v1/logs (otlp-logs-grpc: LogsService/Export), with the
+// LOGS_ variables.
+std::optional<std::string> parse_logs(std::string_view spelling, std::string_view rest,
                                       const Environment& environment, ExportTarget& target) {
-  std::string name = "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL";
-  std::string_view protocol = setting(environment, kLogs, "PROTOCOL", &name);
-  if (!protocol.empty() && protocol != "http/protobuf")
-    return name + " '" + std::string(protocol) +
-           "': opsight sends logs as http/protobuf only (traces also take grpc and http/json)";
-  std::string default_path;
-  std::string url = http_url(environment, kLogs, std::string(rest), &default_path);
-  if (auto why = read_headers(environment, kLogs, target)) return why;
-  if (auto why = read_settings(environment, kLogs, target)) return why;
-  return set_http_endpoint(target, url, default_path);
+  bool grpc = false;
+  if (auto why = parse_signal_protocol(kLogs, spelling, "otlp-logs", "logs", environment, &grpc))
+    return why;
+  target.sink = grpc ? &logs_grpc_sink() : &logs_sink();
+  return parse_signal(kLogs, grpc, rest, environment, target);
 }
 
 std::string metrics_request(const trace::Trace& trace, const SpanView& view,
@@ -244,6 +265,8 @@ std::string live_metrics_request(const MetricsSnapshot& metrics,
       data_points);
 }
 
+// One gRPC channel to the target, calling `Method` (the signal's service's Export).
+template <const std::string_view* Method>
 std::unique_ptr<BatchSender> make_channel(const ExportTarget& target, double timeout_s,
                                           std::string_view opsight_version) {
   GrpcSenderOptions options;
@@ -251,6 +274,9 @@ std::unique_ptr<BatchSender> make_channel(const ExportTarget& target, double tim
   options.address = endpoint.host.find(':') != std::string::npos
                         ? "[" + endpoint.host + "]:" + std::to_string(endpoint.port)
                         : endpoint.host + ":" + std::to_string(endpoint.port);
+  options.method = std::string(*Method);
+  options.label = target.label();
+  options.item = std::string(target.sink->item);
   options.tls = endpoint.scheme == "https";
   options.ca_certificate_path = target.ca_certificate_path;
   options.client_certificate_path = target.client_certificate_path;
@@ -261,7 +287,7 @@ std::unique_ptr<BatchSender> make_channel(const ExportTarget& target, double tim
   options.user_agent = grpc_user_agent_for(opsight_version);
   std::string error;
   if (auto sender = make_grpc_sender(options, &error)) return sender;
-  return make_failing_sender("otlp-grpc " + endpoint.origin(), error);
+  return make_failing_sender(target.label() + " " + endpoint.origin(), error);
 }
 
 }  // namespace
@@ -288,7 +314,8 @@ const SinkDescription& metrics_sink() {
       .syntax = "otlp-metrics[=URL]",
       .summary =
           "the run's metrics (span-duration histograms, counters, the tracer's own "
-          "cost) as OTLP/HTTP protobuf; default http://localhost:4318/v1/metrics",
+          "cost) as OTLP/HTTP protobuf (gRPC when OTEL_EXPORTER_OTLP_METRICS_PROTOCOL says "
+          "so); default http://localhost:4318/v1/metrics",
       .payload = SinkPayload::kMetrics,
       .item = "data point",
       .parse = parse_metrics,
@@ -306,13 +333,47 @@ const SinkDescription& logs_sink() {
       .syntax = "otlp-logs[=URL]",
       .summary =
           "the program's log records (Python logging, with the span each was logged in) as "
-          "OTLP/HTTP protobuf; default http://localhost:4318/v1/logs",
+          "OTLP/HTTP protobuf (gRPC when OTEL_EXPORTER_OTLP_LOGS_PROTOCOL says so); default "
+          "http://localhost:4318/v1/logs",
       .payload = SinkPayload::kLogs,
       .item = "log record",
       .parse = parse_logs,
       .logs_body = encode_otlp_logs,
       .http_content_type = "application/x-protobuf",
       .reads_otlp_partial_success = true,
+  };
+  return description;
+}
+
+const SinkDescription& metrics_grpc_sink() {
+  static const SinkDescription description{
+      .name = "otlp-metrics-grpc",
+      .syntax = "otlp-metrics-grpc[=URL]",
+      .summary =
+          "the run's metrics as OTLP/gRPC (MetricsService/Export; also otlp-metrics when "
+          "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL says grpc); default http://localhost:4317",
+      .payload = SinkPayload::kMetrics,
+      .item = "data point",
+      .parse = parse_metrics,
+      .metrics_body = metrics_request,
+      .live_metrics_body = live_metrics_request,
+      .make_sender = make_channel<&kOtlpMetricsExportMethod>,
+  };
+  return description;
+}
+
+const SinkDescription& logs_grpc_sink() {
+  static const SinkDescription description{
+      .name = "otlp-logs-grpc",
+      .syntax = "otlp-logs-grpc[=URL]",
+      .summary =
+          "the program's log records as OTLP/gRPC (LogsService/Export; also otlp-logs when "
+          "OTEL_EXPORTER_OTLP_LOGS_PROTOCOL says grpc); default http://localhost:4317",
+      .payload = SinkPayload::kLogs,
+      .item = "log record",
+      .parse = parse_logs,
+      .logs_body = encode_otlp_logs,
+      .make_sender = make_channel<&kOtlpLogsExportMethod>,
   };
   return description;
 }
@@ -336,7 +397,7 @@ const SinkDescription& grpc_sink() {
       .summary = "OTLP/gRPC (TraceService/Export); default http://localhost:4317",
       .parse = parse,
       .make_encoder = stateless_encoder<encode_otlp_protobuf>,
-      .make_sender = make_channel,
+      .make_sender = make_channel<&kOtlpTraceExportMethod>,
   };
   return description;
 }
