@@ -91,14 +91,17 @@ std::string apply_batch_environment(const Environment& environment, bool batch_g
   if (delay) options->schedule_delay_s = static_cast<double>(*delay) / 1000.0;
   if (timeout) options->exporter.max_elapsed_s = static_cast<double>(*timeout) / 1000.0;
 
-  std::optional<uint64_t> interval, log_batch, log_queue, log_delay, log_timeout;
+  std::optional<uint64_t> interval, metric_timeout, log_batch, log_queue, log_delay, log_timeout;
   for (auto [name, out] : {std::pair{"OTEL_METRIC_EXPORT_INTERVAL", &interval},
+                           std::pair{"OTEL_METRIC_EXPORT_TIMEOUT", &metric_timeout},
                            std::pair{"OTEL_BLRP_MAX_EXPORT_BATCH_SIZE", &log_batch},
                            std::pair{"OTEL_BLRP_MAX_QUEUE_SIZE", &log_queue},
                            std::pair{"OTEL_BLRP_SCHEDULE_DELAY", &log_delay},
                            std::pair{"OTEL_BLRP_EXPORT_TIMEOUT", &log_timeout}})
     if (std::string error = read(name, out); !error.empty()) return error;
   if (interval) options->metric_export_interval_s = static_cast<double>(*interval) / 1000.0;
+  if (metric_timeout)
+    options->metric_export_timeout_s = static_cast<double>(*metric_timeout) / 1000.0;
   if (log_batch) options->log_batch_records = static_cast<size_t>(*log_batch);
   if (log_queue) options->log_max_queue_records = static_cast<size_t>(*log_queue);
   // As for spans: a batch larger than the queue is cut to the queue's size.
@@ -135,15 +138,40 @@ std::unique_ptr<BatchSender> make_http_sender(const ExportTarget& target, double
   return std::make_unique<HttpSender>(target.endpoint, std::move(options));
 }
 
-std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& target,
+namespace {
+
+// The sinks OTEL_METRIC_EXPORT_TIMEOUT bounds: the OTLP metrics exporters, the ones a
+// periodic reader drives (live_metrics_body); a Pushgateway is not OpenTelemetry's.
+bool periodic_metrics_target(const ExportTarget& target) {
+  return target.sink->payload == SinkPayload::kMetrics && target.sink->live_metrics_body;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<BatchSender>> make_senders(const ExportTarget& original,
                                                        const TraceExportOptions& options) {
-  size_t count = target.sink->single_sender ? 1 : std::max<size_t>(1, options.requests_in_flight);
+  size_t count = original.sink->single_sender ? 1 : std::max<size_t>(1, options.requests_in_flight);
+  double timeout_s = std::min(options.timeout_s, 10.0);
+  ExportTarget target = original;
+  if (periodic_metrics_target(target)) {
+    // No request outlasts the export it is part of: the target's own timeout, or the
+    // default, cut to OTEL_METRIC_EXPORT_TIMEOUT.
+    double request_s = target.timeout_s > 0 ? target.timeout_s : timeout_s;
+    target.timeout_s = std::min(request_s, options.metric_export_timeout_s);
+  }
   std::vector<std::unique_ptr<BatchSender>> senders;
   for (size_t i = 0; i < count; ++i)
-    senders.push_back(options.make_sender ? options.make_sender(target)
-                                          : make_sender(target, std::min(options.timeout_s, 10.0),
-                                                        options.resource.opsight_version));
+    senders.push_back(options.make_sender
+                          ? options.make_sender(target)
+                          : make_sender(target, timeout_s, options.resource.opsight_version));
   return senders;
+}
+
+BatchExporterOptions exporter_options_for(const ExportTarget& target,
+                                          const TraceExportOptions& options) {
+  BatchExporterOptions exporter = options.exporter;
+  if (periodic_metrics_target(target)) exporter.max_elapsed_s = options.metric_export_timeout_s;
+  return exporter;
 }
 
 std::unique_ptr<BatchSender> make_sender(const ExportTarget& target, double timeout_s,
@@ -215,9 +243,9 @@ std::vector<TargetReport> export_trace(const trace::Trace& trace,
   for (const ExportTarget& original : targets) {
     ExportTarget target = original;
     if (target.sink->complete_for_trace) target.sink->complete_for_trace(target, trace);
-    running.push_back(
-        {std::make_unique<BatchExporter>(make_senders(target, options), options.exporter),
-         Clock::now()});
+    running.push_back({std::make_unique<BatchExporter>(make_senders(target, options),
+                                                       exporter_options_for(target, options)),
+                       Clock::now()});
     BatchExporter& exporter = *running.back().exporter;
     Clock::time_point deadline =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(

@@ -69,7 +69,8 @@ void LiveSpanExporter::start() {
   options_.exporter.sender_nice = kLiveExportNice;
   metrics_start_unix_ns_ = metrics_sent_unix_ns_ = live_export_unix_now_ns();
   for (const ExportTarget& target : targets_) {
-    BatchExporterOptions exporter = options_.exporter;
+    // An OTLP metrics target's export is bounded by OTEL_METRIC_EXPORT_TIMEOUT.
+    BatchExporterOptions exporter = exporter_options_for(target, options_);
     if (target.sink->payload == SinkPayload::kLogs) {
       has_log_targets_ = true;
       // The batch log record processor's queue, in batches of its batch size.
