@@ -35,6 +35,7 @@ const std::vector<RouteEntry>& route_entries() {
       {{"GET", "/api/runs/{run}/marks"}, handle_marks},
       {{"GET", "/api/runs/{run}/critical_path_slices"}, handle_critical_path_slices},
       {{"GET", "/api/runs/{run}/inferences"}, handle_inferences},
+      {{"GET", "/api/runs/{run}/traces"}, handle_traces},
       {{"PUT", "/api/runs/{run}/tags/{key}"}, handle_put_tag},
       {{"DELETE", "/api/runs/{run}/tags/{key}"}, handle_delete_tag},
       {{"GET", "/api/compare"}, handle_compare},

@@ -1,6 +1,6 @@
-// What the API's route handlers share (api.cc routes, api_runs.cc, api_analyses.cc and
-// api_timeline.cc answer): the context (the run store, the loaded traces), the errors a
-// handler raises, and the reading of parameters. Private to src/server.
+// What the API's route handlers share (api.cc routes, api_runs.cc, api_analyses.cc,
+// api_timeline.cc and api_traces.cc answer): the context (the run store, the loaded
+// traces), the errors a handler raises, and the reading of parameters. Private to src/server.
 #pragma once
 
 #include <cstdint>
@@ -116,6 +116,7 @@ ApiResponse handle_critical_path_slices(ApiContext& context, const PathParams& p
                                         const QueryParams& query);
 ApiResponse handle_inferences(ApiContext& context, const PathParams& path,
                               const QueryParams& query);
+ApiResponse handle_traces(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_put_tag(ApiContext& context, const PathParams& path, const QueryParams& query);
 ApiResponse handle_delete_tag(ApiContext& context, const PathParams& path,
                               const QueryParams& query);

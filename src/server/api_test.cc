@@ -511,6 +511,92 @@ TEST_F(ApiTest, ExplainRunsGiveEachModelsGraphsAndBreaks) {
   expect_error(get("/api/explain", {{"limit", "x"}}), 400, "'limit'");
 }
 
+// A run of several traces (server_test_fixtures.hpp's many_traces_trace), stored and read
+// back: one row per trace, each opening its root, sorted, paged and filtered; a served
+// request's trace keeps its caller's id and remote parent; bad parameters are named.
+TEST_F(ApiTest, TracesListEveryTraceOfARunWithItsRoot) {
+  auto opened = store::RunStore::open(store_.path());
+  ASSERT_TRUE(opened.ok());
+  store::RunMetadata metadata;
+  metadata.name = "traces";
+  ASSERT_TRUE(opened.value()->add(testing::many_traces_trace(), metadata).ok());
+
+  json answer = get_json("/api/runs/traces/traces");
+  EXPECT_EQ(answer["total"], 6);
+  EXPECT_EQ(answer["matched"], 6);
+  EXPECT_EQ(answer["sort"], "duration");
+  EXPECT_EQ(answer["order"], "desc");
+  ASSERT_EQ(answer["traces"].size(), 6u);
+  // Slowest first: the caller's trace, two requests over two processes.
+  const json& caller = answer["traces"][0];
+  EXPECT_EQ(caller["trace_id"], testing::kManyTracesCaller.to_hex());
+  EXPECT_EQ(caller["root_name"], "GET /predict");
+  EXPECT_EQ(caller["root_ts"], 5000);
+  EXPECT_EQ(caller["start_ns"], 5000);
+  EXPECT_EQ(caller["end_ns"], 62000);
+  EXPECT_EQ(caller["duration_ns"], 57000);
+  EXPECT_EQ(caller["span_count"], 4);
+  EXPECT_EQ(caller["error_count"], 1);
+  EXPECT_EQ(caller["root_count"], 2);
+  EXPECT_EQ(caller["process_count"], 2);
+  EXPECT_EQ(caller["remote_parent_span_id"], "1122334455667788");
+  EXPECT_EQ(caller["pid"], 100);
+  EXPECT_EQ(caller["process"], "python serve.py");
+  // Its root row is the slice the UI opens: its details name the same trace, and the
+  // trace:ID search finds exactly its spans.
+  json root = get_json("/api/runs/traces/slices/" + std::to_string(caller["root_row"].get<int>()));
+  EXPECT_EQ(root["name"], "GET /predict");
+  EXPECT_EQ(root["trace_id"], caller["trace_id"]);
+  EXPECT_EQ(root["parent_span_id"], "1122334455667788");
+  EXPECT_EQ(get_json("/api/runs/traces/search",
+                     {{"q", "trace:" + caller["trace_id"].get<std::string>()}})["total"],
+            4);
+  // A root span of its own: its trace is the one its details give.
+  const json& step = answer["traces"][1];
+  EXPECT_EQ(step["root_name"], "step");
+  EXPECT_EQ(step["duration_ns"], 10000);
+  EXPECT_EQ(step["error_count"], 1);
+  EXPECT_TRUE(step["remote_parent_span_id"].is_null());
+  EXPECT_EQ(get_json("/api/runs/traces/slices/" +
+                     std::to_string(step["root_row"].get<int>()))["trace_id"],
+            step["trace_id"]);
+
+  // Sorting, paging, the filter.
+  auto roots = [&](std::map<std::string, std::string> params) {
+    std::vector<std::string> names;
+    const json page = get_json("/api/runs/traces/traces", std::move(params));
+    for (const json& row : page["traces"])
+      names.push_back(row["root_name"].get<std::string>() + "@" +
+                      std::to_string(row["root_ts"].get<int64_t>()));
+    return names;
+  };
+  EXPECT_EQ(roots({{"sort", "start"}}),
+            (std::vector<std::string>{"step@1000", "GET /predict@5000", "job@8000", "step@20000",
+                                      "batch@70000", "call@70010"}));
+  EXPECT_EQ(roots({{"sort", "start"}, {"order", "desc"}}).front(), "call@70010");
+  EXPECT_EQ(roots({{"sort", "spans"}, {"limit", "2"}}),
+            (std::vector<std::string>{"GET /predict@5000", "step@1000"}));
+  EXPECT_EQ(roots({{"limit", "2"}, {"offset", "2"}}),
+            (std::vector<std::string>{"step@20000", "job@8000"}));
+  EXPECT_TRUE(roots({{"offset", "6"}}).empty());
+  json filtered = get_json("/api/runs/traces/traces", {{"q", "STEP"}, {"limit", "1"}});
+  EXPECT_EQ(filtered["matched"], 2);
+  EXPECT_EQ(filtered["total"], 6);
+  ASSERT_EQ(filtered["traces"].size(), 1u);
+  EXPECT_EQ(filtered["traces"][0]["root_ts"], 1000);
+
+  // The inference runs: every inference a root span of its own trace.
+  EXPECT_EQ(get_json("/api/runs/baseline/traces")["total"], 20);
+
+  expect_error(get("/api/runs/traces/traces", {{"sort", "color"}}), 400, "'sort': 'color'");
+  expect_error(get("/api/runs/traces/traces", {{"order", "up"}}), 400, "'order': 'up'");
+  expect_error(get("/api/runs/traces/traces", {{"limit", "0"}}), 400, "'limit'");
+  expect_error(get("/api/runs/traces/traces", {{"limit", "many"}}), 400, "'limit'");
+  expect_error(get("/api/runs/traces/traces", {{"offset", "-1"}}), 400, "'offset'");
+  expect_error(get("/api/runs/traces/traces", {{"q", std::string(1001, 'x')}}), 400, "'q'");
+  expect_error(get("/api/runs/nosuchrun/traces"), 404, "nosuchrun");
+}
+
 TEST(ApiWithoutStore, AMissingStoreHasNoRunsAndSaysWhy) {
   ApiOptions options;
   options.store_path = "/nonexistent/opsight/runs.db";

@@ -10,6 +10,11 @@ LoadedRun::LoadedRun(trace::Trace trace, std::string label, std::vector<std::str
       label_(std::move(label)),
       damage_(std::move(damage)) {}
 
+const TraceList& LoadedRun::traces() const {
+  std::call_once(traces_once_, [this] { traces_ = std::make_unique<const TraceList>(trace_); });
+  return *traces_;
+}
+
 TraceCache::TraceCache(size_t capacity) : capacity_(std::max<size_t>(1, capacity)) {}
 
 std::shared_ptr<const LoadedRun> TraceCache::find_and_touch(const std::string& key) {

@@ -1,7 +1,8 @@
 // The traces the UI server has loaded, at most a fixed number at once (least recently used
 // goes first), so that a server left open over a store of a hundred runs keeps the memory
-// of a few. A loaded run is the trace, its timeline index (timeline_index.hpp) and what the
-// pages show about where it came from; it is shared (shared_ptr) so that a request still
+// of a few. A loaded run is the trace, its timeline index (timeline_index.hpp), its list of
+// traces (trace_list.hpp, built on first ask) and what the pages show about where it came
+// from; it is shared (shared_ptr) so that a request still
 // reading an evicted run keeps it alive until it is done.
 //
 // Thread-safety: every method may be called from any thread. Loads are serialized (one at
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "server/timeline_index.hpp"
+#include "server/trace_list.hpp"
 #include "trace/trace.hpp"
 
 namespace opsight::server {
@@ -34,12 +36,17 @@ class LoadedRun {
   const TimelineIndex& timeline() const { return timeline_; }
   const std::string& label() const { return label_; }  // "run 12 (nightly)", "x.opsight"
   const std::vector<std::string>& damage() const { return damage_; }
+  // The run's traces (trace_list.hpp): built on the first ask (one pass over the run),
+  // then kept with the run; a request asking meanwhile waits for that one build.
+  const TraceList& traces() const;
 
  private:
   trace::Trace trace_;
   TimelineIndex timeline_;  // refers to trace_, declared after it
   std::string label_;
   std::vector<std::string> damage_;
+  mutable std::once_flag traces_once_;
+  mutable std::unique_ptr<const TraceList> traces_;  // refers to trace_
 };
 
 // What a load gives: the run, or a message and the HTTP status that says whose fault it is.

@@ -267,6 +267,17 @@ def test_every_documented_operation_answers_as_documented(ui):
     call("GET", "/api/runs/{run}/inferences", 400, run)  # no span
     call("GET", "/api/runs/{run}/inferences", 404, {"run": "nosuchrun"}, span="main")
 
+    # The run's traces: each row opens its root, whose details name the same trace.
+    traces = call("GET", "/api/runs/{run}/traces", 200, run)
+    assert traces["total"] >= 1 and traces["traces"], traces
+    first = traces["traces"][0]
+    root = call("GET", "/api/runs/{run}/slices/{row}", 200, {"run": "1", "row": first["root_row"]})
+    assert root["trace_id"] == first["trace_id"], (root, first)
+    call("GET", "/api/runs/{run}/traces", 200, run, sort="start", order="asc", limit=5, offset=0,
+         q=first["root_name"])
+    call("GET", "/api/runs/{run}/traces", 400, run, sort="fastest")
+    call("GET", "/api/runs/{run}/traces", 404, {"run": "nosuchrun"})
+
     # Comparing two runs.
     call("GET", "/api/compare", 200, a="1", b="file:0")
     call("GET", "/api/compare", 400, a="1")

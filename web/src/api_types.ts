@@ -1076,6 +1076,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/runs/{run}/traces": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The run's traces, one row per trace id: a run holds many (every root span that joined no trace is a trace of its own; a served request is in its caller's trace or a new one: docs/export.md, Traces per root span). Each row names the span that begins the trace in this run (root_row: the slice the UI opens), when the trace runs (first begin to last end of its spans), its span and error counts (a span carrying exception.type or error.type) and its root's process. Built once per loaded run on the first request (one pass over the run), then kept with it: a later page costs O(offset + limit), or one pass over the traces with q. */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description duration (default, longest first), start (earliest first), spans (most first), errors (most first) or name (the root's, A to Z); ties by earlier start */
+                    sort?: "duration" | "start" | "spans" | "errors" | "name";
+                    /** @description asc or desc: against the sort's default direction */
+                    order?: "asc" | "desc";
+                    /** @description Keep the traces whose root's name contains this text (case-insensitive; at most 1000 bytes) */
+                    q?: string;
+                    /** @description Traces returned, 1-10000 (default 100) */
+                    limit?: number;
+                    /** @description Index of the first trace returned in the order (default 0); past the last, none */
+                    offset?: number;
+                };
+                header?: never;
+                path: {
+                    /** @description A run of the store (an id, latest, latest~N, a uuid prefix, a name) or file:N, the Nth trace file given to opsight ui */
+                    run: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description total (traces in the run), matched (those q keeps), the page's traces */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["TracesAnswer"];
+                    };
+                };
+                /** @description Refused: the body says what and where */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Refused: the body says what and where */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/runs/{run}/tags/{key}": {
         parameters: {
             query?: never;
@@ -1485,6 +1553,92 @@ export interface components {
         ExplainAnswer: {
             runs: components["schemas"]["ExplainRun"][];
             store_problem: string;
+        };
+        TraceRow: {
+            /** @description 32 hex digits, as slice details give it and trace:ID searches it */
+            trace_id: string;
+            /**
+             * Format: int64
+             * @description The slice that begins the trace in this run (the earliest when several joined one trace): /slices/{row}
+             */
+            root_row: number;
+            root_name: string;
+            /**
+             * Format: int64
+             * @description The root's start (ns)
+             */
+            root_ts: number;
+            /**
+             * Format: int64
+             * @description The root's duration (ns)
+             */
+            root_dur: number;
+            /**
+             * Format: int64
+             * @description The root's track
+             */
+            track: number;
+            /**
+             * Format: int64
+             * @description The root's process
+             */
+            pid: number;
+            /** @description That process's name (empty when the trace names none) */
+            process: string;
+            /**
+             * Format: int64
+             * @description First begin of the trace's spans
+             */
+            start_ns: number;
+            /**
+             * Format: int64
+             * @description Last end of the trace's spans
+             */
+            end_ns: number;
+            /**
+             * Format: int64
+             * @description end_ns - start_ns
+             */
+            duration_ns: number;
+            /** Format: int64 */
+            span_count: number;
+            /**
+             * Format: int64
+             * @description Spans carrying exception.type or error.type (the exporters' error status)
+             */
+            error_count: number;
+            /**
+             * Format: int64
+             * @description Spans that begin the trace in this run (2 or more: several requests served for one caller's trace)
+             */
+            root_count: number;
+            /**
+             * Format: int64
+             * @description Processes its spans ran in
+             */
+            process_count: number;
+            /** @description The caller's span the root joined (16 hex digits); null for a trace begun here */
+            remote_parent_span_id: string | null;
+        };
+        TracesAnswer: {
+            /**
+             * Format: int64
+             * @description Traces in the run
+             */
+            total: number;
+            /**
+             * Format: int64
+             * @description Traces q keeps (total without q)
+             */
+            matched: number;
+            /** Format: int64 */
+            offset: number;
+            /** @enum {string} */
+            sort: "duration" | "start" | "spans" | "errors" | "name";
+            /** @enum {string} */
+            order: "asc" | "desc";
+            q: string;
+            traces: components["schemas"]["TraceRow"][];
         };
     };
     responses: never;
