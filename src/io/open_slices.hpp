@@ -63,6 +63,20 @@ class OpenSlices {
     rows_.push_back(row);
   }
 
+  // Opens `row`, a slice just added with its parent (innermost(), or kNoRow when empty())
+  // and depth (size()) already set: open() with fill_nesting, for a reader that writes
+  // both as it adds the row.
+  void open_nested(trace::RowIndex row) { rows_.push_back(row); }
+
+  // Takes the innermost open slice off the stack without closing it: its row, or kNoRow
+  // when none is open (the caller sets its duration, as close_innermost does).
+  trace::RowIndex pop_innermost() {
+    if (rows_.empty()) return trace::kNoRow;
+    trace::RowIndex row = rows_.back();
+    rows_.pop_back();
+    return row;
+  }
+
   // Closes the innermost open slice at `end_ns`: its row, or kNoRow when none is open.
   __attribute__((always_inline)) trace::RowIndex close_innermost(trace::SliceTable& slices,
                                                                  int64_t end_ns) {

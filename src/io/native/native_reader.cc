@@ -11,6 +11,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <unordered_map>
 
@@ -100,7 +101,9 @@ class NativeDecoder {
   // mapped file's pages can then leave memory): after each Events chunk is decoded.
   explicit NativeDecoder(std::string_view file,
                          std::function<void(const char*)> done_before = nullptr)
-      : file_(file), done_before_(std::move(done_before)) {}
+      : file_(file),
+        done_before_(std::move(done_before)),
+        pending_(std::make_unique<PendingSlices>()) {}
 
   ReadResult decode() {
     if (!check_header()) return std::move(result_);
@@ -636,22 +639,118 @@ class NativeDecoder {
   // under 0.1 ns of drift after 10^13 ticks).
   // Clamped to +-2^62 ns (146 years), so that a damaged clock cannot make the sums and
   // differences of timestamps downstream overflow.
-  int64_t to_ns(uint64_t ticks) const {
+  // (Inline: it runs for every timed event. With slope 1, the files the model writer
+  // writes, the product is the delta itself: the same result without 128-bit arithmetic,
+  // unless the sum leaves the clamp's range.)
+  __attribute__((always_inline)) int64_t to_ns(uint64_t ticks) const {
+    const auto delta = static_cast<int64_t>(ticks - base_ticks_);
+    if (slope_fixed_ == kSlopeOne) {
+      int64_t ns = 0;
+      if (!__builtin_add_overflow(base_ns_, delta, &ns) && ns >= -kNsLimit && ns <= kNsLimit)
+          [[likely]]
+        return ns;
+    }
     __extension__ using Wide = __int128;
-    constexpr Wide kLimit = Wide{1} << 62;
-    auto delta = static_cast<Wide>(static_cast<int64_t>(ticks - base_ticks_));
-    Wide ns = base_ns_ + ((delta * slope_fixed_ + (Wide{1} << 47)) >> 48);
-    return static_cast<int64_t>(std::clamp(ns, -kLimit, kLimit));
+    Wide ns = base_ns_ + ((static_cast<Wide>(delta) * slope_fixed_ + (Wide{1} << 47)) >> 48);
+    return static_cast<int64_t>(std::clamp(ns, Wide{-kNsLimit}, Wide{kNsLimit}));
+  }
+  static constexpr int64_t kSlopeOne = int64_t{1} << 48;
+  static constexpr int64_t kNsLimit = int64_t{1} << 62;
+
+  __attribute__((always_inline)) trace::TrackId track_of(const ThreadState& state,
+                                                         LaneState& lane) {
+    if (!lane.has_track) [[unlikely]]
+      create_track(state, lane);
+    return lane.track;
   }
 
-  trace::TrackId track_of(const ThreadState& state, LaneState& lane) {
-    if (!lane.has_track) {
-      lane.track = lane.key == 0
-                       ? result_.trace.thread_track(state.pid, state.tid)
-                       : result_.trace.async_track(state.pid, state.tid, lane.key, lane.name);
-      lane.has_track = true;
+  void create_track(const ThreadState& state, LaneState& lane) {
+    lane.track = lane.key == 0
+                     ? result_.trace.thread_track(state.pid, state.tid)
+                     : result_.trace.async_track(state.pid, state.tid, lane.key, lane.name);
+    lane.has_track = true;
+  }
+
+  // The slices begun since the last flush, not yet in the trace's columns: a begin writes
+  // its row here (nine stores, where nine std::vector appends out of line cost more
+  // instructions than decoding the event), and its end its duration, while the row is here;
+  // flush_pending() appends them to the columns, a column at a time, at the end of each
+  // chunk, when the buffer is full, and before anything that reads or writes the columns
+  // by row (a lane switch that closes spans; an end or a span id writes where its row is).
+  struct PendingSlices {
+    static constexpr uint32_t kRows = 1024;
+    RowIndex base = 0;   // the row of entry 0: the columns' size at the last flush
+    uint32_t count = 0;  // entries held
+    int64_t ts[kRows];
+    int64_t dur[kRows];
+    StringId name[kRows];
+    StringId category[kRows];
+    trace::TrackId track[kRows];
+    uint16_t depth[kRows];
+    RowIndex parent[kRows];
+    uint64_t span_id[kRows];
+    uint16_t flags[kRows];
+  };
+
+  void flush_pending() {
+    PendingSlices& pending = *pending_;
+    if (pending.count != 0) {
+      trace::SliceTable& slices = result_.trace.slices;
+      auto append = [&](auto& column, const auto* values) {
+        column.insert(column.end(), values, values + pending.count);
+      };
+      append(slices.ts, pending.ts);
+      append(slices.dur, pending.dur);
+      append(slices.name, pending.name);
+      append(slices.category, pending.category);
+      append(slices.track, pending.track);
+      append(slices.depth, pending.depth);
+      append(slices.flags, pending.flags);
+      append(slices.parent, pending.parent);
+      append(slices.span_id, pending.span_id);
+      pending.count = 0;
     }
-    return lane.track;
+    pending.base = static_cast<RowIndex>(result_.trace.slices.size());
+  }
+
+  // A begin: its slice (duration 0 until its end), nested in the innermost open one of
+  // the lane, and opened there.
+  __attribute__((always_inline)) RowIndex begin_slice(OpenSlices& open, int64_t ns, NameIds ids,
+                                                      trace::TrackId track, uint64_t span_id) {
+    PendingSlices& pending = *pending_;
+    if (pending.count == PendingSlices::kRows) [[unlikely]]
+      flush_pending();
+    const uint32_t entry = pending.count++;
+    const RowIndex row = pending.base + entry;
+    pending.ts[entry] = ns;
+    pending.dur[entry] = 0;
+    pending.name[entry] = ids.name;
+    pending.category[entry] = ids.category;
+    pending.track[entry] = track;
+    pending.depth[entry] = static_cast<uint16_t>(std::min<size_t>(open.size(), 0xFFFF));
+    pending.parent[entry] = open.empty() ? kNoRow : open.innermost();
+    pending.span_id[entry] = span_id;
+    pending.flags[entry] = 0;
+    open.open_nested(row);
+    return row;
+  }
+
+  // An end: closes the lane's innermost open slice at `ns` (OpenSlices::close_innermost,
+  // on a row that may still be pending); its row, or kNoRow when none is open.
+  __attribute__((always_inline)) RowIndex end_slice(OpenSlices& open, int64_t ns, bool unfinished) {
+    const RowIndex row = open.pop_innermost();
+    if (row == kNoRow) return kNoRow;
+    PendingSlices& pending = *pending_;
+    if (row >= pending.base) [[likely]] {
+      const uint32_t entry = row - pending.base;
+      pending.dur[entry] = OpenSlices::duration(pending.ts[entry], ns);
+      if (unfinished) pending.flags[entry] |= trace::kSliceUnfinished;
+    } else {
+      trace::SliceTable& slices = result_.trace.slices;
+      slices.dur[row] = OpenSlices::duration(slices.ts[row], ns);
+      if (unfinished) slices.flags[row] |= trace::kSliceUnfinished;
+    }
+    return row;
   }
 
   // A kTrack event: the thread's next events belong to `key`'s lane. A name for a key that
@@ -682,8 +781,13 @@ class NativeDecoder {
     lane.last_instant = kNoRow;
   }
 
-  NameIds name_of(uint32_t id) {
-    if (id < names_.size()) return names_[id];
+  __attribute__((always_inline)) NameIds name_of(uint32_t id) {
+    if (id < names_.size()) [[likely]]
+      return names_[id];
+    return name_not_dense(id);
+  }
+
+  NameIds name_not_dense(uint32_t id) {
     if (auto found = sparse_names_.find(id); found != sparse_names_.end()) return found->second;
     ++unknown_names_;
     return NameIds{result_.trace.intern("<unknown name " + std::to_string(id) + ">"), 0};
@@ -720,10 +824,8 @@ class NativeDecoder {
           switch (event.kind) {
             case SlotKind::kBegin: {
               int64_t ns = now();
-              NameIds ids = name_of(event);
-              RowIndex row = trace.slices.add(ns, 0, ids.name, ids.category, track_of(state, *lane),
-                                              0, event.span_id);
-              lane->open.open(trace.slices, row, /*fill_nesting=*/true);
+              RowIndex row = begin_slice(lane->open, ns, name_of(event), track_of(state, *lane),
+                                         event.span_id);
               lane->last_instant = kNoRow;
               if (!lane->flows_into_next.empty()) [[unlikely]] {
                 for (uint64_t flow : lane->flows_into_next)
@@ -734,12 +836,11 @@ class NativeDecoder {
             }
             case SlotKind::kEnd: {
               int64_t ns = now();
-              RowIndex row = lane->open.close_innermost(trace.slices, ns);
+              RowIndex row = end_slice(lane->open, ns, event.unfinished);
               if (row == kNoRow) {
                 ++unmatched_ends_;
-              } else if (event.unfinished) [[unlikely]] {
-                trace.slices.flags[row] |= trace::kSliceUnfinished;
-                if (event.late) ++late_ends_;
+              } else if (event.late) [[unlikely]] {
+                ++late_ends_;
               }
               lane->last_instant = kNoRow;
               return;
@@ -752,6 +853,7 @@ class NativeDecoder {
               decode_arg(*lane, event);
               return;
             case SlotKind::kTrack:
+              flush_pending();
               switch_lane(state, event.id, event.text);
               lane = &state.lanes[state.current_lane];
               return;
@@ -781,6 +883,7 @@ class NativeDecoder {
               return;
           }
         });
+    flush_pending();
     if (decoded < header.slot_count)
       damage(chunk.payload_offset + sizeof(header) + size_t{decoded} * sizeof(Slot),
              "event payload runs past its chunk");
@@ -798,8 +901,14 @@ class NativeDecoder {
     trace::Trace& trace = result_.trace;
     RowIndex row = lane.open.innermost();
     if (event.kind == SlotKind::kSpanId) {
-      trace.slices.span_id[row] = event.id;
-      trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
+      PendingSlices& pending = *pending_;
+      if (row >= pending.base) [[likely]] {
+        pending.span_id[row - pending.base] = event.id;
+        pending.flags[row - pending.base] |= trace::kSliceExplicitSpanId;
+      } else {
+        trace.slices.span_id[row] = event.id;
+        trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
+      }
     } else if (native::binds_to_root(event)) {
       RowIndex root = lane.open.outermost();
       if (root != lane.in_session_trace) {
@@ -1196,6 +1305,7 @@ class NativeDecoder {
 
   std::string_view file_;
   std::function<void(const char*)> done_before_;
+  std::unique_ptr<PendingSlices> pending_;
   ReadResult result_;
   std::vector<format::ClockSync> syncs_;
   std::vector<NameIds> names_;
