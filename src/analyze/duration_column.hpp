@@ -52,6 +52,17 @@ class DurationColumn {
     }
   }
 
+  // Calls fn(value) for every value, in order (no copy).
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (const Block& block : blocks_) {
+      if (block.wide != nullptr)
+        for (size_t i = 0; i < block.size; ++i) fn(block.wide[i]);
+      else
+        for (size_t i = 0; i < block.size; ++i) fn(static_cast<int64_t>(block.narrow[i]));
+    }
+  }
+
   // Bytes the column holds (its blocks' capacity), for the memory figures.
   size_t bytes() const {
     size_t total = 0;

@@ -19,8 +19,10 @@
 #include "analyze/duration_column.hpp"
 #include "analyze/operators.hpp"
 #include "analyze/statistics.hpp"
+#include "io/io.hpp"
 #include "io/native/native_tail.hpp"
 #include "report/report_internal.hpp"
+#include "report/streaming_views.hpp"
 #include "schema/metric_names.hpp"
 
 namespace opsight::report {
@@ -43,6 +45,11 @@ class SummaryAccumulator {
     const int64_t duration = span.end_unix_ns - span.start_unix_ns;
     const FileName& file_name = file_name_of(span.name_id, span.name, span.category);
     const StringId name = file_name.name;
+    ++slices_;
+    extend(span.start_unix_ns, span.end_unix_ns);
+    if (paths_) paths_->on_span(span, name, file_name.category);
+    if (operators_) fold_operator(span, name, file_name.category, duration);
+    if (!per_name_) return;
     NameState& state = state_of(name);
     state.durations.append(duration);
     ++state.count;
@@ -63,10 +70,24 @@ class SummaryAccumulator {
                                   : intern_cached(span.parent_name);
       analyze::add_saturating(state_of(parent).self_ns, -duration);
     }
-    ++slices_;
-    extend(span.start_unix_ns, span.end_unix_ns);
     if (span.args != nullptr && !span.args->empty()) keep_metrics(span, name, category, duration);
-    if (operators_) fold_operator(span, name, category, duration);
+  }
+
+  // A span's begin: only the merged tree and the breakdown need them.
+  void on_begin(const io::BegunSpan& span) {
+    paths_->on_begin(span, intern_cached(span.name),
+                     span.category.empty() ? 0 : intern_cached(span.category));
+  }
+
+  // Whether the per-name figures (--summary, --table) are wanted; the spans are still
+  // counted for the views' headers.
+  void keep_per_name(bool keep) { per_name_ = keep; }
+
+  // Collects the merged tree and/or the breakdown too.
+  internal::StreamingPathViews& collect_paths(bool merged_tree, const std::string& breakdown_span,
+                                              analyze::PhaseGrouping grouping) {
+    paths_.emplace(context_, merged_tree, breakdown_span, grouping);
+    return *paths_;
   }
 
   // Counts the operators of these categories too (the --ops view).
@@ -199,7 +220,6 @@ class SummaryAccumulator {
   // once its distribution is taken.
   std::vector<analyze::NameStatistics> take_rows(const io::NativeTail& tail,
                                                  StreamedReport& report) {
-    report.column_bytes = 0;
     for (const NameState& state : names_) report.column_bytes += state.durations.bytes();
     const std::vector<uint64_t> rank = category_ranks(tail);
     const double traced = static_cast<double>(analyze::traced_time_ns(context_));
@@ -367,6 +387,8 @@ class SummaryAccumulator {
     analyze::DurationColumn durations;
     int64_t self_ns = 0;
   };
+  bool per_name_ = true;
+  std::optional<internal::StreamingPathViews> paths_;
   bool operators_ = false;
   std::vector<std::string> operator_categories_;
   std::vector<StringId> operator_category_ids_;
@@ -398,7 +420,8 @@ class SummaryAccumulator {
 }  // namespace
 
 bool view_streams(std::string_view view_name) {
-  return view_name == "summary" || view_name == "table" || view_name == "operators";
+  return view_name == "summary" || view_name == "table" || view_name == "operators" ||
+         view_name == "merged_tree" || view_name == "breakdown";
 }
 
 StreamedReport render_streaming(const std::string& path, const std::vector<std::string>& views,
@@ -416,13 +439,26 @@ StreamedReport render_streaming(const std::string& path, const std::vector<std::
   }
   io::NativeTail tail(path);
   if (clock.found) tail.use_clock(clock.first, clock.last);
+  auto wants = [&views](std::string_view name) {
+    return std::find(views.begin(), views.end(), name) != views.end();
+  };
   SummaryAccumulator summary;
-  if (std::find(views.begin(), views.end(), "operators") != views.end())
+  summary.keep_per_name(wants("summary") || wants("table"));
+  if (wants("operators"))
     summary.count_operators(options.operator_categories.empty()
                                 ? analyze::default_operator_categories()
                                 : options.operator_categories);
+  internal::StreamingPathViews* paths = nullptr;
+  const bool breakdown = wants("breakdown") && !options.breakdown_span.empty();
+  if (wants("merged_tree") || breakdown)
+    paths = &summary.collect_paths(
+        wants("merged_tree"), breakdown ? options.breakdown_span : std::string(),
+        options.breakdown_by_category ? analyze::PhaseGrouping::kChildCategory
+                                      : analyze::PhaseGrouping::kChildName);
   io::TailVisitor visitor;
   visitor.on_span = [&summary](const io::EndedSpan& span) { summary.on_span(span); };
+  if (paths != nullptr)
+    visitor.on_begin = [&summary](const io::BegunSpan& span) { summary.on_begin(span); };
   visitor.on_instant = [&summary](const io::TailInstant& instant) {
     summary.extend(instant.unix_ns, instant.unix_ns);
   };
@@ -439,10 +475,21 @@ StreamedReport render_streaming(const std::string& path, const std::vector<std::
                     ": the recording has no end (the process stopped before the session did)";
   std::vector<analyze::NameStatistics> rows;
   analyze::OperatorTable operator_table;
+  analyze::AggregateTree tree;
+  analyze::Breakdown breakdown_result;
+  std::optional<io::ReadResult> whole;  // a breakdown of a file with GPU work reads it whole
   const std::string failed = internal::render_guarded([&] {
     summary.describe_run(tail, clock);
+    if (paths != nullptr) report.column_bytes += paths->column_bytes();
     rows = summary.take_rows(tail, report);
     operator_table = summary.take_operator_table();
+    if (wants("merged_tree")) tree = paths->take_tree(&report.largest_name_copy_bytes);
+    if (breakdown && paths->saw_gpu_work()) {
+      whole = io::read_trace_file(path);
+      report.whole_file_views.push_back("breakdown");
+    } else if (breakdown) {
+      breakdown_result = paths->take_breakdown(&report.largest_name_copy_bytes);
+    }
     summary.context().finalize();
     return std::string();
   });
@@ -457,6 +504,17 @@ StreamedReport render_streaming(const std::string& path, const std::vector<std::
       if (view == "operators")
         return internal::render_operator_table(summary.context(), operator_table, options,
                                                summary.extent());
+      if (view == "merged_tree")
+        return internal::render_merged_tree_nodes(summary.context(), tree, options,
+                                                  summary.extent());
+      if (view == "breakdown") {
+        if (whole && !whole->ok())
+          return "opsight: cannot render the report: " + whole->error->to_string(path) + "\n";
+        if (whole) return render_breakdown(whole->trace, options);
+        breakdown_result.span_name = options.breakdown_span;
+        return internal::render_breakdown_result(summary.context(), breakdown_result, std::nullopt,
+                                                 options, summary.extent());
+      }
       return internal::render_summary_rows(summary.context(), rows, options, summary.extent());
     }));
   }

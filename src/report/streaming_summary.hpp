@@ -1,4 +1,5 @@
-// `opsight report FILE --summary` (and `--table`, `--ops`) over a native file without the trace
+// `opsight report FILE --summary` (and `--table`, `--ops`, `--merged-tree`, `--breakdown`:
+// streaming_views.hpp) over a native file without the trace
 // model (issue 28): the file is read a window at a time by the one slot decoder's streaming
 // consumer (io::NativeTail, its clock set to the file's first and last syncs as the whole-file
 // reader fits them), and each span is folded in as it ends: per name its count, total,
@@ -33,11 +34,15 @@ struct StreamedReport {
   // name's copy made to select its percentiles: what the streaming summary holds per span.
   uint64_t column_bytes = 0;
   uint64_t largest_name_copy_bytes = 0;
+  // Views that were rendered from the whole file after all: "breakdown" when the file has
+  // GPU work (its host/device split pairs kernels with their launches across tracks).
+  std::vector<std::string> whole_file_views;
 };
 
 // Whether the view of that name (report_views()'s names) streams: "summary" and "table"
-// (the same per-name aggregation) and "operators" (per operator row: a duration column and
-// a self time, passed up from each ended span to its open parent). The others read the
+// (the same per-name aggregation), "operators" (per operator row: a duration column and
+// a self time, passed up from each ended span to its open parent), "merged_tree" and
+// "breakdown" (per code path, per phase: streaming_views.hpp). The others read the
 // whole trace: docs/reports.md, "Streaming reports", says why for each.
 bool view_streams(std::string_view view_name);
 

@@ -5,7 +5,11 @@
 // counters give the streaming path's bytes per span (its duration columns at their peak,
 // and the largest name's copy for its percentiles).
 //
+// BM_MergedTreeWholeTrace / BM_MergedTreeStreaming and BM_BreakdownWholeTrace /
+// BM_BreakdownStreaming (`--breakdown forward`) do the same for the streaming views.
+//
 //   build/<dir>/src/report/opsight_report_benchmarks --benchmark_filter=Summary
+//   build/<dir>/src/report/opsight_report_benchmarks --benchmark_filter='MergedTree|Breakdown'
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -85,5 +89,63 @@ void BM_SummaryStreaming(benchmark::State& state) {
       static_cast<double>(report.largest_name_copy_bytes) / static_cast<double>(kSpans);
 }
 BENCHMARK(BM_SummaryStreaming)->Unit(benchmark::kMillisecond);
+
+// A view's whole-trace baseline: read the file, render the view.
+void streaming_benchmark_whole(benchmark::State& state,
+                               const opsight::report::ReportOptions& options,
+                               std::string (*render)(const opsight::trace::Trace&,
+                                                     const opsight::report::ReportOptions&)) {
+  const std::string& path = streaming_benchmark_file();
+  for (auto _ : state) {
+    opsight::io::ReadResult result = opsight::io::read_trace_file(path);
+    std::string text = render(result.trace, options);
+    benchmark::DoNotOptimize(text.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kSpans);
+}
+
+// A view streamed, with its bytes per span.
+void streaming_benchmark_streamed(benchmark::State& state,
+                                  const opsight::report::ReportOptions& options,
+                                  const std::string& view) {
+  const std::string& path = streaming_benchmark_file();
+  opsight::report::StreamedReport report;
+  for (auto _ : state) {
+    report = opsight::report::render_streaming(path, {view}, options);
+    benchmark::DoNotOptimize(report.text.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kSpans);
+  state.counters["column_bytes_per_span"] =
+      static_cast<double>(report.column_bytes) / static_cast<double>(kSpans);
+  state.counters["copy_bytes_per_span"] =
+      static_cast<double>(report.largest_name_copy_bytes) / static_cast<double>(kSpans);
+}
+
+opsight::report::ReportOptions streaming_benchmark_breakdown_options() {
+  opsight::report::ReportOptions options;
+  options.breakdown_span = "forward";
+  return options;
+}
+
+void BM_MergedTreeWholeTrace(benchmark::State& state) {
+  streaming_benchmark_whole(state, {}, &opsight::report::render_merged_tree);
+}
+BENCHMARK(BM_MergedTreeWholeTrace)->Unit(benchmark::kMillisecond);
+
+void BM_MergedTreeStreaming(benchmark::State& state) {
+  streaming_benchmark_streamed(state, {}, "merged_tree");
+}
+BENCHMARK(BM_MergedTreeStreaming)->Unit(benchmark::kMillisecond);
+
+void BM_BreakdownWholeTrace(benchmark::State& state) {
+  streaming_benchmark_whole(state, streaming_benchmark_breakdown_options(),
+                            &opsight::report::render_breakdown);
+}
+BENCHMARK(BM_BreakdownWholeTrace)->Unit(benchmark::kMillisecond);
+
+void BM_BreakdownStreaming(benchmark::State& state) {
+  streaming_benchmark_streamed(state, streaming_benchmark_breakdown_options(), "breakdown");
+}
+BENCHMARK(BM_BreakdownStreaming)->Unit(benchmark::kMillisecond);
 
 }  // namespace
