@@ -157,7 +157,8 @@ struct ReportCommand {
 constexpr uintmax_t kStreamFromBytes = uintmax_t{1} << 30;
 
 // Why `opsight report` cannot stream this command; nullopt when it can: one .opsight file,
-// no --window, and only views that stream (--summary, --table, --ops).
+// no --window, and only views that stream (--summary, --table, --ops, --merged-tree,
+// --breakdown).
 std::optional<std::string> why_report_cannot_stream(const ReportCommand& command,
                                                     const std::vector<bool>& wanted) {
   const auto views = opsight::report::report_views();
@@ -190,6 +191,11 @@ int run_streamed_report(const std::string& path, const std::vector<std::string>&
   if (report.damage)
     std::fprintf(stderr, "opsight: warning: %s (showing what was read before it)\n",
                  report.damage->c_str());
+  for (const std::string& view : report.whole_file_views)
+    std::fprintf(stderr,
+                 "opsight: note: the %s was read from the whole trace (the file has GPU work: "
+                 "its host/device split pairs kernels with their launches)\n",
+                 view.c_str());
   std::string out;
   for (const std::string& text : report.texts) {
     if (!out.empty()) out += "\n";  // as run_report joins the views
@@ -597,9 +603,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   report_command
       ->add_option("--stream", report.stream,
-                   "--summary, --table and --ops of one .opsight file without loading the trace "
-                   "(a few bytes a span, the same output): auto (files of 1 GiB or more), on, "
-                   "off")
+                   "--summary, --table, --ops, --merged-tree and --breakdown of one .opsight "
+                   "file without loading the trace (a few bytes a span, the same output): auto "
+                   "(files of 1 GiB or more), on, off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   report_command->add_option(
