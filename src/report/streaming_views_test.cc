@@ -157,12 +157,13 @@ Trace streaming_views_model() {
   // seen in both, first appears in it.
   const int64_t crossing = late + 200'000;
   auto async_request = trace.process_async_track(42, 60, "async request");
+  // (Long enough to stay among the phases shown, not merged into "other phases".)
   trace.slices.add(crossing, 10'000, name("request"), name("http"), async_request);
-  trace.slices.add(crossing + 1000, 100, name("common"), 0, async_request);
-  trace.slices.add(crossing + 2000, 100, name("only a"), 0, async_request);
-  trace.slices.add(crossing + 100, 200, name("request"), name("http"), threads[2]);
-  trace.slices.add(crossing + 150, 10, name("only b"), 0, threads[2]);
-  trace.slices.add(crossing + 200, 50, name("common"), 0, threads[2]);
+  trace.slices.add(crossing + 1000, 3000, name("common"), 0, async_request);
+  trace.slices.add(crossing + 5000, 3000, name("only a"), 0, async_request);
+  trace.slices.add(crossing + 100, 9000, name("request"), name("http"), threads[2]);
+  trace.slices.add(crossing + 150, 3000, name("only b"), 0, threads[2]);
+  trace.slices.add(crossing + 3200, 3000, name("common"), 0, threads[2]);
   trace.instants.add(5, name("start"), 0, threads[0]);  // the earliest event
   trace.finalize();
   return trace;
@@ -179,8 +180,8 @@ TEST(StreamingViews, EqualTheWholeTraceViewsOnARun) {
   for (const char* expected : {"request", "aten::mm", "queued", "dequeue", "task step", "warmup",
                                "cooldown", "tracer overhead"})
     EXPECT_NE(texts[0].find(expected), std::string::npos) << expected << " in\n" << texts[0];
-  for (const char* expected :
-       {"inferences of 'request'", "model", "tok", "other phases", "(uncovered)"})
+  for (const char* expected : {"inferences of 'request'", "model", "tok", "other phases", "common",
+                               "only a", "only b", "(uncovered)"})
     EXPECT_NE(texts[1].find(expected), std::string::npos) << expected << " in\n" << texts[1];
 }
 
