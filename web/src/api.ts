@@ -99,6 +99,9 @@ export type TimelineLayout = Schemas["TimelineLayout"];
 // [start_ns, dur_ns, count, row, name index]
 export type TileItem = Schemas["TileItem"];
 export type TileAnswer = Schemas["TileAnswer"];
+// /traces: a run's traces, a page of them (pages/traces.ts).
+export type TraceRow = Schemas["TraceRow"];
+export type TracesAnswer = Schemas["TracesAnswer"];
 
 export interface SliceSummary {
   row: number;

@@ -12,6 +12,7 @@ import { llmPage } from "./pages/llm";
 import { overviewPage } from "./pages/overview";
 import { runsPage } from "./pages/runs";
 import { timelinePage } from "./pages/timeline";
+import { tracesPage } from "./pages/traces";
 import { treePage } from "./pages/tree";
 
 const app = document.getElementById("app") as HTMLElement;
@@ -24,6 +25,7 @@ const PAGES: Record<RoutedPage, (root: HTMLElement, route: Route) => Promise<voi
   runs: (root, route) => runsPage(root, route.query),
   overview: (root, route) => overviewPage(root, route.run!, route.query),
   timeline: (root, route) => timelinePage(root, route.run!, route.query),
+  traces: (root, route) => tracesPage(root, route.run!, route.query),
   tree: (root, route) => treePage(root, route.run!, route.query),
   details: (root, route) => detailsPage(root, route.run!, route.query),
   compare: (root, route) => comparePage(root, route.a!, route.b!),

@@ -34,6 +34,7 @@ const EXAMPLES: { href: string; route: Omit<Route, "query"> }[] = [
   { href: "#/runs", route: { page: "runs" } },
   { href: "#/runs/7", route: { page: "overview", run: "7" } },
   { href: "#/runs/7/timeline", route: { page: "timeline", run: "7" } },
+  { href: "#/runs/7/traces", route: { page: "traces", run: "7" } },
   { href: "#/runs/latest/tree", route: { page: "tree", run: "latest" } },
   { href: "#/runs/file%3A2/details", route: { page: "details", run: "file:2" } },
   { href: "#/compare/1/latest", route: { page: "compare", a: "1", b: "latest" } },

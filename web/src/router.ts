@@ -11,6 +11,7 @@ export const ROUTES = {
   runs: "runs", // also the empty path: the app's home
   overview: "runs/:run",
   timeline: "runs/:run/timeline",
+  traces: "runs/:run/traces", // the run's traces (sort=, order=, q=, offset=)
   tree: "runs/:run/tree",
   details: "runs/:run/details",
   compare: "compare/:a/:b",

@@ -21,9 +21,9 @@ interface LatencyAnswer {
 }
 
 export function runTabs(run: string, current: string): HTMLElement {
-  const tab = (page: "overview" | "timeline" | "tree" | "details", title: string) =>
-    h("a", { href: routeHref({ page, run }), class: page === current ? "tab current" : "tab" }, title);
-  return h("nav", { class: "tabs" }, tab("overview", "Overview"), tab("timeline", "Timeline"), tab("tree", "Call tree / flame graph"), tab("details", "Latency details"));
+  const tab = (page: "overview" | "timeline" | "traces" | "tree" | "details", title: string) =>
+    h("a", { href: routeHref({ page, run }), class: page === current ? "tab current" : "tab", id: `tab-${page}` }, title);
+  return h("nav", { class: "tabs" }, tab("overview", "Overview"), tab("timeline", "Timeline"), tab("traces", "Traces"), tab("tree", "Call tree / flame graph"), tab("details", "Latency details"));
 }
 
 export async function overviewPage(root: HTMLElement, run: string, query: Record<string, string>): Promise<void> {

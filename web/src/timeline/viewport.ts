@@ -5,6 +5,13 @@
 
 export const MIN_SPAN_NS = 50;
 
+// The window that shows [start, end] with a margin of 5% on each side (at least
+// MIN_SPAN_NS wide): what a slice found, or a trace opened from the Traces page, is shown in.
+export function windowWithMargin(start: number, end: number): [number, number] {
+  const margin = Math.max(MIN_SPAN_NS, end - start) * 0.05;
+  return [start - margin, Math.max(end, start + MIN_SPAN_NS) + margin];
+}
+
 export class Viewport {
   constructor(
     public start: number,
@@ -52,9 +59,7 @@ export class Viewport {
 
   // Shows [start, end] with a margin of 5% on each side.
   show(start: number, end: number): void {
-    const margin = Math.max(MIN_SPAN_NS, end - start) * 0.05;
-    this.start = start - margin;
-    this.end = Math.max(end, start + MIN_SPAN_NS) + margin;
+    [this.start, this.end] = windowWithMargin(start, end);
     this.clamp();
   }
 
