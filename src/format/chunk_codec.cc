@@ -82,7 +82,8 @@ void append_run_info_chunk(std::string& out,
   append_chunk(out, ChunkType::kRunInfo, payload);
 }
 
-std::optional<ChunkView> read_chunk(std::string_view file, uint64_t offset, std::string* problem) {
+std::optional<ChunkView> read_chunk(std::string_view file, uint64_t offset, std::string* problem,
+                                    bool defer_events_payload_check) {
   if (offset > file.size() || file.size() - offset < sizeof(ChunkHeader)) {
     *problem = "chunk header cut short";
     return std::nullopt;
@@ -102,12 +103,19 @@ std::optional<ChunkView> read_chunk(std::string_view file, uint64_t offset, std:
     *problem = "chunk payload cut short";
     return std::nullopt;
   }
-  std::string_view payload = file.substr(payload_offset, header.payload_bytes);
-  if (!kSkipChecksums && checksum32(payload.data(), payload.size()) != header.payload_check) {
+  ChunkView chunk{static_cast<ChunkType>(header.type),
+                  file.substr(payload_offset, header.payload_bytes), payload_offset,
+                  header.payload_check};
+  if (!(defer_events_payload_check && chunk.type == ChunkType::kEvents) && !payload_intact(chunk)) {
     *problem = "bad chunk payload checksum";
     return std::nullopt;
   }
-  return ChunkView{static_cast<ChunkType>(header.type), payload, payload_offset};
+  return chunk;
+}
+
+bool payload_intact(const ChunkView& chunk) {
+  return kSkipChecksums ||
+         checksum32(chunk.payload.data(), chunk.payload.size()) == chunk.payload_check;
 }
 
 }  // namespace opsight::format

@@ -48,7 +48,14 @@ struct ChunkView {
   ChunkType type;
   std::string_view payload;
   uint64_t payload_offset;
+  uint32_t payload_check = 0;  // the checksum the header gives the payload
 };
-std::optional<ChunkView> read_chunk(std::string_view file, uint64_t offset, std::string* problem);
+// With `defer_events_payload_check`, a kEvents chunk's payload is not checksummed here:
+// the caller checks it with payload_intact() when it reads the payload (the native reader,
+// so that the chunk is in the cache when it is decoded, not read from memory twice).
+std::optional<ChunkView> read_chunk(std::string_view file, uint64_t offset, std::string* problem,
+                                    bool defer_events_payload_check = false);
+// Whether the payload matches its checksum (what read_chunk checks unless it deferred it).
+bool payload_intact(const ChunkView& chunk);
 
 }  // namespace opsight::format

@@ -99,10 +99,15 @@ class NativeDecoder {
  public:
   // `done_before(p)`, when given, hears that the bytes before p are no longer needed (a
   // mapped file's pages can then leave memory): after each Events chunk is decoded.
+  // `defer_events_checks`: decode() checks each kEvents chunk's payload checksum just
+  // before decoding it (the chunk is then in the cache for the decode, where checking every
+  // chunk first read the file from memory twice); false: as each chunk is read.
   explicit NativeDecoder(std::string_view file,
-                         std::function<void(const char*)> done_before = nullptr)
+                         std::function<void(const char*)> done_before = nullptr,
+                         bool defer_events_checks = true)
       : file_(file),
         done_before_(std::move(done_before)),
+        defer_events_checks_(defer_events_checks),
         pending_(std::make_unique<PendingSlices>()) {}
 
   ReadResult decode() {
@@ -114,7 +119,7 @@ class NativeDecoder {
     bool saw_stats = false;
     while (offset < file_.size()) {
       std::string problem;
-      auto chunk = format::read_chunk(file_, offset, &problem);
+      auto chunk = format::read_chunk(file_, offset, &problem, defer_events_checks_);
       if (!chunk) {
         damage(offset, problem + "; the " + std::to_string(offset) + " bytes before it were read");
         break;
@@ -133,6 +138,12 @@ class NativeDecoder {
     for (const auto& chunk : event_chunks) slots += chunk.payload.size() / sizeof(Slot);
     result_.trace.slices.reserve(slots / 2 + 1);
     for (const auto& chunk : event_chunks) {
+      // A damaged kEvents chunk ends the read where it is, and the chunks after it (names,
+      // clock syncs, the footer), which this pass has read, must not count: read the file
+      // again checking each chunk as it comes (a damaged file only). Pages handed back
+      // are faulted in again (read_native_dropping_input's contract).
+      if (defer_events_checks_ && !format::payload_intact(chunk)) [[unlikely]]
+        return NativeDecoder(file_, nullptr, /*defer_events_checks=*/false).decode();
       decode_events(chunk);
       if (done_before_) done_before_(chunk.payload.data() + chunk.payload.size());
     }
@@ -646,7 +657,9 @@ class NativeDecoder {
     const auto delta = static_cast<int64_t>(ticks - base_ticks_);
     if (slope_fixed_ == kSlopeOne) {
       int64_t ns = 0;
-      if (!__builtin_add_overflow(base_ns_, delta, &ns) && ns >= -kNsLimit && ns <= kNsLimit)
+      const bool overflows = __builtin_add_overflow(base_ns_, delta, &ns);
+      // (ns in [-kNsLimit, kNsLimit] as one unsigned comparison)
+      if (!overflows && static_cast<uint64_t>(ns) + uint64_t{kNsLimit} <= 2 * uint64_t{kNsLimit})
           [[likely]]
         return ns;
     }
@@ -696,8 +709,12 @@ class NativeDecoder {
     PendingSlices& pending = *pending_;
     if (pending.count != 0) {
       trace::SliceTable& slices = result_.trace.slices;
+      // (resize and a copy: Column's allocator makes insert() construct element by
+      // element, five instructions each, where this is a memset and a memcpy.)
       auto append = [&](auto& column, const auto* values) {
-        column.insert(column.end(), values, values + pending.count);
+        const size_t old_size = column.size();
+        column.resize(old_size + pending.count);
+        std::memcpy(column.data() + old_size, values, pending.count * sizeof(values[0]));
       };
       append(slices.ts, pending.ts);
       append(slices.dur, pending.dur);
@@ -805,15 +822,25 @@ class NativeDecoder {
     trace::Trace& trace = result_.trace;
     native::SlotFileContext file{header.thread_index, !syncs_.empty(), base_ticks_, span_salt()};
     LaneState* lane = &state.lanes[state.current_lane];
+    // The thread's and the lane's clocks and the thread's event count, kept in locals (in
+    // registers: the columns' stores cannot alias them) and stored back before a call that
+    // reads them (a flow end, a lane switch) and at the chunk's end.
+    int64_t thread_last_ns = state.last_ns;
+    int64_t lane_last_ns = lane->last_ns;
+    uint64_t events = 0;
+    auto store_clocks = [&]() __attribute__((always_inline)) {
+      state.last_ns = thread_last_ns;
+      lane->last_ns = lane_last_ns;
+    };
     uint32_t decoded = native::decode_slots(
         chunk.payload.data() + sizeof(header), header.slot_count, state.slots,
         file, [&](const native::SlotEvent& event) __attribute__((always_inline)) {
-          ++state.events;
+          ++events;
           // One dispatch per event: each timed kind moves the thread's and lane's clocks.
           auto now = [&]() __attribute__((always_inline)) {
             int64_t ns = to_ns(event.ticks);
-            state.last_ns = std::max(state.last_ns, ns);
-            lane->last_ns = std::max(lane->last_ns, ns);
+            thread_last_ns = std::max(thread_last_ns, ns);
+            lane_last_ns = std::max(lane_last_ns, ns);
             return ns;
           };
           if (event.malformed) [[unlikely]] {
@@ -854,10 +881,13 @@ class NativeDecoder {
               return;
             case SlotKind::kTrack:
               flush_pending();
+              store_clocks();
               switch_lane(state, event.id, event.text);
               lane = &state.lanes[state.current_lane];
+              lane_last_ns = lane->last_ns;
               return;
             case SlotKind::kFlow:
+              store_clocks();
               bind_flow(state, *lane, event);
               return;
             case SlotKind::kInstant: {
@@ -883,6 +913,8 @@ class NativeDecoder {
               return;
           }
         });
+    store_clocks();
+    state.events += events;
     flush_pending();
     if (decoded < header.slot_count)
       damage(chunk.payload_offset + sizeof(header) + size_t{decoded} * sizeof(Slot),
@@ -1305,6 +1337,7 @@ class NativeDecoder {
 
   std::string_view file_;
   std::function<void(const char*)> done_before_;
+  bool defer_events_checks_ = true;
   std::unique_ptr<PendingSlices> pending_;
   ReadResult result_;
   std::vector<format::ClockSync> syncs_;

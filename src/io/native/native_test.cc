@@ -202,6 +202,39 @@ TEST(Native, EveryFlippedByteIsDetectedOrHarmless) {
   }
 }
 
+// The reader checks a kEvents chunk's checksum when it decodes the chunk, after reading the
+// chunks after it: a damaged one must still end the read where it is, as if the file
+// ended there (the names, clock syncs and footer after it do not count).
+TEST(Native, ADamagedEventsChunkEndsTheReadAsACutThereDoes) {
+  std::string bytes = opsight::io::write_native(sample_trace());
+  opsight::format::FileHeader header;
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  uint64_t offset = std::max<uint64_t>(header.header_bytes, sizeof(header));
+  int events_chunks = 0;
+  while (offset < bytes.size()) {
+    std::string problem;
+    auto chunk = opsight::format::read_chunk(bytes, offset, &problem);
+    ASSERT_TRUE(chunk.has_value()) << problem;
+    if (chunk->type == opsight::format::ChunkType::kEvents) {
+      ++events_chunks;
+      std::string damaged = bytes;
+      damaged[chunk->payload_offset + chunk->payload.size() / 2] ^= 0x5A;
+      auto read = opsight::io::read_native(damaged);
+      auto cut = opsight::io::read_native(std::string_view(bytes).substr(0, offset));
+      ASSERT_TRUE(read.damage.has_value());
+      EXPECT_EQ(read.damage->byte_offset, offset);
+      EXPECT_EQ(read.damage->message, "bad chunk payload checksum; the " + std::to_string(offset) +
+                                          " bytes before it were read");
+      EXPECT_EQ(describe_slices(read.trace), describe_slices(cut.trace)) << offset;
+      EXPECT_EQ(read.trace.run.extra, cut.trace.run.extra) << offset;
+      EXPECT_EQ(read.trace.run.events_dropped, cut.trace.run.events_dropped) << offset;
+      EXPECT_EQ(read.trace.tracks.size(), cut.trace.tracks.size()) << offset;
+    }
+    offset = chunk->payload_offset + chunk->payload.size();
+  }
+  EXPECT_GE(events_chunks, 2);
+}
+
 TEST(Native, RejectsOtherFilesWithAnOffset) {
   auto empty = opsight::io::read_native("");
   ASSERT_FALSE(empty.ok());
