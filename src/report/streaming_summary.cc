@@ -75,8 +75,8 @@ class SummaryAccumulator {
 
   // A span's begin: only the merged tree and the breakdown need them.
   void on_begin(const io::BegunSpan& span) {
-    paths_->on_begin(span, intern_cached(span.name),
-                     span.category.empty() ? 0 : intern_cached(span.category));
+    const FileName& file_name = file_name_of(span.name_id, span.name, span.category);
+    paths_->on_begin(span, file_name.name, file_name.category);
   }
 
   // Whether the per-name figures (--summary, --table) are wanted; the spans are still

@@ -30,17 +30,40 @@ StreamingPathViews::StreamingPathViews(trace::Trace& context, bool merged_tree,
 StreamingPathViews::Stack& StreamingPathViews::stack_of(bool async, int64_t pid, uint64_t async_id,
                                                         uint64_t lane_serial) {
   if (async) return async_[AsyncKey{pid, async_id}];
-  return lanes_[lane_serial];
+  if (cached_stack_ == nullptr || cached_serial_ != lane_serial) {
+    cached_stack_ = &lanes_[lane_serial];  // stays valid: unordered_map nodes do not move
+    cached_serial_ = lane_serial;
+  }
+  return *cached_stack_;
+}
+
+uint32_t StreamingPathViews::node_of(uint32_t parent_node, trace::StringId name, bool* created) {
+  std::array<uint32_t, 2>& recent =
+      parent_node == analyze::kNoNode ? recent_roots_ : recent_children_[parent_node];
+  for (uint32_t candidate : recent)
+    if (candidate != analyze::kNoNode && nodes_[candidate].name == name) {
+      *created = false;
+      return candidate;
+    }
+  const uint64_t path = (static_cast<uint64_t>(parent_node) << 32) | name;
+  auto found = node_of_path_.try_emplace(path, static_cast<uint32_t>(nodes_.size()));
+  *created = found.second;
+  const uint32_t node = found.first->second;
+  recent[1] = recent[0];
+  recent[0] = node;
+  return node;
 }
 
 // An async id's or a task lane's stack goes once empty (there may be millions over a run);
 // a thread's own lane stays.
 void StreamingPathViews::release_stack(bool async, int64_t pid, uint64_t async_id, uint64_t lane,
                                        uint64_t serial) {
-  if (async)
+  if (async) {
     async_.erase(AsyncKey{pid, async_id});
-  else if (lane != 0)
+  } else if (lane != 0) {
+    if (serial == cached_serial_) cached_stack_ = nullptr;
     lanes_.erase(serial);
+  }
 }
 
 bool StreamingPathViews::is_breakdown_name(trace::StringId name) {
@@ -72,23 +95,24 @@ void StreamingPathViews::on_begin(const io::BegunSpan& span, trace::StringId nam
   const OpenEntry* parent = stack.empty() ? nullptr : &stack.back();
   if (merged_tree_) {
     const uint32_t parent_node = parent != nullptr ? parent->node : analyze::kNoNode;
-    const uint64_t path = (static_cast<uint64_t>(parent_node) << 32) | name;
-    auto [found, created] = node_of_path_.try_emplace(path, static_cast<uint32_t>(nodes_.size()));
+    bool created = false;
+    const uint32_t node_index = node_of(parent_node, name, &created);
     const StreamRowRank rank =
         stream_row_rank(span.async, span.pid, span.async_id, span.start_unix_ns, begin);
     if (created) {
       nodes_.push_back({parent_node, name, category, 0, 0, span.start_unix_ns});
       node_rank_.push_back(rank);
       node_durations_.emplace_back();
+      recent_children_.push_back({analyze::kNoNode, analyze::kNoNode});
     } else {
-      analyze::AggregatePath& node = nodes_[found->second];
+      analyze::AggregatePath& node = nodes_[node_index];
       node.first_start_ns = std::min(node.first_start_ns, span.start_unix_ns);
-      if (rank < node_rank_[found->second]) {  // an async span's earlier row
-        node_rank_[found->second] = rank;
+      if (rank < node_rank_[node_index]) {  // an async span's earlier row, or a sync one
+        node_rank_[node_index] = rank;      // on an async root's path
         node.category = category;
       }
     }
-    entry.node = found->second;
+    entry.node = node_index;
   }
   if (!breakdown_span_.empty()) {
     entry.inside = parent != nullptr && (parent->inside || parent->named);

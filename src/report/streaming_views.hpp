@@ -21,6 +21,7 @@
 // Thread-safety: one owner, the thread that polls the tail.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -118,6 +119,7 @@ class StreamingPathViews {
   };
 
   Stack& stack_of(bool async, int64_t pid, uint64_t async_id, uint64_t lane_serial);
+  uint32_t node_of(uint32_t parent_node, trace::StringId name, bool* created);
   void release_stack(bool async, int64_t pid, uint64_t async_id, uint64_t lane, uint64_t serial);
   bool is_breakdown_name(trace::StringId name);
   bool is_gpu_category(trace::StringId category);
@@ -132,9 +134,16 @@ class StreamingPathViews {
   bool saw_gpu_work_ = false;
   std::unordered_map<uint64_t, Stack> lanes_;  // by the tail's lane serial
   std::unordered_map<AsyncKey, Stack, AsyncKeyHash> async_;
+  // The last lane's stack (a chunk holds one thread's events, so most events hit it).
+  uint64_t cached_serial_ = 0;
+  Stack* cached_stack_ = nullptr;
 
   // The merged tree: nodes in order of creation, by (parent node, name).
   std::unordered_map<uint64_t, uint32_t> node_of_path_;
+  // Per node, and for the roots, the two children met last: most begins find their node
+  // there without hashing.
+  std::vector<std::array<uint32_t, 2>> recent_children_;  // by node
+  std::array<uint32_t, 2> recent_roots_ = {analyze::kNoNode, analyze::kNoNode};
   std::vector<analyze::AggregatePath> nodes_;
   std::vector<StreamRowRank> node_rank_;  // of each node's first row
   std::vector<analyze::DurationColumn> node_durations_;

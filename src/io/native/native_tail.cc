@@ -354,7 +354,10 @@ void NativeTail::report_begin(const TailVisitor& visitor, const ThreadState& thr
                               const OpenSpan& span, bool async) {
   BegunSpan begun;
   begun.name = name_of(span, unknown_name_);
-  if (!span.named_inline && span.name < names_.size()) begun.category = names_[span.name].category;
+  if (!span.named_inline && span.name < names_.size()) {
+    begun.category = names_[span.name].category;
+    begun.name_id = span.name;
+  }
   begun.pid = thread.pid;
   begun.tid = thread.tid;
   begun.thread_name = thread.name;

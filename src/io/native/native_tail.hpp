@@ -80,6 +80,7 @@ struct EndedSpan {
 struct BegunSpan {
   std::string_view name;
   std::string_view category;
+  uint32_t name_id = 0;  // as EndedSpan::name_id
   std::string_view thread_name;
   int64_t pid = 0;
   int64_t tid = 0;
