@@ -44,6 +44,8 @@ class _Receiver:
                 self.end_headers()
                 self.wfile.write(answer)
 
+            do_PUT = do_POST  # noqa: N815 (a Pushgateway's method)
+
             def log_message(self, *args):
                 pass
 

@@ -750,13 +750,15 @@ def test_model_inference_spans_carry_gen_ai_attributes_with_the_opt_in(tmp_path,
 REQUESTS = 20
 
 
-@pytest.mark.parametrize("live", [False, True], ids=["at exit", "live"])
+@pytest.mark.parametrize("arguments", [[], ["--export-live"], ["--merge", "stream"]],
+                         ids=["at exit", "live", "at exit merged streaming"])
 def test_a_live_fastapi_server_gives_a_trace_per_request(tmp_path, jaeger_server, zipkin_server,
-                                                         live):
+                                                         arguments):
     """A real FastAPI service under uvicorn and `opsight run`, sent REQUESTS requests without
     a `traceparent`: Jaeger and Zipkin each hold REQUESTS traces, one server span each,
     none of them the run's own trace id (as the OpenTelemetry SDK gives every root span a
-    new trace id). Before, the whole server was one trace."""
+    new trace id). Before, the whole server was one trace. Merged streaming, the run is
+    exported from its files at the end, with the ids and traces of the merged trace."""
     import signal
     import urllib.error
     import urllib.request
@@ -772,7 +774,7 @@ def test_a_live_fastapi_server_gives_a_trace_per_request(tmp_path, jaeger_server
     environment = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
     run = subprocess.Popen(
         [sys.executable, "-m", "opsight", "run", "--no-store", "--report", "none", "-o",
-         str(output), *(["--export-live"] if live else []), "--service", "per-request",
+         str(output), *arguments, "--service", "per-request",
          "--export", f"otlp={jaeger_server.otlp_http_endpoint}",
          "--export", f"zipkin={zipkin_server.url}", "--", sys.executable, str(script), str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -795,6 +797,7 @@ def test_a_live_fastapi_server_gives_a_trace_per_request(tmp_path, jaeger_server
         _, stderr = run.communicate(timeout=60)
     assert run.returncode == 0, stderr
     assert "dropped" not in stderr, stderr
+    assert ("merged streaming" in stderr) == ("--merge" in arguments), stderr
     trace = native.read_trace(str(output))
     columns = trace.slice_columns()
     served = [(trace_id, span_id) for trace_id, span_id, name in

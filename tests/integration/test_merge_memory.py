@@ -116,8 +116,8 @@ def test_convert_merges_native_files_streaming(process_files, cli_path, tmp_path
 
 def test_opsight_run_merges_streaming_and_prints_the_streamed_reports(tmp_path):
     """`opsight run --merge stream` of a program with a child process: the output reads back
-    as the in-memory merge of another run of it does, the summary is printed, the tree and store are left out with a
-    line saying why."""
+    as the in-memory merge of another run of it does, the summary is printed, the tree is
+    left out with a line saying why."""
     program = tmp_path / "app.py"
     program.write_text(
         "import subprocess, sys\n"

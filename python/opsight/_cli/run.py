@@ -133,10 +133,11 @@ def _run_parser() -> ArgumentParser:
                         help="tag the stored run (repeatable; opsight runs --tag KEY=VALUE)")
     parser.add_argument("--merge", choices=("auto", "stream", "whole"), default="auto",
                         help="how the processes' files are merged: stream (into the .opsight "
-                             "output in bounded memory; the summary and table reports stream, "
-                             "the tree, the run store and exports are left out), whole (in "
-                             "memory), auto (stream from 1 GiB of files when the output is "
-                             ".opsight and nothing is exported; default)")
+                             "output in bounded memory, exported from the files and saved in "
+                             "the run store as it is; the summary and table reports stream, "
+                             "the tree is left out), whole (in memory), auto (stream from 1 GiB "
+                             "of files when the output is .opsight and no export needs the "
+                             "trace in memory, a Pushgateway's; default)")
     parser.add_argument("--no-store", action="store_true",
                         help="do not save the run in the run store (docs/store.md)")
     parser.add_argument("--store", metavar="PATH",
@@ -514,8 +515,9 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         print("opsight run: the program recorded nothing (is it a Python program run by the "
               "interpreter opsight is installed in?)", file=sys.stderr)
         return exit_status, False
-    if _merges_streaming(files, options, live_reports, native):
-        return _stream_merge(files, options, views, native, exit_status, run_directory)
+    if _merges_streaming(files, options, native):
+        return _stream_merge(files, options, views, native, exit_status, run_directory,
+                             live_reports)
     try:
         trace = native.merge_trace_files(files, os.path.basename(options.output))
     except ValueError as error:
@@ -530,18 +532,7 @@ def _run_and_report(start_command, environment, run_directory, options, views,
         trace.note_export(report["target"], report["spans"], report["sent"], report["dropped"])
     exit_reports = export_trace(trace, options.export_targets, prefix="opsight run",
                                 service=options.service, timeout_s=options.export_timeout)
-    dropped_items: dict[str, int] = {}  # "span", "log record" -> how many were dropped
-    for report in live_reports + exit_reports:
-        if report.get("dropped"):
-            item = report.get("item", "span")
-            dropped_items[item] = dropped_items.get(item, 0) + report["dropped"]
-    if dropped_items and exit_status == OK and not options.allow_export_drops:
-        what = " and ".join(f"{count} {item}{'s' if count != 1 else ''}"
-                            for item, count in dropped_items.items())
-        print(f"opsight run: an export dropped {what}: "
-              f"exit status {EXPORT_INCOMPLETE} (--allow-export-drops keeps the program's)",
-              file=sys.stderr)
-        exit_status = EXPORT_INCOMPLETE
+    exit_status = _status_after_exports(live_reports + exit_reports, exit_status, options)
     for view in views:
         sys.stderr.write(trace.render(view, options.format, "total", 0, options.max_roots))
         if options.format == "text":
@@ -567,17 +558,19 @@ def _run_and_report(start_command, environment, run_directory, options, views,
 _STREAM_MERGE_FROM_BYTES = 1 << 30
 
 
-def _merges_streaming(files: list[str], options, live_reports, native) -> bool:
+def _merges_streaming(files: list[str], options, native) -> bool:
     """Whether the processes' files are merged by native.merge_native_files (bounded memory)
     rather than read whole: --merge stream, or auto from _STREAM_MERGE_FROM_BYTES, when the
-    output is .opsight and nothing needs the trace in memory (exports)."""
+    output is .opsight and every export target streams from the files (a Pushgateway's is
+    sent from the trace in memory)."""
     if options.merge == "whole":
         return False
     why_not = None
+    held = [target for target in options.export_targets if not _sink_is_live(target)]
     if native.trace_format_of_path(options.output) != "native":
         why_not = "the output is not .opsight"
-    elif options.export_targets or live_reports:
-        why_not = "the trace is exported"
+    elif held:
+        why_not = f"{held[0]} is sent from the trace in memory"
     if options.merge == "stream":
         if why_not:
             print(f"opsight run: --merge stream: {why_not}: the files are merged in memory",
@@ -587,12 +580,62 @@ def _merges_streaming(files: list[str], options, live_reports, native) -> bool:
         _STREAM_MERGE_FROM_BYTES
 
 
-def _stream_merge(files, options, views, native, exit_status, run_directory) -> tuple[int, bool]:
-    """Merges the files into the output in bounded memory, then prints the reports that
-    stream (summary, table) from it; the tree and the run store, which hold the whole trace,
-    are left out with a line saying how to get them."""
+def _export_from_files(run_directory: str, options, native) -> list[dict[str, Any]]:
+    """Sends the run to the export targets once the program has ended, from the processes'
+    files a window at a time (the live exporter, started late): what export_trace sends
+    from the merged trace, in bounded memory. Prints and returns one report per target."""
+    if not options.export_targets:
+        return []
     try:
-        damage = native.merge_native_files(files, options.output)
+        exporter = native.LiveSpanExporter(run_directory, options.export_targets,
+                                           service=options.service)
+    except ValueError as error:  # checked before the program started; said if it changed
+        print(f"opsight run: export: {error}", file=sys.stderr)
+        return [{"target": " ".join(options.export_targets), "error": str(error), "sent": 0,
+                 "dropped": None}]
+    exporter.start()
+    reports = exporter.stop(options.export_timeout)
+    print_reports(reports, "opsight run")
+    return reports
+
+
+def _export_notes(reports: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The run-info pairs Trace.note_export writes for these reports ("export:<target>":
+    "spans sent dropped"), for a merge that never holds the trace."""
+    return [(f"export:{report['target']}",
+             f"{report['spans']} {report['sent']} {report['dropped']}")
+            for report in reports if report.get("dropped") is not None and "spans" in report]
+
+
+def _status_after_exports(reports: list[dict[str, Any]], exit_status: int, options) -> int:
+    """EXPORT_INCOMPLETE when an export dropped something and the program succeeded (unless
+    --allow-export-drops), with a line saying what; else the program's status."""
+    dropped_items: dict[str, int] = {}  # "span", "log record" -> how many were dropped
+    for report in reports:
+        if report.get("dropped"):
+            item = report.get("item", "span")
+            dropped_items[item] = dropped_items.get(item, 0) + report["dropped"]
+    if dropped_items and exit_status == OK and not options.allow_export_drops:
+        what = " and ".join(f"{count} {item}{'s' if count != 1 else ''}"
+                            for item, count in dropped_items.items())
+        print(f"opsight run: an export dropped {what}: "
+              f"exit status {EXPORT_INCOMPLETE} (--allow-export-drops keeps the program's)",
+              file=sys.stderr)
+        return EXPORT_INCOMPLETE
+    return exit_status
+
+
+def _stream_merge(files, options, views, native, exit_status, run_directory,
+                  live_reports) -> tuple[int, bool]:
+    """Exports the run from its files (_export_from_files), merges them into the output in
+    bounded memory with what the exports did in its run info, saves the merged file in the
+    run store as it is, then prints the reports that stream (summary, table) from it; the
+    tree, which holds the whole trace, is left out with a line saying how to get it."""
+    exit_reports = _export_from_files(run_directory, options, native)
+    reports = live_reports + exit_reports
+    exit_status = _status_after_exports(reports, exit_status, options)
+    try:
+        damage = native.merge_native_files(files, options.output, _export_notes(reports))
     except ValueError as error:
         print(f"opsight run: {error}", file=sys.stderr)
         return exit_status or 1, True
@@ -621,19 +664,18 @@ def _stream_merge(files, options, views, native, exit_status, run_directory) -> 
               f"whole trace (opsight report {options.output} --{left_out[0]})", file=sys.stderr)
     for source, reason in _merge_unresolved(run_directory):
         print(f"opsight: target never resolved: {source}: {reason}", file=sys.stderr)
-    if not options.no_store:
-        print("opsight run: the merge streamed: the run was not saved in the run store, which "
-              "holds a trace whole (--merge whole saves it)", file=sys.stderr)
+    _store_run([options.output], options, streaming=True)
     print(f"opsight run: wrote {options.output} ({len(files)} process file"
           f"{'s' if len(files) != 1 else ''} merged streaming); "
           f"opsight report {options.output} --summary", file=sys.stderr)
     return exit_status, False
 
 
-def _store_run(files: list[str], options, trace: Any = None) -> dict | None:
+def _store_run(files: list[str], options, trace: Any = None,
+               streaming: bool = False) -> dict | None:
     """Saves the run in the run store (unless --no-store): the merged ``trace`` (with what
-    its exports did), or the per-process ``files`` when they could not be merged; None if
-    it was not saved."""
+    its exports did), the per-process ``files`` when they could not be merged, or (with
+    ``streaming``) the one merged file as it is; None if it was not saved."""
     if options.no_store:
         return None
     command = options.program_command
@@ -641,4 +683,4 @@ def _store_run(files: list[str], options, trace: Any = None) -> dict | None:
     name = options.name or module or os.path.basename(options.script or command[0])
     return save_run(None if trace is not None else files, trace=trace, name=name,
                     tags=options.tag, command=shlex.join(command), store=options.store,
-                    prefix="opsight run")
+                    prefix="opsight run", streaming=streaming)
