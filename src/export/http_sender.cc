@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 
 #include "export/otlp/otlp_encoder.hpp"
@@ -301,6 +302,7 @@ SendResult HttpSender::send(std::string_view body) {
       headers.emplace("Content-Encoding", "gzip");
     }
   }
+  auto started = std::chrono::steady_clock::now();
   httplib::Result response = options_.method == "PUT"
                                  ? client_->client.Put(endpoint_.path, headers, body.data(),
                                                        body.size(), options_.content_type)
@@ -320,10 +322,16 @@ SendResult HttpSender::send(std::string_view body) {
     // An answer that is not HTTP/1, or a connection closed while the body was still being
     // written (an HTTP/2-only server closes once it has read a request line that is not
     // its preface, so which of the two the client sees is a matter of timing): see whether
-    // the port speaks HTTP/2 only, twice at most.
-    if ((error == httplib::Error::Read || error == httplib::Error::Write) && http2_checks_ < 2) {
+    // the port speaks HTTP/2 only, twice at most, within what is left of the request's
+    // timeout (an HTTP/2-only server closes at once; a read that took the whole timeout is a
+    // server that does not answer, and the request ends at its timeout).
+    double left_s =
+        options_.timeout_s -
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if ((error == httplib::Error::Read || error == httplib::Error::Write) && http2_checks_ < 2 &&
+        left_s > 0.01) {
       ++http2_checks_;
-      if (answers_only_http2(endpoint_, std::min(options_.timeout_s, 5.0))) {
+      if (answers_only_http2(endpoint_, std::min(left_s, 5.0))) {
         result.outcome = SendResult::Outcome::kFailed;
         result.message = endpoint_.origin() +
                          " answers in HTTP/2 only, as an OTLP/gRPC port does (OTLP/HTTP is "
