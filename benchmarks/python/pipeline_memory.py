@@ -7,12 +7,14 @@ runs each stage as its own process and reports, per stage, wall time, CPU time, 
 (``ru_maxrss`` of the child, started from a small interpreter), RSS per span, and throughput. ``cat FILE > /dev/null`` of the
 recorded file is the baseline measured in the same run: the cost of the bytes alone. The
 report and the converters run both ways, whole trace (``--stream off``) and streaming
-(``--stream on``), and the two summaries' texts are compared (printed: identical or not).
+(``--stream on``), and the two outputs of each report are compared (printed: identical or
+not). ``--reports`` chooses the reports (default: ``--summary``, ``--merged-tree`` and
+``--breakdown forward``); ``--no-convert`` leaves the converters out.
 
     python3 benchmarks/python/pipeline_memory.py [--spans 10000000] [--threads 4]
         [--opsight build/release/src/cli/opsight]
         [--synthetic build/release/src/session/opsight_synthetic_run] [--dir /tmp]
-        [--keep]
+        [--reports summary,merged-tree,breakdown] [--no-convert] [--keep]
 
 Every stage's exit status is checked; a stage that fails stops the benchmark with its
 output (no figure is printed for a stage that did not complete).
@@ -46,6 +48,13 @@ sys.exit(os.waitstatus_to_exitcode(status))
 # "Streaming conversion").
 STREAMED_OUTPUTS = ("json", "pftrace")
 
+# The reports measured, by --reports name: the arguments after the file.
+REPORTS = {
+    "summary": ["--summary"],
+    "merged-tree": ["--merged-tree"],
+    "breakdown": ["--breakdown", "forward"],
+}
+
 
 def run_stage(command: list[str], stdout_path: str | None = None) -> dict:
     """Runs ``command`` to completion; its wall time, CPU time and peak RSS (bytes). Its
@@ -68,7 +77,15 @@ def main() -> int:
     parser.add_argument("--synthetic", default="build/release/src/session/opsight_synthetic_run")
     parser.add_argument("--dir", default="/tmp")
     parser.add_argument("--keep", action="store_true", help="keep the files written")
+    parser.add_argument("--reports", default="summary,merged-tree,breakdown",
+                        help="comma-separated: " + ", ".join(REPORTS))
+    parser.add_argument("--no-convert", action="store_true", help="leave the converters out")
     options = parser.parse_args()
+    reports = [name for name in options.reports.split(",") if name]
+    for name in reports:
+        if name not in REPORTS:
+            sys.exit(f"pipeline_memory: --reports: unknown report {name!r}: one of "
+                     + ", ".join(REPORTS))
     for tool in (options.opsight, options.synthetic):
         if not os.access(tool, os.X_OK):
             sys.exit(f"pipeline_memory: {tool}: not built (cmake --build --preset release)")
@@ -77,7 +94,7 @@ def main() -> int:
     native = base + ".opsight"
     outputs = {"json": base + ".json", "pftrace": base + ".pftrace"}
     summaries: dict[str, str] = {}
-    summaries_identical = False
+    identical: dict[str, bool] = {}
     stages: list[tuple[str, dict, int]] = []  # (name, measures, bytes that stage produced/read)
     try:
         record = run_stage([options.synthetic, native, str(options.spans), str(options.threads)])
@@ -85,16 +102,17 @@ def main() -> int:
         stages.append(("record (synthetic run)", record, native_bytes))
         run_stage(["cat", native])  # warms the page cache: every reader sees the file hot
         stages.append(("cat FILE > /dev/null", run_stage(["cat", native]), native_bytes))
-        summaries = {}
-        for stream in ("off", "on"):
-            summaries[stream] = base + f".summary-{stream}.txt"
-            measures = run_stage([options.opsight, "report", native, "--summary", "--stream",
-                                  stream], stdout_path=summaries[stream])
-            stages.append(("report --summary" + (" --stream" if stream == "on" else ""),
-                           measures, native_bytes))
-        with open(summaries["off"], "rb") as whole, open(summaries["on"], "rb") as streamed:
-            summaries_identical = whole.read() == streamed.read()
-        for kind, path in outputs.items():
+        for report in reports:
+            for stream in ("off", "on"):
+                summaries[report + stream] = base + f".{report}-{stream}.txt"
+                measures = run_stage([options.opsight, "report", native, *REPORTS[report],
+                                      "--stream", stream], stdout_path=summaries[report + stream])
+                stages.append((f"report --{report}" + (" --stream" if stream == "on" else ""),
+                               measures, native_bytes))
+            with open(summaries[report + "off"], "rb") as whole, \
+                    open(summaries[report + "on"], "rb") as streamed:
+                identical[report] = whole.read() == streamed.read()
+        for kind, path in (() if options.no_convert else outputs.items()):
             measures = run_stage([options.opsight, "convert", native, path, "--stream", "off"])
             stages.append((f"convert -> .{kind}", measures, os.path.getsize(path)))
             if kind in STREAMED_OUTPUTS:
@@ -108,13 +126,14 @@ def main() -> int:
 
     spans = options.spans
     print(f"{spans:,} spans, {options.threads} threads; native file {native_bytes / 1e6:,.0f} MB")
-    print(f"{'stage':<30} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'B/span':>8} "
+    print(f"{'stage':<32} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'B/span':>8} "
           f"{'M spans/s':>10} {'MB/s':>8}")
     for name, measures, size in stages:
-        print(f"{name:<30} {measures['wall_s']:>8.2f} {measures['cpu_s']:>8.2f} "
+        print(f"{name:<32} {measures['wall_s']:>8.2f} {measures['cpu_s']:>8.2f} "
               f"{measures['peak_rss'] / 1e6:>12,.0f} {measures['peak_rss'] / spans:>8.1f} "
               f"{spans / measures['wall_s'] / 1e6:>10.2f} {size / measures['wall_s'] / 1e6:>8,.0f}")
-    print("streamed summary identical to the whole-trace one:", summaries_identical)
+    for report, same in identical.items():
+        print(f"streamed --{report} identical to the whole-trace one:", same)
     print("MB/s: bytes produced (record, convert) or read (cat, report) per wall second")
     return 0
 

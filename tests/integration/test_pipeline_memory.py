@@ -160,3 +160,51 @@ def test_a_streamed_summary_of_a_killed_run_equals_the_whole_one(long_run, cli_p
         outputs[stream] = done.stdout
     assert outputs["on"] == outputs["off"]
     assert b"opsight summary" in outputs["on"] and b"opsight operators" in outputs["on"]
+
+
+@pytest.mark.parametrize("view", [["--merged-tree"], ["--breakdown", "forward"]],
+                         ids=["merged-tree", "breakdown"])
+def test_a_streamed_tree_and_breakdown_hold_a_few_bytes_per_span(long_run, cli_path, view):
+    """`opsight report --merged-tree` and `--breakdown SPAN` with `--stream on` fold each
+    span into its code path's (or its inference's phase's) compact column as it ends,
+    instead of loading the model: peak RSS under 16 bytes per span plus a constant, while
+    the whole path's holds the model; every output format is byte for byte the whole
+    path's, and the streamed one holds what the report shows."""
+    whole_rss, _ = run_measured([str(cli_path), "report", str(long_run), *view,
+                                 "--stream", "off"])
+    rss, _ = run_measured([str(cli_path), "report", str(long_run), *view, "--stream", "on"])
+    assert rss < SPANS * 16 + 24 * 2**20, (rss, whole_rss)
+    assert whole_rss > 2 * rss, "the test needs a run whose model is larger than the bound"
+    for output_format in ("text", "json", "csv"):
+        outputs = {}
+        for stream in ("off", "on"):
+            done = subprocess.run([str(cli_path), "report", str(long_run), *view,
+                                   "--format", output_format, "--stream", stream],
+                                  capture_output=True, timeout=300)
+            assert done.returncode == 0, done.stderr
+            outputs[stream] = done.stdout
+        assert outputs["on"] == outputs["off"], output_format
+        if output_format == "text":
+            expected = [b"handle_request", b"forward", b"aten::linear", b"aten::relu"]
+            if view[0] == "--breakdown":
+                expected = [b"inferences of 'forward'", b"aten::linear", b"(uncovered)"]
+            for text in expected:
+                assert text in outputs["on"], (text, outputs["on"][:2000])
+
+
+def test_a_streamed_tree_and_breakdown_of_a_killed_run_equal_the_whole_ones(long_run, cli_path,
+                                                                          tmp_path):
+    """A run cut as SIGKILL leaves it: the streamed merged tree and breakdown equal the whole
+    path's (spans left open are closed at their thread's last event on both paths)."""
+    data = long_run.read_bytes()
+    killed = tmp_path / "killed.opsight"
+    killed.write_bytes(data[: len(data) * 3 // 5])
+    outputs = {}
+    for stream in ("off", "on"):
+        done = subprocess.run([str(cli_path), "report", str(killed), "--merged-tree",
+                               "--breakdown", "forward", "--stream", stream],
+                              capture_output=True, timeout=300)
+        assert done.returncode == 2, done.stderr
+        outputs[stream] = done.stdout
+    assert outputs["on"] == outputs["off"]
+    assert b"opsight merged tree" in outputs["on"] and b"opsight breakdown" in outputs["on"]
