@@ -601,6 +601,7 @@ class NativeDecoder {
   void fit_clock() {
     if (syncs_.empty()) {
       slope_ = 1.0;
+      set_fast_ns_range();
       return;
     }
     const auto& first = syncs_.front();
@@ -614,6 +615,7 @@ class NativeDecoder {
       slope_ = ticks_per_second_ > 0 ? 1e9 / ticks_per_second_ : 1.0;
     }
     slope_fixed_ = static_cast<int64_t>(std::llround(std::ldexp(std::min(slope_, 32767.0), 48)));
+    set_fast_ns_range();
     // How far the line strays from the sync points between the first and the last: the
     // bound on a timestamp's error against CLOCK_MONOTONIC, which every process of the
     // machine shares (so the traces of several processes align within the sum of theirs).
@@ -655,20 +657,28 @@ class NativeDecoder {
   // unless the sum leaves the clamp's range.)
   __attribute__((always_inline)) int64_t to_ns(uint64_t ticks) const {
     const auto delta = static_cast<int64_t>(ticks - base_ticks_);
-    if (slope_fixed_ == kSlopeOne) {
-      int64_t ns = 0;
-      const bool overflows = __builtin_add_overflow(base_ns_, delta, &ns);
-      // (ns in [-kNsLimit, kNsLimit] as one unsigned comparison)
-      if (!overflows && static_cast<uint64_t>(ns) + uint64_t{kNsLimit} <= 2 * uint64_t{kNsLimit})
-          [[likely]]
-        return ns;
-    }
+    if (static_cast<uint64_t>(delta) - static_cast<uint64_t>(fast_delta_low_) < fast_delta_width_)
+        [[likely]]
+      return base_ns_ + delta;
     __extension__ using Wide = __int128;
     Wide ns = base_ns_ + ((static_cast<Wide>(delta) * slope_fixed_ + (Wide{1} << 47)) >> 48);
     return static_cast<int64_t>(std::clamp(ns, Wide{-kNsLimit}, Wide{kNsLimit}));
   }
   static constexpr int64_t kSlopeOne = int64_t{1} << 48;
   static constexpr int64_t kNsLimit = int64_t{1} << 62;
+
+  // With slope 1, the deltas whose ns need no clamp, [fast_delta_low_, + width): to_ns
+  // checks them with one unsigned comparison. Width 0: no such path (another slope).
+  void set_fast_ns_range() {
+    __extension__ using Wide = __int128;
+    fast_delta_width_ = 0;
+    if (slope_fixed_ != kSlopeOne) return;
+    Wide low = std::max<Wide>(Wide{-kNsLimit} - base_ns_, std::numeric_limits<int64_t>::min());
+    Wide high = std::min<Wide>(Wide{kNsLimit} - base_ns_, std::numeric_limits<int64_t>::max());
+    if (high < low) return;
+    fast_delta_low_ = static_cast<int64_t>(low);
+    fast_delta_width_ = static_cast<uint64_t>(high - low) + 1;  // at most 2^63 + 1
+  }
 
   __attribute__((always_inline)) trace::TrackId track_of(const ThreadState& state,
                                                          LaneState& lane) {
@@ -1351,6 +1361,8 @@ class NativeDecoder {
   double event_cost_ns_ = 0;
   double slope_ = 1.0;
   int64_t slope_fixed_ = int64_t{1} << 48;
+  int64_t fast_delta_low_ = 0;
+  uint64_t fast_delta_width_ = 0;
   uint64_t base_ticks_ = 0;
   int64_t base_ns_ = 0;
   uint64_t unmatched_ends_ = 0, unknown_names_ = 0, unknown_slots_ = 0, orphan_args_ = 0;

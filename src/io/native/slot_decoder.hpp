@@ -111,6 +111,16 @@ __attribute__((always_inline)) inline uint32_t decode_slots(const char* slots, u
   SlotEvent event;
   // A local copy, kept in registers across the visitor's calls; written back at the end.
   ThreadSlotState state = thread_state;
+  // A timed event's ticks (packed or whole): the thread's last time, and whether the event
+  // came before the session (stale: skipped, with the id events and args after it).
+  auto is_fresh = [&](uint64_t ticks) __attribute__((always_inline)) {
+    state.last_ticks = ticks;
+    state.has_last_ticks = true;
+    state.skipping_stale = file.has_session_start && ticks < file.session_start_ticks;
+    if (state.skipping_stale) return false;
+    event.ticks = ticks;
+    return true;
+  };
   while (index < slot_count) {
     Slot slot;
     std::memcpy(&slot, slots + size_t{index} * sizeof(Slot), sizeof(Slot));
@@ -121,6 +131,20 @@ __attribute__((always_inline)) inline uint32_t decode_slots(const char* slots, u
     event.kind = static_cast<SlotKind>(slot.kind);
     event.malformed = false;
     switch (event.kind) {
+      // The kinds most events are first, each dispatched once.
+      case SlotKind::kBegin:
+        if (!is_fresh(slot.ticks)) continue;
+        event.name_id = slot.id;
+        event.text = {};
+        event.span_id = derived_span_id(file.thread_index, ++state.begins, file.span_salt);
+        on_event(event);
+        continue;
+      case SlotKind::kEnd:
+        if (!is_fresh(slot.ticks)) continue;
+        event.late = slot.arg_type == format::kEndIsLate;
+        event.unfinished = event.late || slot.arg_type == format::kEndOfUnfinished;
+        on_event(event);
+        continue;
       case SlotKind::kTrack:  // ticks is the key, not a time: never stale
         event.id = slot.ticks;
         event.text = inline_text(payload, slot.id, extra);
@@ -194,27 +218,15 @@ __attribute__((always_inline)) inline uint32_t decode_slots(const char* slots, u
       ticks = format::unpack_async_ticks(
           format::packed_async_ticks_low(slot),
           state.has_last_ticks ? state.last_ticks : file.session_start_ticks);
-    state.last_ticks = ticks;
-    state.has_last_ticks = true;
-    state.skipping_stale = file.has_session_start && ticks < file.session_start_ticks;
-    if (state.skipping_stale) continue;
-    event.ticks = ticks;
+    if (!is_fresh(ticks)) continue;
     switch (event.kind) {
-      case SlotKind::kBegin:
-        event.name_id = slot.id;
-        event.text = {};
-        event.span_id = derived_span_id(file.thread_index, ++state.begins, file.span_salt);
-        break;
       case SlotKind::kBeginNamed:
         event.kind = SlotKind::kBegin;
         event.name_id = 0;
         event.text = inline_text(payload, slot.id, extra);
         event.span_id = derived_span_id(file.thread_index, ++state.begins, file.span_salt);
-        break;
-      case SlotKind::kEnd:
-        event.late = slot.arg_type == format::kEndIsLate;
-        event.unfinished = event.late || slot.arg_type == format::kEndOfUnfinished;
-        break;
+        on_event(event);
+        continue;
       case SlotKind::kInstant:
       case SlotKind::kInstantNamed:
         event.name_id = event.kind == SlotKind::kInstant ? slot.id : 0;
