@@ -107,8 +107,7 @@ class NativeDecoder {
                          bool defer_events_checks = true)
       : file_(file),
         done_before_(std::move(done_before)),
-        defer_events_checks_(defer_events_checks),
-        pending_(std::make_unique<PendingSlices>()) {}
+        defer_events_checks_(defer_events_checks) {}
 
   ReadResult decode() {
     if (!check_header()) return std::move(result_);
@@ -147,6 +146,7 @@ class NativeDecoder {
       decode_events(chunk);
       if (done_before_) done_before_(chunk.payload.data() + chunk.payload.size());
     }
+    trim_slices();
     finish_threads();
     int64_t trace_end_ns = 0;
     for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
@@ -308,6 +308,7 @@ class NativeDecoder {
     // A run that starts inside spans begun before it meets their ends, arguments and
     // flows without them: not the file's problems, so not counted.
     unmatched_ends_ = orphan_args_ = contexts_without_span_ = flow_ends_without_span_ = 0;
+    trim_slices();
     finish_threads();
     int64_t trace_end_ns = 0;
     for (const auto& state : threads_) trace_end_ns = std::max(trace_end_ns, state.last_ns);
@@ -652,32 +653,40 @@ class NativeDecoder {
   // under 0.1 ns of drift after 10^13 ticks).
   // Clamped to +-2^62 ns (146 years), so that a damaged clock cannot make the sums and
   // differences of timestamps downstream overflow.
-  // (Inline: it runs for every timed event. With slope 1, the files the model writer
-  // writes, the product is the delta itself: the same result without 128-bit arithmetic,
-  // unless the sum leaves the clamp's range.)
+  // (Inline: it runs for every timed event. For the deltas whose ns need no clamp, set by
+  // set_fast_ns_range() with the clock fit, the product is taken without the clamp's
+  // 128-bit comparisons: the same result.)
   __attribute__((always_inline)) int64_t to_ns(uint64_t ticks) const {
-    const auto delta = static_cast<int64_t>(ticks - base_ticks_);
-    if (static_cast<uint64_t>(delta) - static_cast<uint64_t>(fast_delta_low_) < fast_delta_width_)
-        [[likely]]
-      return base_ns_ + delta;
     __extension__ using Wide = __int128;
-    Wide ns = base_ns_ + ((static_cast<Wide>(delta) * slope_fixed_ + (Wide{1} << 47)) >> 48);
+    const auto delta = static_cast<int64_t>(ticks - base_ticks_);
+    Wide scaled = (static_cast<Wide>(delta) * slope_fixed_ + (Wide{1} << 47)) >> 48;
+    if (static_cast<uint64_t>(delta) - static_cast<uint64_t>(fast_delta_low_) < fast_delta_width_)
+        [[likely]]  // base_ns_ + scaled is within the clamp: exact in 64 bits, wrapping
+      return static_cast<int64_t>(static_cast<uint64_t>(base_ns_) + static_cast<uint64_t>(scaled));
+    Wide ns = base_ns_ + scaled;
     return static_cast<int64_t>(std::clamp(ns, Wide{-kNsLimit}, Wide{kNsLimit}));
   }
-  static constexpr int64_t kSlopeOne = int64_t{1} << 48;
   static constexpr int64_t kNsLimit = int64_t{1} << 62;
 
-  // With slope 1, the deltas whose ns need no clamp, [fast_delta_low_, + width): to_ns
-  // checks them with one unsigned comparison. Width 0: no such path (another slope).
+  // The deltas whose ns need no clamp, [fast_delta_low_, + width), for to_ns to check
+  // with one unsigned comparison: a range a little narrower than the exact one (2 ns of
+  // margin for the rounding), since outside it to_ns clamps as before. Width 0: none (a
+  // damaged file's slope).
   void set_fast_ns_range() {
     __extension__ using Wide = __int128;
     fast_delta_width_ = 0;
-    if (slope_fixed_ != kSlopeOne) return;
-    Wide low = std::max<Wide>(Wide{-kNsLimit} - base_ns_, std::numeric_limits<int64_t>::min());
-    Wide high = std::min<Wide>(Wide{kNsLimit} - base_ns_, std::numeric_limits<int64_t>::max());
+    if (slope_fixed_ <= 0) return;
+    auto floor_div = [](Wide a, Wide b) { return a / b - ((a % b != 0 && a < 0) ? 1 : 0); };
+    auto ceil_div = [](Wide a, Wide b) { return a / b + ((a % b != 0 && a > 0) ? 1 : 0); };
+    Wide high = floor_div((Wide{kNsLimit} - base_ns_ - 2) * (Wide{1} << 48), slope_fixed_);
+    Wide low = ceil_div((Wide{-kNsLimit} - base_ns_ + 2) * (Wide{1} << 48), slope_fixed_);
+    high = std::min<Wide>(high, std::numeric_limits<int64_t>::max());
+    low = std::max<Wide>(low, std::numeric_limits<int64_t>::min());
     if (high < low) return;
     fast_delta_low_ = static_cast<int64_t>(low);
-    fast_delta_width_ = static_cast<uint64_t>(high - low) + 1;  // at most 2^63 + 1
+    // (one delta short of 2^64 when every delta qualifies: the width fits in 64 bits)
+    fast_delta_width_ =
+        static_cast<uint64_t>(std::min<Wide>(high - low + 1, std::numeric_limits<uint64_t>::max()));
   }
 
   __attribute__((always_inline)) trace::TrackId track_of(const ThreadState& state,
@@ -694,89 +703,80 @@ class NativeDecoder {
     lane.has_track = true;
   }
 
-  // The slices begun since the last flush, not yet in the trace's columns: a begin writes
-  // its row here (nine stores, where nine std::vector appends out of line cost more
-  // instructions than decoding the event), and its end its duration, while the row is here;
-  // flush_pending() appends them to the columns, a column at a time, at the end of each
-  // chunk, when the buffer is full, and before anything that reads or writes the columns
-  // by row (a lane switch that closes spans; an end or a span id writes where its row is).
-  struct PendingSlices {
-    static constexpr uint32_t kRows = 1024;
-    RowIndex base = 0;   // the row of entry 0: the columns' size at the last flush
-    uint32_t count = 0;  // entries held
-    int64_t ts[kRows];
-    int64_t dur[kRows];
-    StringId name[kRows];
-    StringId category[kRows];
-    trace::TrackId track[kRows];
-    uint16_t depth[kRows];
-    RowIndex parent[kRows];
-    uint64_t span_id[kRows];
-    uint16_t flags[kRows];
+  // The slice columns grow by kSliceRowsAtATime rows at a time (zero-filled by resize():
+  // the pages' first touch), and a begin writes its row in place through pointers to the
+  // columns' data: nine stores, where nine std::vector appends (SliceTable::add, out of
+  // line) cost more instructions than decoding the event. slices_used_ of the rows are
+  // slices; trim_slices() cuts the columns to them once the event chunks are decoded,
+  // before anything else adds or counts rows.
+  static constexpr size_t kSliceRowsAtATime = 1024;
+  struct SliceColumnData {
+    int64_t* ts = nullptr;
+    int64_t* dur = nullptr;
+    StringId* name = nullptr;
+    StringId* category = nullptr;
+    trace::TrackId* track = nullptr;
+    uint16_t* depth = nullptr;
+    uint16_t* flags = nullptr;
+    RowIndex* parent = nullptr;
+    uint64_t* span_id = nullptr;
   };
 
-  void flush_pending() {
-    PendingSlices& pending = *pending_;
-    if (pending.count != 0) {
-      trace::SliceTable& slices = result_.trace.slices;
-      // (resize and a copy: Column's allocator makes insert() construct element by
-      // element, five instructions each, where this is a memset and a memcpy.)
-      auto append = [&](auto& column, const auto* values) {
-        const size_t old_size = column.size();
-        column.resize(old_size + pending.count);
-        std::memcpy(column.data() + old_size, values, pending.count * sizeof(values[0]));
-      };
-      append(slices.ts, pending.ts);
-      append(slices.dur, pending.dur);
-      append(slices.name, pending.name);
-      append(slices.category, pending.category);
-      append(slices.track, pending.track);
-      append(slices.depth, pending.depth);
-      append(slices.flags, pending.flags);
-      append(slices.parent, pending.parent);
-      append(slices.span_id, pending.span_id);
-      pending.count = 0;
-    }
-    pending.base = static_cast<RowIndex>(result_.trace.slices.size());
+  void resize_slices(size_t rows) {
+    trace::SliceTable& slices = result_.trace.slices;
+    slices.ts.resize(rows);
+    slices.dur.resize(rows);
+    slices.name.resize(rows);
+    slices.category.resize(rows);
+    slices.track.resize(rows);
+    slices.depth.resize(rows);
+    slices.flags.resize(rows);
+    slices.parent.resize(rows);
+    slices.span_id.resize(rows);
+    columns_ = SliceColumnData{slices.ts.data(),       slices.dur.data(),    slices.name.data(),
+                               slices.category.data(), slices.track.data(),  slices.depth.data(),
+                               slices.flags.data(),    slices.parent.data(), slices.span_id.data()};
+    slices_sized_ = rows;
+  }
+
+  // (Up to the reserved capacity, when there is room: past it, the columns move.)
+  void grow_slices() {
+    const size_t capacity = result_.trace.slices.ts.capacity();
+    size_t rows = slices_used_ + kSliceRowsAtATime;
+    if (slices_used_ < capacity && rows > capacity) rows = capacity;
+    resize_slices(rows);
+  }
+
+  void trim_slices() {
+    if (slices_sized_ != slices_used_) resize_slices(slices_used_);
   }
 
   // A begin: its slice (duration 0 until its end), nested in the innermost open one of
   // the lane, and opened there.
   __attribute__((always_inline)) RowIndex begin_slice(OpenSlices& open, int64_t ns, NameIds ids,
                                                       trace::TrackId track, uint64_t span_id) {
-    PendingSlices& pending = *pending_;
-    if (pending.count == PendingSlices::kRows) [[unlikely]]
-      flush_pending();
-    const uint32_t entry = pending.count++;
-    const RowIndex row = pending.base + entry;
-    pending.ts[entry] = ns;
-    pending.dur[entry] = 0;
-    pending.name[entry] = ids.name;
-    pending.category[entry] = ids.category;
-    pending.track[entry] = track;
-    pending.depth[entry] = static_cast<uint16_t>(std::min<size_t>(open.size(), 0xFFFF));
-    pending.parent[entry] = open.empty() ? kNoRow : open.innermost();
-    pending.span_id[entry] = span_id;
-    pending.flags[entry] = 0;
+    if (slices_used_ == slices_sized_) [[unlikely]]
+      grow_slices();
+    const auto row = static_cast<RowIndex>(slices_used_++);
+    columns_.ts[row] = ns;
+    columns_.name[row] = ids.name;
+    columns_.category[row] = ids.category;
+    columns_.track[row] = track;
+    columns_.depth[row] = static_cast<uint16_t>(std::min<size_t>(open.size(), 0xFFFF));
+    columns_.parent[row] = open.empty() ? kNoRow : open.innermost();
+    columns_.span_id[row] = span_id;
+    // (dur and flags: 0 from the resize)
     open.open_nested(row);
     return row;
   }
 
   // An end: closes the lane's innermost open slice at `ns` (OpenSlices::close_innermost,
-  // on a row that may still be pending); its row, or kNoRow when none is open.
+  // through the column pointers); its row, or kNoRow when none is open.
   __attribute__((always_inline)) RowIndex end_slice(OpenSlices& open, int64_t ns, bool unfinished) {
     const RowIndex row = open.pop_innermost();
     if (row == kNoRow) return kNoRow;
-    PendingSlices& pending = *pending_;
-    if (row >= pending.base) [[likely]] {
-      const uint32_t entry = row - pending.base;
-      pending.dur[entry] = OpenSlices::duration(pending.ts[entry], ns);
-      if (unfinished) pending.flags[entry] |= trace::kSliceUnfinished;
-    } else {
-      trace::SliceTable& slices = result_.trace.slices;
-      slices.dur[row] = OpenSlices::duration(slices.ts[row], ns);
-      if (unfinished) slices.flags[row] |= trace::kSliceUnfinished;
-    }
+    columns_.dur[row] = OpenSlices::duration(columns_.ts[row], ns);
+    if (unfinished) columns_.flags[row] |= trace::kSliceUnfinished;
     return row;
   }
 
@@ -890,7 +890,6 @@ class NativeDecoder {
               decode_arg(*lane, event);
               return;
             case SlotKind::kTrack:
-              flush_pending();
               store_clocks();
               switch_lane(state, event.id, event.text);
               lane = &state.lanes[state.current_lane];
@@ -925,7 +924,6 @@ class NativeDecoder {
         });
     store_clocks();
     state.events += events;
-    flush_pending();
     if (decoded < header.slot_count)
       damage(chunk.payload_offset + sizeof(header) + size_t{decoded} * sizeof(Slot),
              "event payload runs past its chunk");
@@ -943,14 +941,8 @@ class NativeDecoder {
     trace::Trace& trace = result_.trace;
     RowIndex row = lane.open.innermost();
     if (event.kind == SlotKind::kSpanId) {
-      PendingSlices& pending = *pending_;
-      if (row >= pending.base) [[likely]] {
-        pending.span_id[row - pending.base] = event.id;
-        pending.flags[row - pending.base] |= trace::kSliceExplicitSpanId;
-      } else {
-        trace.slices.span_id[row] = event.id;
-        trace.slices.flags[row] |= trace::kSliceExplicitSpanId;
-      }
+      columns_.span_id[row] = event.id;
+      columns_.flags[row] |= trace::kSliceExplicitSpanId;
     } else if (native::binds_to_root(event)) {
       RowIndex root = lane.open.outermost();
       if (root != lane.in_session_trace) {
@@ -1348,7 +1340,9 @@ class NativeDecoder {
   std::string_view file_;
   std::function<void(const char*)> done_before_;
   bool defer_events_checks_ = true;
-  std::unique_ptr<PendingSlices> pending_;
+  SliceColumnData columns_;  // the slice columns' data while the event chunks are decoded
+  size_t slices_used_ = 0;   // rows begun
+  size_t slices_sized_ = 0;  // rows the columns hold
   ReadResult result_;
   std::vector<format::ClockSync> syncs_;
   std::vector<NameIds> names_;
