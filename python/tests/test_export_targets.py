@@ -30,6 +30,10 @@ OPTIONAL_EXPORT_KINDS = {
               "kafka_sender_test.cc"),
     "otlp-grpc": ("otlp-grpc=http://127.0.0.1:4317", "grpc++", "libgrpc++-dev",
                   "grpc_sender_test.cc"),
+    "otlp-metrics-grpc": ("otlp-metrics-grpc=http://127.0.0.1:4317", "grpc++", "libgrpc++-dev",
+                          "grpc_sender_test.cc"),
+    "otlp-logs-grpc": ("otlp-logs-grpc=http://127.0.0.1:4317", "grpc++", "libgrpc++-dev",
+                       "grpc_sender_test.cc"),
 }
 
 

@@ -180,6 +180,20 @@ def require_command(command: str, package: str) -> str:
     return path
 
 
+def self_signed_certificate(directory: Path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (CN ``name``) and its key, as PEM files in
+    ``directory``, made by openssl: a server's certificate that is its own CA (give it as
+    OTEL_EXPORTER_OTLP_CERTIFICATE), or a client's for mutual TLS."""
+    require_command("openssl", "openssl")
+    key, certificate = directory / f"{name}.key", directory / f"{name}.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
+                           "1", "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
+                           "-keyout", str(key), "-out", str(certificate)],
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    return str(certificate), str(key)
+
+
 def installed_file(name: str, path: Path) -> Path:
     """``path`` when it is there, else skips or fails (``missing``)."""
     if not path.exists():

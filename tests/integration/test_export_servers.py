@@ -19,8 +19,8 @@ import pytest
 
 from real_servers import (TcpGate, attributes_dict, jaeger, jaeger_server,  # noqa: F401
                           otlp_spans, poll, prometheus, promtool_check_metrics,
-                          pushgateway_server, require_command, require_modules,
-                          traces_of, zipkin_server)
+                          pushgateway_server, require_modules,
+                          self_signed_certificate, traces_of, zipkin_server)
 
 import opsight._native as native
 
@@ -258,14 +258,7 @@ def test_an_otlp_http_port_given_as_grpc_is_named_and_not_retried(tmp_path, jaeg
 
 def _certificate(tmp_path, name: str) -> tuple[str, str]:
     """A self-signed certificate for 127.0.0.1 and its key (PEM files), made by openssl."""
-    require_command("openssl", "openssl")
-    key, certificate = tmp_path / f"{name}.key", tmp_path / f"{name}.pem"
-    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days",
-                           "1", "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
-                           "-keyout", str(key), "-out", str(certificate)],
-                          capture_output=True, text=True, timeout=60)
-    assert made.returncode == 0, made.stderr
-    return str(certificate), str(key)
+    return self_signed_certificate(tmp_path, name)
 
 
 def test_grpc_over_tls_and_mutual_tls_to_a_real_jaeger(tmp_path):
