@@ -47,6 +47,16 @@ def _stored(tmp_path) -> dict:
     return json.loads(shown.stdout)["run"]
 
 
+def _report(tmp_path, *arguments: str) -> str:
+    from opsight._core_command import core_command_path
+
+    environment = dict(os.environ, OPSIGHT_HOME=str(tmp_path))
+    done = subprocess.run([core_command_path(), "report", *arguments], capture_output=True,
+                          text=True, timeout=120, env=environment)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_a_streamed_merge_is_exported_from_the_files_and_saved_in_the_store(tmp_path):
     require("opentelemetry.proto")
     import opsight._native as native
@@ -74,6 +84,13 @@ def test_a_streamed_merge_is_exported_from_the_files_and_saved_in_the_store(tmp_
             assert "merged streaming" in done.stderr, done.stderr
             assert "saved as run" in done.stderr, done.stderr
             assert "opsight summary" in done.stderr, done.stderr
+            # The stored run reports streaming (its trace written to a hidden file first)
+            # as it does read whole, and leaves no file behind.
+            summaries = [_report(tmp_path, "latest", "--summary", "--stream", stream)
+                         for stream in ("on", "off")]
+            assert summaries[0] == summaries[1] and "work" in summaries[0], summaries
+            traces = tmp_path / "runs.db.traces"
+            assert not traces.exists() or not list(traces.glob(".reading-*"))
     # Two runs of the program: the same spans (2 processes, 50 calls each and their modules).
     assert received["stream"] == received["whole"] >= 100
 

@@ -156,11 +156,12 @@ struct ReportCommand {
 // Inputs from this size on are reported (and converted) streaming by default.
 constexpr uintmax_t kStreamFromBytes = uintmax_t{1} << 30;
 
-// Why `opsight report` cannot stream this command; nullopt when it can: one .opsight file,
-// no --window, and only views that stream (--summary, --table, --ops, --merged-tree,
-// --breakdown).
+// Why `opsight report` cannot stream this command; nullopt when it can: one .opsight file
+// (or a run of the store: `stored_run`), no --window, and only views that stream
+// (--summary, --table, --ops, --merged-tree, --breakdown).
 std::optional<std::string> why_report_cannot_stream(const ReportCommand& command,
-                                                    const std::vector<bool>& wanted) {
+                                                    const std::vector<bool>& wanted,
+                                                    bool stored_run = false) {
   const auto views = opsight::report::report_views();
   for (size_t i = 0; i < views.size(); ++i)
     if (wanted[i] && !opsight::report::view_streams(views[i].name))
@@ -168,14 +169,15 @@ std::optional<std::string> why_report_cannot_stream(const ReportCommand& command
              " reads the whole trace (docs/reports.md, \"Streaming reports\")";
   if (!command.window.empty())
     return std::string("a --window is read through the file's time index");
+  if (stored_run) return std::nullopt;
   std::error_code error;
   if (command.files.size() != 1 ||
       opsight::io::format_from_path(command.files[0]) != opsight::io::FileFormat::kNative ||
       (std::filesystem::exists(command.files[0], error) &&
        !std::filesystem::is_regular_file(command.files[0], error)))
     return std::string(
-        "only one .opsight file streams (several files are merged, runs of the "
-        "store and other formats are read whole)");
+        "only one .opsight file or run of the store streams (several files are merged, "
+        "other formats are read whole)");
   return std::nullopt;
 }
 
@@ -249,6 +251,25 @@ int run_report(const ReportCommand& command) {
       return kExitUsage;
     }
   }
+  std::vector<std::string> wanted_names;
+  for (size_t i = 0; i < views.size(); ++i)
+    if (wanted[i]) wanted_names.emplace_back(views[i].name);
+  // A run of the store streams from its native trace, written to a hidden file beside the
+  // store first (a trace kept as a file is decompressed a MiB at a time): with --stream on,
+  // or by default from kStreamFromBytes of native trace.
+  if (command.stream != "off" && command.files.size() == 1 &&
+      !why_report_cannot_stream(command, wanted, /*stored_run=*/true)) {
+    opsight::store::StoredRunFile stored = opsight::store::StoredRunFile::open(
+        command.files[0], {}, command.stream == "on" ? 0 : kStreamFromBytes);
+    if (stored.error()) {
+      print_error(*stored.error());
+      return kExitError;
+    }
+    if (!stored.path().empty()) {
+      options.source_name = stored.label();
+      return run_streamed_report(stored.path(), wanted_names, options);
+    }
+  }
   if (command.stream != "off") {
     auto why_not = why_report_cannot_stream(command, wanted);
     if (command.stream == "on" && why_not) {
@@ -260,10 +281,7 @@ int run_report(const ReportCommand& command) {
                      std::filesystem::file_size(command.files[0], error) >= kStreamFromBytes)) {
       if (!error) {
         options.source_name = std::filesystem::path(command.files[0]).filename().string();
-        std::vector<std::string> names;
-        for (size_t i = 0; i < views.size(); ++i)
-          if (wanted[i]) names.emplace_back(views[i].name);
-        return run_streamed_report(command.files[0], names, options);
+        return run_streamed_report(command.files[0], wanted_names, options);
       }
     }
   }

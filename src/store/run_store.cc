@@ -916,6 +916,69 @@ Result<RunRecord> RunStore::resolve(std::string_view reference) {
                                " characters of its uuid; `opsight runs` lists them)");
 }
 
+std::optional<std::string> RunStore::select_stored_trace(int64_t id, StoredTraceRow* row) {
+  const std::string run = "run " + std::to_string(id) + " in " + path_;
+  std::lock_guard lock(mutex_);
+  Statement select(database_,
+                   "SELECT runs.trace_bytes, run_traces.codec, run_traces.data FROM runs "
+                   "LEFT JOIN run_traces ON run_traces.run_id = runs.id WHERE runs.id = ?");
+  if (!select.ok() || !select.bind(1, id))
+    return run + ": cannot read its trace: " + sqlite_problem();
+  int status = select.step();
+  if (status == SQLITE_DONE) return "no run " + std::to_string(id) + " in " + path_;
+  if (status != SQLITE_ROW) return run + ": cannot read its trace: " + sqlite_problem();
+  if (select.column_is_null(1)) return run + ": its trace is missing from the store";
+  row->trace_bytes = static_cast<uint64_t>(select.column_int64(0));
+  row->codec = select.column_text(1);
+  row->data = select.column_blob(2);
+  if (row->codec == kFileCodec) {
+    // The name comes from the database: only a plain file name of the folder is followed.
+    const std::string& name = row->data;
+    if (name.empty() || name.find('/') != std::string::npos || name.front() == '.' ||
+        name.find('\0') != std::string::npos)
+      return run + ": its trace file name is damaged";
+  } else if (row->codec != kTraceCodec) {
+    return run + ": its trace is stored with an unknown codec '" + row->codec + "'";
+  }
+  return std::nullopt;
+}
+
+std::string RunStore::scratch_native_path(int64_t id) const {
+  return traces_folder() + "/.reading-" + std::to_string(::getpid()) + "-" + std::to_string(id) +
+         ".opsight";
+}
+
+std::optional<std::string> RunStore::write_native_file(int64_t id, const std::string& path) {
+  const std::string run = "run " + std::to_string(id) + " in " + path_;
+  StoredTraceRow row;
+  if (auto problem = select_stored_trace(id, &row)) return problem;
+  if (std::filesystem::path(path).parent_path() == std::filesystem::path(traces_folder())) {
+    std::error_code ignored;
+    std::filesystem::create_directories(traces_folder(), ignored);
+    ::chmod(traces_folder().c_str(), 0700);
+  }
+  std::optional<std::string> problem;
+  io::FileSink sink(path);
+  if (row.codec == kFileCodec) {
+    const std::string file_path = traces_folder() + "/" + row.data;
+    problem = decompress_file(file_path, row.trace_bytes, sink);
+    if (problem) problem = run + ": its trace file " + file_path + ": " + *problem;
+  } else {
+    std::string native;
+    problem = decompress(row.data, row.trace_bytes, &native);
+    if (problem)
+      problem = run + ": its stored trace is damaged: " + *problem;
+    else if (!sink.write(native))
+      problem = sink.error().value_or(path + ": cannot write");
+  }
+  if (!problem) problem = sink.commit();
+  if (problem) {
+    if (sink.error()) problem = *sink.error();  // the output failed: that is the cause
+    ::unlink(path.c_str());
+  }
+  return problem;
+}
+
 io::ReadResult RunStore::load_trace(int64_t id) {
   io::ReadResult result;
   std::string run = "run " + std::to_string(id) + " in " + path_;
@@ -923,47 +986,14 @@ io::ReadResult RunStore::load_trace(int64_t id) {
     result.error = io::Diagnostic{std::move(message), 0, false};
     return std::move(result);
   };
-  std::string stored;
-  std::string codec;
-  uint64_t trace_bytes = 0;
-  {
-    std::lock_guard lock(mutex_);
-    Statement select(database_,
-                     "SELECT runs.trace_bytes, run_traces.codec, run_traces.data FROM runs "
-                     "LEFT JOIN run_traces ON run_traces.run_id = runs.id WHERE runs.id = ?");
-    auto database_failure = [&] {
-      return failure(run + ": cannot read its trace: " + sqlite_problem());
-    };
-    if (!select.ok() || !select.bind(1, id)) return database_failure();
-    int status = select.step();
-    if (status == SQLITE_DONE) return failure("no run " + std::to_string(id) + " in " + path_);
-    if (status != SQLITE_ROW) return database_failure();
-    if (select.column_is_null(1)) return failure(run + ": its trace is missing from the store");
-    trace_bytes = static_cast<uint64_t>(select.column_int64(0));
-    codec = select.column_text(1);
-    stored = select.column_blob(2);
-  }
-  if (codec == kFileCodec) {
-    // The name comes from the database: only a plain file name of the folder is followed.
-    if (stored.empty() || stored.find('/') != std::string::npos || stored.front() == '.' ||
-        stored.find('\0') != std::string::npos)
-      return failure(run + ": its trace file name is damaged");
-    const std::string file_path = traces_folder() + "/" + stored;
+  StoredTraceRow row;
+  if (auto problem = select_stored_trace(id, &row)) return failure(*problem);
+  if (row.codec == kFileCodec) {
+    const std::string file_path = traces_folder() + "/" + row.data;
     // Decompressed into a file of the same folder, which the reader maps and hands back
     // page by page: loading holds the model, not the native bytes too. Removed once read.
-    const std::string reading = traces_folder() + "/.reading-" + std::to_string(::getpid()) + "-" +
-                                std::to_string(id) + ".opsight";
-    std::optional<std::string> problem;
-    {
-      io::FileSink sink(reading);
-      problem = decompress_file(file_path, trace_bytes, sink);
-      if (!problem) problem = sink.commit();
-      if (problem && sink.error()) problem = *sink.error();
-    }
-    if (problem) {
-      ::unlink(reading.c_str());
-      return failure(run + ": its trace file " + file_path + ": " + *problem);
-    }
+    const std::string reading = scratch_native_path(id);
+    if (auto problem = write_native_file(id, reading)) return failure(*problem);
     io::ReadResult read = io::read_trace_file(reading);
     ::unlink(reading.c_str());
     if (read.error)
@@ -976,13 +1006,11 @@ io::ReadResult RunStore::load_trace(int64_t id) {
     if (read.damage) read.damage->has_offset = false;
     return read;
   }
-  if (codec != kTraceCodec)
-    return failure(run + ": its trace is stored with an unknown codec '" + codec + "'");
   std::string native;
-  if (auto problem = decompress(stored, trace_bytes, &native))
+  if (auto problem = decompress(row.data, row.trace_bytes, &native))
     return failure(run + ": its stored trace is damaged: " + *problem);
-  stored.clear();
-  stored.shrink_to_fit();
+  row.data.clear();
+  row.data.shrink_to_fit();
   return read_stored_native(native, run);
 }
 

@@ -185,6 +185,15 @@ class RunStore {
   // the run and the store (print error->message as is); other runs stay loadable.
   io::ReadResult load_trace(int64_t id);
 
+  // Writes run `id`'s trace as native .opsight bytes to the file `path` (a trace kept as a
+  // file is decompressed into it a MiB at a time; a blob is decompressed in memory): what a
+  // streaming reader of a stored run reads. nullopt, or the error naming the run (the file
+  // is then removed).
+  std::optional<std::string> write_native_file(int64_t id, const std::string& path);
+  // A hidden file name in traces_folder() for that, unique to this process and run (the
+  // caller removes the file once read).
+  std::string scratch_native_path(int64_t id) const;
+
   // Removes run `id` and its trace; an error if there is no such run.
   Result<RunRecord> remove(int64_t id);
 
@@ -207,6 +216,13 @@ class RunStore {
   std::optional<std::string> refuse_writes_if_damaged(std::string_view doing) const;
   Result<std::vector<int64_t>> select_retention_candidates(const RetentionPolicy& policy);
   Result<RunRecord> find_by_id(int64_t id);
+  // Run `id`'s trace row: its codec, its data (a blob, or its file's name, checked to be a
+  // plain name of traces_folder()) and its native size; nullopt or the error naming it.
+  struct StoredTraceRow {
+    std::string codec, data;
+    uint64_t trace_bytes = 0;
+  };
+  std::optional<std::string> select_stored_trace(int64_t id, StoredTraceRow* row);
   // The write transaction of add and add_native_file: the run's rows, its metadata and its
   // trace (`codec`, `data`: a blob, or the name of its file in traces_folder(), which is
   // removed again when the database refuses the run).

@@ -451,6 +451,24 @@ TEST_F(RunStoreTest, ANativeFileSavedAsItIsGivesTheRunReadingItWholeGives) {
   EXPECT_EQ(from_file.trace.slices.size(), trace.slices.size());
   EXPECT_EQ(from_file.trace.instants.size(), 1u);
 
+  // Each run's native bytes written back to a file (what a streaming report of a stored
+  // run reads): from the compressed file and from the blob, the same trace.
+  for (int64_t id : {added.value().id, b.id}) {
+    const std::string scratch = file_store->scratch_native_path(id);
+    ASSERT_EQ(std::filesystem::path(scratch).parent_path(),
+              std::filesystem::path(file_store->traces_folder()));
+    ASSERT_FALSE(file_store->write_native_file(id, scratch));
+    auto written = opsight::io::read_trace_file(scratch);
+    ASSERT_TRUE(written.ok()) << written.error->message;
+    EXPECT_EQ(written.trace.slices.size(), trace.slices.size());
+    EXPECT_EQ(std::filesystem::file_size(scratch), std::filesystem::file_size(file));
+    std::filesystem::remove(scratch);
+  }
+  auto no_run = file_store->write_native_file(999, file_store->scratch_native_path(999));
+  ASSERT_TRUE(no_run);
+  EXPECT_NE(no_run->find("no run 999"), std::string::npos) << *no_run;
+  EXPECT_FALSE(std::filesystem::exists(file_store->scratch_native_path(999)));
+
   // A file that is not there, and one that is not a trace, are errors naming it.
   request.files = {(directory_ / "gone.opsight").string()};
   auto gone = opsight::store::save_native_file(request);

@@ -1,5 +1,7 @@
 #include "store/trace_source.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <map>
 #include <set>
@@ -11,6 +13,66 @@
 
 namespace opsight::store {
 
+namespace {
+
+// Whether `argument` is read as a trace file rather than looked up as a run: a path
+// ("runs/a.json", "x.opsight") is never a run reference (a missing one is reported as the
+// file error it is), and an existing file is a file; a directory that happens to carry a
+// run's name ("base/") is not.
+bool names_a_file(const std::string& argument) {
+  std::error_code error;
+  const bool looks_like_path = argument.find('/') != std::string::npos ||
+                               io::format_from_path(argument).has_value() ||
+                               argument.ends_with(".gz");
+  return looks_like_path || (std::filesystem::exists(argument, error) &&
+                             !std::filesystem::is_directory(argument, error));
+}
+
+}  // namespace
+
+StoredRunFile StoredRunFile::open(const std::string& argument, const std::string& store_path,
+                                  uint64_t min_bytes) {
+  StoredRunFile file;
+  std::error_code error;
+  if (argument.empty() || names_a_file(argument)) return file;
+  // Asked for any size (--stream on), a reference that names no run is the error it is.
+  auto unresolved = [&](std::string problem) {
+    if (min_bytes == 0) file.error_ = std::move(problem);
+    return std::move(file);
+  };
+  const std::string path = store_path.empty() ? RunStore::default_path() : store_path;
+  if (!std::filesystem::exists(path, error))
+    return unresolved(argument + ": no such file, and no run store at " + path +
+                      " to look it up as a run");
+  OpenOptions options;
+  options.create = false;
+  auto opened = RunStore::open(path, options);
+  if (!opened.ok()) return unresolved(opened.error());
+  RunStore& runs = *opened.value();
+  auto run = runs.resolve(argument);
+  if (!run.ok()) return unresolved(argument + ": no such file, and " + run.error());
+  if (run.value().trace_bytes < min_bytes) return file;
+  file.label_ = run_label(run.value());
+  const std::string scratch = runs.scratch_native_path(run.value().id);
+  if (auto problem = runs.write_native_file(run.value().id, scratch)) {
+    file.error_ = *problem;
+    return file;
+  }
+  file.path_ = scratch;
+  return file;
+}
+
+StoredRunFile::StoredRunFile(StoredRunFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      label_(std::move(other.label_)),
+      error_(std::move(other.error_)) {
+  other.path_.clear();
+}
+
+StoredRunFile::~StoredRunFile() {
+  if (!path_.empty()) ::unlink(path_.c_str());
+}
+
 LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path) {
   LoadedTrace loaded;
   if (argument.empty()) {
@@ -19,14 +81,7 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
     return loaded;
   }
   std::error_code error;
-  // A path ("runs/a.json", "x.opsight") is never a run reference: a missing one is reported
-  // as the file error it is.
-  bool looks_like_path = argument.find('/') != std::string::npos ||
-                         io::format_from_path(argument).has_value() || argument.ends_with(".gz");
-  // A directory that happens to carry a run's name ("base/") is not a trace file.
-  const bool is_file =
-      std::filesystem::exists(argument, error) && !std::filesystem::is_directory(argument, error);
-  if (looks_like_path || is_file) {
+  if (names_a_file(argument)) {
     loaded.label = std::filesystem::path(argument).filename().string();
     io::ReadResult read = io::read_trace_file(argument);
     if (!read.ok()) {

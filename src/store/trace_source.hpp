@@ -21,6 +21,7 @@
 // Thread-safety: none needed; each call opens and closes its own store connection.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,34 @@ struct LoadedTrace {
 };
 
 LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path = {});
+
+// A stored run's trace as a native file, for a reader that streams it (`opsight report
+// latest --summary` of a run of hours): when `argument` names a run by the rule above (not
+// a file, nor what looks like one) whose native trace is at least `min_bytes`, its trace is
+// written to a hidden file of the store's traces folder (RunStore::write_native_file: a
+// trace kept as a file is decompressed a MiB at a time), removed when this is destroyed.
+// path() empty: the argument is not such a run (the caller reads it as usual, and
+// load_trace_argument says what is wrong, if anything); error() set: the run's trace could
+// not be written (naming the run), or, asked for any size (min_bytes 0), the argument names
+// no run (load_trace_argument's message).
+class StoredRunFile {
+ public:
+  static StoredRunFile open(const std::string& argument, const std::string& store_path,
+                            uint64_t min_bytes);
+  StoredRunFile() = default;
+  StoredRunFile(StoredRunFile&& other) noexcept;
+  StoredRunFile& operator=(StoredRunFile&&) = delete;
+  StoredRunFile(const StoredRunFile&) = delete;
+  ~StoredRunFile();
+
+  const std::string& path() const { return path_; }
+  const std::string& label() const { return label_; }  // "run 12 (nightly)"
+  const std::optional<std::string>& error() const { return error_; }
+
+ private:
+  std::string path_, label_;
+  std::optional<std::string> error_;
+};
 
 // What says two loaded traces ran on different hardware, one line each ("cpu: A | B"):
 // for stored runs their host, CPU and GPU, and the facts remote workers reported
