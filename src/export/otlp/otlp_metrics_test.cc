@@ -380,7 +380,9 @@ TEST(OtlpMetrics, TheMetricExportTimeoutBoundsEachExportOverHttpAndGrpc) {
     // HTTP: the request's 0.4 s (its HTTP/2 check within it). gRPC: its connection attempts
     // fail fast (the channel's short connect timeout) and are retried until the next retry
     // would pass the bound. Without the bound: 10 s a request, retried for the export's 30 s.
-    EXPECT_LT(seconds, 1.5) << reports[0].stats.drop_reasons();
+    // The limit is half of one unbounded request, not a few times the bound: a loaded CI
+    // machine may deschedule the export for a second or more.
+    EXPECT_LT(seconds, 5.0) << reports[0].stats.drop_reasons();
     EXPECT_EQ(reports[0].stats.spans_offered, 4u);
     EXPECT_EQ(reports[0].stats.spans_sent, 0u);
     EXPECT_EQ(reports[0].stats.spans_dropped(), 4u) << reports[0].stats.drop_reasons();
