@@ -7,16 +7,14 @@
 #include "report/streaming_summary.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "io/io.hpp"
 #include "io/native/native_test_files.hpp"
 #include "report/report.hpp"
+#include "report/report_test_support.hpp"
 
 namespace {
 
@@ -25,32 +23,11 @@ using opsight::report::ReportOptions;
 using opsight::trace::ArgValue;
 using opsight::trace::Trace;
 namespace files = opsight::io::native_test_files;
-
-// A file of its own per test (tests of the binary may run in parallel processes).
-class StreamingSummaryFile {
- public:
-  explicit StreamingSummaryFile(const std::string& bytes) {
-    path_ = (std::filesystem::temp_directory_path() /
-             ("opsight-streaming-summary-" + std::to_string(::getpid()) + "-" +
-              std::to_string(counter_++) + ".opsight"))
-                .string();
-    std::FILE* file = std::fopen(path_.c_str(), "wb");
-    EXPECT_NE(file, nullptr);
-    if (file == nullptr) return;
-    std::fwrite(bytes.data(), 1, bytes.size(), file);
-    std::fclose(file);
-  }
-  ~StreamingSummaryFile() { std::filesystem::remove(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  std::string path_;
-};
+using opsight::report::testing::TemporaryTraceFile;
 
 // Every format and sort key, and a limit: the streamed output equals the whole path's.
 void expect_streaming_summary_equal(const std::string& bytes, bool expect_damage) {
-  StreamingSummaryFile file(bytes);
+  TemporaryTraceFile file("opsight-streaming-summary", bytes);
   opsight::io::ReadResult whole = opsight::io::read_native(bytes);
   ASSERT_TRUE(whole.ok());
   EXPECT_EQ(whole.damage.has_value(), expect_damage);
@@ -135,7 +112,7 @@ TEST(StreamingSummary, EqualsTheWholeTraceSummaryOnARun) {
   const std::string bytes = opsight::io::write_native(model);
   expect_streaming_summary_equal(bytes, false);
   // What was compared holds what it should: every name, the metrics table, the overhead.
-  StreamingSummaryFile file(bytes);
+  TemporaryTraceFile file("opsight-streaming-summary", bytes);
   ReportOptions options;
   const std::string text = opsight::report::render_summary_streaming(file.path(), options).text;
   for (const char* expected : {"request", "aten::mm", "queued", "dequeue", "task step",
@@ -179,7 +156,7 @@ TEST(StreamingSummary, EqualsTheWholeTraceSummaryWithUnmatchedBeginsAndEnds) {
 }
 
 TEST(StreamingSummary, ReportsAFileItCannotRead) {
-  StreamingSummaryFile file("not an opsight file at all");
+  TemporaryTraceFile file("opsight-streaming-summary", "not an opsight file at all");
   ReportOptions options;
   auto streamed = opsight::report::render_summary_streaming(file.path(), options);
   ASSERT_TRUE(streamed.error.has_value());
@@ -195,7 +172,7 @@ TEST(StreamingSummary, HoldsAboutFourBytesPerSpan) {
   for (int i = 0; i < 200'000; ++i)
     trace.slices.add(int64_t{i} * 100, 50 + i % 40, trace.intern(i % 2 ? "a" : "b"), 0, track);
   trace.finalize();
-  StreamingSummaryFile file(opsight::io::write_native(trace));
+  TemporaryTraceFile file("opsight-streaming-summary", opsight::io::write_native(trace));
   auto streamed = opsight::report::render_summary_streaming(file.path(), ReportOptions{});
   ASSERT_FALSE(streamed.error.has_value());
   EXPECT_EQ(streamed.slices, 200'000u);

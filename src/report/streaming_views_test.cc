@@ -6,16 +6,14 @@
 // phases than kMaxBreakdownPhases, instants and counters, unmatched begins and ends, a file
 // cut short as SIGKILL leaves it, and a file with GPU work (whose breakdown is read whole).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "io/io.hpp"
 #include "io/native/native_test_files.hpp"
 #include "report/report.hpp"
+#include "report/report_test_support.hpp"
 #include "report/streaming_summary.hpp"
 #include "trace/categories.hpp"
 
@@ -26,34 +24,14 @@ using opsight::report::ReportOptions;
 using opsight::trace::ArgValue;
 using opsight::trace::Trace;
 namespace files = opsight::io::native_test_files;
-
-class StreamingViewsFile {
- public:
-  explicit StreamingViewsFile(const std::string& bytes) {
-    path_ = (std::filesystem::temp_directory_path() /
-             ("opsight-streaming-views-" + std::to_string(::getpid()) + "-" +
-              std::to_string(counter_++) + ".opsight"))
-                .string();
-    std::FILE* file = std::fopen(path_.c_str(), "wb");
-    EXPECT_NE(file, nullptr);
-    if (file == nullptr) return;
-    std::fwrite(bytes.data(), 1, bytes.size(), file);
-    std::fclose(file);
-  }
-  ~StreamingViewsFile() { std::filesystem::remove(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  std::string path_;
-};
+using opsight::report::testing::TemporaryTraceFile;
 
 // Every format, root limits, both groupings and each breakdown span: the streamed output
 // equals the whole path's. Returns the streamed texts of the first options (for checks of
 // what was compared).
 std::vector<std::string> expect_streaming_views_equal(const std::string& bytes, bool expect_damage,
                                                       const std::vector<std::string>& spans) {
-  StreamingViewsFile file(bytes);
+  TemporaryTraceFile file("opsight-streaming-views", bytes);
   opsight::io::ReadResult whole = opsight::io::read_native(bytes);
   EXPECT_TRUE(whole.ok());
   EXPECT_EQ(whole.damage.has_value(), expect_damage);
@@ -235,7 +213,7 @@ TEST(StreamingViews, ReadsTheBreakdownOfAFileWithGpuWorkWhole) {
   trace.finalize();
   const std::string bytes = opsight::io::write_native(trace);
   expect_streaming_views_equal(bytes, false, {"forward"});
-  StreamingViewsFile file(bytes);
+  TemporaryTraceFile file("opsight-streaming-views", bytes);
   ReportOptions options;
   options.breakdown_span = "forward";
   auto streamed = opsight::report::render_streaming(file.path(), {"breakdown"}, options);
@@ -258,7 +236,7 @@ TEST(StreamingViews, HoldAboutFourBytesPerSpan) {
     trace.slices.add(ts + 500, 200 + i % 70, trace.intern("model"), 0, track);
   }
   trace.finalize();
-  StreamingViewsFile file(opsight::io::write_native(trace));
+  TemporaryTraceFile file("opsight-streaming-views", opsight::io::write_native(trace));
   const size_t spans = size_t{requests} * 3;
   // Each column's last block may be up to 64 Ki values of spare capacity.
   const size_t block_slack = 4 * (size_t{1} << 16);
