@@ -73,7 +73,7 @@ class TraceList {
   TraceList(const TraceList&) = delete;
   TraceList& operator=(const TraceList&) = delete;
 
-  // Every trace, in the order of their roots' rows.
+  // Every trace, in the order of its first row (the lowest row of any of its spans).
   const std::vector<TraceListRow>& rows() const { return rows_; }
   size_t size() const { return rows_.size(); }
 
