@@ -8,6 +8,8 @@ test("the page's state is its URL: defaults left out, the sort's own direction b
   expect(decodeTracesState({})).toEqual({ sort: "duration", descending: true, filter: "", offset: 0 });
   expect(decodeTracesState({ sort: "start" }).descending).toBe(false);
   expect(decodeTracesState({ sort: "fastest", offset: "-3" })).toEqual({ sort: "duration", descending: true, filter: "", offset: 0 });
+  expect(decodeTracesState({ sort: "toString" })).toEqual({ sort: "duration", descending: true, filter: "", offset: 0 });
+  expect(decodeTracesState({ sort: "constructor", order: "asc" }).sort).toBe("duration");
   const state = { sort: "spans" as const, descending: false, filter: "GET /", offset: 100 };
   expect(encodeTracesState(state)).toEqual({ sort: "spans", order: "asc", q: "GET /", offset: "100" });
   expect(decodeTracesState(encodeTracesState(state))).toEqual(state);

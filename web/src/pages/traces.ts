@@ -42,7 +42,8 @@ export interface TracesPageState {
 }
 
 export function decodeTracesState(query: Record<string, string>): TracesPageState {
-  const sort = (query.sort in DEFAULT_DESCENDING ? query.sort : "duration") as TraceSort;
+  // Own keys only: "toString" or "constructor" in the URL is no sort.
+  const sort = (Object.hasOwn(DEFAULT_DESCENDING, query.sort ?? "") ? query.sort : "duration") as TraceSort;
   const descending = query.order === "asc" ? false : query.order === "desc" ? true : DEFAULT_DESCENDING[sort];
   const offset = Math.max(0, Math.floor(Number(query.offset ?? 0)) || 0);
   return { sort, descending, filter: query.q ?? "", offset };
@@ -108,13 +109,15 @@ export async function tracesPage(root: HTMLElement, run: string, query: Record<s
 
   function show(answer: TracesAnswer): void {
     const first = answer.traces.length ? answer.offset + 1 : 0;
-    const last = answer.offset + answer.traces.length;
+    const end = answer.offset + answer.traces.length;
+    // An offset past the end (a link edited by hand) shows "0–0 of N", not "0–offset of N".
+    const last = answer.traces.length ? end : 0;
     status.textContent = `${formatCount(first)}–${formatCount(last)} of ${formatCount(answer.matched)} traces${answer.q ? ` whose root contains “${answer.q}”` : ""} (${formatCount(answer.total)} in the run)`;
     status.dataset.total = String(answer.total);
     status.dataset.matched = String(answer.matched);
     status.dataset.offset = String(answer.offset);
     previous.disabled = answer.offset === 0;
-    next.disabled = last >= answer.matched;
+    next.disabled = end >= answer.matched;
     const header = h(
       "tr",
       {},
