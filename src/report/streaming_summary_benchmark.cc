@@ -62,34 +62,6 @@ const std::string& streaming_benchmark_file() {
   return path;
 }
 
-void BM_SummaryWholeTrace(benchmark::State& state) {
-  const std::string& path = streaming_benchmark_file();
-  opsight::report::ReportOptions options;
-  for (auto _ : state) {
-    opsight::io::ReadResult result = opsight::io::read_trace_file(path);
-    std::string text = opsight::report::render_summary(result.trace, options);
-    benchmark::DoNotOptimize(text.data());
-  }
-  state.SetItemsProcessed(state.iterations() * kSpans);
-}
-BENCHMARK(BM_SummaryWholeTrace)->Unit(benchmark::kMillisecond);
-
-void BM_SummaryStreaming(benchmark::State& state) {
-  const std::string& path = streaming_benchmark_file();
-  opsight::report::ReportOptions options;
-  opsight::report::StreamedReport report;
-  for (auto _ : state) {
-    report = opsight::report::render_summary_streaming(path, options);
-    benchmark::DoNotOptimize(report.text.data());
-  }
-  state.SetItemsProcessed(state.iterations() * kSpans);
-  state.counters["column_bytes_per_span"] =
-      static_cast<double>(report.column_bytes) / static_cast<double>(kSpans);
-  state.counters["copy_bytes_per_span"] =
-      static_cast<double>(report.largest_name_copy_bytes) / static_cast<double>(kSpans);
-}
-BENCHMARK(BM_SummaryStreaming)->Unit(benchmark::kMillisecond);
-
 // A view's whole-trace baseline: read the file, render the view.
 void streaming_benchmark_whole(benchmark::State& state,
                                const opsight::report::ReportOptions& options,
@@ -120,6 +92,16 @@ void streaming_benchmark_streamed(benchmark::State& state,
   state.counters["copy_bytes_per_span"] =
       static_cast<double>(report.largest_name_copy_bytes) / static_cast<double>(kSpans);
 }
+
+void BM_SummaryWholeTrace(benchmark::State& state) {
+  streaming_benchmark_whole(state, {}, &opsight::report::render_summary);
+}
+BENCHMARK(BM_SummaryWholeTrace)->Unit(benchmark::kMillisecond);
+
+void BM_SummaryStreaming(benchmark::State& state) {
+  streaming_benchmark_streamed(state, {}, "summary");
+}
+BENCHMARK(BM_SummaryStreaming)->Unit(benchmark::kMillisecond);
 
 opsight::report::ReportOptions streaming_benchmark_breakdown_options() {
   opsight::report::ReportOptions options;
