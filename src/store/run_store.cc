@@ -543,9 +543,7 @@ Result<RunRecord> RunStore::add(const trace::Trace& trace, const RunMetadata& me
   StoredTrace stored;
   if (estimated_native_bytes(trace) >= file_threshold_bytes_) {
     const std::string trace_file = record.uuid + ".opsight.zst";
-    std::error_code ignored;
-    std::filesystem::create_directories(traces_folder(), ignored);
-    ::chmod(traces_folder().c_str(), 0700);
+    make_traces_folder();
     const std::string file_path = traces_folder() + "/" + trace_file;
     ZstdFileSink sink(file_path);
     bool whole = false;
@@ -592,9 +590,7 @@ Result<RunRecord> RunStore::add_native_file(const std::string& native_path, cons
   if (native_bytes >= file_threshold_bytes_) {
     // Copied through the compressor a MiB at a time: the file is never in memory whole.
     const std::string trace_file = record.uuid + ".opsight.zst";
-    std::error_code ignored;
-    std::filesystem::create_directories(traces_folder(), ignored);
-    ::chmod(traces_folder().c_str(), 0700);
+    make_traces_folder();
     const std::string file_path = traces_folder() + "/" + trace_file;
     std::FILE* input = std::fopen(native_path.c_str(), "rb");
     if (input == nullptr)
@@ -943,6 +939,12 @@ std::optional<std::string> RunStore::select_stored_trace(int64_t id, StoredTrace
   return std::nullopt;
 }
 
+void RunStore::make_traces_folder() const {
+  std::error_code ignored;  // a folder that cannot be made fails the file's open, which says so
+  std::filesystem::create_directories(traces_folder(), ignored);
+  ::chmod(traces_folder().c_str(), 0700);
+}
+
 std::string RunStore::scratch_native_path(int64_t id) const {
   return traces_folder() + "/.reading-" + std::to_string(::getpid()) + "-" + std::to_string(id) +
          ".opsight";
@@ -952,11 +954,8 @@ std::optional<std::string> RunStore::write_native_file(int64_t id, const std::st
   const std::string run = "run " + std::to_string(id) + " in " + path_;
   StoredTraceRow row;
   if (auto problem = select_stored_trace(id, &row)) return problem;
-  if (std::filesystem::path(path).parent_path() == std::filesystem::path(traces_folder())) {
-    std::error_code ignored;
-    std::filesystem::create_directories(traces_folder(), ignored);
-    ::chmod(traces_folder().c_str(), 0700);
-  }
+  if (std::filesystem::path(path).parent_path() == std::filesystem::path(traces_folder()))
+    make_traces_folder();
   std::optional<std::string> problem;
   io::FileSink sink(path);
   if (row.codec == kFileCodec) {

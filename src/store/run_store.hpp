@@ -223,6 +223,8 @@ class RunStore {
     uint64_t trace_bytes = 0;
   };
   std::optional<std::string> select_stored_trace(int64_t id, StoredTraceRow* row);
+  // Makes traces_folder() if it is not there, readable by its owner only.
+  void make_traces_folder() const;
   // The write transaction of add and add_native_file: the run's rows, its metadata and its
   // trace (`codec`, `data`: a blob, or the name of its file in traces_folder(), which is
   // removed again when the database refuses the run).
