@@ -331,9 +331,12 @@ std::unique_ptr<BatchSender> make_grpc_sender(GrpcSenderOptions options, std::st
   // the core's channel.
   grpc::ChannelArguments arguments;
   arguments.SetUserAgentPrefix(options.user_agent);
-  // A collector that comes back is tried again within BatchExporter's own backoff.
+  // A collector that comes back is tried again within BatchExporter's own backoff. The
+  // minimum reconnect backoff is left at grpc's default (20 s): grpc's core also takes it as
+  // the connection attempt's minimum timeout, so 100 ms there failed any handshake slower
+  // than that (TLS to a collector across a WAN) until the backoff had grown; each call's
+  // deadline (OTEL_EXPORTER_OTLP_TIMEOUT) still bounds the wait.
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   // Two sender threads of one exporter get channels of their own (two connections), as
   // two HTTP senders do.
