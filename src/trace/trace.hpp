@@ -529,6 +529,20 @@ bool is_run_info_count(std::string_view key);
 // Such an extra's value: a decimal count, else nullopt.
 std::optional<uint64_t> parse_run_info_count(std::string_view text);
 
+// Merges the run info of another recording into `into`: the rule append_trace follows, and
+// the streaming merge of native files (one home for both). The command line, host, version,
+// source format and clock, the pid, trace id and Unix offset stay, taken from `other` when
+// `into` has none; overhead and drops add up, and the extras too where is_run_info_count
+// says a key counts (both values decimal; any other key keeps `into`'s value, a new key is
+// added at the end); complete only if both are. Each recording's window (in its own time
+// base) is [start_unix_ns - unix_offset_ns, + traced_ns] when its run info says when it
+// started, else from its events' bounds (`into_events`, `other_events`: first and last ns
+// as Trace::time_bounds, nullopt when it has no events) to at least first + traced_ns;
+// traced_ns becomes the wall span of the union of both windows and, with a Unix offset,
+// start_unix_ns its start. Sums saturate at the int64 limits.
+void merge_run_info(RunInfo& into, std::optional<std::pair<int64_t, int64_t>> into_events,
+                    const RunInfo& other, std::optional<std::pair<int64_t, int64_t>> other_events);
+
 // Adds `offset_ns` to every timestamp of `trace` (slices, instants, counter samples): the
 // step that brings another tool's trace onto a trace's clock before append_trace (an ONNX
 // Runtime profile counts from its own start, on the wall clock). Durations, row order,

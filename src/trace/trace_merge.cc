@@ -30,66 +30,24 @@ int64_t saturating_add(int64_t a, int64_t b) {
   return sum;
 }
 
-// The wall-clock window a trace's recording covers, in its own time base: from the run
-// info when it says when the recording started, else the span of its timestamps.
-std::optional<std::pair<int64_t, int64_t>> recording_window(const Trace& trace) {
-  const RunInfo& run = trace.run;
+// The first and last ns of a trace's events (Trace::time_bounds), nullopt when it has none.
+std::optional<std::pair<int64_t, int64_t>> event_bounds(const Trace& trace) {
+  if (trace.slices.size() == 0 && trace.instants.size() == 0 && trace.counters.size() == 0)
+    return std::nullopt;
+  return trace.time_bounds();
+}
+
+// The wall-clock window a recording covers, in its own time base: from the run info when it
+// says when the recording started, else the span of its events' timestamps.
+std::optional<std::pair<int64_t, int64_t>> recording_window(
+    const RunInfo& run, std::optional<std::pair<int64_t, int64_t>> events) {
   if (run.has_unix_offset && run.start_unix_ns != 0 && run.traced_ns > 0) {
     int64_t start = run.start_unix_ns - run.unix_offset_ns;
     return std::pair{start, saturating_add(start, run.traced_ns)};
   }
-  if (trace.slices.size() == 0 && trace.instants.size() == 0 && trace.counters.size() == 0)
-    return std::nullopt;
-  auto [first, last] = trace.time_bounds();
-  return std::pair{first, std::max(last, saturating_add(first, run.traced_ns))};
-}
-
-void merge_run_info(Trace& into, const Trace& from) {
-  RunInfo& run = into.run;
-  const RunInfo& other = from.run;
-  auto window = recording_window(into);
-  auto other_window = recording_window(from);
-  auto keep_or_take = [](std::string& mine, const std::string& theirs) {
-    if (mine.empty()) mine = theirs;
-  };
-  keep_or_take(run.command_line, other.command_line);
-  keep_or_take(run.host, other.host);
-  keep_or_take(run.opsight_version, other.opsight_version);
-  keep_or_take(run.source_format, other.source_format);
-  keep_or_take(run.clock, other.clock);
-  if (run.pid == 0) run.pid = other.pid;
-  if (run.trace_id == TraceId{}) run.trace_id = other.trace_id;
-  if (!run.has_unix_offset && other.has_unix_offset) {
-    run.unix_offset_ns = other.unix_offset_ns;
-    run.has_unix_offset = true;
-  }
-  run.overhead_ns = saturating_add(run.overhead_ns, other.overhead_ns);
-  run.events_dropped += other.events_dropped;
-  run.complete = run.complete && other.complete;
-  if (window && other_window) {
-    window->first = std::min(window->first, other_window->first);
-    window->second = std::max(window->second, other_window->second);
-  } else if (other_window) {
-    window = other_window;
-  }
-  if (window) {
-    run.traced_ns = std::max<int64_t>(0, window->second - window->first);
-    if (run.has_unix_offset) run.start_unix_ns = saturating_add(window->first, run.unix_offset_ns);
-  }
-  for (const auto& entry : other.extra) {
-    const std::string& key = entry.first;
-    const std::string& value = entry.second;
-    auto existing = std::find_if(run.extra.begin(), run.extra.end(),
-                                 [&](const auto& mine) { return mine.first == key; });
-    if (existing == run.extra.end()) {
-      run.extra.emplace_back(key, value);
-      continue;
-    }
-    auto mine = parse_run_info_count(existing->second);
-    auto theirs = parse_run_info_count(value);
-    if (is_run_info_count(key) && mine && theirs)
-      existing->second = std::to_string(*mine + *theirs);
-  }
+  if (!events) return std::nullopt;
+  return std::pair{events->first,
+                   std::max(events->second, saturating_add(events->first, run.traced_ns))};
 }
 
 // Gives every slice of `into` from row `first_new_row` on a span id no other slice has:
@@ -185,6 +143,54 @@ std::optional<uint64_t> parse_run_info_count(std::string_view text) {
   return value;
 }
 
+void merge_run_info(RunInfo& into, std::optional<std::pair<int64_t, int64_t>> into_events,
+                    const RunInfo& other, std::optional<std::pair<int64_t, int64_t>> other_events) {
+  RunInfo& run = into;
+  auto window = recording_window(run, into_events);
+  auto other_window = recording_window(other, other_events);
+  auto keep_or_take = [](std::string& mine, const std::string& theirs) {
+    if (mine.empty()) mine = theirs;
+  };
+  keep_or_take(run.command_line, other.command_line);
+  keep_or_take(run.host, other.host);
+  keep_or_take(run.opsight_version, other.opsight_version);
+  keep_or_take(run.source_format, other.source_format);
+  keep_or_take(run.clock, other.clock);
+  if (run.pid == 0) run.pid = other.pid;
+  if (run.trace_id == TraceId{}) run.trace_id = other.trace_id;
+  if (!run.has_unix_offset && other.has_unix_offset) {
+    run.unix_offset_ns = other.unix_offset_ns;
+    run.has_unix_offset = true;
+  }
+  run.overhead_ns = saturating_add(run.overhead_ns, other.overhead_ns);
+  run.events_dropped += other.events_dropped;
+  run.complete = run.complete && other.complete;
+  if (window && other_window) {
+    window->first = std::min(window->first, other_window->first);
+    window->second = std::max(window->second, other_window->second);
+  } else if (other_window) {
+    window = other_window;
+  }
+  if (window) {
+    run.traced_ns = std::max<int64_t>(0, window->second - window->first);
+    if (run.has_unix_offset) run.start_unix_ns = saturating_add(window->first, run.unix_offset_ns);
+  }
+  for (const auto& entry : other.extra) {
+    const std::string& key = entry.first;
+    const std::string& value = entry.second;
+    auto existing = std::find_if(run.extra.begin(), run.extra.end(),
+                                 [&](const auto& mine) { return mine.first == key; });
+    if (existing == run.extra.end()) {
+      run.extra.emplace_back(key, value);
+      continue;
+    }
+    auto mine = parse_run_info_count(existing->second);
+    auto theirs = parse_run_info_count(value);
+    if (is_run_info_count(key) && mine && theirs)
+      existing->second = std::to_string(*mine + *theirs);
+  }
+}
+
 void append_trace(Trace& into, const Trace& from) {
   if (&into == &from) return;
   const bool into_was_empty = is_empty(into);
@@ -192,7 +198,7 @@ void append_trace(Trace& into, const Trace& from) {
     into.run = from.run;
     into.clipped_slices = from.clipped_slices;
   } else {
-    merge_run_info(into, from);
+    merge_run_info(into.run, event_bounds(into), from.run, event_bounds(from));
     into.clipped_slices += from.clipped_slices;
   }
 

@@ -1,9 +1,12 @@
 // Combining traces: merging, shifting onto another clock, keeping a time window.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trace/trace.hpp"
@@ -168,6 +171,120 @@ TEST(AppendTrace, AThreadTrackBothHaveIsSharedAndRenestedWhenItsSlicesInterleave
                     " depth=" + std::to_string(first.slices.depth[row]));
   EXPECT_EQ(order, (std::vector<std::string>{"first early depth=0", "second depth=0",
                                              "first late depth=0", "second inside depth=1"}));
+}
+
+// ---- Run info merged (merge_run_info: append_trace's and the streaming merge's rule) ----
+
+using opsight::trace::merge_run_info;
+using opsight::trace::RunInfo;
+using RunInfoExtras = std::vector<std::pair<std::string, std::string>>;
+using RunInfoEvents = std::optional<std::pair<int64_t, int64_t>>;
+
+TEST(MergeRunInfo, CountsAddUpOtherExtrasKeepTheFirstNewOnesGoLast) {
+  RunInfo into;
+  into.extra = {{"unmatched_ends", "2"},
+                {"model", "first"},
+                {"skipped_events.gpu", "5"},
+                {"unknown_names", "not a count"},
+                {"clock_max_error_ns", "40"}};
+  RunInfo other;
+  other.extra = {{"clock_max_error_ns", "2"},  {"model", "second"},
+                 {"unknown_names", "3"},       {"unmatched_ends", "7"},
+                 {"skipped_events.gpu", "10"}, {"converted_from", "chrome-json"},
+                 {"undecodable_slots", "1"}};
+  merge_run_info(into, std::nullopt, other, std::nullopt);
+  EXPECT_EQ(into.extra, (RunInfoExtras{{"unmatched_ends", "9"},
+                                       {"model", "first"},
+                                       {"skipped_events.gpu", "15"},
+                                       {"unknown_names", "not a count"},
+                                       {"clock_max_error_ns", "42"},
+                                       {"converted_from", "chrome-json"},
+                                       {"undecodable_slots", "1"}}));
+}
+
+TEST(MergeRunInfo, FirstNonEmptyFieldsStayAndSumsAddUp) {
+  RunInfo into;
+  into.host = "host a";
+  into.overhead_ns = std::numeric_limits<int64_t>::max() - 1;
+  into.events_dropped = 4;
+  RunInfo other;
+  other.command_line = "cmd b";
+  other.host = "host b";
+  other.opsight_version = "1.2";
+  other.source_format = "opsight";
+  other.clock = "tsc";
+  other.pid = 42;
+  other.trace_id = {3, 4};
+  other.overhead_ns = 10;
+  other.events_dropped = 6;
+  other.complete = false;
+  merge_run_info(into, std::nullopt, other, std::nullopt);
+  EXPECT_EQ(into.command_line, "cmd b");
+  EXPECT_EQ(into.host, "host a");
+  EXPECT_EQ(into.opsight_version, "1.2");
+  EXPECT_EQ(into.source_format, "opsight");
+  EXPECT_EQ(into.clock, "tsc");
+  EXPECT_EQ(into.pid, 42);
+  EXPECT_EQ(into.trace_id.high, 3u);
+  EXPECT_EQ(into.overhead_ns, std::numeric_limits<int64_t>::max());  // saturates
+  EXPECT_EQ(into.events_dropped, 10u);
+  EXPECT_FALSE(into.complete);
+  EXPECT_EQ(into.traced_ns, 0);  // neither knows a window
+  EXPECT_FALSE(into.has_unix_offset);
+
+  other.pid = 7;
+  other.host = "host c";
+  merge_run_info(into, std::nullopt, other, std::nullopt);
+  EXPECT_EQ(into.pid, 42);
+  EXPECT_EQ(into.host, "host a");
+}
+
+TEST(MergeRunInfo, TheWindowIsTheUnionOfBothRecordings) {
+  // Both know their wall-clock start: [1000, 1300] and [900, 1100] (own time base), the
+  // events' bounds do not count.
+  RunInfo into;
+  into.has_unix_offset = true;
+  into.unix_offset_ns = 1'000'000;
+  into.start_unix_ns = 1'001'000;
+  into.traced_ns = 300;
+  RunInfo other;
+  other.has_unix_offset = true;
+  other.unix_offset_ns = 2'000'000;  // `into`'s offset stays
+  other.start_unix_ns = 2'000'900;
+  other.traced_ns = 200;
+  merge_run_info(into, RunInfoEvents{{0, 5000}}, other, RunInfoEvents{{0, 9000}});
+  EXPECT_EQ(into.unix_offset_ns, 1'000'000);
+  EXPECT_EQ(into.traced_ns, 400);  // 900 to 1300
+  EXPECT_EQ(into.start_unix_ns, 1'000'900);
+}
+
+TEST(MergeRunInfo, WithoutAWallClockStartTheEventsBoundTheWindow) {
+  // `into` has events from 100 to 150 and traced 80 (so to 180); `other` has events from
+  // 50 to 120. No Unix offset: start_unix_ns is left alone.
+  RunInfo into;
+  into.traced_ns = 80;
+  RunInfo other;
+  merge_run_info(into, RunInfoEvents{{100, 150}}, other, RunInfoEvents{{50, 120}});
+  EXPECT_EQ(into.traced_ns, 130);  // 50 to 180
+  EXPECT_EQ(into.start_unix_ns, 0);
+
+  // Without events `into` has no window: the other's is taken; the other's Unix offset too,
+  // which then gives the start.
+  RunInfo empty;
+  RunInfo timed;
+  timed.has_unix_offset = true;
+  timed.unix_offset_ns = 1'000;
+  timed.traced_ns = 10;
+  merge_run_info(empty, std::nullopt, timed, RunInfoEvents{{200, 250}});
+  EXPECT_EQ(empty.traced_ns, 50);  // 200 to max(250, 200 + 10)
+  EXPECT_TRUE(empty.has_unix_offset);
+  EXPECT_EQ(empty.start_unix_ns, 1'200);
+
+  // The other without a window leaves `into`'s as it was.
+  RunInfo kept;
+  kept.traced_ns = 5;
+  merge_run_info(kept, RunInfoEvents{{10, 40}}, RunInfo{}, std::nullopt);
+  EXPECT_EQ(kept.traced_ns, 30);
 }
 
 TEST(ShiftTimestamps, MovesEveryTableAndKeepsWallTime) {

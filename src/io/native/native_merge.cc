@@ -470,79 +470,20 @@ bool merge_scan_file(MergeFile& file, std::string* error) {
   return true;
 }
 
-int64_t merge_saturating_add(int64_t a, int64_t b) {
-  int64_t sum = 0;
-  if (__builtin_add_overflow(a, b, &sum))
-    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
-  return sum;
-}
-
-// A file's run info as the reader leaves it in trace::RunInfo, and the merge of several
-// as trace::append_trace does it.
+// A file's run info as the reader leaves it in trace::RunInfo, with its events' time
+// bounds; several merge by trace::merge_run_info (append_trace's rule).
 struct MergeRun {
-  std::string command_line, host, opsight_version, source_format, clock;
-  int64_t pid = 0;
-  trace::TraceId trace_id;
-  bool has_unix_offset = false;
-  int64_t unix_offset_ns = 0;
-  int64_t start_unix_ns = 0;
-  int64_t traced_ns = 0;
-  int64_t overhead_ns = 0;
-  uint64_t events_dropped = 0;
-  std::vector<std::pair<std::string, std::string>> extra;
+  trace::RunInfo info;
   int64_t first_ns = std::numeric_limits<int64_t>::max();  // the events' bounds
   int64_t last_ns = std::numeric_limits<int64_t>::min();
 
-  std::optional<std::pair<int64_t, int64_t>> recording_window() const {
-    if (has_unix_offset && start_unix_ns != 0 && traced_ns > 0) {
-      int64_t start = start_unix_ns - unix_offset_ns;
-      return std::pair{start, merge_saturating_add(start, traced_ns)};
-    }
+  std::optional<std::pair<int64_t, int64_t>> event_bounds() const {
     if (first_ns > last_ns) return std::nullopt;
-    return std::pair{first_ns, std::max(last_ns, merge_saturating_add(first_ns, traced_ns))};
+    return std::pair{first_ns, last_ns};
   }
 
   void merge(const MergeRun& other) {
-    auto window = recording_window();
-    auto other_window = other.recording_window();
-    auto keep_or_take = [](std::string& mine, const std::string& theirs) {
-      if (mine.empty()) mine = theirs;
-    };
-    keep_or_take(command_line, other.command_line);
-    keep_or_take(host, other.host);
-    keep_or_take(opsight_version, other.opsight_version);
-    keep_or_take(source_format, other.source_format);
-    keep_or_take(clock, other.clock);
-    if (pid == 0) pid = other.pid;
-    if (trace_id == trace::TraceId{}) trace_id = other.trace_id;
-    if (!has_unix_offset && other.has_unix_offset) {
-      unix_offset_ns = other.unix_offset_ns;
-      has_unix_offset = true;
-    }
-    overhead_ns = merge_saturating_add(overhead_ns, other.overhead_ns);
-    events_dropped += other.events_dropped;
-    if (window && other_window) {
-      window->first = std::min(window->first, other_window->first);
-      window->second = std::max(window->second, other_window->second);
-    } else if (other_window) {
-      window = other_window;
-    }
-    if (window) {
-      traced_ns = std::max<int64_t>(0, window->second - window->first);
-      if (has_unix_offset) start_unix_ns = merge_saturating_add(window->first, unix_offset_ns);
-    }
-    for (const auto& entry : other.extra) {
-      auto existing = std::find_if(extra.begin(), extra.end(),
-                                   [&](const auto& mine) { return mine.first == entry.first; });
-      if (existing == extra.end()) {
-        extra.push_back(entry);
-        continue;
-      }
-      auto mine = trace::parse_run_info_count(existing->second);
-      auto theirs = trace::parse_run_info_count(entry.second);
-      if (trace::is_run_info_count(entry.first) && mine && theirs)
-        existing->second = std::to_string(*mine + *theirs);
-    }
+    trace::merge_run_info(info, event_bounds(), other.info, other.event_bounds());
     first_ns = std::min(first_ns, other.first_ns);
     last_ns = std::max(last_ns, other.last_ns);
   }
@@ -574,15 +515,15 @@ uint64_t merge_thread_dropped(const MergeFile& file, uint32_t index) {
 
 MergeRun merge_run_of(const MergeFile& file) {
   MergeRun run;
-  run.command_line = file.command_line;
-  run.host = file.host;
-  run.opsight_version = file.opsight_version;
-  run.source_format = "opsight";
-  run.clock = file.clock_name;
-  run.pid = file.pid;
-  run.trace_id = file.trace_id;
-  run.events_dropped = file.events_dropped;
-  run.extra = file.extra;
+  run.info.command_line = file.command_line;
+  run.info.host = file.host;
+  run.info.opsight_version = file.opsight_version;
+  run.info.source_format = "opsight";
+  run.info.clock = file.clock_name;
+  run.info.pid = file.pid;
+  run.info.trace_id = file.trace_id;
+  run.info.events_dropped = file.events_dropped;
+  run.info.extra = file.extra;
   if (!file.syncs.empty()) {
     // As fit_clock: a sync-fitted clock error (three syncs or more), the recording's start.
     const format::ClockSync& first = file.syncs.front();
@@ -592,27 +533,28 @@ MergeRun merge_run_of(const MergeFile& file) {
       worst = std::max(worst, std::fabs(static_cast<double>(file.clock.to_ns(sync.ticks)) -
                                         static_cast<double>(sync.monotonic_ns)));
     if (file.syncs.size() >= 3 && worst < 1e15)
-      run.extra.emplace_back("clock_max_error_ns",
-                             std::to_string(static_cast<int64_t>(std::llround(worst))));
-    run.start_unix_ns = first.realtime_ns;
-    run.has_unix_offset =
-        !__builtin_sub_overflow(first.realtime_ns, first.monotonic_ns, &run.unix_offset_ns);
-    if (!run.has_unix_offset) run.unix_offset_ns = 0;
-    if (__builtin_sub_overflow(last.monotonic_ns, first.monotonic_ns, &run.traced_ns))
-      run.traced_ns = 0;
+      run.info.extra.emplace_back("clock_max_error_ns",
+                                  std::to_string(static_cast<int64_t>(std::llround(worst))));
+    run.info.start_unix_ns = first.realtime_ns;
+    run.info.has_unix_offset =
+        !__builtin_sub_overflow(first.realtime_ns, first.monotonic_ns, &run.info.unix_offset_ns);
+    if (!run.info.has_unix_offset) run.info.unix_offset_ns = 0;
+    if (__builtin_sub_overflow(last.monotonic_ns, first.monotonic_ns, &run.info.traced_ns))
+      run.info.traced_ns = 0;
   }
   for (const auto& entry : file.threads)
     if (entry.second.has_track)
-      run.overhead_ns =
-          std::min(run.overhead_ns + merge_thread_overhead(file, entry.first, entry.second),
+      run.info.overhead_ns =
+          std::min(run.info.overhead_ns + merge_thread_overhead(file, entry.first, entry.second),
                    kMergeMaxOverheadNs);
   auto note = [&](const char* key, uint64_t count) {
-    if (count > 0) run.extra.emplace_back(key, std::to_string(count));
+    if (count > 0) run.info.extra.emplace_back(key, std::to_string(count));
   };
   note("unknown_names", file.unknown_names);
   note("undecodable_slots", file.undecodable);
   note("ends_written_late_after_drops", file.late_ends);
-  if (!file.source_format.empty()) run.extra.emplace_back("converted_from", file.source_format);
+  if (!file.source_format.empty())
+    run.info.extra.emplace_back("converted_from", file.source_format);
   run.first_ns = file.first_ns;
   run.last_ns = file.last_ns;
   return run;
@@ -825,20 +767,24 @@ MergeFilesResult merge_native_files(
   std::string& out = output.bytes;
   format::append_file_header(out);
   std::vector<std::pair<std::string, std::string>> info = {
-      {"command_line", run.command_line},       {"host", run.host},
-      {"opsight_version", run.opsight_version}, {"clock", run.clock.empty() ? "ns" : run.clock},
-      {"pid", std::to_string(run.pid)},         {"trace_id", run.trace_id.to_hex()},
-      {"ticks_per_second", "1000000000"},       {"source_format", run.source_format},
+      {"command_line", run.info.command_line},
+      {"host", run.info.host},
+      {"opsight_version", run.info.opsight_version},
+      {"clock", run.info.clock.empty() ? "ns" : run.info.clock},
+      {"pid", std::to_string(run.info.pid)},
+      {"trace_id", run.info.trace_id.to_hex()},
+      {"ticks_per_second", "1000000000"},
+      {"source_format", run.info.source_format},
   };
   for (const auto& entry : more_run_info) {
-    auto same = std::find_if(run.extra.begin(), run.extra.end(),
+    auto same = std::find_if(run.info.extra.begin(), run.info.extra.end(),
                              [&](const auto& mine) { return mine.first == entry.first; });
-    if (same != run.extra.end())
+    if (same != run.info.extra.end())
       same->second = entry.second;
     else
-      run.extra.push_back(entry);
+      run.info.extra.push_back(entry);
   }
-  for (const auto& entry : run.extra) info.push_back(entry);
+  for (const auto& entry : run.info.extra) info.push_back(entry);
   for (const MergeFile& file : files) {
     for (const auto& entry : file.layout) info.push_back(entry);
     std::string prefix = "process." + std::to_string(file.pid) + ".";
@@ -852,12 +798,12 @@ MergeFilesResult merge_native_files(
   // The clock as write_native writes it: ticks are ns from the earliest event.
   int64_t first_ns = run.first_ns <= run.last_ns ? run.first_ns : 0;
   int64_t last_ns = run.first_ns <= run.last_ns ? run.last_ns : 0;
-  int64_t offset = run.has_unix_offset ? run.unix_offset_ns : 0;
+  int64_t offset = run.info.has_unix_offset ? run.info.unix_offset_ns : 0;
   auto plus = [](int64_t a, int64_t b) {
     return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
   };
   int64_t bounds_ns = plus(last_ns, plus(~first_ns, 1));
-  int64_t span_ns = run.traced_ns > 0 ? run.traced_ns : std::max<int64_t>(bounds_ns, 1);
+  int64_t span_ns = run.info.traced_ns > 0 ? run.info.traced_ns : std::max<int64_t>(bounds_ns, 1);
   format::ClockSync syncs[2] = {{0, first_ns, plus(first_ns, offset)},
                                 {static_cast<uint64_t>(span_ns), plus(first_ns, span_ns),
                                  plus(plus(first_ns, span_ns), offset)}};
@@ -884,7 +830,7 @@ MergeFilesResult merge_native_files(
   output.hand_over_if_large();
 
   // The events, file by file.
-  const uint64_t output_salt = native::span_id_salt(run.trace_id);
+  const uint64_t output_salt = native::span_id_salt(run.info.trace_id);
   std::string late_names;
   for (MergeFile& file : files) {
     if (auto problem = file.mapped.open(file.path)) {
@@ -907,7 +853,7 @@ MergeFilesResult merge_native_files(
   // Footer, as write_native's (ticks in ns: each thread's overhead is its slow-path time).
   size_t header = format::begin_chunk(out);
   format::append_pod(out, format::SessionStats{static_cast<uint64_t>(last_ns - first_ns),
-                                               stats.size(), run.events_dropped, 0.0});
+                                               stats.size(), run.info.events_dropped, 0.0});
   for (const auto& entry : stats) format::append_pod(out, entry);
   format::end_chunk(out, header, format::ChunkType::kStats);
   output.append_index();
