@@ -539,7 +539,7 @@ std::optional<uint64_t> parse_run_info_count(std::string_view text);
 // started, else from its events' bounds (`into_events`, `other_events`: first and last ns
 // as Trace::time_bounds, nullopt when it has no events) to at least first + traced_ns;
 // traced_ns becomes the wall span of the union of both windows and, with a Unix offset,
-// start_unix_ns its start. Sums saturate at the int64 limits.
+// start_unix_ns its start. The overhead and the window saturate at the int64 limits.
 void merge_run_info(RunInfo& into, std::optional<std::pair<int64_t, int64_t>> into_events,
                     const RunInfo& other, std::optional<std::pair<int64_t, int64_t>> other_events);
 
