@@ -996,12 +996,22 @@ class NativeDecoder {
     async_events_.push_back(async);
   }
 
+  // An argument's key, interned: the last key is kept, since a thread's args mostly repeat
+  // their keys (a byte comparison, where interning hashes the key and probes the table).
+  StringId arg_key(std::string_view text) {
+    if (has_last_arg_key_ && text == last_arg_key_) return last_arg_key_id_;
+    last_arg_key_id_ = result_.trace.intern(text);
+    last_arg_key_.assign(text);
+    has_last_arg_key_ = true;
+    return last_arg_key_id_;
+  }
+
   void decode_arg(LaneState& lane, const native::SlotEvent& event) {
     trace::Trace& trace = result_.trace;
     trace::ArgValue value = event.arg;
     if (value.type == trace::ArgType::kString)
       value.string_value = trace.intern(event.string_value);
-    StringId key = trace.intern(event.text);
+    StringId key = arg_key(event.text);
     if (lane.last_instant != kNoRow) {
       trace.instant_args.add(lane.last_instant, key, value);
     } else if (!lane.open.empty()) {
@@ -1340,7 +1350,10 @@ class NativeDecoder {
   std::string_view file_;
   std::function<void(const char*)> done_before_;
   bool defer_events_checks_ = true;
-  SliceColumnData columns_;  // the slice columns' data while the event chunks are decoded
+  SliceColumnData columns_;   // the slice columns' data while the event chunks are decoded
+  std::string last_arg_key_;  // arg_key()'s cache
+  StringId last_arg_key_id_ = 0;
+  bool has_last_arg_key_ = false;
   size_t slices_used_ = 0;   // rows begun
   size_t slices_sized_ = 0;  // rows the columns hold
   ReadResult result_;
