@@ -103,7 +103,7 @@ fuzz-test:
 # Two runs: each suite has its own conftest.py, imported as `conftest` by its tests.
 # OPSIGHT_REQUIRE names what setup installed: a test needing one of them fails instead of
 # skipping when it is missing; any other skip is listed with its reason (-rs).
-OPSIGHT_REQUIRE ?= torch,transformers,matplotlib,onnxruntime,onnx,numpy,pandas,perfetto,fastapi,starlette,uvicorn,flask,waitress,requests,httpx,ray,opentelemetry.proto,opentelemetry.propagators.b3,openssl,jaeger,zipkin,prometheus,pushgateway,victorialogs,kafka
+OPSIGHT_REQUIRE ?= torch,transformers,matplotlib,onnxruntime,onnx,numpy,pandas,perfetto,fastapi,starlette,uvicorn,flask,waitress,requests,httpx,ray,opentelemetry.proto,opentelemetry.propagators.b3,openssl,jaeger,otelcol,zipkin,prometheus,pushgateway,victorialogs,kafka
 python-test:
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs python/tests
 	OPSIGHT_REQUIRE=$(OPSIGHT_REQUIRE) $(VENV)/bin/python -m pytest -q -rs tests/integration

@@ -2,7 +2,7 @@
 # Installs the real servers that the export tests talk to, on 127.0.0.1 (docs/servers.md):
 #   scripts/servers/install.sh                 all of them
 #   scripts/servers/install.sh jaeger kafka    only those named
-# Names: jaeger zipkin prometheus pushgateway victorialogs kafka.
+# Names: jaeger otelcol zipkin prometheus pushgateway victorialogs kafka.
 #
 # Everything lands in ${OPSIGHT_CACHE:-$HOME/.cache/opsight}/servers/ (never in the repo),
 # Go's module and build caches included, so a second run (or CI on the same machine) only
@@ -13,6 +13,7 @@ set -euo pipefail
 
 # Pinned versions.
 JAEGER_VERSION=v1.76.0          # Go module github.com/jaegertracing/jaeger, binary cmd/jaeger (Jaeger v2)
+OTELCOL_VERSION=v0.161.0        # the OpenTelemetry Collector's modules (scripts/servers/otelcol/go.mod)
 ZIPKIN_VERSION=3.6.1            # Maven Central io.zipkin:zipkin-server, the exec jar
 ZIPKIN_SHA1=5800cc1f3d2eb8f38d2d6905d59f9a0414b6d7dd
 VICTORIALOGS_VERSION=v1.52.1    # Go module github.com/VictoriaMetrics/VictoriaLogs, app/victoria-logs
@@ -23,7 +24,7 @@ PROMETHEUS_PACKAGE=prometheus   # Debian 12: 2.42.0+ds-5+deb12u1 (with promtool)
 PUSHGATEWAY_PACKAGE=prometheus-pushgateway  # Debian 12: 1.5.1-2+b5
 RECIPE=1                        # bump when a recipe below changes in a way that needs a rebuild
 
-ALL=(jaeger zipkin prometheus pushgateway victorialogs kafka)
+ALL=(jaeger otelcol zipkin prometheus pushgateway victorialogs kafka)
 CACHE="${OPSIGHT_CACHE:-$HOME/.cache/opsight}/servers"
 JOBS=2
 
@@ -71,6 +72,27 @@ go_build_module() {
   (cd "$dest/src" && "$go" build -p "$JOBS" -trimpath -o "$dest/$binary.new" "$package")
   mv -f "$dest/$binary.new" "$dest/$binary"
   rm -rf "$dest/src"
+}
+
+# The OpenTelemetry Collector: this repo's scripts/servers/otelcol (a main package and a
+# go.mod/go.sum pinning the Collector's modules at OTELCOL_VERSION), built where the modules
+# come from the Go module proxy. The stamp also names a digest of those files.
+install_otelcol() {
+  local source go digest dest="$CACHE/otelcol"
+  source="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/otelcol"
+  digest=$(cat "$source/main.go" "$source/go.mod" "$source/go.sum" | sha256sum | cut -c1-12)
+  is_installed otelcol "$OTELCOL_VERSION-$digest" "$dest/otelcol" && return
+  go=$(find_go otelcol)
+  go_env
+  mkdir -p "$dest"
+  rm -rf "$dest/src"
+  cp -r "$source" "$dest/src"
+  log "building the OpenTelemetry Collector $OTELCOL_VERSION (go build -p $JOBS; a few minutes when cold)"
+  (cd "$dest/src" && "$go" build -p "$JOBS" -trimpath -o "$dest/otelcol.new" .)
+  mv -f "$dest/otelcol.new" "$dest/otelcol"
+  rm -rf "$dest/src"
+  "$dest/otelcol" --version > /dev/null 2>&1 || die "the built otelcol does not run"
+  mark_installed otelcol "$OTELCOL_VERSION-$digest"
 }
 
 install_jaeger() {

@@ -1,5 +1,6 @@
-"""Real servers on 127.0.0.1 for the export tests: Jaeger v2, Zipkin, Prometheus, the
-Pushgateway, VictoriaLogs and a Kafka broker in KRaft mode (docs/servers.md).
+"""Real servers on 127.0.0.1 for the export tests: Jaeger v2, the OpenTelemetry Collector,
+Zipkin, Prometheus, the Pushgateway, VictoriaLogs and a Kafka broker in KRaft mode
+(docs/servers.md).
 
 ``scripts/servers/install.sh`` installs them once, outside the repo (under
 ``${OPSIGHT_CACHE:-~/.cache/opsight}/servers/``); here each is a context manager that picks
@@ -717,6 +718,126 @@ def jaeger(start_timeout: float = 60.0, store: bool = True,
         (server.otlp_grpc_port, server.otlp_http_port, server.query_port,
          server.query_grpc_port, server.health_port, server.metrics_port,
          server.received_metrics_port) = free_ports(7)
+        server.launch(start_timeout)
+        yield server
+
+
+# --- the OpenTelemetry Collector ---------------------------------------------------------------
+
+class OtelCollector(Server):
+    """The OpenTelemetry Collector (scripts/servers/otelcol: the Collector's own OTLP
+    receiver and contrib's file exporter): OTLP in over gRPC and HTTP (each optionally over
+    TLS, mutual when a client CA is given), everything received written as OTLP JSON lines
+    to ``received_path`` (one line per request batch), read back by :meth:`received`."""
+
+    otlp_grpc_port: int
+    otlp_http_port: int
+    binary: Path
+    received_path: Path
+    grpc_tls: str = ""
+    http_tls: str = ""
+
+    def launch(self, start_timeout: float) -> None:
+        config = self.workdir / "config.yaml"
+        config.write_text(OTELCOL_CONFIG.format(**vars(self)))
+        self.start([self.binary, "--config", config])
+        self.wait_ready(lambda: (port_open(self.otlp_grpc_port)
+                                 and port_open(self.otlp_http_port)), start_timeout)
+
+    @property
+    def grpc_endpoint(self) -> str:
+        return f"{'https' if self.grpc_tls else 'http'}://127.0.0.1:{self.otlp_grpc_port}"
+
+    @property
+    def http_endpoint(self) -> str:
+        return f"{'https' if self.http_tls else 'http'}://127.0.0.1:{self.otlp_http_port}"
+
+    def received(self) -> list[dict]:
+        """Every request batch the file exporter wrote so far (OTLP JSON objects)."""
+        try:
+            text = self.received_path.read_text()
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+    def spans(self) -> list[dict]:
+        return [span for batch in self.received() for resource in batch.get("resourceSpans", [])
+                for scope in resource.get("scopeSpans", []) for span in scope.get("spans", [])]
+
+    def log_records(self) -> list[dict]:
+        return [record for batch in self.received() for resource in batch.get("resourceLogs", [])
+                for scope in resource.get("scopeLogs", [])
+                for record in scope.get("logRecords", [])]
+
+    def metrics(self) -> list[dict]:
+        return [metric for batch in self.received()
+                for resource in batch.get("resourceMetrics", [])
+                for scope in resource.get("scopeMetrics", [])
+                for metric in scope.get("metrics", [])]
+
+    def wait_for(self, what: str, count: Callable[[], int], at_least: int,
+                 timeout: float = 30.0) -> int:
+        """Polls until ``count()`` reaches ``at_least`` (the file exporter flushes every
+        100 ms); returns it."""
+        def reached() -> int | None:
+            seen = count()
+            return seen if seen >= at_least else None
+
+        return poll(f"otelcol {what}", reached, timeout)
+
+
+OTELCOL_CONFIG = """\
+# The OpenTelemetry Collector for opsight's tests: OTLP in, every signal to a JSON-lines file.
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{otlp_grpc_port}
+{grpc_tls}
+      http:
+        endpoint: 127.0.0.1:{otlp_http_port}
+{http_tls}
+exporters:
+  file:
+    path: {received_path}
+    format: json
+    flush_interval: 100ms
+service:
+  telemetry:
+    metrics:
+      level: none
+  pipelines:
+    traces: {{receivers: [otlp], exporters: [file]}}
+    metrics: {{receivers: [otlp], exporters: [file]}}
+    logs: {{receivers: [otlp], exporters: [file]}}
+"""
+
+
+def _tls_lines(tls: tuple[str, str, str | None] | None) -> str:
+    """A receiver protocol's `tls:` block (certificate, key, client CA or None), or ''."""
+    if tls is None:
+        return ""
+    certificate, key, client_ca = tls
+    lines = ["        tls:", f"          cert_file: {certificate}", f"          key_file: {key}"]
+    if client_ca:
+        lines.append(f"          client_ca_file: {client_ca}")
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def otelcol(start_timeout: float = 30.0, grpc_tls: tuple[str, str, str | None] | None = None,
+            http_tls: tuple[str, str, str | None] | None = None) -> Iterator[OtelCollector]:
+    """The OpenTelemetry Collector with the configuration above on two free ports;
+    ``grpc_tls``/``http_tls`` (certificate, key, client CA or None: PEM files) serve that
+    receiver over TLS, requiring a client certificate the CA signed when one is given."""
+    binary = installed_file("otelcol", CACHE / "otelcol" / "otelcol")
+    server = OtelCollector("otelcol", _workdir("otelcol"))
+    server.binary = binary
+    server.received_path = server.workdir / "received.jsonl"
+    server.grpc_tls = _tls_lines(grpc_tls)  # instance attributes: the configuration reads vars
+    server.http_tls = _tls_lines(http_tls)
+    with _running(server):
+        server.otlp_grpc_port, server.otlp_http_port = free_ports(2)
         server.launch(start_timeout)
         yield server
 
