@@ -85,7 +85,7 @@ export async function tracesPage(root: HTMLElement, run: string, query: Record<s
     h(
       "p",
       { class: "hint" },
-      "A run holds many traces: every root span is a trace of its own, a request served with a traceparent is in its caller's trace. Click a trace to open it on the timeline (its root selected, its spans highlighted).",
+      "A run holds many traces: every root span that joined no trace is a trace of its own, a request served with a traceparent is in its caller's trace. Click a trace to open it on the timeline (its root selected, its spans highlighted).",
     ),
     listing,
   );
