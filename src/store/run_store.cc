@@ -1,5 +1,6 @@
 #include "store/run_store.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -945,38 +946,86 @@ void RunStore::make_traces_folder() const {
   ::chmod(traces_folder().c_str(), 0700);
 }
 
-std::string RunStore::scratch_native_path(int64_t id) const {
-  return traces_folder() + "/.reading-" + std::to_string(::getpid()) + "-" + std::to_string(id) +
-         ".opsight";
-}
+namespace {
 
-std::optional<std::string> RunStore::write_native_file(int64_t id, const std::string& path) {
+// A ByteSink into an open file descriptor (the unnamed scratch file of open_native_scratch).
+class DescriptorSink final : public io::ByteSink {
+ public:
+  explicit DescriptorSink(int fd) : fd_(fd) {}
+  bool write(std::string_view bytes) override {
+    while (!bytes.empty()) {
+      ssize_t wrote = ::write(fd_, bytes.data(), bytes.size());
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) {
+        error_ = std::string("cannot write the scratch file: ") + std::strerror(errno);
+        return false;
+      }
+      bytes.remove_prefix(static_cast<size_t>(wrote));
+    }
+    return true;
+  }
+  const std::optional<std::string>& error() const { return error_; }
+
+ private:
+  int fd_;
+  std::optional<std::string> error_;
+};
+
+}  // namespace
+
+std::optional<std::string> RunStore::write_native(int64_t id, io::ByteSink& sink) {
   const std::string run = "run " + std::to_string(id) + " in " + path_;
   StoredTraceRow row;
   if (auto problem = select_stored_trace(id, &row)) return problem;
-  if (std::filesystem::path(path).parent_path() == std::filesystem::path(traces_folder()))
-    make_traces_folder();
-  std::optional<std::string> problem;
-  io::FileSink sink(path);
   if (row.codec == kFileCodec) {
     const std::string file_path = traces_folder() + "/" + row.data;
-    problem = decompress_file(file_path, row.trace_bytes, sink);
-    if (problem) problem = run + ": its trace file " + file_path + ": " + *problem;
-  } else {
-    std::string native;
-    problem = decompress(row.data, row.trace_bytes, &native);
-    if (problem)
-      problem = run + ": its stored trace is damaged: " + *problem;
-    else if (!sink.write(native))
-      problem = sink.error().value_or(path + ": cannot write");
+    if (auto problem = decompress_file(file_path, row.trace_bytes, sink))
+      return run + ": its trace file " + file_path + ": " + *problem;
+    return std::nullopt;
   }
+  std::string native;
+  if (auto problem = decompress(row.data, row.trace_bytes, &native))
+    return run + ": its stored trace is damaged: " + *problem;
+  if (!sink.write(native)) return run + ": its trace could not be written out";
+  return std::nullopt;
+}
+
+std::optional<std::string> RunStore::write_native_file(int64_t id, const std::string& path) {
+  io::FileSink sink(path);  // renamed into place by commit() only: `path` is kept on failure
+  std::optional<std::string> problem = write_native(id, sink);
   if (!problem) problem = sink.commit();
-  if (problem) {
-    if (sink.error()) problem = *sink.error();  // the output failed: that is the cause
-    ::unlink(path.c_str());
-  }
+  if (problem && sink.error()) problem = *sink.error();  // the output failed: the cause
   return problem;
 }
+
+int RunStore::open_native_scratch(int64_t id, std::string* problem) {
+  make_traces_folder();
+  // An unnamed file of the traces folder (O_TMPFILE): never seen in the folder, its space
+  // freed when the descriptor closes, whatever ends the process. Where the file system
+  // cannot make one, a named file removed as soon as it is open does the same.
+  int fd = ::open(traces_folder().c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    std::string name = traces_folder() + "/.reading-" + std::to_string(::getpid()) + "-" +
+                       std::to_string(id) + "-XXXXXX";
+    fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd >= 0) ::unlink(name.c_str());
+  }
+  if (fd < 0) {
+    *problem = traces_folder() + ": cannot make a scratch file: " + std::strerror(errno);
+    return -1;
+  }
+  DescriptorSink sink(fd);
+  std::optional<std::string> failed = write_native(id, sink);
+  if (failed && sink.error()) failed = traces_folder() + ": " + *sink.error();
+  if (failed) {
+    ::close(fd);
+    *problem = *failed;
+    return -1;
+  }
+  return fd;
+}
+
+std::string RunStore::descriptor_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
 
 io::ReadResult RunStore::load_trace(int64_t id) {
   io::ReadResult result;
@@ -991,10 +1040,11 @@ io::ReadResult RunStore::load_trace(int64_t id) {
     const std::string file_path = traces_folder() + "/" + row.data;
     // Decompressed into a file of the same folder, which the reader maps and hands back
     // page by page: loading holds the model, not the native bytes too. Removed once read.
-    const std::string reading = scratch_native_path(id);
-    if (auto problem = write_native_file(id, reading)) return failure(*problem);
-    io::ReadResult read = io::read_trace_file(reading);
-    ::unlink(reading.c_str());
+    std::string problem;
+    const int fd = open_native_scratch(id, &problem);
+    if (fd < 0) return failure(problem);
+    io::ReadResult read = io::read_trace_file(descriptor_path(fd));
+    ::close(fd);
     if (read.error)
       read.error->message =
           run + ": its trace file " + file_path + " is damaged: " + read.error->to_string("trace");

@@ -185,14 +185,19 @@ class RunStore {
   // the run and the store (print error->message as is); other runs stay loadable.
   io::ReadResult load_trace(int64_t id);
 
-  // Writes run `id`'s trace as native .opsight bytes to the file `path` (a trace kept as a
-  // file is decompressed into it a MiB at a time; a blob is decompressed in memory): what a
-  // streaming reader of a stored run reads. nullopt, or the error naming the run (the file
-  // is then removed).
+  // Writes run `id`'s trace as native .opsight bytes into `sink` (a trace kept as a file is
+  // decompressed a MiB at a time; a blob is decompressed in memory). nullopt, or the error
+  // naming the run.
+  std::optional<std::string> write_native(int64_t id, io::ByteSink& sink);
+  // The same into the file `path` (through a temporary renamed into place: on failure
+  // `path` is left as it was).
   std::optional<std::string> write_native_file(int64_t id, const std::string& path);
-  // A hidden file name in traces_folder() for that, unique to this process and run (the
-  // caller removes the file once read).
-  std::string scratch_native_path(int64_t id) const;
+  // Run `id`'s native trace in a scratch file of traces_folder() that has no name (removed by
+  // the system when the returned descriptor is closed, even if the process is killed): what
+  // a reader of a stored run reads, through descriptor_path(fd). -1 and *problem on failure.
+  int open_native_scratch(int64_t id, std::string* problem);
+  // "/proc/self/fd/N": a path that opens the file behind descriptor `fd` (Linux).
+  static std::string descriptor_path(int fd);
 
   // Removes run `id` and its trace; an error if there is no such run.
   Result<RunRecord> remove(int64_t id);

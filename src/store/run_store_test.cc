@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "store/save_run.hpp"
+#include "store/trace_source.hpp"
 
 namespace {
 
@@ -451,23 +452,53 @@ TEST_F(RunStoreTest, ANativeFileSavedAsItIsGivesTheRunReadingItWholeGives) {
   EXPECT_EQ(from_file.trace.slices.size(), trace.slices.size());
   EXPECT_EQ(from_file.trace.instants.size(), 1u);
 
-  // Each run's native bytes written back to a file (what a streaming report of a stored
-  // run reads): from the compressed file and from the blob, the same trace.
+  // Each run's native bytes written back (what a reader of a stored run reads): into a
+  // file, and into an unnamed scratch file that leaves nothing in the traces folder; from
+  // the compressed file and from the blob, the same trace.
+  auto folder_entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(file_store->traces_folder()))
+      names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> stored_files = folder_entries();
   for (int64_t id : {added.value().id, b.id}) {
-    const std::string scratch = file_store->scratch_native_path(id);
-    ASSERT_EQ(std::filesystem::path(scratch).parent_path(),
-              std::filesystem::path(file_store->traces_folder()));
-    ASSERT_FALSE(file_store->write_native_file(id, scratch));
-    auto written = opsight::io::read_trace_file(scratch);
+    const std::string copy = (directory_ / "copy.opsight").string();
+    ASSERT_FALSE(file_store->write_native_file(id, copy));
+    EXPECT_EQ(std::filesystem::file_size(copy), std::filesystem::file_size(file));
+    std::string problem;
+    const int fd = file_store->open_native_scratch(id, &problem);
+    ASSERT_GE(fd, 0) << problem;
+    EXPECT_EQ(folder_entries(), stored_files);  // nothing named while it is read
+    auto written = opsight::io::read_trace_file(RunStore::descriptor_path(fd));
+    ::close(fd);
     ASSERT_TRUE(written.ok()) << written.error->message;
     EXPECT_EQ(written.trace.slices.size(), trace.slices.size());
-    EXPECT_EQ(std::filesystem::file_size(scratch), std::filesystem::file_size(file));
-    std::filesystem::remove(scratch);
   }
-  auto no_run = file_store->write_native_file(999, file_store->scratch_native_path(999));
+  // StoredRunFile: a run named by reference, at any size (0) or from a size it lacks.
+  {
+    auto stored = opsight::store::StoredRunFile::open("copied", path_, 0);
+    ASSERT_FALSE(stored.error()) << *stored.error();
+    ASSERT_FALSE(stored.path().empty());
+    EXPECT_EQ(stored.label().rfind("run " + std::to_string(added.value().id), 0), 0u)
+        << stored.label();
+    EXPECT_TRUE(opsight::io::read_trace_file(stored.path()).ok());
+    EXPECT_EQ(folder_entries(), stored_files);
+    EXPECT_TRUE(
+        opsight::store::StoredRunFile::open("copied", path_, uint64_t{1} << 40).path().empty());
+    EXPECT_TRUE(opsight::store::StoredRunFile::open(file, path_, 0).path().empty());  // a file
+    auto none = opsight::store::StoredRunFile::open("nosuchrun", path_, 0);
+    ASSERT_TRUE(none.error());
+    EXPECT_NE(none.error()->find("no run 'nosuchrun'"), std::string::npos) << *none.error();
+  }
+  // A run that is not there: an error naming it, and a file already at the path kept.
+  const std::string kept = (directory_ / "kept.opsight").string();
+  ASSERT_FALSE(opsight::io::write_file_bytes(kept, "already here"));
+  auto no_run = file_store->write_native_file(999, kept);
   ASSERT_TRUE(no_run);
   EXPECT_NE(no_run->find("no run 999"), std::string::npos) << *no_run;
-  EXPECT_FALSE(std::filesystem::exists(file_store->scratch_native_path(999)));
+  EXPECT_EQ(std::filesystem::file_size(kept), 12u);
 
   // A file that is not there, and one that is not a trace, are errors naming it.
   request.files = {(directory_ / "gone.opsight").string()};

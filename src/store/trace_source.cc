@@ -53,24 +53,27 @@ StoredRunFile StoredRunFile::open(const std::string& argument, const std::string
   if (!run.ok()) return unresolved(argument + ": no such file, and " + run.error());
   if (run.value().trace_bytes < min_bytes) return file;
   file.label_ = run_label(run.value());
-  const std::string scratch = runs.scratch_native_path(run.value().id);
-  if (auto problem = runs.write_native_file(run.value().id, scratch)) {
-    file.error_ = *problem;
+  std::string problem;
+  file.fd_ = runs.open_native_scratch(run.value().id, &problem);
+  if (file.fd_ < 0) {
+    file.error_ = problem;
     return file;
   }
-  file.path_ = scratch;
+  file.path_ = RunStore::descriptor_path(file.fd_);
   return file;
 }
 
 StoredRunFile::StoredRunFile(StoredRunFile&& other) noexcept
-    : path_(std::move(other.path_)),
+    : fd_(other.fd_),
+      path_(std::move(other.path_)),
       label_(std::move(other.label_)),
       error_(std::move(other.error_)) {
+  other.fd_ = -1;
   other.path_.clear();
 }
 
 StoredRunFile::~StoredRunFile() {
-  if (!path_.empty()) ::unlink(path_.c_str());
+  if (fd_ >= 0) ::close(fd_);
 }
 
 LoadedTrace load_trace_argument(const std::string& argument, const std::string& store_path) {

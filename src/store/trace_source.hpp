@@ -48,11 +48,12 @@ LoadedTrace load_trace_argument(const std::string& argument, const std::string& 
 // A stored run's trace as a native file, for a reader that streams it (`opsight report
 // latest --summary` of a run of hours): when `argument` names a run by the rule above (not
 // a file, nor what looks like one) whose native trace is at least `min_bytes`, its trace is
-// written to a hidden file of the store's traces folder (RunStore::write_native_file: a
-// trace kept as a file is decompressed a MiB at a time), removed when this is destroyed.
-// path() empty: the argument is not such a run (the caller reads it as usual, and
-// load_trace_argument says what is wrong, if anything); error() set: the run's trace could
-// not be written (naming the run), or, asked for any size (min_bytes 0), the argument names
+// written to an unnamed scratch file of the store's traces folder
+// (RunStore::open_native_scratch: a trace kept as a file is decompressed a MiB at a time),
+// which path() opens ("/proc/self/fd/N") and which is gone when this is destroyed or the
+// process ends, however it ends. path() empty: the argument is not such a run (the caller reads it
+// as usual, and load_trace_argument says what is wrong, if anything); error() set: the run's trace
+// could not be written (naming the run), or, asked for any size (min_bytes 0), the argument names
 // no run (load_trace_argument's message).
 class StoredRunFile {
  public:
@@ -69,6 +70,7 @@ class StoredRunFile {
   const std::optional<std::string>& error() const { return error_; }
 
  private:
+  int fd_ = -1;  // the scratch file's descriptor
   std::string path_, label_;
   std::optional<std::string> error_;
 };
