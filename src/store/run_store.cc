@@ -204,6 +204,8 @@ class ZstdFileSink final : public io::ByteSink {
     return file_.commit();
   }
   uint64_t raw_bytes() const { return raw_bytes_; }
+  // The first error met (the compressor's or the file's, naming the path), if any.
+  std::optional<std::string> error() const { return error_ ? error_ : file_.error(); }
 
  private:
   bool pump(std::string_view bytes, ZSTD_EndDirective directive) {
@@ -602,7 +604,7 @@ Result<RunRecord> RunStore::add_native_file(const std::string& native_path, cons
     while (!problem) {
       const size_t got = std::fread(buffer.data(), 1, buffer.size(), input);
       if (got > 0 && !sink.write(std::string_view(buffer.data(), got)))
-        problem = file_path + ": cannot write";
+        problem = sink.error().value_or(file_path + ": cannot write");
       if (got < buffer.size()) {
         if (std::ferror(input)) problem = native_path + ": cannot read: " + std::strerror(errno);
         break;
@@ -1000,18 +1002,31 @@ std::optional<std::string> RunStore::write_native_file(int64_t id, const std::st
 
 int RunStore::open_native_scratch(int64_t id, std::string* problem) {
   make_traces_folder();
-  // An unnamed file of the traces folder (O_TMPFILE): never seen in the folder, its space
-  // freed when the descriptor closes, whatever ends the process. Where the file system
-  // cannot make one, a named file removed as soon as it is open does the same.
-  int fd = ::open(traces_folder().c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    std::string name = traces_folder() + "/.reading-" + std::to_string(::getpid()) + "-" +
-                       std::to_string(id) + "-XXXXXX";
-    fd = ::mkostemp(name.data(), O_CLOEXEC);
-    if (fd >= 0) ::unlink(name.c_str());
+  // An unnamed file (O_TMPFILE): never seen in its folder, its space freed when the
+  // descriptor closes, whatever ends the process. Where the file system cannot make one, a
+  // named file removed as soon as it is open does the same. In the traces folder (the
+  // store's disk), else, where that cannot be written (a read-only store), the temporary
+  // directory.
+  std::error_code ignored;
+  const std::string folders[] = {traces_folder(),
+                                 std::filesystem::temp_directory_path(ignored).string()};
+  int fd = -1;
+  std::string tried;
+  for (const std::string& folder : folders) {
+    if (folder.empty()) continue;
+    fd = ::open(folder.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      std::string name =
+          folder + "/.reading-" + std::to_string(::getpid()) + "-" + std::to_string(id) + "-XXXXXX";
+      fd = ::mkostemp(name.data(), O_CLOEXEC);
+      if (fd >= 0) ::unlink(name.c_str());
+    }
+    if (fd >= 0) break;
+    tried += (tried.empty() ? "" : ", ") + folder + ": " + std::strerror(errno);
   }
   if (fd < 0) {
-    *problem = traces_folder() + ": cannot make a scratch file: " + std::strerror(errno);
+    *problem = "run " + std::to_string(id) + " in " + path_ +
+               ": cannot make a scratch file to read its trace from (" + tried + ")";
     return -1;
   }
   DescriptorSink sink(fd);

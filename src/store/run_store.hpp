@@ -192,9 +192,10 @@ class RunStore {
   // The same into the file `path` (through a temporary renamed into place: on failure
   // `path` is left as it was).
   std::optional<std::string> write_native_file(int64_t id, const std::string& path);
-  // Run `id`'s native trace in a scratch file of traces_folder() that has no name (removed by
-  // the system when the returned descriptor is closed, even if the process is killed): what
-  // a reader of a stored run reads, through descriptor_path(fd). -1 and *problem on failure.
+  // Run `id`'s native trace in a scratch file of traces_folder() (else, when that cannot be
+  // written, of the temporary directory) that has no name (removed by the system when the
+  // returned descriptor is closed, even if the process is killed): what a reader of a stored
+  // run reads, through descriptor_path(fd). -1 and *problem on failure.
   int open_native_scratch(int64_t id, std::string* problem);
   // "/proc/self/fd/N": a path that opens the file behind descriptor `fd` (Linux).
   static std::string descriptor_path(int fd);
